@@ -1,0 +1,15 @@
+"""The root of tylo's typed errors.
+
+Every error tylo raises on purpose derives from :class:`TyloError`, so a caller can catch
+them all at once; each subsystem adds its own subclass (``LayoutError`` in
+:mod:`tylo.layouts`, ``CompileError`` and ``CudaError`` in :mod:`tylo.backend`, ...).
+This module imports nothing, so every layer may depend on it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["TyloError"]
+
+
+class TyloError(Exception):
+    """Base class of every error tylo raises deliberately."""
