@@ -1,0 +1,53 @@
+"""Test tiers for the whole suite (ARCHITECTURE.md, section 3).
+
+* ``gpu_runtime`` fixture: the runtime half of a ``tests/gpu`` file. It reads the file's
+  ``# TEST_TARGET: cc>=...`` banner and returns the device's :class:`tylo.target.Target`
+  when the device satisfies it; otherwise the test is skipped with a reason naming the
+  need and what was found, or failed under ``TYLO_REQUIRE_GPU_RUNTIME=1``.
+* Tests that use ``gpu_runtime`` get the ``gpu`` marker (``-m "not gpu"`` leaves them out).
+* ``TYLO_EVIDENCE=<dir>`` is honoured by :func:`tylo.backend.pipeline.compile_ir` itself.
+
+Every xdist worker reads the device once (``tylo.testing.runtime_target`` is memoized).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tylo.target import Target
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "gpu_runtime" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.gpu)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    from tylo.testing import gpu_runtime_required, runtime_target
+
+    _, found = runtime_target()
+    require = "1" if gpu_runtime_required() else "0"
+    lines = [f"tylo: runtime device: {found}; TYLO_REQUIRE_GPU_RUNTIME={require}"]
+    if os.environ.get("TYLO_EVIDENCE"):
+        lines.append(f"tylo: saving evidence to {os.environ['TYLO_EVIDENCE']}")
+    return lines
+
+
+@pytest.fixture
+def gpu_runtime(request: pytest.FixtureRequest) -> Target:
+    """The runtime device's target, if it satisfies this file's ``TEST_TARGET`` banner."""
+    from tylo.testing import read_banner, require_gpu_runtime
+
+    path = Path(str(request.node.path))
+    spec = read_banner(path)
+    if spec is None:
+        pytest.fail(
+            f"{path.name} uses the gpu_runtime fixture but has no banner; add a line such as "
+            "'# TEST_TARGET: cc>=8.0' near the top",
+            pytrace=False,
+        )
+    return require_gpu_runtime(spec)

@@ -1,0 +1,231 @@
+"""as_device_array with fake producers of __cuda_array_interface__ and DLPack (no GPU).
+
+The DLPack producers below build real capsules with ctypes, laid out as dlpack.h says, so
+the parser reads the same bytes it would read from PyTorch or JAX.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+
+import numpy as np
+import pytest
+
+from tylo.arrays import (
+    ArrayError,
+    DeviceArray,
+    _DLManagedTensor,
+    _DLManagedTensorVersioned,
+    as_device_array,
+)
+from tylo.dtypes import bf16, f16, f32, i8, i64, u8
+from tylo.errors import TyloError
+
+PTR = 0x7F00_0000_0000
+
+
+class FakeCAI:
+    def __init__(self, **overrides) -> None:
+        self.__cuda_array_interface__ = {
+            "shape": (4, 8),
+            "typestr": "<f4",
+            "data": (PTR, False),
+            "version": 3,
+            "strides": None,
+            **overrides,
+        }
+
+
+def test_cai_contiguous() -> None:
+    obj = FakeCAI()
+    a = as_device_array(obj)
+    assert (a.ptr, a.shape, a.strides, a.dtype) == (PTR, (4, 8), (8, 1), f32)
+    assert a.is_contiguous() and a.size == 32 and a.nbytes == 128 and a.ndim == 2
+    assert a.owner is obj and not a.readonly and a.stream is None
+
+
+def test_cai_byte_strides_become_element_strides() -> None:
+    a = as_device_array(FakeCAI(strides=(4, 16), typestr="<f4"))  # column-major
+    assert a.strides == (1, 4) and not a.is_contiguous()
+    b = as_device_array(FakeCAI(shape=(3,), strides=(-2,), typestr="<f2"))
+    assert b.strides == (-1,) and b.dtype == f16
+
+
+def test_cai_readonly_stream_and_types() -> None:
+    a = as_device_array(FakeCAI(data=(PTR, True), stream=7, typestr="|i1", shape=(5,)))
+    assert a.readonly and a.stream == 7 and a.dtype == i8
+    assert as_device_array(FakeCAI(typestr="<i8")).dtype == i64
+    assert as_device_array(FakeCAI(typestr="|u1")).dtype == u8
+
+
+def test_cai_non_integral_strides() -> None:
+    with pytest.raises(ArrayError, match=r"not whole multiples of the 4-byte"):
+        as_device_array(FakeCAI(strides=(6, 4)))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        ({"typestr": "<c8"}, "complex64"),
+        ({"typestr": "|O"}, "unknown dtype name '\\|O'"),
+        ({"mask": object()}, "masked"),
+        ({"shape": (4, -1)}, "non-negative"),
+        ({"strides": (4,)}, "1 strides for 2 dimensions"),
+    ],
+)
+def test_cai_rejections_are_typed(overrides, match) -> None:
+    with pytest.raises(ArrayError, match=match) as info:
+        as_device_array(FakeCAI(**overrides))
+    assert isinstance(info.value, TyloError)
+
+
+def test_cai_malformed() -> None:
+    obj = FakeCAI()
+    del obj.__cuda_array_interface__["data"]
+    with pytest.raises(ArrayError, match="malformed"):
+        as_device_array(obj)
+
+
+def test_not_an_array() -> None:
+    with pytest.raises(ArrayError, match="numpy array lives in host memory"):
+        as_device_array(np.zeros(3))
+    with pytest.raises(ArrayError, match="not a device array"):
+        as_device_array([1, 2, 3])
+
+
+def test_device_array_passthrough_and_equality() -> None:
+    a = DeviceArray(PTR, (2,), (1,), f32, 0, owner=object())
+    assert as_device_array(a) is a
+    assert a == DeviceArray(PTR, (2,), (1,), f32, 0, owner=object())  # owner not compared
+
+
+# ---------------------------------------------------------------------------- DLPack
+
+_pythonapi_new = ctypes.pythonapi.PyCapsule_New
+_pythonapi_new.restype = ctypes.py_object
+_pythonapi_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+NAMES = {"dltensor": ctypes.c_char_p(b"dltensor"), "v": ctypes.c_char_p(b"dltensor_versioned")}
+
+
+class FakeDLPack:
+    """A producer of DLPack capsules (legacy or versioned) over fake device memory."""
+
+    def __init__(
+        self,
+        shape=(2, 3),
+        strides=None,
+        code=2,
+        bits=32,
+        lanes=1,
+        device=(2, 1),
+        versioned=False,
+        readonly=False,
+        byte_offset=0,
+        advertise_device=True,
+    ) -> None:
+        self.ndim = len(shape)
+        self.shape = (ctypes.c_int64 * self.ndim)(*shape)
+        self.strides = (ctypes.c_int64 * self.ndim)(*strides) if strides else None
+        self.managed = _DLManagedTensorVersioned() if versioned else _DLManagedTensor()
+        if versioned:
+            self.managed.version_major, self.managed.version_minor = 1, 0
+            self.managed.flags = 1 if readonly else 0
+        t = self.managed.dl_tensor
+        t.data = PTR
+        t.device.device_type, t.device.device_id = device
+        t.ndim = self.ndim
+        t.dtype.code, t.dtype.bits, t.dtype.lanes = code, bits, lanes
+        t.shape = self.shape
+        if self.strides is not None:
+            t.strides = self.strides
+        t.byte_offset = byte_offset
+        self.versioned = versioned
+        self.device = device
+        self.calls: list[dict] = []
+        if not advertise_device:
+            self.__dlpack_device__ = None  # type: ignore[assignment]
+
+    def __dlpack_device__(self):
+        return self.device
+
+    def __dlpack__(self, **kwargs):
+        self.calls.append(kwargs)
+        if not self.versioned and "max_version" in kwargs:
+            raise TypeError("__dlpack__() got an unexpected keyword argument 'max_version'")
+        name = NAMES["v" if self.versioned else "dltensor"]
+        return _pythonapi_new(ctypes.addressof(self.managed), name, None)
+
+
+def test_dlpack_legacy_capsule() -> None:
+    src = FakeDLPack()
+    a = as_device_array(src)
+    assert (a.ptr, a.shape, a.strides, a.dtype, a.device) == (PTR, (2, 3), (3, 1), f32, 1)
+    assert src.calls == [{"max_version": (1, 0)}, {}]  # retried without max_version
+    assert a.owner[0] is src
+
+
+def test_dlpack_versioned_strided_readonly_offset() -> None:
+    src = FakeDLPack(
+        shape=(4, 5),
+        strides=(1, 8),
+        versioned=True,
+        readonly=True,
+        byte_offset=64,
+        code=4,
+        bits=16,
+    )
+    a = as_device_array(src)
+    assert a.ptr == PTR + 64 and a.strides == (1, 8) and a.readonly and a.dtype == bf16
+    assert src.calls == [{"max_version": (1, 0)}]
+
+
+def test_dlpack_keeps_capsule_alive() -> None:
+    a = as_device_array(FakeDLPack())
+    gc.collect()
+    capsule = a.owner[1]
+    assert ctypes.pythonapi.PyCapsule_IsValid(ctypes.py_object(capsule), b"dltensor")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"device": (1, 0)}, "lives on CPU, not a CUDA device"),
+        ({"device": (10, 0)}, "lives on ROCM"),
+        ({"device": (1, 0), "advertise_device": False}, "lives on CPU"),
+        ({"code": 5, "bits": 64}, "no tylo dtype"),  # complex
+        ({"lanes": 4}, "vector dtypes"),
+    ],
+)
+def test_dlpack_rejections_are_typed(kwargs, match) -> None:
+    with pytest.raises(ArrayError, match=match):
+        as_device_array(FakeDLPack(**kwargs))
+
+
+def test_dlpack_managed_memory_is_accepted() -> None:
+    assert as_device_array(FakeDLPack(device=(13, 0))).device == 0
+
+
+class FakeTorchTensor:
+    """Stands in for torch.Tensor on the fast path (matched by module name)."""
+
+    __module__ = "torch"
+
+    def __init__(self, is_cuda=True) -> None:
+        self.is_cuda = is_cuda
+        self.dtype = "torch.bfloat16"
+        self.shape = (3, 4)
+        self.device = type("Dev", (), {"index": 0, "__str__": lambda s: "cpu"})()
+
+    def data_ptr(self) -> int:
+        return PTR
+
+    def stride(self):
+        return (1, 3)
+
+
+def test_torch_fast_path() -> None:
+    a = as_device_array(FakeTorchTensor())
+    assert (a.ptr, a.shape, a.strides, a.dtype, a.device) == (PTR, (3, 4), (1, 3), bf16, 0)
+    with pytest.raises(ArrayError, match=r"on cpu, not a CUDA device"):
+        as_device_array(FakeTorchTensor(is_cuda=False))

@@ -1,0 +1,424 @@
+"""Device arrays: tylo's small :class:`DeviceBuffer` and interop with other frameworks.
+
+:func:`as_device_array` turns anything a kernel may receive into a :class:`DeviceArray`
+(pointer, shape, strides in elements, tylo dtype, device ordinal): a DeviceBuffer, any
+object with ``__cuda_array_interface__`` (PyTorch CUDA tensors, CuPy, Numba) or
+``__dlpack__`` (JAX, PyTorch, CuPy). What cannot be used on the GPU (a CPU tensor, an
+unknown dtype, strides that are not whole elements) raises :class:`ArrayError` before any
+launch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tylo.dtypes import DType, DTypeError, dtype_of
+from tylo.errors import TyloError
+
+__all__ = ["ArrayError", "DeviceArray", "DeviceBuffer", "as_device_array"]
+
+# DLPack device types (dlpack.h, DLDeviceType)
+KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
+_DL_DEVICE_NAMES = {
+    1: "CPU",
+    2: "CUDA",
+    3: "CUDAHost",
+    4: "OpenCL",
+    7: "Vulkan",
+    8: "Metal",
+    9: "VPI",
+    10: "ROCM",
+    11: "ROCMHost",
+    13: "CUDAManaged",
+    14: "OneAPI",
+}
+
+
+class ArrayError(TyloError, TypeError):
+    """An array that cannot be passed to a kernel (wrong device, dtype or strides)."""
+
+
+@dataclass(frozen=True)
+class DeviceArray:
+    """A view of device memory: address, shape, strides *in elements*, dtype, device.
+
+    ``owner`` keeps the producing object (tensor, DLPack capsule, buffer) alive while the
+    view is in use; it takes no part in equality. ``stream`` is the producer's stream from
+    ``__cuda_array_interface__`` v3, when it named one.
+    """
+
+    ptr: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: DType
+    device: int | None = None
+    readonly: bool = False
+    stream: int | None = None
+    owner: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.nbytes
+
+    def is_contiguous(self) -> bool:
+        """Row-major (C) contiguous, ignoring strides of extent-1 modes."""
+        return all(
+            n == 1 or s == e for n, s, e in zip(self.shape, self.strides, _c_strides(self.shape))
+        )
+
+
+def _c_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return tuple(reversed(out))
+
+
+def _normalize_shape(shape: int | Sequence[int], what: str) -> tuple[int, ...]:
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if not all(isinstance(n, (int, np.integer)) and n >= 0 for n in dims):
+        raise ArrayError(f"{what}: shape {shape!r} must be non-negative ints")
+    return tuple(int(n) for n in dims)
+
+
+def _typestr(dtype: DType) -> str:
+    # bf16 has no __cuda_array_interface__ typestr; its bits travel as '<u2'.
+    return dtype.numpy.str
+
+
+class DeviceBuffer:
+    """A C-contiguous device allocation with a shape and a dtype, freed on close/GC.
+
+    >>> buf = DeviceBuffer.from_numpy(np.arange(4, dtype=np.float32))  # doctest: +SKIP
+    >>> buf.to_numpy()                                                 # doctest: +SKIP
+    array([0., 1., 2., 3.], dtype=float32)
+    """
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], dtype: DType, device: int) -> None:
+        self._ptr = ptr
+        self.shape = shape
+        self.dtype = dtype
+        self.device = device
+        self.strides = _c_strides(shape)
+        self.nbytes = math.prod(shape) * dtype.nbytes
+
+    @classmethod
+    def empty(cls, shape: int | Sequence[int], dtype: Any, *, device: int = 0) -> DeviceBuffer:
+        """An uninitialized buffer on device ``device``."""
+        from tylo.backend import driver
+
+        dims = _normalize_shape(shape, "DeviceBuffer.empty")
+        dt = _dtype(dtype, "DeviceBuffer.empty")
+        driver.current_context(device)
+        return cls(driver.mem_alloc(math.prod(dims) * dt.nbytes), dims, dt, device)
+
+    @classmethod
+    def zeros(cls, shape: int | Sequence[int], dtype: Any, *, device: int = 0) -> DeviceBuffer:
+        """A zero-filled buffer."""
+        return cls.empty(shape, dtype, device=device).fill_bytes(0)
+
+    @classmethod
+    def from_numpy(cls, array: Any, *, dtype: Any = None, device: int = 0) -> DeviceBuffer:
+        """A copy of a host array; ``dtype`` may reinterpret same-size bits (``bf16`` from
+        a ``uint16`` array)."""
+        a = np.ascontiguousarray(array)
+        dt = _dtype(a.dtype if dtype is None else dtype, "DeviceBuffer.from_numpy")
+        if dt.nbytes != a.dtype.itemsize:
+            raise ArrayError(
+                f"DeviceBuffer.from_numpy: dtype {dt} ({dt.nbytes} B) does not match the "
+                f"array's {a.dtype} ({a.dtype.itemsize} B)"
+            )
+        buf = cls.empty(a.shape, dt, device=device)
+        from tylo.backend import driver
+
+        driver.memcpy_htod(buf.ptr, a)
+        return buf
+
+    @property
+    def ptr(self) -> int:
+        if self._ptr is None:
+            raise ArrayError("DeviceBuffer: used after close()")
+        return self._ptr
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def to_numpy(self) -> np.ndarray:
+        """A host copy (bf16 comes back as ``uint16`` bits)."""
+        from tylo.backend import driver
+
+        out = np.empty(self.shape, dtype=self.dtype.numpy)
+        driver.memcpy_dtoh(out, self.ptr, self.nbytes)
+        return out
+
+    def fill_bytes(self, value: int) -> DeviceBuffer:
+        """Set every byte to ``value`` (0..255); returns self."""
+        from tylo.backend import driver
+
+        driver.memset_d8(self.ptr, value, self.nbytes)
+        return self
+
+    def close(self) -> None:
+        """Free the memory now (idempotent)."""
+        ptr, self._ptr = self._ptr, None
+        if ptr:
+            from tylo.backend import driver
+
+            driver.mem_free(ptr)
+
+    def __del__(self) -> None:
+        # at interpreter shutdown or with a dead context there is nothing left to free
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def __enter__(self) -> DeviceBuffer:  # noqa: PYI034 (Self needs Python 3.11)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return {
+            "shape": self.shape,
+            "typestr": _typestr(self.dtype),
+            "data": (self.ptr, False),
+            "strides": None,
+            "version": 3,
+        }
+
+    def __repr__(self) -> str:
+        state = "closed" if self._ptr is None else f"ptr=0x{self._ptr:x}"
+        return (
+            f"DeviceBuffer(shape={self.shape}, dtype={self.dtype}, device={self.device}, {state})"
+        )
+
+
+def _dtype(x: Any, what: str) -> DType:
+    try:
+        return dtype_of(x)
+    except DTypeError as err:
+        raise ArrayError(f"{what}: {err}") from None
+
+
+def as_device_array(obj: Any) -> DeviceArray:
+    """View ``obj`` as a :class:`DeviceArray`.
+
+    Accepts a :class:`DeviceArray`, a :class:`DeviceBuffer`, a PyTorch CUDA tensor (read
+    directly, without the slower protocol objects), anything with
+    ``__cuda_array_interface__`` or with ``__dlpack__`` on a CUDA device.
+    """
+    if isinstance(obj, DeviceArray):
+        return obj
+    if isinstance(obj, DeviceBuffer):
+        return DeviceArray(obj.ptr, obj.shape, obj.strides, obj.dtype, obj.device, owner=obj)
+    if type(obj).__module__.startswith("torch") and hasattr(obj, "data_ptr"):
+        return _from_torch(obj)
+    if isinstance(obj, np.ndarray):
+        raise ArrayError(
+            f"as_device_array: a numpy array lives in host memory (shape {obj.shape}); "
+            "copy it to the GPU first, e.g. DeviceBuffer.from_numpy(a)"
+        )
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None:
+        return _from_cai(obj, cai)
+    if hasattr(obj, "__dlpack__"):
+        return _from_dlpack(obj)
+    raise ArrayError(
+        f"as_device_array: {type(obj).__name__} is not a device array; pass a DeviceBuffer, "
+        "or an object with __cuda_array_interface__ or __dlpack__ (torch, CuPy, JAX)"
+    )
+
+
+def _from_torch(t: Any) -> DeviceArray:
+    if not t.is_cuda:
+        raise ArrayError(
+            f"as_device_array: torch tensor is on {t.device}, not a CUDA device; "
+            "move it with .cuda()"
+        )
+    dt = _dtype(str(t.dtype), "as_device_array")
+    return DeviceArray(
+        int(t.data_ptr()), tuple(t.shape), tuple(t.stride()), dt, t.device.index, owner=t
+    )
+
+
+def _from_cai(obj: Any, cai: dict[str, Any]) -> DeviceArray:
+    what = f"as_device_array({type(obj).__name__}.__cuda_array_interface__)"
+    try:
+        shape = _normalize_shape(cai["shape"], what)
+        typestr = cai["typestr"]
+        ptr, readonly = cai["data"]
+    except (KeyError, TypeError, ValueError) as err:
+        raise ArrayError(f"{what}: malformed interface {cai!r} ({err})") from None
+    if cai.get("mask") is not None:
+        raise ArrayError(f"{what}: masked arrays are not supported")
+    dt = _dtype(typestr, what)
+    byte_strides = cai.get("strides")
+    if byte_strides is None:
+        strides = _c_strides(shape)
+    else:
+        strides = _element_strides(tuple(byte_strides), dt, what)
+        if len(strides) != len(shape):
+            raise ArrayError(f"{what}: {len(strides)} strides for {len(shape)} dimensions")
+    stream = cai.get("stream")
+    ptr = int(ptr or 0)
+    return DeviceArray(
+        ptr,
+        shape,
+        strides,
+        dt,
+        _pointer_device(ptr),
+        bool(readonly),
+        None if stream is None else int(stream),
+        owner=obj,
+    )
+
+
+def _element_strides(byte_strides: tuple[int, ...], dt: DType, what: str) -> tuple[int, ...]:
+    bad = [s for s in byte_strides if int(s) % dt.nbytes]
+    if bad:
+        raise ArrayError(
+            f"{what}: byte strides {byte_strides} are not whole multiples of the "
+            f"{dt.nbytes}-byte element size of {dt}"
+        )
+    return tuple(int(s) // dt.nbytes for s in byte_strides)
+
+
+def _pointer_device(ptr: int) -> int | None:
+    """The device ordinal owning ``ptr``; None without a driver or when the driver does not
+    know the pointer (the interface's producer vouches for it being device memory)."""
+    if not ptr:
+        return None
+    from tylo.backend import driver
+    from tylo.backend.errors import CudaError
+
+    if driver.device_count() == 0:
+        return None
+    d = driver._cuda()
+    driver._ensure_context()
+    attr = d.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+    try:
+        return int(driver.check(d.cuPointerGetAttribute(attr, ptr), "cuPointerGetAttribute"))
+    except CudaError:
+        return None
+
+
+# ---------------------------------------------------------------------------- DLPack
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", _DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [
+        ("dl_tensor", _DLTensor),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+    ]
+
+
+class _DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [
+        ("version_major", ctypes.c_uint32),
+        ("version_minor", ctypes.c_uint32),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+        ("flags", ctypes.c_uint64),
+        ("dl_tensor", _DLTensor),
+    ]
+
+
+_DLPACK_FLAG_READ_ONLY = 1
+_capsule_is_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_is_valid.restype = ctypes.c_int
+_capsule_is_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_get_pointer.restype = ctypes.c_void_p
+_capsule_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def _from_dlpack(obj: Any) -> DeviceArray:
+    what = f"as_device_array({type(obj).__name__}.__dlpack__)"
+    device = getattr(obj, "__dlpack_device__", None)
+    if device is not None:
+        dev_type, _ = device()
+        _require_cuda_device(int(dev_type), what)
+    try:
+        capsule = obj.__dlpack__(max_version=(1, 0))
+    except TypeError:  # producers older than DLPack 1.0 take no max_version
+        capsule = obj.__dlpack__()
+    readonly = False
+    if _capsule_is_valid(capsule, b"dltensor_versioned"):
+        managed = _DLManagedTensorVersioned.from_address(
+            _capsule_get_pointer(capsule, b"dltensor_versioned")
+        )
+        if managed.version_major > 1:
+            raise ArrayError(f"{what}: DLPack version {managed.version_major} is not supported")
+        tensor = managed.dl_tensor
+        readonly = bool(managed.flags & _DLPACK_FLAG_READ_ONLY)
+    elif _capsule_is_valid(capsule, b"dltensor"):
+        tensor = _DLManagedTensor.from_address(_capsule_get_pointer(capsule, b"dltensor")).dl_tensor
+    else:
+        raise ArrayError(f"{what}: __dlpack__ did not return an unused DLPack capsule")
+    # The capsule stays unconsumed and is kept alive in DeviceArray.owner: when it is
+    # collected, the producer's capsule destructor calls the tensor's deleter (DLPack spec).
+    _require_cuda_device(tensor.device.device_type, what)
+    if tensor.dtype.lanes != 1:
+        raise ArrayError(f"{what}: vector dtypes (lanes={tensor.dtype.lanes}) are not supported")
+    dt = _dtype((tensor.dtype.code, tensor.dtype.bits), what)
+    ndim = tensor.ndim
+    shape = tuple(int(tensor.shape[i]) for i in range(ndim))
+    if tensor.strides:
+        strides = tuple(int(tensor.strides[i]) for i in range(ndim))
+    else:
+        strides = _c_strides(shape)
+    ptr = (tensor.data or 0) + int(tensor.byte_offset)
+    return DeviceArray(
+        ptr, shape, strides, dt, int(tensor.device.device_id), readonly, owner=(obj, capsule)
+    )
+
+
+def _require_cuda_device(dev_type: int, what: str) -> None:
+    if dev_type not in (KDL_CUDA, KDL_CUDA_MANAGED):
+        name = _DL_DEVICE_NAMES.get(dev_type, f"device type {dev_type}")
+        raise ArrayError(
+            f"{what}: the array lives on {name}, not a CUDA device; move it to the GPU first"
+        )

@@ -1,0 +1,687 @@
+"""The CUDA driver, through ``cuda.bindings.driver``: context, modules, launch, memory.
+
+Importing this module loads nothing: the bindings are imported on first use, so compiling
+works on machines without a driver. Every driver call goes through :func:`check`, which
+turns a failing ``CUresult`` into :class:`~tylo.backend.errors.CudaError` naming the call
+(``"cuModuleLoadData failed: CUDA_ERROR_INVALID_IMAGE (200)"``).
+
+Launching is built for low overhead: an :class:`ArgPack` is laid out once per kernel
+signature and owns a preallocated host buffer plus the ``void*[]`` array that
+``cuLaunchKernel`` reads (CUDA driver API, "Kernel parameters"); a launch only writes the
+values with one ``struct.pack_into`` and passes the array's integer address.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import struct
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tylo.backend.errors import CudaError, LaunchError, NoDeviceError, ToolchainError
+
+__all__ = [
+    "F32",
+    "F64",
+    "I32",
+    "I64",
+    "PTR",
+    "U32",
+    "U64",
+    "ArgPack",
+    "Event",
+    "Function",
+    "Module",
+    "Param",
+    "check",
+    "compute_capability",
+    "current_context",
+    "device_count",
+    "driver_version",
+    "elapsed_ms",
+    "launch",
+    "mem_alloc",
+    "mem_free",
+    "memcpy_dtoh",
+    "memcpy_htod",
+    "memset_d8",
+    "raw",
+    "stream_handle",
+    "synchronize",
+]
+
+# Dynamic shared memory above this needs an explicit opt-in per function
+# (CUDA C++ Programming Guide, "Shared Memory", compute capability 7.x and later).
+DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024
+
+# What loading a missing library raises: cuda.pathfinder's DynamicLibNotFoundError is a
+# RuntimeError; older bindings raise RuntimeError or OSError from dlopen.
+_LOAD_ERRORS = (ImportError, OSError, RuntimeError)
+_driver: Any = None
+_init_error: str | None = None
+_initialized = False
+_lock = threading.Lock()
+_contexts: dict[int, Any] = {}
+_tls = threading.local()
+_signature_ids: dict[tuple[Any, ...], int] = {}
+
+
+def _cuda() -> Any:
+    """``cuda.bindings.driver``, imported on first use."""
+    global _driver
+    if _driver is None:
+        try:
+            from cuda.bindings import driver
+        except ImportError as err:  # pragma: no cover - cuda-bindings is a dependency
+            raise ToolchainError(
+                f"cuda-bindings is not importable ({err}); install it: pip install cuda-bindings"
+            ) from err
+        _driver = driver
+    return _driver
+
+
+def _error_name(code: int) -> tuple[str, str]:
+    """(enum name, description) of a ``CUresult`` code, without failing."""
+    d = _cuda()
+    name = description = ""
+    try:
+        err, raw_name = d.cuGetErrorName(code)
+        if not err and raw_name:
+            name = raw_name.decode() if isinstance(raw_name, bytes) else str(raw_name)
+        err, raw_desc = d.cuGetErrorString(code)
+        if not err and raw_desc:
+            description = raw_desc.decode() if isinstance(raw_desc, bytes) else str(raw_desc)
+    except _LOAD_ERRORS:  # no driver library: fall back to the bindings' enum
+        pass
+    if not name:
+        try:
+            name = d.CUresult(code).name
+        except ValueError:
+            name = f"CUDA_ERROR_{code}"
+    return name, description
+
+
+def cuda_error(call: str, code: int) -> CudaError:
+    """The :class:`CudaError` for ``call`` having returned ``code``."""
+    name, description = _error_name(int(code))
+    return CudaError(call, int(code), name, description)
+
+
+def check(result: tuple[Any, ...], call: str) -> Any:
+    """Raise :class:`CudaError` if ``result[0]`` is not ``CUDA_SUCCESS``; else return the
+    call's outputs: ``None``, the single value, or a tuple of values."""
+    err = result[0]
+    if err:  # CUresult is an int subclass and CUDA_SUCCESS == 0
+        raise cuda_error(call, err)
+    n = len(result)
+    if n == 1:
+        return None
+    if n == 2:
+        return result[1]
+    return result[1:]
+
+
+def _init() -> None:
+    """``cuInit(0)`` once per process; :class:`NoDeviceError` (memoized) when impossible."""
+    global _initialized, _init_error
+    if _initialized:
+        return
+    with _lock:
+        if _initialized:
+            return
+        if _init_error is None:
+            try:
+                d = _cuda()
+                (err,) = d.cuInit(0)
+                if err:
+                    name, _ = _error_name(int(err))
+                    _init_error = f"cuInit failed: {name} ({int(err)})"
+            except ToolchainError as e:
+                _init_error = str(e)
+            except _LOAD_ERRORS as e:  # libcuda.so missing
+                _init_error = f"no CUDA driver library ({type(e).__name__}: {e})"
+            if _init_error is None:
+                _initialized = True
+                return
+    raise NoDeviceError(f"no usable CUDA driver: {_init_error}")
+
+
+def device_count() -> int:
+    """Number of CUDA devices; 0 when there is no driver or no GPU (never raises for that)."""
+    try:
+        _init()
+        return int(check(_cuda().cuDeviceGetCount(), "cuDeviceGetCount"))
+    except (NoDeviceError, CudaError):
+        return 0
+
+
+def driver_version() -> int | None:
+    """The driver's CUDA version as an int (13000 for 13.0), or None without a driver."""
+    try:
+        _init()
+        return int(check(_cuda().cuDriverGetVersion(), "cuDriverGetVersion"))
+    except (NoDeviceError, CudaError):
+        return None
+
+
+def _device(ordinal: int) -> Any:
+    _init()
+    count = int(check(_cuda().cuDeviceGetCount(), "cuDeviceGetCount"))
+    if not 0 <= ordinal < count:
+        raise NoDeviceError(f"no CUDA device {ordinal}: the driver reports {count} device(s)")
+    return check(_cuda().cuDeviceGet(ordinal), "cuDeviceGet")
+
+
+def _device_attribute(ordinal: int, attr: str) -> int:
+    d = _cuda()
+    value = d.cuDeviceGetAttribute(getattr(d.CUdevice_attribute, attr), _device(ordinal))
+    return int(check(value, "cuDeviceGetAttribute"))
+
+
+def compute_capability(ordinal: int = 0) -> tuple[int, int]:
+    """(major, minor) of device ``ordinal``; :class:`NoDeviceError` when there is none."""
+    try:
+        return (
+            _device_attribute(ordinal, "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR"),
+            _device_attribute(ordinal, "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR"),
+        )
+    except CudaError as err:
+        raise NoDeviceError(f"cannot query CUDA device {ordinal}: {err}") from err
+
+
+def current_context(ordinal: int = 0) -> Any:
+    """The primary context of device ``ordinal``, retained once per process and made
+    current on the calling thread (the same context PyTorch and CuPy use)."""
+    current = getattr(_tls, "ctx", None)
+    if current is not None and _tls.ordinal == ordinal:
+        return current
+    with _lock:
+        ctx = _contexts.get(ordinal)
+    if ctx is None:
+        dev = _device(ordinal)
+        with _lock:
+            ctx = _contexts.get(ordinal)
+            if ctx is None:
+                ctx = check(_cuda().cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+                _contexts[ordinal] = ctx
+    check(_cuda().cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    _tls.ctx, _tls.ordinal = ctx, ordinal
+    return ctx
+
+
+def _ensure_context() -> None:
+    if getattr(_tls, "ctx", None) is None:
+        current_context(0)  # the first device, unless the thread already chose one
+
+
+# ---------------------------------------------------------------------------- streams
+
+
+def stream_handle(stream: Any) -> Any:
+    """Normalize a stream for the driver: ``None`` (legacy default stream), an int handle,
+    a ``CUstream``, an object with ``__cuda_stream__`` (returns ``(version, handle)``) or
+    with ``.cuda_stream`` (``torch.cuda.Stream``)."""
+    if stream is None or type(stream) is int:
+        return stream
+    d = _cuda()
+    if isinstance(stream, d.CUstream):
+        return stream
+    proto = getattr(stream, "__cuda_stream__", None)
+    if proto is not None:
+        value = proto() if callable(proto) else proto
+        if isinstance(value, tuple) and len(value) == 2:
+            return int(value[1])
+        raise LaunchError(
+            f"stream: __cuda_stream__ of {type(stream).__name__} returned {value!r}; "
+            "expected (version, handle)"
+        )
+    handle = getattr(stream, "cuda_stream", None)
+    if isinstance(handle, int):
+        return handle
+    if isinstance(stream, int):  # int subclasses (enums, numpy ints converted by caller)
+        return int(stream)
+    raise LaunchError(
+        f"stream: cannot use {type(stream).__name__} as a CUDA stream; pass None, an int "
+        "handle, a CUstream, or an object with __cuda_stream__ or .cuda_stream"
+    )
+
+
+def synchronize(stream: Any = None) -> None:
+    """Wait for ``stream`` (or, with None, for all work in the current context)."""
+    _ensure_context()
+    if stream is None:
+        check(_cuda().cuCtxSynchronize(), "cuCtxSynchronize")
+    else:
+        check(_cuda().cuStreamSynchronize(stream_handle(stream)), "cuStreamSynchronize")
+
+
+# ---------------------------------------------------------------------------- memory
+
+
+def mem_alloc(nbytes: int) -> int:
+    """Allocate ``nbytes`` of device memory; returns the address (0 for 0 bytes)."""
+    if nbytes < 0:
+        raise LaunchError(f"mem_alloc: negative size {nbytes}")
+    if nbytes == 0:
+        return 0
+    _ensure_context()
+    return int(check(_cuda().cuMemAlloc(nbytes), "cuMemAlloc"))
+
+
+def mem_free(ptr: int) -> None:
+    """Free memory from :func:`mem_alloc` (0 is a no-op)."""
+    if ptr:
+        _ensure_context()
+        check(_cuda().cuMemFree(ptr), "cuMemFree")
+
+
+def _host_view(buf: Any, what: str, nbytes: int | None, *, writable: bool) -> tuple[Any, int, int]:
+    """(object to keep alive, address, byte count) of a C-contiguous host buffer."""
+    from tylo.arrays import ArrayError
+
+    try:
+        mv = memoryview(buf)
+    except TypeError:
+        raise ArrayError(f"{what}: {type(buf).__name__} does not expose a host buffer") from None
+    if not mv.c_contiguous:
+        raise ArrayError(f"{what}: host buffer is not C-contiguous; copy it first")
+    if writable and mv.readonly:
+        raise ArrayError(f"{what}: host buffer is read-only")
+    size = mv.nbytes if nbytes is None else nbytes
+    if not 0 <= size <= mv.nbytes:
+        raise ArrayError(f"{what}: {size} bytes requested, the host buffer holds {mv.nbytes}")
+    if size == 0:
+        return mv, 0, 0
+    flat = mv.cast("B")
+    if flat.readonly:
+        holder: Any = ctypes.create_string_buffer(flat.tobytes(), flat.nbytes)
+    else:
+        holder = (ctypes.c_char * flat.nbytes).from_buffer(flat)
+    return holder, ctypes.addressof(holder), size
+
+
+def memcpy_htod(dst: int, src: Any, nbytes: int | None = None) -> None:
+    """Copy a contiguous host buffer (numpy array, bytes, ...) to device address ``dst``."""
+    holder, addr, size = _host_view(src, "memcpy_htod", nbytes, writable=False)
+    if size:
+        _ensure_context()
+        check(_cuda().cuMemcpyHtoD(dst, addr, size), "cuMemcpyHtoD")
+    del holder
+
+
+def memcpy_dtoh(dst: Any, src: int, nbytes: int | None = None) -> None:
+    """Copy from device address ``src`` into a contiguous, writable host buffer."""
+    holder, addr, size = _host_view(dst, "memcpy_dtoh", nbytes, writable=True)
+    if size:
+        _ensure_context()
+        check(_cuda().cuMemcpyDtoH(addr, src, size), "cuMemcpyDtoH")
+    del holder
+
+
+def memset_d8(ptr: int, value: int, nbytes: int) -> None:
+    """Set ``nbytes`` bytes at device address ``ptr`` to ``value`` (0..255)."""
+    if not 0 <= value <= 255:
+        raise LaunchError(f"memset_d8: byte value {value} is outside 0..255")
+    if nbytes:
+        _ensure_context()
+        check(_cuda().cuMemsetD8(ptr, value, nbytes), "cuMemsetD8")
+
+
+# ---------------------------------------------------------------------------- events
+
+
+class Event:
+    """A CUDA event for timing: ``start.record(); ...; end.record(); elapsed_ms(start, end)``."""
+
+    def __init__(self, *, timing: bool = True) -> None:
+        _ensure_context()
+        d = _cuda()
+        flags = 0 if timing else int(d.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+        self.handle: Any = check(d.cuEventCreate(flags), "cuEventCreate")
+
+    def record(self, stream: Any = None) -> Event:
+        """Record the event on ``stream``; returns self."""
+        check(_cuda().cuEventRecord(self.handle, stream_handle(stream)), "cuEventRecord")
+        return self
+
+    def synchronize(self) -> None:
+        """Wait until the event has completed."""
+        check(_cuda().cuEventSynchronize(self.handle), "cuEventSynchronize")
+
+    def elapsed_ms(self, end: Event) -> float:
+        """Milliseconds from this event to ``end`` (waits for ``end``)."""
+        return elapsed_ms(self, end)
+
+    def close(self) -> None:
+        """Destroy the event (idempotent)."""
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            check(_cuda().cuEventDestroy(handle), "cuEventDestroy")
+
+    def __del__(self) -> None:
+        # at interpreter shutdown or with a dead context there is nothing left to free
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+def elapsed_ms(start: Event, end: Event) -> float:
+    """Milliseconds between two recorded events (waits for ``end``)."""
+    end.synchronize()
+    return float(check(_cuda().cuEventElapsedTime(start.handle, end.handle), "cuEventElapsedTime"))
+
+
+# ---------------------------------------------------------------------------- modules
+
+
+class Module:
+    """A loaded cubin. ``Module.load(cubin).function("vadd")``."""
+
+    def __init__(self, handle: Any, ordinal: int) -> None:
+        self.handle = handle
+        self.ordinal = ordinal
+        self._functions: dict[str, Function] = {}
+
+    @classmethod
+    def load(cls, image: bytes, *, ordinal: int = 0) -> Module:
+        """Load a cubin (``cuModuleLoadData``) into device ``ordinal``'s primary context."""
+        current_context(ordinal)
+        handle = check(_cuda().cuModuleLoadData(bytes(image)), "cuModuleLoadData")
+        return cls(handle, ordinal)
+
+    def function(self, name: str) -> Function:
+        """The kernel entry ``name`` (memoized)."""
+        fn = self._functions.get(name)
+        if fn is None:
+            if self.handle is None:
+                raise LaunchError(f"Module.function({name!r}): the module was closed")
+            handle = check(
+                _cuda().cuModuleGetFunction(self.handle, name.encode()), "cuModuleGetFunction"
+            )
+            fn = self._functions[name] = Function(handle, name, self)
+        return fn
+
+    def close(self) -> None:
+        """Unload the module (idempotent); its functions become unusable."""
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            check(_cuda().cuModuleUnload(handle), "cuModuleUnload")
+
+    def __del__(self) -> None:
+        # at interpreter shutdown or with a dead context there is nothing left to free
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+class Function:
+    """A kernel entry of a loaded :class:`Module`, with its driver attributes."""
+
+    def __init__(self, handle: Any, name: str, module: Module) -> None:
+        self.handle = handle
+        self.name = name
+        self.module = module  # keeps the module loaded while the function lives
+        self.max_dynamic_shared_bytes = DEFAULT_DYNAMIC_SHARED_LIMIT
+        self._param_sizes: tuple[int, ...] | None | bool = False
+        self._checked: set[int] = set()
+
+    def attribute(self, name: str) -> int:
+        """``cuFuncGetAttribute`` by short name: ``attribute("NUM_REGS")``."""
+        d = _cuda()
+        attr = getattr(d.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name.upper()}")
+        return int(check(d.cuFuncGetAttribute(attr, self.handle), "cuFuncGetAttribute"))
+
+    @property
+    def num_regs(self) -> int:
+        return self.attribute("NUM_REGS")
+
+    @property
+    def max_threads_per_block(self) -> int:
+        return self.attribute("MAX_THREADS_PER_BLOCK")
+
+    @property
+    def shared_size_bytes(self) -> int:
+        """Static shared memory of the kernel, as the driver reports it."""
+        return self.attribute("SHARED_SIZE_BYTES")
+
+    @property
+    def local_size_bytes(self) -> int:
+        return self.attribute("LOCAL_SIZE_BYTES")
+
+    @property
+    def const_size_bytes(self) -> int:
+        return self.attribute("CONST_SIZE_BYTES")
+
+    def set_max_dynamic_shared_memory(self, nbytes: int) -> None:
+        """Allow launches with up to ``nbytes`` of dynamic shared memory (required above
+        48 KB; ``cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)``)."""
+        limit = _device_attribute(
+            self.module.ordinal, "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"
+        )
+        static = self.shared_size_bytes
+        if nbytes < 0 or nbytes + static > limit:
+            raise LaunchError(
+                f"{self.name}: {nbytes} B dynamic + {static} B static shared memory exceeds "
+                f"the device's opt-in limit of {limit} B per block"
+            )
+        d = _cuda()
+        attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        check(d.cuFuncSetAttribute(self.handle, attr, nbytes), "cuFuncSetAttribute")
+        self.max_dynamic_shared_bytes = max(nbytes, DEFAULT_DYNAMIC_SHARED_LIMIT)
+
+    def param_sizes(self) -> tuple[int, ...] | None:
+        """Byte sizes of the kernel's parameters (``cuFuncGetParamInfo``, driver 12.4+), or
+        None when the driver cannot say."""
+        if self._param_sizes is False:
+            d = _cuda()
+            get = getattr(d, "cuFuncGetParamInfo", None)
+            sizes: list[int] = []
+            result: tuple[int, ...] | None = None
+            if get is not None:
+                try:
+                    while len(sizes) < 4096:
+                        out = get(self.handle, len(sizes))
+                        if out[0]:
+                            # past the last parameter the driver answers INVALID_VALUE;
+                            # anything else means it cannot tell
+                            if int(out[0]) == int(d.CUresult.CUDA_ERROR_INVALID_VALUE):
+                                result = tuple(sizes)
+                            break
+                        sizes.append(int(out[2]))
+                except (RuntimeError, TypeError, ValueError, OverflowError):
+                    result = None
+            self._param_sizes = result
+        return self._param_sizes  # type: ignore[return-value]
+
+    def check_args(self, args: ArgPack) -> None:
+        """Check (once per ArgPack layout) that ``args`` matches the kernel's parameters."""
+        key = args.signature_id
+        if key in self._checked:
+            return
+        sizes = self.param_sizes()
+        if sizes is not None and sizes != args.sizes:
+            raise LaunchError(
+                f"{self.name}: the kernel takes {len(sizes)} parameter(s) of sizes "
+                f"{list(sizes)} B, but the ArgPack has {len(args.sizes)} of sizes "
+                f"{list(args.sizes)} B ({args.describe()})"
+            )
+        self._checked.add(key)
+
+
+# ---------------------------------------------------------------------------- arguments
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter's kind: size and alignment in bytes and its ``struct`` code.
+
+    Use the constants :data:`PTR`, :data:`I32`, :data:`I64`, :data:`U32`, :data:`U64`,
+    :data:`F32`, :data:`F64`, or :func:`raw` for by-value bytes (a 128-byte tensor map).
+    """
+
+    kind: str
+    size: int
+    align: int
+    code: str
+
+    def __str__(self) -> str:
+        return self.kind if self.kind != "raw" else f"raw[{self.size}, align {self.align}]"
+
+
+PTR = Param("ptr", 8, 8, "Q")
+I32 = Param("i32", 4, 4, "i")
+I64 = Param("i64", 8, 8, "q")
+U32 = Param("u32", 4, 4, "I")
+U64 = Param("u64", 8, 8, "Q")
+F32 = Param("f32", 4, 4, "f")
+F64 = Param("f64", 8, 8, "d")
+
+
+def raw(size: int, align: int = 8) -> Param:
+    """A by-value parameter of ``size`` bytes (e.g. ``raw(128, 64)`` for a CUtensorMap)."""
+    if size <= 0 or align <= 0 or align & (align - 1):
+        raise LaunchError(f"raw({size}, {align}): size must be > 0, align a power of two")
+    return Param("raw", size, align, f"{size}s")
+
+
+class ArgPack:
+    """Preallocated kernel arguments for one kernel signature.
+
+    Built once per signature; each launch calls :meth:`pack` (one ``struct.pack_into``
+    into a ctypes buffer) and passes :attr:`address`, the integer address of the
+    ``void*[]`` array whose entries point at each value (``cuLaunchKernel``'s
+    ``kernelParams``). Not thread-safe: use one ArgPack per thread (:meth:`copy`).
+
+    >>> args = ArgPack([PTR, PTR, I32]).pack(0x7F0000000000, 0x7F0000001000, 1024)
+    >>> args.sizes, args.values()
+    ((8, 8, 4), (139637976727552, 139637976731648, 1024))
+    """
+
+    def __init__(self, params: Sequence[Param]) -> None:
+        self.signature = tuple(params)
+        with _lock:
+            self.signature_id = _signature_ids.setdefault(self.signature, len(_signature_ids))
+        offsets, fmt, pos = [], ["<"], 0
+        for p in self.signature:
+            if not isinstance(p, Param):
+                raise LaunchError(f"ArgPack: {p!r} is not a Param (use PTR, I32, raw(...))")
+            pad = -pos % p.align
+            if pad:
+                fmt.append(f"{pad}x")
+            pos += pad
+            offsets.append(pos)
+            fmt.append(p.code)
+            pos += p.size
+        self.offsets = tuple(offsets)
+        self.sizes = tuple(p.size for p in self.signature)
+        self.nbytes = pos
+        self._struct = struct.Struct("".join(fmt))
+        self._buffer = ctypes.create_string_buffer(max(pos, 1))
+        base = ctypes.addressof(self._buffer)
+        n = len(self.signature)
+        self._pointers = (ctypes.c_void_p * max(n, 1))(*(base + off for off in offsets))
+        self.address: int = ctypes.addressof(self._pointers) if n else 0
+        self._raw = tuple(i for i, p in enumerate(self.signature) if p.kind == "raw")
+
+    def pack(self, *values: Any) -> ArgPack:
+        """Write one launch's argument values; returns self."""
+        if self._raw:
+            self._check_raw(values)
+        try:
+            self._struct.pack_into(self._buffer, 0, *values)
+        except struct.error as err:
+            raise LaunchError(self._explain(values, err)) from None
+        return self
+
+    def values(self) -> tuple[Any, ...]:
+        """The values currently packed (for debugging)."""
+        return self._struct.unpack_from(self._buffer, 0)
+
+    def copy(self) -> ArgPack:
+        """A fresh ArgPack with the same signature (for another thread)."""
+        return ArgPack(self.signature)
+
+    def describe(self) -> str:
+        return "(" + ", ".join(str(p) for p in self.signature) + ")"
+
+    def _check_raw(self, values: tuple[Any, ...]) -> None:
+        for i in self._raw:
+            if i < len(values):
+                try:
+                    n = memoryview(values[i]).nbytes
+                except TypeError:
+                    continue  # reported by _explain
+                if n != self.signature[i].size:
+                    raise LaunchError(
+                        f"argument {i} ({self.signature[i]}): got {n} bytes, "
+                        f"expected exactly {self.signature[i].size}"
+                    )
+
+    def _explain(self, values: tuple[Any, ...], err: struct.error) -> str:
+        if len(values) != len(self.signature):
+            return (
+                f"ArgPack{self.describe()}: got {len(values)} argument(s), "
+                f"expected {len(self.signature)}"
+            )
+        for i, (p, v) in enumerate(zip(self.signature, values)):
+            try:
+                struct.pack("<" + p.code, v)
+            except struct.error as e:
+                return f"argument {i} ({p}): cannot pack {v!r} ({type(v).__name__}): {e}"
+        return f"ArgPack{self.describe()}: {err}"
+
+
+# ---------------------------------------------------------------------------- launch
+
+
+def _dim3(value: Any, what: str) -> tuple[int, int, int]:
+    kind = type(value)
+    if kind is int and value > 0:
+        return (value, 1, 1)
+    if kind is tuple and len(value) == 3:
+        x, y, z = value
+        if type(x) is int and type(y) is int and type(z) is int and x > 0 and y > 0 and z > 0:
+            return value
+    dims = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    if not 1 <= len(dims) <= 3 or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in dims
+    ):
+        raise LaunchError(f"launch: {what} {value!r} must be a positive int or 1-3 positive ints")
+    return tuple(int(v) for v in (*dims, 1, 1)[:3])  # type: ignore[return-value]
+
+
+def launch(
+    function: Function,
+    grid: int | Sequence[int],
+    block: int | Sequence[int],
+    args: ArgPack,
+    *,
+    shared_bytes: int = 0,
+    stream: Any = None,
+) -> None:
+    """Launch ``function`` with packed ``args`` (``cuLaunchKernel``).
+
+    ``shared_bytes`` is the dynamic shared memory per block; above 48 KB call
+    :meth:`Function.set_max_dynamic_shared_memory` first. ``stream`` is anything
+    :func:`stream_handle` accepts.
+    """
+    gx, gy, gz = _dim3(grid, "grid")
+    bx, by, bz = _dim3(block, "block")
+    if shared_bytes > function.max_dynamic_shared_bytes or shared_bytes < 0:
+        raise LaunchError(
+            f"launch {function.name}: {shared_bytes} B of dynamic shared memory exceeds the "
+            f"function's limit of {function.max_dynamic_shared_bytes} B; call "
+            f"function.set_max_dynamic_shared_memory({shared_bytes}) first"
+        )
+    if args.signature_id not in function._checked:
+        function.check_args(args)
+    if getattr(_tls, "ordinal", None) != function.module.ordinal:
+        current_context(function.module.ordinal)
+    if stream is not None and type(stream) is not int:
+        stream = stream_handle(stream)
+    (err,) = _driver.cuLaunchKernel(
+        function.handle, gx, gy, gz, bx, by, bz, shared_bytes, stream, args.address, 0
+    )
+    if err:
+        raise cuda_error("cuLaunchKernel", err)

@@ -1,0 +1,244 @@
+"""Per-kernel resource usage: registers, shared memory, spills, stack.
+
+Two sources, both without any external tool:
+
+* the ptxas report in the linker's info log (links run with ``-verbose``):
+  ``Used 40 registers, used 1 barriers, 1024 bytes smem`` and
+  ``768 bytes stack frame, 484 bytes spill stores, 572 bytes spill loads``;
+* the cubin itself, an ELF file: the ``.nv.info`` section's ``EIATTR_REGCOUNT`` and
+  ``EIATTR_FRAME_SIZE`` attributes per function, and the size of ``.nv.shared.<kernel>``.
+
+:func:`kernel_resources` lists the kernel entries from the cubin and fills each from the
+log when it reports the kernel (that is the only source of spill counts), else from the
+ELF attributes. Registers come from the ELF when present: it is the artifact that runs.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, replace
+
+__all__ = [
+    "CubinFormatError",
+    "Resources",
+    "cubin_entries",
+    "kernel_resources",
+    "parse_ptxas_log",
+    "read_cubin_resources",
+]
+
+# ELF constants (System V gABI) and NVIDIA's extensions.
+_ELF_MAGIC = b"\x7fELF"
+_SHT_SYMTAB = 2
+_SHT_NOBITS = 8
+_STT_FUNC = 2
+_STO_CUDA_ENTRY = 0x10  # st_other bit of kernel entry points
+# .nv.info attribute records: u8 format, u8 attribute, u16 size-or-value, then a payload
+# when the format is EIFMT_SVAL. Attribute numbers as printed by `cuobjdump -elf`.
+_EIFMT_SVAL = 0x04
+EIATTR_FRAME_SIZE = 0x11
+EIATTR_REGCOUNT = 0x2F
+_RESERVED_SMEM_CAP = ".nv.reservedSmem.cap"
+
+
+class CubinFormatError(ValueError):
+    """The bytes are not a cubin this module can read (internal; callers fall back)."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Resource usage of one kernel; byte counts per thread except ``shared_bytes``.
+
+    ``spill_stores``/``spill_loads`` are None when only the cubin was available (the ELF
+    does not record spills). ``source`` says where the numbers came from.
+
+    >>> str(Resources(registers=40, shared_bytes=0))
+    'registers 40, shared 0 B, spills 0/0 B, stack 0 B'
+    """
+
+    registers: int
+    shared_bytes: int
+    spill_stores: int | None = 0
+    spill_loads: int | None = 0
+    stack_bytes: int = 0
+    barriers: int | None = None
+    source: str = "ptxas"
+
+    @property
+    def spills(self) -> bool | None:
+        """True if the kernel spills registers to local memory (None if unknown)."""
+        if self.spill_stores is None or self.spill_loads is None:
+            return None
+        return bool(self.spill_stores or self.spill_loads)
+
+    def __str__(self) -> str:
+        if self.spill_stores is None or self.spill_loads is None:
+            spills = "spills unknown"
+        else:
+            spills = f"spills {self.spill_stores}/{self.spill_loads} B"
+        return (
+            f"registers {self.registers}, shared {self.shared_bytes} B, {spills}, "
+            f"stack {self.stack_bytes} B"
+        )
+
+
+_COMPILING_RE = re.compile(r"Compiling entry function '([^']+)'")
+_PROPERTIES_RE = re.compile(r"Function properties for '?([^'\s]+)'?")
+_FRAME_RE = re.compile(
+    r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads"
+)
+_USED_RE = re.compile(r"Used (\d+) registers")
+_BARRIERS_RE = re.compile(r"used (\d+) barriers")
+_SMEM_RE = re.compile(r"(\d+) bytes smem")
+
+
+def parse_ptxas_log(log: str) -> dict[str, Resources]:
+    """Resources of every entry the ptxas report in ``log`` describes.
+
+    Only lines starting with ``ptxas`` are read (nvJitLink adds its own ``info`` lines,
+    whose shared-memory figure includes the system-reserved part on sm_90).
+    """
+    found: dict[str, Resources] = {}
+    frames: dict[str, tuple[int, int, int]] = {}
+    entry = props = None
+    for line in log.splitlines():
+        if not line.startswith("ptxas"):
+            continue
+        if m := _COMPILING_RE.search(line):
+            entry = m.group(1)
+        elif m := _PROPERTIES_RE.search(line):
+            props = m.group(1)
+        elif (m := _FRAME_RE.search(line)) and props is not None:
+            frames[props] = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        elif (m := _USED_RE.search(line)) and entry is not None:
+            barriers = _BARRIERS_RE.search(line)
+            smem = _SMEM_RE.search(line)
+            stack, stores, loads = frames.get(entry, (0, 0, 0))
+            found[entry] = Resources(
+                registers=int(m.group(1)),
+                shared_bytes=int(smem.group(1)) if smem else 0,
+                spill_stores=stores,
+                spill_loads=loads,
+                stack_bytes=stack,
+                barriers=int(barriers.group(1)) if barriers else None,
+                source="ptxas",
+            )
+            entry = None
+    return found
+
+
+@dataclass(frozen=True)
+class _Section:
+    name: str
+    type: int
+    offset: int
+    size: int
+    link: int
+    info: int
+
+
+def _read_elf(cubin: bytes) -> tuple[list[_Section], list[tuple[str, int, int, int, int]]]:
+    """(sections, symbols as (name, info, other, shndx, value)) of a 64-bit little-endian ELF."""
+    if len(cubin) < 64 or cubin[:4] != _ELF_MAGIC or cubin[4] != 2 or cubin[5] != 1:
+        raise CubinFormatError("not a 64-bit little-endian ELF image")
+    try:
+        (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+        raw = [
+            struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)
+        ]
+        strtab = raw[shstrndx]
+
+        def cstr(table_offset: int, offset: int) -> str:
+            start = table_offset + offset
+            return cubin[start : cubin.index(b"\0", start)].decode(errors="replace")
+
+        sections = [_Section(cstr(strtab[4], r[0]), r[1], r[4], r[5], r[6], r[7]) for r in raw]
+        symbols = []
+        for sec in sections:
+            if sec.type != _SHT_SYMTAB:
+                continue
+            names = sections[sec.link]
+            for j in range(sec.size // 24):
+                n, info, other, shndx, value, _ = struct.unpack_from(
+                    "<IBBHQQ", cubin, sec.offset + j * 24
+                )
+                symbols.append((cstr(names.offset, n), info, other, shndx, value))
+    except (struct.error, IndexError, ValueError) as err:
+        raise CubinFormatError(f"malformed ELF: {err}") from None
+    return sections, symbols
+
+
+def cubin_entries(cubin: bytes) -> tuple[str, ...]:
+    """Names of the kernel entry points in a cubin (helper functions excluded)."""
+    _, symbols = _read_elf(cubin)
+    return tuple(
+        name
+        for name, info, other, _, _ in symbols
+        if info & 0xF == _STT_FUNC and other & _STO_CUDA_ENTRY
+    )
+
+
+def read_cubin_resources(cubin: bytes) -> dict[str, Resources]:
+    """Registers, stack and static shared memory of each entry, from the cubin's ELF."""
+    sections, symbols = _read_elf(cubin)
+    entries = [
+        name
+        for name, info, other, _, _ in symbols
+        if info & 0xF == _STT_FUNC and other & _STO_CUDA_ENTRY
+    ]
+    regs: dict[str, int] = {}
+    frame: dict[str, int] = {}
+    for sec in sections:
+        if sec.name != ".nv.info":
+            continue
+        pos, end = sec.offset, sec.offset + sec.size
+        while pos + 4 <= end:
+            fmt, attr, size = struct.unpack_from("<BBH", cubin, pos)
+            pos += 4
+            if fmt != _EIFMT_SVAL:
+                continue
+            if attr in (EIATTR_REGCOUNT, EIATTR_FRAME_SIZE) and size == 8:
+                sym, value = struct.unpack_from("<II", cubin, pos)
+                if sym < len(symbols):
+                    target = regs if attr == EIATTR_REGCOUNT else frame
+                    target[symbols[sym][0]] = value
+            pos += size
+    reserved = next((v for n, _, _, _, v in symbols if n == _RESERVED_SMEM_CAP), 0)
+    out = {}
+    for name in entries:
+        text = next((s for s in sections if s.name == f".text.{name}"), None)
+        registers = regs.get(name, (text.info >> 24) if text is not None else 0)
+        shared = next((s.size for s in sections if s.name == f".nv.shared.{name}"), 0)
+        if shared and reserved:  # sm_90+: the section includes the system-reserved block
+            shared = max(shared - reserved, 0)
+        out[name] = Resources(
+            registers=registers,
+            shared_bytes=shared,
+            spill_stores=None,
+            spill_loads=None,
+            stack_bytes=frame.get(name, 0),
+            barriers=None,
+            source="elf",
+        )
+    return out
+
+
+def kernel_resources(cubin: bytes, info_log: str = "") -> dict[str, Resources]:
+    """Resources of every kernel entry in ``cubin``, combining the ptxas report in
+    ``info_log`` (spills, barriers, shared) with the cubin's own attributes (registers).
+    Falls back to the log alone if the cubin cannot be read."""
+    logged = parse_ptxas_log(info_log)
+    try:
+        from_elf = read_cubin_resources(cubin)
+    except CubinFormatError:
+        return logged
+    out = {}
+    for name, elf in from_elf.items():
+        log = logged.get(name)
+        if log is None:
+            out[name] = elf
+        else:
+            out[name] = replace(log, registers=elf.registers or log.registers)
+    return out

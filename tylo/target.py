@@ -1,0 +1,149 @@
+"""Compilation targets: an explicit, frozen GPU architecture value.
+
+A :class:`Target` names the architecture a kernel is compiled for (``sm_90a``). It is
+hashable and part of every kernel specialization and cache key. Compiling needs only a
+target, never a device; :meth:`Target.from_device` reads one from a GPU when there is one.
+
+Arch-specific targets (the ``a`` suffix, e.g. ``sm_90a``) unlock instructions that exist on
+exactly that architecture (wgmma, setmaxnreg on 9.0; tcgen05 on 10.0) and do not carry
+forward to later ones (PTX ISA, "Target ISA notes"). Every device of compute capability 9.0
+or newer can run code built for its own ``a`` target, so :meth:`Target.from_device` returns
+the arch-specific target for such devices.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tylo.errors import TyloError
+
+__all__ = ["Target", "TargetError", "parse_spec"]
+
+# Oldest architecture CUDA 13 (libNVVM 13, nvJitLink 13) still compiles for (Turing).
+MIN_CC = (7, 5)
+# Arch-specific ('a') variants exist from compute capability 9.0 on.
+MIN_ARCH_SPECIFIC_MAJOR = 9
+
+_FORMS = "'sm_90a', 'sm_80', 'compute_90a', '90a', '9.0a' or a Target"
+_TARGET_RE = re.compile(r"^(?:(?:sm|compute)_)?(\d{1,2})(\d)(a?)$")
+_DOTTED_RE = re.compile(r"^(\d{1,2})\.(\d)(a?)$")
+_SPEC_RE = re.compile(r"^cc\s*(>=|<=|==|>|<)\s*(\d{1,2})\.(\d)(a?)$")
+_OPS: dict[str, Callable[[object, object], bool]] = {
+    ">=": operator.ge,
+    "<=": operator.le,
+    "==": operator.eq,
+    ">": operator.gt,
+    "<": operator.lt,
+}
+
+
+class TargetError(TyloError, ValueError):
+    """A target or target spec that cannot be parsed or is not supported."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A GPU architecture: compute capability ``major.minor`` plus the ``a`` flag.
+
+    >>> t = Target.parse("sm_90a")
+    >>> t.sm, t.compute, t.cc, t.arch_specific
+    ('sm_90a', 'compute_90a', (9, 0), True)
+    >>> Target.parse("sm_80").satisfies("cc>=9.0a")
+    False
+    """
+
+    major: int
+    minor: int
+    arch_specific: bool = False
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.major, int) and isinstance(self.minor, int)):
+            raise TargetError(
+                f"Target: major and minor must be ints, got {self.major!r}, {self.minor!r}"
+            )
+        if (self.major, self.minor) < MIN_CC or not 0 <= self.minor <= 9:
+            raise TargetError(
+                f"Target: compute capability {self.major}.{self.minor} is not supported; "
+                f"CUDA 13 compiles for compute capability {MIN_CC[0]}.{MIN_CC[1]} and newer"
+            )
+        if self.arch_specific and self.major < MIN_ARCH_SPECIFIC_MAJOR:
+            raise TargetError(
+                f"Target: sm_{self.major}{self.minor}a does not exist; arch-specific ('a') "
+                f"targets start at sm_90a. Use sm_{self.major}{self.minor}"
+            )
+
+    @classmethod
+    def parse(cls, text: str | Target) -> Target:
+        """Parse ``'sm_90a'``, ``'sm_80'``, ``'compute_90a'``, ``'90a'`` or ``'9.0a'``."""
+        if isinstance(text, Target):
+            return text
+        if not isinstance(text, str):
+            raise TargetError(f"Target.parse: expected a string like {_FORMS}, got {text!r}")
+        s = text.strip().lower()
+        m = _TARGET_RE.match(s) or _DOTTED_RE.match(s)
+        if m is None:
+            raise TargetError(f"Target.parse: cannot parse {text!r}; accepted forms: {_FORMS}")
+        major, minor, a = int(m.group(1)), int(m.group(2)), m.group(3) == "a"
+        try:
+            return cls(major, minor, a)
+        except TargetError as err:
+            raise TargetError(f"Target.parse({text!r}): {err}") from None
+
+    @classmethod
+    def from_device(cls, ordinal: int = 0) -> Target:
+        """The target of CUDA device ``ordinal``: its compute capability, arch-specific
+        (``a``) from 9.0 on. Raises :class:`~tylo.backend.errors.NoDeviceError` when there is
+        no driver, no GPU, or no such ordinal."""
+        from tylo.backend import driver
+
+        major, minor = driver.compute_capability(ordinal)
+        return cls(major, minor, major >= MIN_ARCH_SPECIFIC_MAJOR)
+
+    @property
+    def sm(self) -> str:
+        """The SASS architecture name, e.g. ``'sm_90a'`` (nvJitLink/ptxas ``-arch``)."""
+        return f"sm_{self.major}{self.minor}{'a' if self.arch_specific else ''}"
+
+    @property
+    def compute(self) -> str:
+        """The virtual architecture name, e.g. ``'compute_90a'`` (libNVVM ``-arch``)."""
+        return f"compute_{self.major}{self.minor}{'a' if self.arch_specific else ''}"
+
+    @property
+    def cc(self) -> tuple[int, int]:
+        """The compute capability as ``(major, minor)``."""
+        return (self.major, self.minor)
+
+    def satisfies(self, spec: str) -> bool:
+        """Whether this target meets a requirement such as ``'cc>=8.0'`` or ``'cc>=9.0a'``.
+
+        The comparison is on the compute capability (operators ``>=``, ``>``, ``==``,
+        ``<=``, ``<``). A trailing ``a`` additionally requires an arch-specific target:
+        ``sm_90a`` satisfies ``cc>=9.0a`` while ``sm_90`` and ``sm_80`` do not. Note that
+        arch-specific features do not carry forward: a kernel needing wgmma should state
+        ``cc==9.0a``.
+
+        >>> Target.parse("sm_90a").satisfies("cc>=8.0"), Target.parse("sm_90").satisfies("cc>=9.0a")
+        (True, False)
+        """
+        op, cc, needs_a = parse_spec(spec)
+        if needs_a and not self.arch_specific:
+            return False
+        return _OPS[op](self.cc, cc)
+
+    def __str__(self) -> str:
+        return self.sm
+
+
+def parse_spec(spec: str) -> tuple[str, tuple[int, int], bool]:
+    """Split a requirement ``'cc>=9.0a'`` into ``('>=', (9, 0), True)``."""
+    m = _SPEC_RE.match(spec.strip().lower()) if isinstance(spec, str) else None
+    if m is None:
+        raise TargetError(
+            f"target spec {spec!r} not understood; expected 'cc>=8.0', 'cc>=9.0a', 'cc==9.0a' "
+            "(operators >=, >, ==, <=, <; a trailing 'a' requires an arch-specific target)"
+        )
+    return m.group(1), (int(m.group(2)), int(m.group(3))), m.group(4) == "a"
