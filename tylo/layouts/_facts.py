@@ -1,0 +1,503 @@
+"""The fact engine behind every symbolic decision (private; see ``symbolic.py``).
+
+A :class:`Facts` object is built once per assumption set. It rewrites each symbol as a
+polynomial in fresh integer variables that encodes what is known about it (PROOFS.md):
+
+- a :class:`Dim` ``N`` with ``multiple_of=16`` becomes ``16 + 16*t`` (``t >= 0``);
+- an index symbol becomes a variable ``t >= 0``; its bound ``t <= U - 1`` is kept as a
+  fact, and tried as the alternative substitution ``t = U - 1 - w``;
+- ``lda >= M`` rebinds ``lda``'s variable so that ``lda = M + z`` (``z >= 0``);
+- ``Eq(lda, M)`` substitutes; ``divisible(N, 8)`` rebinds ``N``'s variable to a residue
+  class ``r + 8*w``.
+
+Questions are then polynomial: ``P >= 0`` is proved when every coefficient is
+non-negative (all variables are non-negative), possibly after subtracting a multiple of a
+stored fact; disproved when ``-P - 1 >= 0`` is proved. Divisibility by a static ``d`` is
+decided by enumerating the variables' residues modulo ``d`` (exact for integer
+polynomials), divisibility by a symbolic ``d`` by exact polynomial division. Anything else
+is "unknown" (None): callers raise an error naming the missing fact.
+"""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+from math import gcd, lcm, prod
+from typing import Any
+
+import sympy
+
+from tylo.layouts import _poly as P
+from tylo.layouts._symbols import Dim, Divisible, IndexSymbol
+from tylo.layouts.errors import AssumptionError
+
+NONNEG, INT, REAL = 0, 1, 2
+_ENUM_LIMIT = 1 << 16
+
+
+def _text(x: Any) -> str:
+    return sympy.sstr(x) if isinstance(x, sympy.Basic) else str(x)
+
+
+class Facts:
+    """Everything known under one tuple of assumptions, as polynomial rewrites."""
+
+    def __init__(self, assumptions: tuple) -> None:
+        self.assumptions = assumptions
+        self.bind: dict[Any, dict] = {}  # symbol or opaque atom -> polynomial
+        self.kind: list[int] = []  # variable id -> NONNEG / INT / REAL
+        self.names: list[str] = []
+        self.ge: list[dict] = []  # polynomials known to be >= 0
+        self.eq: list[dict] = []  # polynomials known to be == 0 (not solved)
+        self.div: list[tuple[dict, int]] = []  # (integer polynomial, modulus): modulus | poly
+        self.upper: dict[int, dict] = {}  # variable -> its inclusive upper bound
+        self.alt: dict[int, int] = {}  # variable -> slack variable of the upper bound
+        self._cache: dict[Any, dict] = {}
+        for a in assumptions:
+            self._add(a)
+
+    # -- variables and conversion ---------------------------------------------------------
+
+    def _new(self, kind: int, name: str) -> int:
+        self.kind.append(kind)
+        self.names.append(name)
+        return len(self.kind) - 1
+
+    def poly(self, x: Any) -> dict:
+        """The polynomial (over fresh variables) equal to the expression ``x``."""
+        if type(x) is int:
+            return P.const(x)
+        got = self._cache.get(x)
+        if got is None:
+            got = self._cache[x] = self._convert(x)
+        return got
+
+    def _convert(self, x: Any) -> dict:
+        if isinstance(x, (bool, sympy.logic.boolalg.BooleanAtom, sympy.core.relational.Relational)):
+            raise AssumptionError(f"expected an integer expression, got the condition {x}")
+        if not isinstance(x, sympy.Basic):
+            return P.const(int(x))
+        if x.is_Integer:
+            return P.const(int(x))
+        if x.is_Rational:
+            return P.const(Fraction(int(x.p), int(x.q)))
+        if x.is_Symbol:
+            return self._leaf(x)
+        if x.is_Add:
+            r: dict = {}
+            for a in x.args:
+                r = P.add(r, self.poly(a))
+            return r
+        if x.is_Mul:
+            r = P.ONE
+            for a in x.args:
+                r = P.mul(r, self.poly(a))
+            return r
+        if x.is_Pow and x.exp.is_Integer and x.exp >= 0:
+            return P.power(self.poly(x.base), int(x.exp))
+        return self._leaf(x)
+
+    def _leaf(self, atom: Any) -> dict:
+        got = self.bind.get(atom)
+        if got is not None:
+            return got
+        name = _text(atom)
+        if isinstance(atom, Dim):
+            v = self._new(NONNEG, name)
+            m = atom.multiple_of
+            p = {(): m, ((v, 1),): m}
+        elif isinstance(atom, IndexSymbol):
+            v = self._new(NONNEG, name)
+            p = P.var(v)
+            if atom.upper is not None:
+                ub = P.sub(self.poly(atom.upper), P.ONE)
+                self.upper[v] = ub
+                self.alt[v] = self._new(NONNEG, f"{name}'")
+                self.ge.append(P.sub(ub, p))
+        elif atom.is_Symbol:
+            if atom.is_integer:
+                if atom.is_positive:
+                    p = P.add(P.ONE, P.var(self._new(NONNEG, name)))
+                elif atom.is_nonnegative:
+                    p = P.var(self._new(NONNEG, name))
+                elif atom.is_negative:
+                    p = P.sub(P.const(-1), P.var(self._new(NONNEG, name)))
+                else:
+                    p = P.var(self._new(INT, name))
+            else:
+                p = P.var(self._new(REAL, name))
+        elif atom.func in (sympy.floor, sympy.ceiling):
+            arg = self.poly(atom.args[0])
+            p = P.var(self._new(NONNEG if self.prove(arg) else INT, name))
+        elif isinstance(atom, sympy.Mod):
+            b = self.poly(atom.args[1])
+            if self.prove(P.sub(b, P.ONE)):
+                v = self._new(NONNEG, name)
+                p = P.var(v)
+                self.upper[v] = P.sub(b, P.ONE)
+                self.alt[v] = self._new(NONNEG, f"{name}'")
+                self.ge.append(P.sub(self.upper[v], p))
+            else:
+                p = P.var(self._new(INT, name))
+        elif atom.is_integer:
+            p = P.var(self._new(NONNEG if atom.is_nonnegative else INT, name))
+        else:
+            p = P.var(self._new(REAL, name))
+        self.bind[atom] = p
+        return p
+
+    def integral(self, p: dict) -> bool:
+        """True when ``p`` is integer-valued: integer coefficients, integer variables."""
+        kind = self.kind
+        for m, c in p.items():
+            if type(c) is not int:
+                return False
+            for v, _ in m:
+                if kind[v] == REAL:
+                    return False
+        return True
+
+    # -- proving signs --------------------------------------------------------------------
+
+    def _coeffs_nonneg(self, p: dict, strict: bool) -> bool:
+        c0 = p.get((), 0)
+        if c0 < 0 or (strict and c0 == 0):
+            return False
+        kind = self.kind
+        for m, c in p.items():
+            if not m:
+                continue
+            if c < 0:
+                return False
+            for v, e in m:
+                if kind[v] != NONNEG and e % 2:
+                    return False
+        return True
+
+    def _with_facts(self, p: dict, strict: bool, facts: list[dict]) -> bool:
+        if self._coeffs_nonneg(p, strict):
+            return True
+        for g in facts:
+            k = None
+            for m, c in p.items():
+                if c < 0:
+                    gc = g.get(m, 0)
+                    if gc >= 0:
+                        k = None
+                        break
+                    r = Fraction(c) / gc
+                    k = r if k is None or r > k else k
+            if k is not None and self._coeffs_nonneg(P.sub(p, P.scale(g, k)), strict):
+                return True
+        return False
+
+    def prove(self, p: dict, strict: bool = False) -> bool:
+        """True when ``p >= 0`` (``> 0`` if strict) holds for all values of the variables."""
+        if self._with_facts(p, strict, self.ge):
+            return True
+        bounded = [v for v in P.variables(p) if v in self.upper]
+        if not bounded:
+            return False
+        choices = [bounded] + ([[v] for v in bounded] if len(bounded) > 1 else [])
+        for chosen in choices:
+            q = p
+            for v in chosen:
+                q = P.substitute(q, v, P.sub(self.upper[v], P.var(self.alt[v])))
+            if self._coeffs_nonneg(q, strict):
+                return True
+        return False
+
+    def nonneg(self, p: dict) -> bool | None:
+        """Decide ``p >= 0``: True (always), False (never), None (depends on the values)."""
+        if self.prove(p):
+            return True
+        neg = P.scale(p, -1)
+        if self.integral(p):
+            if self.prove(P.sub(neg, P.ONE)):
+                return False
+        elif self.prove(neg, strict=True):
+            return False
+        return None
+
+    def is_zero(self, p: dict) -> bool | None:
+        """Decide ``p == 0``."""
+        if not p:
+            return True
+        if P.is_const(p):
+            return False
+        if self.integral(p):
+            if self.prove(P.sub(p, P.ONE)) or self.prove(P.sub(P.scale(p, -1), P.ONE)):
+                return False
+            g = P.integer_content(p)
+            if g > 1 and P.const_value(p) % g:
+                return False  # g divides every value of p - p(0) but not p(0)
+        elif self.prove(p, strict=True) or self.prove(P.scale(p, -1), strict=True):
+            return False
+        for e in self.eq:
+            q = P.exact_quotient(p, e)
+            if q is not None and P.is_const(q):
+                return True
+        return None
+
+    # -- divisibility ---------------------------------------------------------------------
+
+    def divides_static(self, m: int, p: dict) -> bool | None:
+        """Decide ``m | p`` for a static ``m >= 1`` by residue enumeration."""
+        if any(self.kind[v] == REAL for v in P.variables(p)):
+            return None
+        den = P.denominator(p)
+        mod = m * den
+        q = {mono: int(c * den) % mod for mono, c in p.items()}
+        q = {mono: c for mono, c in q.items() if c}
+        if not q:
+            return True
+        vs = sorted(P.variables(q))
+        if not vs:
+            return False
+        vset = set(vs)
+        modulus = mod
+        facts = []
+        for g, dm in self.div:
+            if P.variables(g) <= vset and lcm(modulus, dm) <= 4096:
+                modulus = lcm(modulus, dm)
+                facts.append((g, dm))
+        ranges = []
+        for v in vs:
+            ub = self.upper.get(v)
+            n = modulus
+            if ub is not None and P.is_const(ub):
+                n = max(0, min(n, int(P.const_value(ub)) + 1))
+            ranges.append(n)
+        count = prod(ranges)
+        if count == 0:
+            return True
+        if count > _ENUM_LIMIT:
+            return None
+        if count > 512:
+            return _enumerate_numpy(q, mod, vs, ranges, facts)
+        seen_div = seen_not = False
+        for vals in itertools.product(*(range(n) for n in ranges)):
+            env = dict(zip(vs, vals))
+            if any(P.evaluate(g, env) % dm for g, dm in facts):
+                continue
+            if P.evaluate(q, env) % mod:
+                seen_not = True
+            else:
+                seen_div = True
+            if seen_div and seen_not:
+                return None
+        if seen_div == seen_not:
+            return True  # no residue satisfies the facts: vacuous
+        return seen_div
+
+    def divides(self, d: Any, e: Any) -> bool | None:
+        """Decide ``d | e`` for integer expressions."""
+        pe = self.poly(e)
+        if not pe:
+            return True
+        pd = self.poly(d)
+        if P.is_const(pd):
+            c = P.const_value(pd)
+            if c == 0:
+                z = self.is_zero(pe)
+                return z
+            if type(c) is not int:
+                return None
+            return self.divides_static(abs(c), pe)
+        q = P.exact_quotient(pe, pd)
+        if q is not None:
+            if self.integral(q):
+                return True
+            if self.divides_static(1, q):
+                return True
+        # 0 < e < d (both positive) means d cannot divide e.
+        if self.prove(P.sub(pe, P.ONE)) and self.prove(P.sub(P.sub(pd, pe), P.ONE)):
+            return False
+        return None
+
+    # -- adding assumptions ---------------------------------------------------------------
+
+    def _rebind(self, v: int, q: dict) -> None:
+        def s(p: dict) -> dict:
+            return P.substitute(p, v, q)
+
+        self.bind = {a: s(p) for a, p in self.bind.items()}
+        self.ge = [s(g) for g in self.ge]
+        self.eq = [s(g) for g in self.eq]
+        self.div = [(s(g), m) for g, m in self.div]
+        self.upper = {w: s(u) for w, u in self.upper.items() if w != v}
+        self._cache.clear()
+
+    def _unsat(self, fact: Any, why: str) -> AssumptionError:
+        listed = ", ".join(
+            _text(a) if not isinstance(a, Divisible) else str(a) for a in self.assumptions
+        )
+        return AssumptionError(
+            f"assuming: the assumptions [{listed}] are unsatisfiable: {fact} {why}; "
+            "remove or correct the contradicting assumption"
+        )
+
+    def _pick(self, e: dict, preferred: set[int], coeffs: tuple) -> tuple[int, Any] | None:
+        best = None
+        for m, c in e.items():
+            if len(m) != 1 or m[0][1] != 1 or c not in coeffs:
+                continue
+            v = m[0][0]
+            if self.kind[v] == REAL or P.linear_isolated(e, v) is None:
+                continue
+            rank = (v in preferred, v)
+            if best is None or rank > best[0]:
+                best = (rank, v, c)
+        return None if best is None else (best[1], best[2])
+
+    def _add(self, a: Any) -> None:
+        if a is True or a is sympy.true or a is None:
+            return
+        if a is False or a is sympy.false:
+            raise self._unsat(a, "is false")
+        if isinstance(a, Divisible):
+            self._add_divisible(a)
+            return
+        if not isinstance(a, sympy.core.relational.Relational):
+            raise AssumptionError(
+                f"assuming: {a!r} is not a fact; give sympy relations over the symbols "
+                "(lda >= m, sympy.Eq(lda, m)) or divisible(expr, d)"
+            )
+        op = a.rel_op
+        if op == "!=":
+            return  # only checked when sampling values
+        lhs, rhs = a.lhs, a.rhs
+        preferred = P.variables(self.poly(lhs))
+        if op in (">=", ">"):
+            e = P.sub(self.poly(lhs), self.poly(rhs))
+        elif op in ("<=", "<"):
+            e = P.sub(self.poly(rhs), self.poly(lhs))
+            preferred = P.variables(self.poly(rhs))
+        else:
+            self._add_eq(a, P.sub(self.poly(lhs), self.poly(rhs)), preferred)
+            return
+        den = P.denominator(e)
+        e = P.scale(e, den)
+        if op in (">", "<"):
+            e = P.sub(e, P.ONE) if self.integral(e) else e
+        self._add_ge(a, e, preferred, strict=op in (">", "<") and not self.integral(e))
+
+    def _add_ge(self, a: Any, e: dict, preferred: set[int], strict: bool) -> None:
+        if self.integral(e):
+            g = P.integer_content(e)
+            if g > 1:
+                e = {m: c // g for m, c in e.items()}
+                e = {m: c for m, c in e.items() if c}
+        if self.prove(e, strict):
+            return
+        neg = P.scale(e, -1)
+        if self.integral(e):
+            contradicted = self.prove(P.sub(neg, P.ONE))
+        else:  # e >= 0 fails when e < 0 everywhere; e > 0 fails when e <= 0 everywhere
+            contradicted = self.prove(neg, strict=not strict)
+        if contradicted:
+            raise self._unsat(a, "contradicts the symbols' own facts or an earlier assumption")
+        picked = None if strict else self._pick(e, preferred, (1,))
+        if picked is None:
+            self.ge.append(e)
+            return
+        v, _ = picked
+        rest = P.sub(e, P.var(v))
+        z = self._new(self.kind[v], f"{self.names[v]}+")
+        newv = P.sub(P.var(z), rest)
+        needs_fact = self.kind[v] == NONNEG and not self.prove(newv)
+        self._rebind(v, newv)
+        if needs_fact:
+            self.ge.append(newv)
+
+    def _add_eq(self, a: Any, e: dict, preferred: set[int]) -> None:
+        if not e:
+            return
+        if self.is_zero(e) is False:
+            raise self._unsat(a, "can never hold")
+        picked = self._pick(e, preferred, (1, -1))
+        if picked is None:
+            self.eq.append(P.scale(e, P.denominator(e)))
+            return
+        v, c = picked
+        newv = P.scale(P.sub(e, P.scale(P.var(v), c)), -Fraction(1) / c)
+        needs_fact = self.kind[v] == NONNEG and not self.prove(newv)
+        self._rebind(v, newv)
+        if needs_fact:
+            self.ge.append(newv)
+
+    def _add_divisible(self, a: Divisible) -> None:
+        d = a.divisor
+        if isinstance(d, sympy.Integer):
+            d = int(d)
+        if type(d) is not int:
+            return  # a symbolic modulus is only checked when sampling values
+        if d == 0:
+            raise AssumptionError(f"assuming: {a!r} has divisor 0; a divisor must be nonzero")
+        m = abs(d)
+        p = self.poly(a.expr)
+        known = self.divides_static(m, p)
+        if known is True:
+            return
+        if known is False:
+            raise self._unsat(a, "can never hold")
+        den = P.denominator(p)
+        q = P.scale(p, den)
+        mod = m * den
+        linear = [mono for mono in q if mono]
+        if len(linear) == 1 and len(linear[0]) == 1 and linear[0][0][1] == 1:
+            v = linear[0][0][0]
+            coeff = int(q[linear[0]]) % mod
+            c0 = int(q.get((), 0))
+            g = gcd(coeff, mod)
+            if self.kind[v] != REAL and g and c0 % g == 0:
+                mod_g = mod // g
+                r0 = (-(c0 // g) * pow(coeff // g, -1, mod_g)) % mod_g if mod_g > 1 else 0
+                w = self._new(self.kind[v], f"{self.names[v]}/{mod_g}")
+                self._rebind(v, P.add(P.const(r0), P.scale(P.var(w), mod_g)))
+                return
+        self.div.append((q, mod))
+
+
+def _enumerate_numpy(q: dict, mod: int, vs: list[int], ranges: list[int], facts: list) -> Any:
+    import numpy as np
+
+    grids = np.meshgrid(*(np.arange(n, dtype=np.int64) for n in ranges), indexing="ij")
+    env = {v: g.ravel() for v, g in zip(vs, grids)}
+
+    def ev(p: dict, m: int) -> Any:
+        total = np.zeros(grids[0].size, dtype=np.int64)
+        for mono, c in p.items():
+            t = np.full(total.shape, int(c) % m, dtype=np.int64)
+            for v, e in mono:
+                for _ in range(e):
+                    t = (t * (env[v] % m)) % m
+            total = (total + t) % m
+        return total
+
+    keep = np.ones(grids[0].size, dtype=bool)
+    for g, dm in facts:
+        keep &= ev(g, dm) == 0
+    vals = ev(q, mod)[keep]
+    if vals.size == 0:
+        return True
+    zero = vals == 0
+    if zero.all():
+        return True
+    if not zero.any():
+        return False
+    return None
+
+
+_FACTS: dict[tuple, Facts] = {}
+
+
+def facts_for(assumptions: tuple) -> Facts:
+    """The (cached) :class:`Facts` of an assumption tuple; raises if unsatisfiable."""
+    f = _FACTS.get(assumptions)
+    if f is None:
+        f = Facts(assumptions)
+        if len(_FACTS) > 512:
+            _FACTS.clear()
+        _FACTS[assumptions] = f
+    return f

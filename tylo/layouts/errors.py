@@ -1,0 +1,90 @@
+"""Typed errors of :mod:`tylo.layouts`.
+
+Every error names the operation that failed, its operands in CuTe notation, the condition
+that does not hold, and how to fix it. All derive from :class:`LayoutError` (itself a
+:class:`tylo.errors.TyloError`), so ``except LayoutError`` catches every layout failure.
+"""
+
+from __future__ import annotations
+
+from tylo.errors import TyloError
+
+__all__ = [
+    "AssumptionError",
+    "ComplementError",
+    "CompositionError",
+    "DivisibilityError",
+    "InverseError",
+    "LayoutError",
+    "NotationError",
+    "ShapeError",
+    "StaticRequiredError",
+    "SwizzleError",
+    "UndecidableError",
+]
+
+
+class LayoutError(TyloError):
+    """Base class of every error raised by :mod:`tylo.layouts`."""
+
+    def within(self, context: str) -> LayoutError:
+        """Return a copy of this error whose message is prefixed by ``context``.
+
+        Outer operations (``logical_divide`` calling ``composition``) use it so a message
+        names the operation the user called as well as the step that failed.
+        """
+        err = type(self).__new__(type(self))
+        err.__dict__.update(self.__dict__)
+        err.args = (f"{context}: {self.args[0] if self.args else ''}",)
+        return err
+
+
+class ShapeError(LayoutError):
+    """A shape or stride is malformed: ranks differ, an extent is not a positive integer."""
+
+
+class NotationError(ShapeError):
+    """Text in CuTe notation could not be parsed (``Layout.parse``)."""
+
+
+class CompositionError(LayoutError):
+    """``composition(A, B)`` is not a layout: a stride or shape divisibility condition fails."""
+
+
+class ComplementError(LayoutError):
+    """``complement(A, cotarget)`` does not exist: A is not admissible (not injective or
+    its sorted strides do not divide each other)."""
+
+
+class InverseError(LayoutError):
+    """A left or right inverse does not exist as a layout (e.g. A is not injective)."""
+
+
+class SwizzleError(LayoutError):
+    """A swizzle's parameters are invalid (negative bits, masks that overlap)."""
+
+
+class DivisibilityError(LayoutError):
+    """An exact division was asked for and the divisor provably does not divide."""
+
+
+class StaticRequiredError(LayoutError):
+    """A static (plain int) value was needed and a symbolic one was given."""
+
+
+class AssumptionError(LayoutError):
+    """Assumptions are malformed or unsatisfiable, or no satisfying values could be found."""
+
+
+class UndecidableError(LayoutError):
+    """A decision needed a fact that the symbols and assumptions do not give.
+
+    Attributes: ``operation`` (what was being computed), ``condition`` (the statement that
+    could not be decided, as text) and ``hint`` (how to supply the fact).
+    """
+
+    def __init__(self, message: str, *, operation: str = "", condition: str = "", hint: str = ""):
+        super().__init__(message)
+        self.operation = operation
+        self.condition = condition
+        self.hint = hint
