@@ -223,7 +223,9 @@ def _warn_unusual(log: str, name: str) -> None:
     unusual = [
         line
         for line in log.splitlines()
-        if line.strip() and not line.lstrip().startswith(("ptxas info", "ptxas         .", "info"))
+        if line.strip()
+        and not line.lstrip().startswith(("ptxas info", "ptxas         .", "info"))
+        and "bytes stack frame" not in line
     ]
     if unusual:
         warnings.warn(

@@ -265,7 +265,7 @@ def _check_ptx(ptx: str, llvm_ir: str) -> None:
 
 
 def _safe_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:80] or "module"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).lstrip(".")[:80] or "module"
 
 
 def save_evidence(module: CompiledModule, directory: str | os.PathLike[str]) -> Path | None:

@@ -96,14 +96,16 @@ _SMEM_RE = re.compile(r"(\d+) bytes smem")
 def parse_ptxas_log(log: str) -> dict[str, Resources]:
     """Resources of every entry the ptxas report in ``log`` describes.
 
-    Only lines starting with ``ptxas`` are read (nvJitLink adds its own ``info`` lines,
-    whose shared-memory figure includes the system-reserved part on sm_90).
+    Reads ptxas' lines as nvJitLink relays them (``ptxas info    : ...``) and as ptxas
+    prints them itself (the stack/spill line indented, without prefix). nvJitLink's own
+    ``info    :`` lines are skipped: their shared-memory figure includes the
+    system-reserved part on sm_90.
     """
     found: dict[str, Resources] = {}
     frames: dict[str, tuple[int, int, int]] = {}
     entry = props = None
     for line in log.splitlines():
-        if not line.startswith("ptxas"):
+        if line.lstrip().startswith("info"):
             continue
         if m := _COMPILING_RE.search(line):
             entry = m.group(1)

@@ -1,0 +1,139 @@
+"""compile_ir through the disk cache, across processes, and TYLO_EVIDENCE (no GPU)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tylo.backend import CompileOptions, compile_ir
+from tylo.backend import pipeline as P
+from tylo.backend.cache import DiskCache
+from tylo.backend.errors import CompileWarning
+from tylo.backend.sass import find_nvdisasm
+from tylo.testing import vector_add_ir
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    d = tmp_path / "cache"
+    monkeypatch.setenv("TYLO_CACHE_DIR", str(d))
+    monkeypatch.delenv("TYLO_CACHE", raising=False)
+    monkeypatch.delenv("TYLO_EVIDENCE", raising=False)
+    return d
+
+
+def test_second_compile_hits(cache_dir) -> None:
+    first = compile_ir(vector_add_ir(), "sm_90a")
+    second = compile_ir(vector_add_ir(), "sm_90a")
+    assert (first.timings["cache"], second.timings["cache"]) == ("miss", "hit")
+    assert second.timings["nvvm_s"] == second.timings["link_s"] == 0.0
+    assert (second.ptx, second.cubin, second.info_log) == (first.ptx, first.cubin, first.info_log)
+    assert second.resources == first.resources and second.key == first.key
+    assert DiskCache(cache_dir).path(first.key).is_file()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"target": "sm_80"},
+        {"options": CompileOptions(ftz=True)},
+        {"options": CompileOptions(max_registers=32)},
+        {"ir": vector_add_ir("other")},
+    ],
+)
+def test_what_changes_the_output_misses(cache_dir, change) -> None:
+    compile_ir(vector_add_ir(), "sm_90a")
+    ir = change.pop("ir", vector_add_ir())
+    target = change.pop("target", "sm_90a")
+    assert compile_ir(ir, target, **change).timings["cache"] == "miss"
+
+
+def test_what_does_not_change_the_output_hits(cache_dir) -> None:
+    compile_ir(vector_add_ir(), "sm_90a")
+    again = compile_ir(vector_add_ir(), "sm_90a", entries=("vadd",), name="label")
+    assert again.timings["cache"] == "hit" and again.name == "label"
+    assert compile_ir(vector_add_ir(), "sm_90a", options=CompileOptions()).timings["cache"] == "hit"
+
+
+def test_toolchain_version_change_misses(cache_dir, monkeypatch) -> None:
+    compile_ir(vector_add_ir(), "sm_90a")
+    real = P.toolchain_versions
+
+    def newer(linker: str = "auto") -> dict[str, str]:
+        return {**real(linker), "nvvm": real(linker)["nvvm"] + " (updated)"}
+
+    monkeypatch.setattr(P, "toolchain_versions", newer)
+    assert compile_ir(vector_add_ir(), "sm_90a").timings["cache"] == "miss"
+    assert compile_ir(vector_add_ir(), "sm_90a").timings["cache"] == "hit"
+
+
+def test_corrupt_entry_recompiles(cache_dir) -> None:
+    good = compile_ir(vector_add_ir(), "sm_90a")
+    path = DiskCache(cache_dir).path(good.key)
+    path.write_bytes(path.read_bytes()[:-100])
+    again = compile_ir(vector_add_ir(), "sm_90a")
+    assert again.timings["cache"] == "corrupt" and again.timings["nvvm_s"] > 0
+    assert again.cubin == good.cubin
+    assert compile_ir(vector_add_ir(), "sm_90a").timings["cache"] == "hit"
+
+
+def test_cache_off(cache_dir, monkeypatch) -> None:
+    assert compile_ir(vector_add_ir(), "sm_90a", use_cache=False).timings["cache"] == "off"
+    monkeypatch.setenv("TYLO_CACHE", "0")
+    assert compile_ir(vector_add_ir(), "sm_90a").timings["cache"] == "off"
+    assert not cache_dir.exists()
+
+
+def test_another_process_hits(cache_dir) -> None:
+    first = compile_ir(vector_add_ir(), "sm_90a")
+    code = (
+        "from tylo.backend import compile_ir; from tylo.testing import vector_add_ir; "
+        "m = compile_ir(vector_add_ir(), 'sm_90a'); print(m.timings['cache'], m.key)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert out.stdout.split() == ["hit", first.key]
+
+
+def test_evidence(cache_dir, tmp_path, monkeypatch) -> None:
+    evidence = tmp_path / "evidence"
+    monkeypatch.setenv("TYLO_EVIDENCE", str(evidence))
+    m = compile_ir(vector_add_ir(), "sm_80")
+    stem = f"vadd-sm_80-{m.key[:12]}"
+    names = {p.name for p in evidence.iterdir()}
+    expected = {f"{stem}{s}" for s in (".ll", ".ptx", ".cubin", ".resources.txt")}
+    if find_nvdisasm() is not None:
+        expected.add(f"{stem}.sass")
+    assert names == expected
+    assert (evidence / f"{stem}.ll").read_text() == m.llvm
+    assert (evidence / f"{stem}.ptx").read_text() == m.ptx
+    assert (evidence / f"{stem}.cubin").read_bytes() == m.cubin
+    assert "vadd: registers" in (evidence / f"{stem}.resources.txt").read_text()
+    for p in evidence.iterdir():
+        p.unlink()
+    hit = compile_ir(vector_add_ir(), "sm_80")  # evidence is saved on cache hits too
+    assert hit.timings["cache"] == "hit" and {p.name for p in evidence.iterdir()} == expected
+
+
+def test_evidence_names_are_safe(cache_dir, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("TYLO_EVIDENCE", str(tmp_path / "ev"))
+    m = compile_ir(vector_add_ir(), "sm_90a", name="../gemm<bf16, 128x128>")
+    files = list((tmp_path / "ev").iterdir())
+    assert files and all(p.name.startswith("_gemm_bf16_128x128_-sm_90a-") for p in files)
+    assert m.name == "../gemm<bf16, 128x128>"
+
+
+def test_unwritable_evidence_warns(cache_dir, tmp_path, monkeypatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("TYLO_EVIDENCE", str(blocker / "sub"))
+    with pytest.warns(CompileWarning, match="TYLO_EVIDENCE"):
+        compile_ir(vector_add_ir(), "sm_90a")

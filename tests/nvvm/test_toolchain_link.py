@@ -1,0 +1,198 @@
+"""Linking PTX to cubins, resource usage, and SASS (no GPU; SASS needs nvdisasm)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import warnings
+
+import pytest
+
+from tylo.backend import LinkError, Resources, compile_ir, compile_nvvm, link_cubin
+from tylo.backend.errors import CompileWarning, ToolchainError
+from tylo.backend.link import find_ptxas
+from tylo.backend.pipeline import CompileOptions
+from tylo.backend.resources import (
+    cubin_entries,
+    kernel_resources,
+    parse_ptxas_log,
+    read_cubin_resources,
+)
+from tylo.backend.sass import SassError, find_nvdisasm, opcodes, sass_for, sass_functions
+from tylo.testing import shuffle_add_ir, spill_ir, vector_add_ir
+
+TARGETS = ["sm_80", "sm_90a"]
+needs_nvdisasm = pytest.mark.skipif(
+    find_nvdisasm() is None,
+    reason="needs nvdisasm (found: none; pip install nvidia-cuda-nvdisasm)",
+)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("TYLO_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TYLO_EVIDENCE", raising=False)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_link_reports_resources(target: str) -> None:
+    ptx = compile_nvvm(vector_add_ir(), target)
+    result = link_cubin(ptx, target)
+    assert result.cubin[:4] == b"\x7fELF" and result.linker in ("nvjitlink", "ptxas")
+    assert f"Compiling entry function 'vadd' for '{target}'" in result.info_log
+    logged = parse_ptxas_log(result.info_log)["vadd"]
+    elf = read_cubin_resources(result.cubin)["vadd"]
+    assert 0 < logged.registers <= 255 and logged.registers == elf.registers
+    assert logged.spill_stores == 0 and logged.spill_loads == 0 and logged.spills is False
+    assert (
+        (logged.shared_bytes, logged.stack_bytes) == (0, 0) == (elf.shared_bytes, elf.stack_bytes)
+    )
+    assert elf.spill_stores is None and elf.spills is None and elf.source == "elf"
+    assert cubin_entries(result.cubin) == ("vadd",)
+
+
+def test_bad_ptx_raises_link_error_with_log() -> None:
+    ptx = compile_nvvm(vector_add_ir(), "sm_90a").replace("st.global.f32", "st.global.f99")
+    with pytest.raises(LinkError) as info:
+        link_cubin(ptx, "sm_90a", name="broken")
+    assert "'broken'" in str(info.value) and "sm_90a" in str(info.value)
+    assert info.value.log and info.value.log in str(info.value) and info.value.ptx == ptx
+
+
+def test_link_argument_errors() -> None:
+    ptx = compile_nvvm(vector_add_ir(), "sm_90a")
+    with pytest.raises(LinkError, match="linker must be"):
+        link_cubin(ptx, "sm_90a", linker="ld")
+    with pytest.raises(LinkError, match="max_registers 300"):
+        link_cubin(ptx, "sm_90a", max_registers=300)
+
+
+def test_wgmma_ptx_for_non_a_target_fails_at_link() -> None:
+    ptx = compile_nvvm(vector_add_ir(), "sm_90a").replace(
+        "ret;", "wgmma.fence.sync.aligned;\n\tret;"
+    )
+    link_cubin(ptx, "sm_90a")
+    with pytest.raises(LinkError):
+        link_cubin(ptx.replace(".target sm_90a", ".target sm_90"), "sm_90")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_spills_static_shared_and_stack(target: str) -> None:
+    capped = compile_ir(spill_ir(), target, options=CompileOptions(max_registers=24))
+    free = compile_ir(spill_ir(), target)
+    r, f = capped.resources["spill"], free.resources["spill"]
+    assert r.registers <= 24 < f.registers
+    assert r.spill_stores > 0 and r.spill_loads > 0 and r.spills is True
+    assert f.spills is False
+    assert r.shared_bytes == f.shared_bytes == 1024  # the 256-float tile, without reserved smem
+    assert r.stack_bytes > f.stack_bytes >= 256  # 64-float local array (+ spill slots)
+    assert r.barriers == 1
+    elf = read_cubin_resources(capped.cubin)["spill"]
+    assert (elf.registers, elf.shared_bytes, elf.stack_bytes) == (
+        r.registers,
+        r.shared_bytes,
+        r.stack_bytes,
+    )
+    assert str(r) == (
+        f"registers {r.registers}, shared 1024 B, spills {r.spill_stores}/{r.spill_loads} B, "
+        f"stack {r.stack_bytes} B"
+    )
+
+
+def test_resources_fall_back_to_the_cubin() -> None:
+    m = compile_ir(vector_add_ir(), "sm_90a")
+    only_elf = kernel_resources(m.cubin, "")
+    assert only_elf["vadd"].source == "elf" and only_elf["vadd"].registers > 0
+    assert kernel_resources(b"not an elf", m.info_log) == parse_ptxas_log(m.info_log)
+    assert str(only_elf["vadd"]).endswith("spills unknown, stack 0 B")
+
+
+def test_parse_ptxas_log_formats() -> None:
+    log = "ptxas info    : 0 bytes gmem\nptxas info    : Compiling entry function 'k1' for 'sm_80'\nptxas info    : Function properties for k1\nptxas         .     16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\nptxas info    : Used 40 registers, used 1 barriers, 2048 bytes smem, 380 bytes cmem[0]\nptxas info    : Compiling entry function 'k2' for 'sm_80'\nptxas info    : Function properties for k2\nptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\nptxas info    : Used 8 registers, 356 bytes cmem[0]\ninfo    : used 99 registers, 4096 bytes smem\nptxas info    : Compiling entry function 'k3' for 'sm_90a'\nptxas info    : Function properties for k3\n    768 bytes stack frame, 484 bytes spill stores, 572 bytes spill loads\nptxas info    : Used 24 registers, used 1 barriers, 768 bytes cumulative stack size, 1024 bytes smem"
+    got = parse_ptxas_log(log)
+    assert got["k1"] == Resources(40, 2048, 8, 4, 16, 1)
+    assert got["k2"] == Resources(8, 0, 0, 0, 0, None)
+    assert got["k3"] == Resources(24, 1024, 484, 572, 768, 1)
+    assert parse_ptxas_log("") == {}
+
+
+def _ptxas_release(ptxas: str) -> tuple[int, int]:
+    out = subprocess.run([ptxas, "--version"], capture_output=True, text=True, check=False).stdout
+    m = re.search(r"release (\d+)\.(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def _readable_by(ptx: str, ptxas_minor: int) -> str:
+    """Lower the PTX ISA version for an older CUDA 13 ptxas (reads up to PTX 9.<minor>);
+    the test kernels use nothing newer than PTX 9.0."""
+    have = tuple(int(v) for v in re.search(r"^\.version (\d+)\.(\d+)", ptx, re.MULTILINE).groups())
+    isa = min(have, (9, ptxas_minor))
+    return re.sub(r"^\.version \d+\.\d+", f".version {isa[0]}.{isa[1]}", ptx, flags=re.MULTILINE)
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="needs ptxas (found: none)")
+def test_ptxas_fallback() -> None:
+    ptxas = find_ptxas()
+    major, minor = _ptxas_release(ptxas)
+    if major < 13:
+        pytest.skip(f"needs ptxas from CUDA 13 (found: {major}.{minor} at {ptxas})")
+    ptx = _readable_by(compile_nvvm(vector_add_ir(), "sm_90a"), minor)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        result = link_cubin(ptx, "sm_90a", linker="ptxas", options=["-Xptxas=-O3"])
+    assert result.linker == "ptxas" and result.cubin[:4] == b"\x7fELF"
+    via_ptxas = parse_ptxas_log(result.info_log)["vadd"]
+    assert via_ptxas.registers == read_cubin_resources(result.cubin)["vadd"].registers > 0
+    spill_ptx = _readable_by(compile_nvvm(spill_ir(), "sm_90a"), minor)
+    capped = link_cubin(spill_ptx, "sm_90a", linker="ptxas", max_registers=24)
+    spilled = parse_ptxas_log(capped.info_log)["spill"]
+    assert spilled.registers <= 24 and spilled.spill_stores > 0 and spilled.stack_bytes > 0
+    with pytest.raises(LinkError, match="ptxas"):
+        link_cubin(ptx.replace("st.global.f32", "st.global.f99"), "sm_90a", linker="ptxas")
+
+
+@needs_nvdisasm
+@pytest.mark.parametrize("target", TARGETS)
+def test_sass_of_vector_add(target: str) -> None:
+    m = compile_ir(vector_add_ir(), target)
+    sass = m.sass
+    assert m.stage("sass") is sass  # memoized
+    ops = opcodes(m.sass_for("vadd"))
+    assert any(op.startswith("LDG") for op in ops) and any(op.startswith("STG") for op in ops)
+    assert any(op.startswith("FADD") for op in ops) and "EXIT" in ops
+
+
+@needs_nvdisasm
+@pytest.mark.parametrize("target", TARGETS)
+def test_sass_for_leaves_linker_helpers_out(target: str) -> None:
+    m = compile_ir(shuffle_add_ir(), target)
+    functions = sass_functions(m.sass)
+    assert "shfl_add" in functions
+    own = sass_for(m.cubin, "shfl_add")
+    assert "SHFL.BFLY" in own and own == functions["shfl_add"]
+    helpers = [name for name in functions if name != "shfl_add"]
+    if target == "sm_80":  # nvJitLink's unused shuffle helper (TOOLCHAIN.md)
+        assert helpers and all("SHFL" in functions[h] for h in helpers)
+    for h in helpers:
+        assert functions[h] not in own
+    with pytest.raises(SassError, match=r"no function 'nope'.*shfl_add"):
+        sass_for(m.sass, "nope")
+
+
+def test_missing_nvdisasm_names_the_package(monkeypatch) -> None:
+    from tylo.backend import sass
+
+    monkeypatch.setattr(sass, "find_nvdisasm", lambda: None)
+    with pytest.raises(ToolchainError, match="pip install nvidia-cuda-nvdisasm"):
+        sass.disassemble(b"\x7fELF")
+
+
+def test_missing_linker_names_the_package(monkeypatch) -> None:
+    from tylo.backend import link
+
+    monkeypatch.setattr(link, "_load_nvjitlink", lambda: None)
+    monkeypatch.setattr(link, "find_ptxas", lambda: None)
+    with pytest.raises(ToolchainError, match="pip install nvidia-nvjitlink"):
+        link.link_cubin(".version 9.0", "sm_90a")
+    with pytest.raises(ToolchainError, match="pip install nvidia-cuda-nvcc"):
+        link.link_cubin(".version 9.0", "sm_90a", linker="ptxas")
