@@ -147,7 +147,7 @@ class DeviceBuffer:
         buf = cls.empty(a.shape, dt, device=device)
         from tylo.backend import driver
 
-        driver.memcpy_htod(buf.ptr, a)
+        driver.memcpy_htod(buf.ptr, a.reshape(-1).view(np.uint8))  # any dtype, as bytes
         return buf
 
     @property

@@ -134,6 +134,27 @@ def test_launch_dimension_errors() -> None:
         launch(fn, 1, 32, ArgPack([]), shared_bytes=65536)  # type: ignore[arg-type]
 
 
+def test_host_buffers_for_copies() -> None:
+    from tylo.arrays import ArrayError
+    from tylo.backend.driver import _host_view
+
+    for host in (np.arange(12, dtype=np.float32).reshape(3, 4), np.ones(5, np.float16), b"xyz"):
+        _keep, address, n = _host_view(host, "copy", None, writable=False)
+        assert ctypes.string_at(address, n) == bytes(memoryview(host).cast("B"))
+    out = np.zeros(4, np.int32)
+    _keep, address, n = _host_view(out, "copy", 8, writable=True)
+    ctypes.memmove(address, (7).to_bytes(4, "little") * 2, 8)
+    assert out.tolist() == [7, 7, 0, 0]
+    with pytest.raises(ArrayError, match="not C-contiguous"):
+        _host_view(np.ones((4, 4))[:, ::2], "copy", None, writable=False)
+    with pytest.raises(ArrayError, match="read-only"):
+        _host_view(b"abcd", "copy", None, writable=True)
+    with pytest.raises(ArrayError, match="100 bytes requested"):
+        _host_view(np.ones(2), "copy", 100, writable=False)
+    with pytest.raises(ArrayError, match="does not expose a host buffer"):
+        _host_view(object(), "copy", None, writable=False)
+
+
 # ---------------------------------------------------------------------------- fake driver
 
 
