@@ -130,6 +130,8 @@ def test_launch_dimension_errors() -> None:
     for grid in (0, (1, 0, 1), (1, 1, 1, 1), 2.0, True, "1"):
         with pytest.raises(LaunchError, match="grid"):
             launch(fn, grid, 32, ArgPack([]))  # type: ignore[arg-type]
+    with pytest.raises(LaunchError, match="args must be an ArgPack, got tuple"):
+        launch(fn, 1, 32, (1, 2))  # type: ignore[arg-type]
     with pytest.raises(LaunchError, match=r"set_max_dynamic_shared_memory\(65536\)"):
         launch(fn, 1, 32, ArgPack([]), shared_bytes=65536)  # type: ignore[arg-type]
 

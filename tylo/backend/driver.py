@@ -674,6 +674,10 @@ def launch(
             f"function's limit of {function.max_dynamic_shared_bytes} B; call "
             f"function.set_max_dynamic_shared_memory({shared_bytes}) first"
         )
+    if type(args) is not ArgPack and not isinstance(args, ArgPack):
+        raise LaunchError(
+            f"launch {function.name}: args must be an ArgPack, got {type(args).__name__}"
+        )
     if args.signature_id not in function._checked:
         function.check_args(args)
     if getattr(_tls, "ordinal", None) != function.module.ordinal:
