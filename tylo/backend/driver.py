@@ -84,23 +84,24 @@ def _cuda() -> Any:
 
 
 def _error_name(code: int) -> tuple[str, str]:
-    """(enum name, description) of a ``CUresult`` code, without failing."""
+    """(enum name, description) of a ``CUresult`` code, without failing: the driver's
+    ``cuGetErrorName``/``cuGetErrorString`` when it is there, else the bindings' enum."""
     d = _cuda()
-    name = description = ""
     try:
-        err, raw_name = d.cuGetErrorName(code)
+        result: Any = d.CUresult(code)
+        name = result.name
+    except ValueError:  # a code this version of the bindings does not know
+        result, name = code, f"CUDA_ERROR_{code}"
+    description = ""
+    try:
+        err, raw_name = d.cuGetErrorName(result)
         if not err and raw_name:
             name = raw_name.decode() if isinstance(raw_name, bytes) else str(raw_name)
-        err, raw_desc = d.cuGetErrorString(code)
+        err, raw_desc = d.cuGetErrorString(result)
         if not err and raw_desc:
             description = raw_desc.decode() if isinstance(raw_desc, bytes) else str(raw_desc)
-    except _LOAD_ERRORS:  # no driver library: fall back to the bindings' enum
+    except (*_LOAD_ERRORS, TypeError, ValueError):  # no driver library, or an unknown code
         pass
-    if not name:
-        try:
-            name = d.CUresult(code).name
-        except ValueError:
-            name = f"CUDA_ERROR_{code}"
     return name, description
 
 
