@@ -142,3 +142,18 @@ def test_nvvm_version_tells_releases_apart() -> None:
     assert v.release in str(v) and nvvm_version() is v
     ptx = compile_nvvm(vector_add_ir(), "sm_80")
     assert f".version {v.ptx_isa}" in ptx and f"V{v.release}" in ptx
+
+
+def test_missing_libnvvm_names_the_package(monkeypatch) -> None:
+    from cuda import pathfinder
+
+    from tylo.backend import nvvm
+    from tylo.backend.errors import ToolchainError
+
+    def not_found(name: str):
+        raise RuntimeError(f"no {name} anywhere")  # what cuda.pathfinder raises derives from it
+
+    monkeypatch.setattr(nvvm, "_loaded", None)
+    monkeypatch.setattr(pathfinder, "load_nvidia_dynamic_lib", not_found)
+    with pytest.raises(ToolchainError, match=r"pip install nvidia-nvvm.*no nvvm anywhere"):
+        compile_nvvm(vector_add_ir(), "sm_80")
