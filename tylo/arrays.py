@@ -240,11 +240,17 @@ def as_device_array(obj: Any) -> DeviceArray:
             f"as_device_array: a numpy array lives in host memory (shape {obj.shape}); "
             "copy it to the GPU first, e.g. DeviceBuffer.from_numpy(a)"
         )
-    cai = getattr(obj, "__cuda_array_interface__", None)
+    problem = ""
+    try:
+        cai = getattr(obj, "__cuda_array_interface__", None)
+    except (TypeError, ValueError, RuntimeError) as err:  # e.g. a dtype the producer refuses
+        cai, problem = None, f" (its __cuda_array_interface__ failed: {err})"
     if cai is not None:
         return _from_cai(obj, cai)
     if hasattr(obj, "__dlpack__"):
         return _from_dlpack(obj)
+    if problem:
+        raise ArrayError(f"as_device_array: cannot read {type(obj).__name__}{problem}")
     raise ArrayError(
         f"as_device_array: {type(obj).__name__} is not a device array; pass a DeviceBuffer, "
         "or an object with __cuda_array_interface__ or __dlpack__ (torch, CuPy, JAX)"
@@ -382,9 +388,12 @@ def _from_dlpack(obj: Any) -> DeviceArray:
         dev_type, _ = device()
         _require_cuda_device(int(dev_type), what)
     try:
-        capsule = obj.__dlpack__(max_version=(1, 0))
-    except TypeError:  # producers older than DLPack 1.0 take no max_version
-        capsule = obj.__dlpack__()
+        try:
+            capsule = obj.__dlpack__(max_version=(1, 0))
+        except TypeError:  # producers older than DLPack 1.0 take no max_version
+            capsule = obj.__dlpack__()
+    except (BufferError, RuntimeError, TypeError, ValueError) as err:
+        raise ArrayError(f"{what}: the producer refused to export: {err}") from None
     readonly = False
     if _capsule_is_valid(capsule, b"dltensor_versioned"):
         managed = _DLManagedTensorVersioned.from_address(

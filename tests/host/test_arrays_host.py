@@ -229,3 +229,23 @@ def test_torch_fast_path() -> None:
     assert (a.ptr, a.shape, a.strides, a.dtype, a.device) == (PTR, (3, 4), (1, 3), bf16, 0)
     with pytest.raises(ArrayError, match=r"on cpu, not a CUDA device"):
         as_device_array(FakeTorchTensor(is_cuda=False))
+
+
+class RefusingProducer:
+    """Like a torch bf16 tensor: the interface property raises instead of answering."""
+
+    @property
+    def __cuda_array_interface__(self):
+        raise TypeError("dtype bfloat16 is not supported by __cuda_array_interface__")
+
+
+class RefusingDLPack(RefusingProducer):
+    def __dlpack__(self, **kwargs):
+        raise BufferError("cannot export a tensor that requires grad")
+
+
+def test_producer_failures_become_array_errors() -> None:
+    with pytest.raises(ArrayError, match=r"RefusingProducer.*bfloat16 is not supported"):
+        as_device_array(RefusingProducer())
+    with pytest.raises(ArrayError, match="refused to export: cannot export a tensor"):
+        as_device_array(RefusingDLPack())
