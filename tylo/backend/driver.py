@@ -5,22 +5,21 @@ works on machines without a driver. Every driver call goes through :func:`check`
 turns a failing ``CUresult`` into :class:`~tylo.backend.errors.CudaError` naming the call
 (``"cuModuleLoadData failed: CUDA_ERROR_INVALID_IMAGE (200)"``).
 
-Launching is built for low overhead: an :class:`ArgPack` is laid out once per kernel
-signature and owns a preallocated host buffer plus the ``void*[]`` array that
-``cuLaunchKernel`` reads (CUDA driver API, "Kernel parameters"); a launch only writes the
-values with one ``struct.pack_into`` and passes the array's integer address.
+Launching is built for low overhead: arguments travel in an
+:class:`~tylo.backend.argpack.ArgPack` (re-exported here), laid out once per kernel
+signature; a launch writes the values and passes the address of its ``void*[]`` array as
+``cuLaunchKernel``'s ``kernelParams``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import struct
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from tylo.backend.argpack import F32, F64, I32, I64, PTR, U32, U64, ArgPack, Param, raw
 from tylo.backend.errors import CudaError, LaunchError, NoDeviceError, ToolchainError
 
 __all__ = [
@@ -66,7 +65,6 @@ _initialized = False
 _lock = threading.Lock()
 _contexts: dict[int, Any] = {}
 _tls = threading.local()
-_signature_ids: dict[tuple[Any, ...], int] = {}
 
 
 def _cuda() -> Any:
@@ -508,129 +506,6 @@ class Function:
                 f"{list(args.sizes)} B ({args.describe()})"
             )
         self._checked.add(key)
-
-
-# ---------------------------------------------------------------------------- arguments
-
-
-@dataclass(frozen=True)
-class Param:
-    """One kernel parameter's kind: size and alignment in bytes and its ``struct`` code.
-
-    Use the constants :data:`PTR`, :data:`I32`, :data:`I64`, :data:`U32`, :data:`U64`,
-    :data:`F32`, :data:`F64`, or :func:`raw` for by-value bytes (a 128-byte tensor map).
-    """
-
-    kind: str
-    size: int
-    align: int
-    code: str
-
-    def __str__(self) -> str:
-        return self.kind if self.kind != "raw" else f"raw[{self.size}, align {self.align}]"
-
-
-PTR = Param("ptr", 8, 8, "Q")
-I32 = Param("i32", 4, 4, "i")
-I64 = Param("i64", 8, 8, "q")
-U32 = Param("u32", 4, 4, "I")
-U64 = Param("u64", 8, 8, "Q")
-F32 = Param("f32", 4, 4, "f")
-F64 = Param("f64", 8, 8, "d")
-
-
-def raw(size: int, align: int = 8) -> Param:
-    """A by-value parameter of ``size`` bytes (e.g. ``raw(128, 64)`` for a CUtensorMap)."""
-    if size <= 0 or align <= 0 or align & (align - 1):
-        raise LaunchError(f"raw({size}, {align}): size must be > 0, align a power of two")
-    return Param("raw", size, align, f"{size}s")
-
-
-class ArgPack:
-    """Preallocated kernel arguments for one kernel signature.
-
-    Built once per signature; each launch calls :meth:`pack` (one ``struct.pack_into``
-    into a ctypes buffer) and passes :attr:`address`, the integer address of the
-    ``void*[]`` array whose entries point at each value (``cuLaunchKernel``'s
-    ``kernelParams``). Not thread-safe: use one ArgPack per thread (:meth:`copy`).
-
-    >>> args = ArgPack([PTR, PTR, I32]).pack(0x7F0000000000, 0x7F0000001000, 1024)
-    >>> args.sizes, args.values()
-    ((8, 8, 4), (139637976727552, 139637976731648, 1024))
-    """
-
-    def __init__(self, params: Sequence[Param]) -> None:
-        self.signature = tuple(params)
-        with _lock:
-            self.signature_id = _signature_ids.setdefault(self.signature, len(_signature_ids))
-        offsets, fmt, pos = [], ["<"], 0
-        for p in self.signature:
-            if not isinstance(p, Param):
-                raise LaunchError(f"ArgPack: {p!r} is not a Param (use PTR, I32, raw(...))")
-            pad = -pos % p.align
-            if pad:
-                fmt.append(f"{pad}x")
-            pos += pad
-            offsets.append(pos)
-            fmt.append(p.code)
-            pos += p.size
-        self.offsets = tuple(offsets)
-        self.sizes = tuple(p.size for p in self.signature)
-        self.nbytes = pos
-        self._struct = struct.Struct("".join(fmt))
-        self._buffer = ctypes.create_string_buffer(max(pos, 1))
-        base = ctypes.addressof(self._buffer)
-        n = len(self.signature)
-        self._pointers = (ctypes.c_void_p * max(n, 1))(*(base + off for off in offsets))
-        self.address: int = ctypes.addressof(self._pointers) if n else 0
-        self._raw = tuple(i for i, p in enumerate(self.signature) if p.kind == "raw")
-
-    def pack(self, *values: Any) -> ArgPack:
-        """Write one launch's argument values; returns self."""
-        if self._raw:
-            self._check_raw(values)
-        try:
-            self._struct.pack_into(self._buffer, 0, *values)
-        except struct.error as err:
-            raise LaunchError(self._explain(values, err)) from None
-        return self
-
-    def values(self) -> tuple[Any, ...]:
-        """The values currently packed (for debugging)."""
-        return self._struct.unpack_from(self._buffer, 0)
-
-    def copy(self) -> ArgPack:
-        """A fresh ArgPack with the same signature (for another thread)."""
-        return ArgPack(self.signature)
-
-    def describe(self) -> str:
-        return "(" + ", ".join(str(p) for p in self.signature) + ")"
-
-    def _check_raw(self, values: tuple[Any, ...]) -> None:
-        for i in self._raw:
-            if i < len(values):
-                try:
-                    n = memoryview(values[i]).nbytes
-                except TypeError:
-                    continue  # reported by _explain
-                if n != self.signature[i].size:
-                    raise LaunchError(
-                        f"argument {i} ({self.signature[i]}): got {n} bytes, "
-                        f"expected exactly {self.signature[i].size}"
-                    )
-
-    def _explain(self, values: tuple[Any, ...], err: struct.error) -> str:
-        if len(values) != len(self.signature):
-            return (
-                f"ArgPack{self.describe()}: got {len(values)} argument(s), "
-                f"expected {len(self.signature)}"
-            )
-        for i, (p, v) in enumerate(zip(self.signature, values)):
-            try:
-                struct.pack("<" + p.code, v)
-            except struct.error as e:
-                return f"argument {i} ({p}): cannot pack {v!r} ({type(v).__name__}): {e}"
-        return f"ArgPack{self.describe()}: {err}"
 
 
 # ---------------------------------------------------------------------------- launch
