@@ -1,11 +1,25 @@
 """tylo.layouts: CuTe-style ``shape:stride`` layouts with static or symbolic values.
 
-Pure Python (sympy, numpy, stdlib): importing it never loads CUDA, llvmlite,
-``tylo.backend`` or hypothesis. See ``docs/layouts.md``.
+The whole CuTe layout algebra (names and argument orders as in CuTe and pycute), exact on
+symbolic extents and strides: a condition is decided from the symbols' facts and the
+assumptions in force, or an error names the fact that is missing. Pure Python (sympy,
+numpy, stdlib): importing it never loads CUDA, llvmlite, ``tylo.backend`` or hypothesis.
+Hypothesis strategies live in :mod:`tylo.layouts.strategies`; the manual is
+``docs/layouts.md``.
+
+>>> from tylo.layouts import Layout, composition, logical_divide
+>>> str(logical_divide(Layout((6, 8), (8, 1)), (3, 4)))
+'((3,2),(4,2)):((8,24),(1,4))'
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
+from tylo.layouts.algebra import coalesce, complement, filter_
+from tylo.layouts.compose import composition
+from tylo.layouts.divide import flat_divide, logical_divide, tiled_divide, zipped_divide
 from tylo.layouts.errors import (
     AssumptionError,
     ComplementError,
@@ -19,6 +33,31 @@ from tylo.layouts.errors import (
     SwizzleError,
     UndecidableError,
 )
+from tylo.layouts.inttuple import crd2idx, idx2crd
+from tylo.layouts.inverse import left_inverse, right_inverse
+from tylo.layouts.layout import (
+    Layout,
+    cosize,
+    depth,
+    flatten,
+    group_modes,
+    make_layout,
+    rank,
+    select,
+    size,
+)
+from tylo.layouts.parse import parse
+from tylo.layouts.product import (
+    blocked_product,
+    flat_product,
+    logical_product,
+    make_ordered_layout,
+    raked_product,
+    tile_to_shape,
+    tiled_product,
+    zipped_product,
+)
+from tylo.layouts.swizzle import ComposedLayout, Swizzle, SwizzleXor
 from tylo.layouts.symbolic import (
     Dim,
     IndexSymbol,
@@ -32,28 +71,91 @@ from tylo.layouts.symbolic import (
     sample_assignment,
     substitute,
 )
+from tylo.layouts.tv import make_tv_layout, tv_coords, tv_owners
 
 __all__ = [
     "AssumptionError",
     "ComplementError",
+    "ComposedLayout",
     "CompositionError",
     "Dim",
     "DivisibilityError",
     "IndexSymbol",
     "InverseError",
+    "Layout",
     "LayoutError",
     "NotationError",
     "ShapeError",
     "StaticRequiredError",
+    "Swizzle",
     "SwizzleError",
+    "SwizzleXor",
     "UndecidableError",
     "assuming",
+    "blocked_product",
+    "coalesce",
+    "complement",
+    "composition",
+    "cosize",
+    "crd2idx",
     "current_assumptions",
     "decide",
+    "depth",
     "dim",
     "divides",
     "divisible",
+    "filter_",
+    "flat_divide",
+    "flat_product",
+    "flatten",
+    "group_modes",
+    "idx2crd",
     "index_symbol",
+    "left_inverse",
+    "logical_divide",
+    "logical_product",
+    "make_layout",
+    "make_ordered_layout",
+    "make_tv_layout",
+    "parse",
+    "raked_product",
+    "rank",
+    "right_inverse",
     "sample_assignment",
+    "select",
+    "size",
     "substitute",
+    "tile_to_shape",
+    "tiled_divide",
+    "tiled_product",
+    "tv_coords",
+    "tv_owners",
+    "zipped_divide",
+    "zipped_product",
 ]
+
+# Hook for the provers (ARCHITECTURE.md section 5): Verdict and prove_* will live in
+# tylo.layouts.verdict and tylo.layouts.proofs, written on top of this package. Until the
+# lead lists them in __all__, they resolve lazily here when those modules exist.
+_LATER: dict[str, str] = {
+    "Verdict": "tylo.layouts.verdict",
+    "prove_aligned": "tylo.layouts.proofs",
+    "prove_bounded": "tylo.layouts.proofs",
+    "prove_contiguous": "tylo.layouts.proofs",
+    "prove_equal": "tylo.layouts.proofs",
+    "prove_injective": "tylo.layouts.proofs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LATER.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tylo.layouts' has no attribute {name!r}")
+    try:
+        value = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        raise AttributeError(
+            f"tylo.layouts.{name} is not available yet (it comes from {module})"
+        ) from None
+    globals()[name] = value
+    return value

@@ -50,6 +50,7 @@ class Facts:
         self.ge: list[dict] = []  # polynomials known to be >= 0
         self.eq: list[dict] = []  # polynomials known to be == 0 (not solved)
         self.div: list[tuple[dict, int]] = []  # (integer polynomial, modulus): modulus | poly
+        self.sdiv: list[tuple[dict, dict]] = []  # (d, e) with symbolic d: d | e
         self.upper: dict[int, dict] = {}  # variable -> its inclusive upper bound
         self.alt: dict[int, int] = {}  # variable -> slack variable of the upper bound
         self._cache: dict[Any, dict] = {}
@@ -310,10 +311,26 @@ class Facts:
                 return True
             if self.divides_static(1, q):
                 return True
+        for fd, fe in self.sdiv:
+            if self._implied_by(pd, pe, fd, fe):
+                return True
         # 0 < e < d (both positive) means d cannot divide e.
         if self.prove(P.sub(pe, P.ONE)) and self.prove(P.sub(P.sub(pd, pe), P.ONE)):
             return False
         return None
+
+    def _implied_by(self, qd: dict, qe: dict, fd: dict, fe: dict) -> bool:
+        """Does the fact ``fd | fe`` give ``qd | qe``? (``qd | fd | fe | qe``, or the
+        fact scaled by a constant.)"""
+        k = P.exact_quotient(fd, qd)
+        if k is None:
+            return False
+        if P.is_const(k) and P.sub(fe, P.scale(qe, P.const_value(k))) == {}:
+            return True
+        if not self.integral(k):
+            return False
+        q = P.exact_quotient(qe, fe) if fe else None
+        return q is not None and self.integral(q)
 
     # -- adding assumptions ---------------------------------------------------------------
 
@@ -431,7 +448,8 @@ class Facts:
         if isinstance(d, sympy.Integer):
             d = int(d)
         if type(d) is not int:
-            return  # a symbolic modulus is only checked when sampling values
+            self.sdiv.append((self.poly(d), self.poly(a.expr)))
+            return
         if d == 0:
             raise AssumptionError(f"assuming: {a!r} has divisor 0; a divisor must be nonzero")
         m = abs(d)

@@ -1,0 +1,217 @@
+"""Coalesce, filter and complement: the algebra's normalizing operations.
+
+All three keep exact semantics on symbolic layouts: a merge or a drop happens only when
+its condition is *decided* true, so an undecidable condition leaves a layout less
+simplified but never wrong; complement raises when admissibility depends on the values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tylo.layouts.errors import ComplementError, ShapeError
+from tylo.layouts.inttuple import fmt, product, vmul
+from tylo.layouts.layout import Layout, _as_layout, cosize
+from tylo.layouts.symbolic import (
+    ceil_div,
+    decide_cmp,
+    divides,
+    exact_div,
+    undecidable_cmp,
+    undecidable_divides,
+)
+
+__all__ = ["coalesce", "complement", "filter_"]
+
+
+def is_one(x: Any) -> bool:
+    """True when ``x == 1`` is decided (static or symbolic)."""
+    if type(x) is int:
+        return x == 1
+    return decide_cmp(x, "==", 1) is True
+
+
+def is_zero(x: Any) -> bool:
+    """True when ``x == 0`` is decided."""
+    if type(x) is int:
+        return x == 0
+    return decide_cmp(x, "==", 0) is True
+
+
+def same(a: Any, b: Any) -> bool:
+    """True when ``a == b`` is decided."""
+    if type(a) is int and type(b) is int:
+        return a == b
+    return decide_cmp(a, "==", b) is True
+
+
+def _coalesce_flat(fs: tuple, fd: tuple, static: bool) -> tuple[Any, Any]:
+    rs: list = []
+    rd: list = []
+    if static:
+        for s, d in zip(fs, fd):
+            if s == 1:
+                continue
+            if rs and rs[-1] * rd[-1] == d:
+                rs[-1] *= s
+            else:
+                rs.append(s)
+                rd.append(d)
+    else:
+        for s, d in zip(fs, fd):
+            if is_one(s):
+                continue
+            if rs and same(vmul(rs[-1], rd[-1]), d):
+                rs[-1] = vmul(rs[-1], s)
+            else:
+                rs.append(s)
+                rd.append(d)
+    if not rs:
+        return 1, 0
+    if len(rs) == 1:
+        return rs[0], rd[0]
+    return tuple(rs), tuple(rd)
+
+
+def _coalesce(x: Layout, profile: Any) -> tuple[Any, Any]:
+    if profile is None or type(profile) is not tuple:
+        fs, fd = x.flat()
+        return _coalesce_flat(fs, fd, x.is_static)
+    shape = x.shape if type(x.shape) is tuple else (x.shape,)
+    stride = x.stride if type(x.stride) is tuple else (x.stride,)
+    if len(profile) > len(shape):
+        raise ShapeError(
+            f"coalesce({x}, profile {fmt(profile)}): the profile has more modes "
+            f"({len(profile)}) than the layout ({len(shape)})"
+        )
+    rs, rd = [], []
+    for i, p in enumerate(profile):
+        s, d = _coalesce(Layout._make(shape[i], stride[i]), p)
+        rs.append(s)
+        rd.append(d)
+    return tuple(rs) + shape[len(profile) :], tuple(rd) + stride[len(profile) :]
+
+
+def coalesce(layout: Any, profile: Any = None) -> Any:
+    """The same function with the fewest modes: drop extent-1 modes, merge mode pairs
+    ``s0:d0, s1:d1`` with ``d1 == s0*d0``. With ``profile`` (a tuple), coalesce each
+    top-level mode separately, keeping the rank. Defining property: ``coalesce(L)(i) ==
+    L(i)`` for every index ``i < size(L)``.
+
+    >>> str(coalesce(Layout((2, (1, 6)), (1, (6, 2))))), str(coalesce(Layout((2, (1, 6)), (1, (6, 2))), (1, 1)))
+    ('12:1', '(2,6):(1,2)')
+    """
+    from tylo.layouts.swizzle import ComposedLayout
+
+    if isinstance(layout, ComposedLayout):
+        return ComposedLayout(layout.outer, layout.offset, coalesce(layout.inner, profile))
+    x = _as_layout(layout, "coalesce")
+    s, d = _coalesce(x, profile)
+    return Layout._make(s, d)
+
+
+def _drop_zero_strides(shape: Any, stride: Any) -> Any:
+    if type(shape) is tuple:
+        return tuple(_drop_zero_strides(s, d) for s, d in zip(shape, stride))
+    return 1 if is_zero(stride) else shape
+
+
+def filter_(layout: Any, profile: Any = None) -> Layout:
+    """CuTe's ``filter``: drop stride-0 modes and extent-1 modes, then coalesce. The
+    result is the function on the remaining coordinates: ``filter_(L)(i) == L'(i)`` where
+    ``L'`` is ``L`` with every stride-0 extent replaced by 1.
+
+    >>> str(filter_(Layout((4, 2, 3), (1, 0, 4))))
+    '12:1'
+    """
+    x = _as_layout(layout, "filter_")
+    return coalesce(Layout._make(_drop_zero_strides(x.shape, x.stride), x.stride), profile)
+
+
+def _sorted_modes(modes: list, what: str) -> list:
+    """Sort (stride, extent) pairs by stride, deciding symbolic comparisons exactly."""
+    if all(type(d) is int for d, _ in modes):
+        return sorted(modes, key=lambda m: m[0])
+    out: list = []
+    for m in modes:
+        pos = len(out)
+        while pos > 0:
+            r = decide_cmp(out[pos - 1][0], "<=", m[0])
+            if r is None:
+                raise undecidable_cmp("complement", out[pos - 1][0], "<=", m[0], what)
+            if r:
+                break
+            pos -= 1
+        out.insert(pos, m)
+    return out
+
+
+def complement(layout: Any, cotarget: Any = None) -> Layout:
+    """The layout of the offsets ``layout`` does not reach, up to ``cotarget`` (default
+    ``cosize(layout)``; a shape means its size). Defining property: ``(layout,
+    complement(layout, n))`` is injective and its image covers ``[0, n)`` (exactly, when
+    every stride divides ``n``); the complement is ordered by increasing stride.
+
+    Needs *admissibility*: sorted by stride, each stride is a multiple of the reach
+    ``extent*stride`` of the previous mode; raises ComplementError otherwise.
+
+    >>> str(complement(Layout(4, 2), 24)), str(complement(Layout((2, 2), (1, 6)), 24))
+    ('(2,3):(1,8)', '(3,2):(2,12)')
+    """
+    x = _as_layout(layout, "complement")
+    if not isinstance(x, Layout):
+        raise ComplementError(f"complement({x}, ...): a composed layout has no complement")
+    if cotarget is None:
+        cotarget = cosize(x)
+    elif type(cotarget) is tuple:
+        cotarget = product(cotarget)
+    fs, fd = x.flat()
+    what = f"complement({x}, {fmt(cotarget)})"
+    modes = []
+    for s, d in zip(fs, fd):
+        if is_one(s) or is_zero(d):
+            continue
+        pos = decide_cmp(d, ">=", 1)
+        if pos is False:
+            raise ComplementError(
+                f"{what}: stride {fmt(d)} is negative; complement needs non-negative strides "
+                "(reverse the mode first)"
+            )
+        if pos is None:
+            raise undecidable_cmp("complement", d, ">=", 1, f"a stride of {x}")
+        modes.append((d, s))
+    modes = _sorted_modes(modes, f"strides of {x}")
+    rs: list = []
+    rd: list = []
+    cur: Any = 1
+    for d, s in modes:
+        ok = divides(cur, d)
+        if ok is not True:
+            if ok is None:
+                raise undecidable_divides("complement", cur, d, f"admissibility of {x}")
+            raise ComplementError(
+                f"{what}: {x} is not admissible: stride {fmt(d)} (extent {fmt(s)}) is not a "
+                f"multiple of {fmt(cur)}, the reach of the modes with smaller strides, so "
+                "the modes overlap or interleave and no complement layout exists; use an "
+                "injective layout whose sorted strides divide each other"
+            )
+        rs.append(exact_div(d, cur, op="complement"))
+        rd.append(cur)
+        cur = vmul(s, d)
+    if type(cur) is int and type(cotarget) is int:
+        rest = -(-cotarget // cur)
+    elif divides(cur, cotarget) is True:
+        rest = ceil_div(cotarget, cur)
+    elif decide_cmp(cotarget, "<=", cur) is True:
+        rest = 1
+    else:
+        if divides(cur, cotarget) is False:
+            raise ComplementError(
+                f"{what}: the last mode would have extent ceil({fmt(cotarget)}/{fmt(cur)}), "
+                "which is not exact for these symbols; give a cotarget that is a multiple "
+                f"of {fmt(cur)}"
+            )
+        raise undecidable_divides("complement", cur, cotarget, f"to size the last mode of {what}")
+    rs.append(rest)
+    rd.append(cur)
+    return coalesce(Layout._make(tuple(rs), tuple(rd)))

@@ -1,0 +1,228 @@
+"""Parsing CuTe notation: ``"((2,2),8):((1,16),2)"``, ``"S<3,3,3> o (8,64):(64,1)"``.
+
+Grammar (whitespace ignored)::
+
+    text     := [swizzle " o " [offset " o "]] layout | swizzle
+    layout   := item [":" item]           (a bare shape means compact column-major)
+    item     := "(" item ("," item)* ")" | expr
+    expr     := integer arithmetic over ints and names: + - * / ** and parentheses,
+                floor(..), ceiling(..), Mod(.., ..)
+    swizzle  := "S<" int "," int "," int ">"
+
+A parenthesized single item is a 1-tuple unless an operator follows it (then it is a
+parenthesized expression): ``"(4):(1)"`` is rank 1 with a tuple shape, ``"(N+1)*2"`` is
+an expression.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import sympy
+
+from tylo.layouts.errors import NotationError, ShapeError
+from tylo.layouts.layout import Layout
+from tylo.layouts.swizzle import ComposedLayout, Swizzle
+from tylo.layouts.symbolic import dim, to_value
+
+__all__ = ["parse", "parse_layout"]
+
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(\*\*|[(),:+\-*/]))")
+_SWIZZLE = re.compile(r"^\s*S<\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*>\s*$")
+_FUNCS = {"floor": sympy.floor, "ceiling": sympy.ceiling, "Mod": sympy.Mod}
+
+
+class _Parser:
+    def __init__(self, text: str, symbols: dict) -> None:
+        self.text = text
+        self.symbols = symbols
+        self.tokens: list[tuple[str, str, int]] = []
+        pos = 0
+        while pos < len(text):
+            if text[pos:].strip() == "":
+                break
+            m = _TOKEN.match(text, pos)
+            if m is None or m.end() == pos:
+                col = pos + len(text[pos:]) - len(text[pos:].lstrip())
+                raise self.error(f"unexpected character {text[col]!r}", col)
+            kind = "int" if m.group(1) else "name" if m.group(2) else "op"
+            start = m.start(m.lastindex)
+            self.tokens.append((kind, m.group(m.lastindex), start))
+            pos = m.end()
+        self.i = 0
+
+    def error(self, what: str, col: int | None = None) -> NotationError:
+        if col is None:
+            col = self.tokens[self.i][2] if self.i < len(self.tokens) else len(self.text)
+        return NotationError(
+            f"Layout.parse: {what} at column {col} of {self.text!r}; expected CuTe "
+            "notation such as '((2,2),8):((1,16),2)'"
+        )
+
+    def peek(self) -> str | None:
+        return self.tokens[self.i][1] if self.i < len(self.tokens) else None
+
+    def take(self, expected: str | None = None) -> tuple[str, str, int]:
+        if self.i >= len(self.tokens):
+            raise self.error(
+                "unexpected end of text" + (f" (wanted {expected!r})" if expected else "")
+            )
+        tok = self.tokens[self.i]
+        if expected is not None and tok[1] != expected:
+            raise self.error(f"found {tok[1]!r} where {expected!r} belongs")
+        self.i += 1
+        return tok
+
+    def item(self) -> Any:
+        if self.peek() == "(":
+            self.take("(")
+            items = [self.item()]
+            while self.peek() == ",":
+                self.take(",")
+                items.append(self.item())
+            self.take(")")
+            if len(items) == 1 and type(items[0]) is not tuple and self.peek() in _BINOPS:
+                return self.expr(items[0])
+            return tuple(items)
+        return self.expr()
+
+    def expr(self, first: Any = None) -> Any:
+        left = self.term(first)
+        while self.peek() in ("+", "-"):
+            op = self.take()[1]
+            right = self.term()
+            left = left + right if op == "+" else left - right
+        return left
+
+    def term(self, first: Any = None) -> Any:
+        left = self.power(first)
+        while self.peek() in ("*", "/"):
+            op = self.take()[1]
+            right = self.power()
+            left = (
+                left * right
+                if op == "*"
+                else sympy.Integer(left) / right
+                if type(left) is int
+                else left / right
+            )
+        return left
+
+    def power(self, first: Any = None) -> Any:
+        base = first if first is not None else self.unary()
+        if self.peek() == "**":
+            self.take()
+            return base ** self.unary()
+        return base
+
+    def unary(self) -> Any:
+        if self.peek() == "-":
+            self.take()
+            return -self.unary()
+        return self.atom()
+
+    def atom(self) -> Any:
+        kind, val, col = self.take()
+        if kind == "int":
+            return int(val)
+        if kind == "name":
+            if val in _FUNCS and self.peek() == "(":
+                self.take("(")
+                args = [self.expr()]
+                while self.peek() == ",":
+                    self.take(",")
+                    args.append(self.expr())
+                self.take(")")
+                return _FUNCS[val](*args)
+            sym = self.symbols.get(val)
+            if sym is None:
+                sym = self.symbols[val] = dim(val)
+            return sym
+        if val == "(":
+            e = self.expr()
+            self.take(")")
+            return e
+        raise self.error(f"found {val!r} where a number, a name or '(' belongs", col)
+
+    def done(self) -> None:
+        if self.i != len(self.tokens):
+            raise self.error(f"unexpected {self.peek()!r} after the end")
+
+
+_BINOPS = ("+", "-", "*", "/", "**")
+
+
+def _symbol_table(symbols: Any) -> dict:
+    if symbols is None:
+        return {}
+    if isinstance(symbols, Mapping):
+        return dict(symbols)
+    if isinstance(symbols, Iterable):
+        return {s.name: s for s in symbols}
+    raise NotationError(f"Layout.parse: symbols= must be a mapping or an iterable, not {symbols!r}")
+
+
+def _values(t: Any) -> Any:
+    return tuple(_values(e) for e in t) if type(t) is tuple else to_value(t)
+
+
+def _layout(text: str, table: dict) -> Layout:
+    p = _Parser(text, table)
+    if not p.tokens:
+        raise p.error("empty text", 0)
+    shape = p.item()
+    stride = None
+    if p.peek() == ":":
+        p.take(":")
+        stride = p.item()
+    p.done()
+    try:
+        return Layout(_values(shape), None if stride is None else _values(stride))
+    except ShapeError as e:
+        if isinstance(e, NotationError):
+            raise
+        raise NotationError(f"Layout.parse({text!r}): {e}") from None
+
+
+def parse(text: str, symbols: Any = None) -> Any:
+    """Parse CuTe notation into a Layout, a Swizzle or a ComposedLayout.
+
+    >>> parse("S<3,3,3> o (8,64):(64,1)")
+    ComposedLayout(Swizzle(3, 3, 3), 0, Layout(shape=(8, 64), stride=(64, 1)))
+    >>> str(parse("(16,N/8):(8,128)", {"N": dim("N", multiple_of=8)}))
+    '(16,N/8):(8,128)'
+    """
+    if not isinstance(text, str):
+        raise NotationError(f"Layout.parse: expected text, got {type(text).__name__}")
+    table = _symbol_table(symbols)
+    parts = re.split(r"\s+o\s+", text.strip())
+    m = _SWIZZLE.match(parts[0])
+    if len(parts) == 1:
+        if m:
+            return Swizzle(*(int(g) for g in m.groups()))
+        return _layout(parts[0], table)
+    if len(parts) > 3:
+        raise NotationError(
+            f"Layout.parse: {text!r} composes more than outer o offset o inner; "
+            "write at most 'S<b,m,s> o offset o layout'"
+        )
+    outer = Swizzle(*(int(g) for g in m.groups())) if m else _layout(parts[0], table)
+    offset: Any = 0
+    if len(parts) == 3:
+        p = _Parser(parts[1], table)
+        offset = to_value(p.expr())
+        p.done()
+    return ComposedLayout(outer, offset, _layout(parts[-1], table))
+
+
+def parse_layout(text: str, symbols: Any = None) -> Layout:
+    """Parse CuTe notation that must denote a plain Layout."""
+    x = parse(text, symbols)
+    if not isinstance(x, Layout):
+        raise NotationError(
+            f"Layout.parse({text!r}): this is a {type(x).__name__}, not a Layout; use "
+            "tylo.layouts.parse.parse for swizzles and composed layouts"
+        )
+    return x

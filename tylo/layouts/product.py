@@ -1,0 +1,184 @@
+"""Products of layouts: repeat a block layout over a tiling layout.
+
+``logical_product(A, B) == make_layout(A, composition(complement(A, size(A)*cosize(B)),
+B))``: mode 0 is A itself, mode 1 places copies of A at the offsets B selects among the
+holes A leaves. Blocked and raked products interleave the modes of A and the tiles;
+``tile_to_shape`` repeats a block until it covers a shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tylo.layouts.algebra import coalesce, complement
+from tylo.layouts.compose import composition
+from tylo.layouts.divide import _by_mode, _modes, unzip_modes
+from tylo.layouts.errors import LayoutError, ShapeError
+from tylo.layouts.inttuple import flatten_tuple, fmt, product, product_each, vmul
+from tylo.layouts.layout import Layout, _as_layout, cosize, make_layout, rank, size
+from tylo.layouts.symbolic import exact_div
+
+__all__ = [
+    "blocked_product",
+    "flat_product",
+    "logical_product",
+    "make_ordered_layout",
+    "raked_product",
+    "tile_to_shape",
+    "tiled_product",
+    "zipped_product",
+]
+
+
+def logical_product(a: Any, tiler: Any) -> Any:
+    """``(A, complement(A, size(A)*cosize(B)) o B)``. Defining property: mode 0 of the
+    result equals A, and mode 1 equals ``composition(complement(A, size(A)*cosize(B)),
+    B)``. A tuple tiler applies by mode.
+
+    >>> str(logical_product(Layout((2, 2), (4, 1)), Layout(6, 1)))
+    '((2,2),(2,3)):((4,1),(2,8))'
+    """
+    from tylo.layouts.swizzle import ComposedLayout
+
+    if tiler is None:
+        return a
+    if isinstance(a, ComposedLayout):
+        return ComposedLayout(a.outer, a.offset, logical_product(a.inner, tiler))
+    a = _as_layout(a, "logical_product")
+    if type(tiler) is tuple:
+        return _by_mode(logical_product, "logical_product", a, tiler)
+    b = _as_layout(tiler, "logical_product")
+    try:
+        return make_layout(a, composition(complement(a, vmul(size(a), cosize(b))), b))
+    except LayoutError as e:
+        raise e.within(f"logical_product({a}, {b})") from None
+
+
+def zipped_product(a: Any, tiler: Any) -> Any:
+    """``logical_product`` with block modes in mode 0 and tile modes in mode 1. With a
+    tuple tiler each mode is multiplied on its own (as in CuTe), so the repeats of mode i
+    are laid out in the holes of mode i only.
+
+    >>> str(zipped_product(Layout((2, 2), (4, 1)), (Layout(3, 1), Layout(2, 1))))
+    '((2,2),(3,2)):((4,1),(1,2))'
+    """
+    return unzip_modes(logical_product, a, tiler)
+
+
+def tiled_product(a: Any, tiler: Any) -> Any:
+    """``zipped_product`` with the tile modes unpacked: ``((block...), t0, t1, ...)``.
+
+    >>> str(tiled_product(Layout((2, 2), (4, 1)), (Layout(3, 1), Layout(2, 1))))
+    '((2,2),3,2):((4,1),1,2)'
+    """
+    z = zipped_product(a, tiler)
+    return make_layout(z[0], *_modes(z[1]))
+
+
+def flat_product(a: Any, tiler: Any) -> Any:
+    """``zipped_product`` with both modes unpacked: ``(b0, b1, ..., t0, t1, ...)``.
+
+    >>> str(flat_product(Layout((2, 2), (4, 1)), (Layout(3, 1), Layout(2, 1))))
+    '(2,2,3,2):(4,1,1,2)'
+    """
+    z = zipped_product(a, tiler)
+    return make_layout(*_modes(z[0]), *_modes(z[1]))
+
+
+def _append(x: Layout, r: int) -> Layout:
+    shape = x.shape if type(x.shape) is tuple else (x.shape,)
+    stride = x.stride if type(x.stride) is tuple else (x.stride,)
+    pad = r - len(shape)
+    return Layout._make(shape + (1,) * pad, stride + (0,) * pad)
+
+
+def _zip_product(block: Any, tiles: Any, op: str, block_first: bool) -> Layout:
+    a = _as_layout(block, op)
+    b = _as_layout(tiles, op)
+    r = max(rank(a), rank(b))
+    a, b = _append(a, r), _append(b, r)
+    try:
+        res = logical_product(a, b)
+    except LayoutError as e:
+        raise e.within(f"{op}({a}, {b})") from None
+    first, second = (res[0], res[1]) if block_first else (res[1], res[0])
+    return (
+        make_layout(*(make_layout(first[i], second[i]) for i in range(r)))
+        if r > 1
+        else (
+            Layout._make(
+                (make_layout(first[0], second[0]).shape,),
+                (make_layout(first[0], second[0]).stride,),
+            )
+        )
+    )
+
+
+def blocked_product(block: Any, tiles: Any) -> Layout:
+    """The tiles of ``block`` laid out by ``tiles``, mode by mode: mode i of the result is
+    ``(block_i, tiles_i)`` of ``logical_product(block, tiles)`` (ranks padded with 1:0), so
+    each block stays contiguous in coordinates.
+
+    >>> str(blocked_product(Layout((3, 4), (4, 1)), Layout((2, 5), (1, 2))))
+    '((3,2),(4,5)):((4,12),(1,24))'
+    """
+    return _zip_product(block, tiles, "blocked_product", True)
+
+
+def raked_product(block: Any, tiles: Any) -> Layout:
+    """Like ``blocked_product`` with the tile mode innermost: mode i is ``(tiles_i,
+    block_i)``, so the copies of the block interleave (rake) across the result.
+
+    >>> str(raked_product(Layout((3, 4), (4, 1)), Layout((2, 5), (1, 2))))
+    '((2,3),(5,4)):((12,4),(24,1))'
+    """
+    return _zip_product(block, tiles, "raked_product", False)
+
+
+def make_ordered_layout(shape: Any, order: Any = None) -> Layout:
+    """A compact layout of a flat ``shape`` whose strides increase in the order given by
+    ``order`` (default: column-major, mode 0 fastest).
+
+    >>> str(make_ordered_layout((4, 8), (1, 0)))
+    '(4,8):(8,1)'
+    """
+    shape = tuple(flatten_tuple(shape)) if type(shape) is tuple else (shape,)
+    if order is None:
+        return Layout(shape)
+    order = tuple(flatten_tuple(order)) if type(order) is tuple else (order,)
+    if len(order) != len(shape):
+        raise ShapeError(
+            f"make_ordered_layout({fmt(shape)}, {fmt(order)}): give one order entry per mode"
+        )
+    stride: list = [0] * len(shape)
+    acc: Any = 1
+    for i in sorted(range(len(shape)), key=lambda k: (order[k], k)):
+        stride[i] = acc
+        acc = vmul(acc, shape[i])
+    return Layout._make(shape, tuple(stride))
+
+
+def tile_to_shape(block: Any, target_shape: Any, order: Any = None) -> Layout:
+    """Repeat ``block`` (by ``blocked_product``) until it covers ``target_shape``; the
+    copies are ordered by ``order`` (default column-major). Needs every target extent to
+    be a multiple of the block's; the result is coalesced mode by mode.
+
+    >>> str(tile_to_shape(Layout((2, 2), (1, 2)), (8, 8)))
+    '((2,4),(2,4)):((1,4),(2,16))'
+    """
+    b = _as_layout(block, "tile_to_shape")
+    target = target_shape if type(target_shape) is tuple else (target_shape,)
+    r = len(target)
+    if rank(b) > r:
+        raise ShapeError(
+            f"tile_to_shape({b}, {fmt(target_shape)}): the block has rank {rank(b)}, more "
+            f"than the target's {r}"
+        )
+    b = _append(b, r)
+    block_shape = product_each(b.shape)
+    reps = tuple(
+        exact_div(product(t), s, op=f"tile_to_shape({b}, {fmt(target_shape)})")
+        for t, s in zip(target, block_shape)
+    )
+    tiled = blocked_product(b, make_ordered_layout(reps, order))
+    return coalesce(tiled, (1,) * r)

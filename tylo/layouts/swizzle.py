@@ -1,0 +1,223 @@
+"""Swizzles and composed layouts: ``S<b,m,s> o L``.
+
+A swizzle ``S<b,m,s>`` XORs the ``b`` bits at bit positions ``[m+s, m+s+b)`` of an
+offset into positions ``[m, m+b)`` (``s < 0`` moves bits the other way). It is a
+bijection on every aligned block of ``2**(m + b + |s|)`` offsets whenever ``|s| >= b``.
+
+**Unit.** A swizzle acts on whatever integers it is given: composed with a layout of
+element offsets it permutes elements; applied to byte addresses it permutes bytes. The
+Hopper tensor-core shared-memory atoms swizzle *byte* addresses with ``S<3,4,3>`` (the
+128-byte swizzle; for bf16 that is ``S<3,3,3>`` on element offsets), while Ampere-style
+kernels usually compose ``S<3,3,3>`` on *element* offsets. Pick the unit of the layout
+you compose with.
+
+A :class:`ComposedLayout` ``outer o offset o inner`` evaluates
+``outer(offset + inner(c))``; its shape is ``inner``'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+
+from tylo.layouts.errors import LayoutError, SwizzleError
+from tylo.layouts.inttuple import fmt
+from tylo.layouts.layout import Layout, size
+from tylo.layouts.symbolic import require_static, to_value
+
+__all__ = ["ComposedLayout", "Swizzle", "SwizzleXor"]
+
+
+def _shiftr(x: int, s: int) -> int:
+    return x >> s if s >= 0 else x << -s
+
+
+def _apply(x: int, bits: int, base: int, shift: int) -> int:
+    mask = ((1 << bits) - 1) << (base + max(0, shift))
+    return x ^ _shiftr(x & mask, shift)
+
+
+class SwizzleXor(sympy.Function):
+    """The symbolic value of a swizzle applied to an offset: ``SwizzleXor(x, b, m, s)`` is
+    ``x ^ ((x & (((1 << b) - 1) << (m + max(0, s)))) >> s)``. It evaluates when ``x`` is an
+    integer; code generators lower it to and/shift/xor.
+
+    >>> SwizzleXor(64, 3, 3, 3)
+    72
+    """
+
+    nargs = 4
+    is_integer = True
+
+    @classmethod
+    def eval(cls, x: Any, bits: Any, base: Any, shift: Any) -> Any:
+        if bits == 0:
+            return x
+        if x.is_Integer:
+            return sympy.Integer(_apply(int(x), int(bits), int(base), int(shift)))
+        return None
+
+    def _eval_is_nonnegative(self) -> Any:
+        return self.args[0].is_nonnegative
+
+
+class Swizzle:
+    """``S<bits,base,shift>``: XOR ``bits`` bits from position ``base+shift`` into position
+    ``base``. A bijection (its own inverse) when ``|shift| >= bits``.
+
+    >>> sw = Swizzle(3, 3, 3)
+    >>> str(sw), [sw(64 * r) for r in range(4)], sw(sw(100)) == 100
+    ('S<3,3,3>', [0, 72, 144, 216], True)
+    """
+
+    __slots__ = ("base", "bits", "shift")
+
+    def __init__(self, bits: int, base: int, shift: int) -> None:
+        try:
+            b = require_static(bits, what="Swizzle bits")
+            m = require_static(base, what="Swizzle base")
+            s = require_static(shift, what="Swizzle shift")
+        except LayoutError as e:
+            raise SwizzleError(str(e)) from None
+        if b < 0 or m < 0:
+            raise SwizzleError(
+                f"Swizzle({bits}, {base}, {shift}): bits and base must be >= 0 "
+                "(S<bits,base,shift> XORs bits at base+shift into base)"
+            )
+        if b and abs(s) < b:
+            raise SwizzleError(
+                f"Swizzle({bits}, {base}, {shift}): |shift| must be >= bits, otherwise the "
+                "source and destination bit ranges overlap and it is not a bijection"
+            )
+        self.bits, self.base, self.shift = b, m, s
+
+    def __call__(self, offset: Any) -> Any:
+        """The swizzled offset (a SwizzleXor expression for a symbolic offset)."""
+        if type(offset) is int:
+            return _apply(offset, self.bits, self.base, self.shift)
+        v = to_value(offset)
+        if type(v) is int:
+            return _apply(v, self.bits, self.base, self.shift)
+        return SwizzleXor(v, self.bits, self.base, self.shift)
+
+    @property
+    def yyy_mask(self) -> int:
+        """The source bits (moved)."""
+        return ((1 << self.bits) - 1) << (self.base + max(0, self.shift))
+
+    @property
+    def zzz_mask(self) -> int:
+        """The destination bits (XORed into)."""
+        return ((1 << self.bits) - 1) << (self.base - min(0, self.shift))
+
+    def size(self) -> int:
+        """The period: the swizzle permutes each aligned block of this many offsets."""
+        return 1 << (self.bits + self.base + abs(self.shift))
+
+    def map_values(self, fn: Any) -> Swizzle:
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Swizzle:
+            return NotImplemented
+        return (self.bits, self.base, self.shift) == (other.bits, other.base, other.shift)
+
+    def __hash__(self) -> int:
+        return hash((Swizzle, self.bits, self.base, self.shift))
+
+    def __str__(self) -> str:
+        return f"S<{self.bits},{self.base},{self.shift}>"
+
+    def __repr__(self) -> str:
+        return f"Swizzle({self.bits}, {self.base}, {self.shift})"
+
+    def __reduce__(self) -> tuple:
+        return (Swizzle, (self.bits, self.base, self.shift))
+
+
+class ComposedLayout:
+    """``outer o offset o inner``: evaluates ``outer(offset + inner(c))``. ``outer`` is a
+    :class:`Swizzle` or a :class:`Layout` (applied to the flat offset); the shape, size and
+    coordinates are ``inner``'s. Build one with ``composition(Swizzle(...), layout)``.
+
+    >>> c = ComposedLayout(Swizzle(3, 3, 3), 0, Layout((8, 64), (64, 1)))
+    >>> str(c), [c(r, 0) for r in range(8)]
+    ('S<3,3,3> o (8,64):(64,1)', [0, 72, 144, 216, 288, 360, 432, 504])
+    """
+
+    __slots__ = ("inner", "offset", "outer")
+
+    def __init__(self, outer: Any, offset: Any, inner: Any) -> None:
+        if not isinstance(outer, (Swizzle, Layout)):
+            raise LayoutError(f"ComposedLayout: outer {outer!r} must be a Swizzle or a Layout")
+        if not isinstance(inner, Layout):
+            raise LayoutError(f"ComposedLayout: inner {inner!r} must be a Layout")
+        self.outer = outer
+        self.offset = to_value(offset)
+        self.inner = inner
+
+    @property
+    def shape(self) -> Any:
+        return self.inner.shape
+
+    @property
+    def is_static(self) -> bool:
+        outer_static = isinstance(self.outer, Swizzle) or self.outer.is_static
+        return outer_static and self.inner.is_static and type(self.offset) is int
+
+    @property
+    def free_symbols(self) -> set:
+        out = set(self.inner.free_symbols)
+        if isinstance(self.outer, Layout):
+            out |= self.outer.free_symbols
+        if isinstance(self.offset, sympy.Basic):
+            out |= self.offset.free_symbols
+        return out
+
+    def __call__(self, *args: Any) -> Any:
+        v = self.inner(*args)
+        if self.offset != 0:
+            v = (
+                v + self.offset
+                if type(v) is int and type(self.offset) is int
+                else to_value(v + self.offset)
+            )
+        return self.outer(v)
+
+    def __getitem__(self, i: int) -> ComposedLayout:
+        return ComposedLayout(self.outer, self.offset, self.inner[i])
+
+    def size(self) -> Any:
+        return size(self.inner)
+
+    def cosize(self) -> int:
+        """One past the largest offset (static layouts; computed by enumeration)."""
+        if not self.is_static:
+            raise LayoutError(
+                f"cosize({self}): only static composed layouts have a computed cosize; "
+                "substitute values first"
+            )
+        n = size(self.inner)
+        return max(self(i) for i in range(n)) + 1
+
+    def map_values(self, fn: Any) -> ComposedLayout:
+        return ComposedLayout(self.outer.map_values(fn), fn(self.offset), self.inner.map_values(fn))
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not ComposedLayout:
+            return NotImplemented
+        return (self.outer, self.offset, self.inner) == (other.outer, other.offset, other.inner)
+
+    def __hash__(self) -> int:
+        return hash((ComposedLayout, self.outer, self.offset, self.inner))
+
+    def __str__(self) -> str:
+        mid = "" if self.offset == 0 else f"{fmt(self.offset)} o "
+        return f"{self.outer} o {mid}{self.inner}"
+
+    def __repr__(self) -> str:
+        return f"ComposedLayout({self.outer!r}, {self.offset!r}, {self.inner!r})"
+
+    def __reduce__(self) -> tuple:
+        return (ComposedLayout, (self.outer, self.offset, self.inner))
