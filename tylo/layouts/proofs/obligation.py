@@ -13,6 +13,7 @@ included) from a ``{symbol: int}`` map, a few microseconds per call: no sympy in
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ def _clean(x: Any) -> Any:
     return x
 
 
+@functools.lru_cache(maxsize=8192)
 def compile_expr(x: Value) -> Callable[[Env], Any]:
     """A closure evaluating ``x`` exactly at a ``{symbol: int}`` map (int or Fraction).
 

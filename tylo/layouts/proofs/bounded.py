@@ -1,0 +1,96 @@
+"""Bounds: every address ``base + L(c)`` lies in ``[0, extent)``.
+
+Rule (PROOFS.md): once every stride's sign is decided, the smallest offset is
+``offset + sum((s-1)*d)`` over the negative strides and the largest the same over the
+positive ones (both attained at corners), so the property is ``base + lo >= 0`` and
+``extent >= base + hi + 1``: polynomial inequalities settled by slack substitution and
+coefficient signs. A swizzle ``S<b,m,s>`` keeps every offset inside its aligned block of
+``2^(b+m+|s|)``, so the bounds widen to the blocks unless the ends are block-aligned.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tylo.layouts.layout import Layout
+from tylo.layouts.proofs.engine import Problem, RuleResult, prove, symbolic_value
+from tylo.layouts.proofs.normalize import Form, to_form
+from tylo.layouts.proofs.obligation import Atom, Obligation, text
+from tylo.layouts.proofs.static import check_bounded
+from tylo.layouts.proofs.verdict import Verdict
+from tylo.layouts.symbolic import decide_cmp, divides
+
+__all__ = ["prove_bounded"]
+
+
+def prove_bounded(layout: Any, *, extent: Any, base: Any = 0, assuming: Any = ()) -> Verdict:
+    """Prove that every offset plus ``base`` lies in ``[0, extent)`` (elements).
+
+    >>> from tylo.layouts import Layout, dim
+    >>> M, K, lda = dim("M"), dim("K"), dim("lda")
+    >>> A = Layout((M, K), (1, lda))
+    >>> prove_bounded(A, extent=lda * (K - 1) + M, assuming=[lda >= M]).status
+    'proved'
+    >>> v = prove_bounded(A, extent=M * K, assuming=[lda >= M])
+    >>> v.status, v.values
+    ('disproved', {'K': 2, 'M': 1, 'lda': 2})
+    """
+    what = "prove_bounded"
+    form = to_form(layout, what)
+    ext = symbolic_value(extent, "extent", what)
+    b = symbolic_value(base, "base", what)
+
+    def replay(objs: tuple, coords: tuple, offsets: tuple, pvals: dict, idx: tuple) -> bool:
+        o = objs[0](coords[0])
+        return o == offsets[0] and not 0 <= pvals["base"] + o < pvals["extent"]
+
+    problem = Problem(
+        "bounded",
+        (form,),
+        check=lambda cfs, p: check_bounded(cfs[0], p["extent"], p["base"]),
+        rules=lambda extra: _rules(form, ext, b, extra),
+        replay=replay,
+        params={"base": b, "extent": ext},
+        subject=f"{form} in [0, {text(ext)})" + (f" from base {text(b)}" if b != 0 else ""),
+    )
+    return prove(problem, assuming, what)
+
+
+def _rules(form: Form, extent: Any, base: Any, extra: tuple) -> RuleResult:
+    if isinstance(form.outer, Layout):
+        return RuleResult(False, "no symbolic rule for an outer layout")
+    lo: Any = form.offset
+    hi: Any = form.offset
+    for e, d in form.flat:
+        if type(e) is int and e == 1:
+            continue
+        if decide_cmp(d, ">=", 0, assumptions=extra) is True:
+            hi = hi + (e - 1) * d
+        elif decide_cmp(d, "<=", 0, assumptions=extra) is True:
+            lo = lo + (e - 1) * d
+        else:
+            return RuleResult(False, f"the sign of stride {text(d)} is not decided")
+    sw = form.swizzle
+    if sw is None:
+        lower: tuple[Atom, ...] = (Atom(">=", base + lo, 0),)
+        upper: tuple[Atom, ...] = (Atom(">=", extent, base + hi + 1),)
+        rule = "corner bounds"
+    else:
+        blk = 1 << (sw[0] + sw[1] + abs(sw[2]))
+        if divides(blk, lo, assumptions=extra) is True:
+            lower = (Atom(">=", base + lo, 0),)
+        else:
+            lower = (Atom(">=", base + lo - (blk - 1), 0),)
+            if decide_cmp(lo, ">=", 0, assumptions=extra) is True:
+                lower += (Atom(">=", base, 0),)
+        if divides(blk, hi + 1, assumptions=extra) is True:
+            upper = (Atom(">=", extent, base + hi + 1),)
+        else:
+            upper = (Atom(">=", extent, base + hi + blk),)
+        rule = f"corner bounds within the {blk}-offset blocks S<{sw[0]},{sw[1]},{sw[2]}> permutes"
+    clauses = [c for c in (lower, upper) if not any(a.decide(extra) is True for a in c)]
+    if not clauses:
+        return RuleResult(
+            True, f"{rule}: {text(base + lo)} >= 0 and {text(base + hi)} < {text(extent)}"
+        )
+    return RuleResult(False, f"{rule} not settled", Obligation(tuple(clauses)))

@@ -1,0 +1,382 @@
+"""The driver every prover shares (private): assumptions, cache, layering, verdicts.
+
+A prover describes its question as a :class:`Problem` (the forms, the exact check of a
+concrete instance, the symbolic rules, the replay predicate); :func:`prove` runs the
+layers of PROOFS.md:
+
+1. assumptions: the ``assuming=`` facts plus every ``assuming(...)`` context in force,
+   validated by the fact engine (unsatisfiable sets raise ``AssumptionError``);
+2. static layouts: the exact static check, done;
+3. symbolic layouts: the rules (which use the fact engine's exact decisions); proved, or
+   an obligation;
+4. smallest-first counterexample search respecting the assumptions; a counterexample is
+   replayed on the concrete layout (the layouts package's own evaluation) before it is
+   reported, with a hint naming the failed condition;
+5. otherwise unknown, with the obligation and a guard.
+
+Verdicts are cached by (property, forms, parameters, assumptions).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+import sympy
+
+from tylo.layouts._facts import facts_for
+from tylo.layouts._symbols import Dim, Divisible
+from tylo.layouts.errors import AssumptionError, LayoutError
+from tylo.layouts.proofs.errors import ProofArgumentError, ProofInternalError
+from tylo.layouts.proofs.guards import Guard
+from tylo.layouts.proofs.normalize import Concrete, Form
+from tylo.layouts.proofs.obligation import Obligation, compile_expr, text
+from tylo.layouts.proofs.search import candidates, first_assignment
+from tylo.layouts.proofs.static import Outcome
+from tylo.layouts.proofs.verdict import DISPROVED, PROVED, UNKNOWN, FrozenDict, Verdict
+from tylo.layouts.symbolic import assuming, current_assumptions, substitute
+
+__all__ = [
+    "Problem",
+    "RuleResult",
+    "check_mode",
+    "clear_cache",
+    "normalize_assumptions",
+    "positive_int",
+    "prove",
+    "symbolic_value",
+]
+
+
+class RuleResult(NamedTuple):
+    """What the symbolic rules concluded: ``proved`` with ``rule``; otherwise the
+    ``obligation`` that would suffice (None when no rule applied)."""
+
+    proved: bool
+    rule: str
+    obligation: Obligation | None = None
+    hints: tuple = ()  # atoms worth naming when they fail at a counterexample
+
+
+class Problem:
+    """One question: ``prop`` about ``forms`` with parameters.
+
+    ``params`` maps parameter names (``"base"``, ``"extent"``) to ints or expressions;
+    ``static`` holds the static parameters (part of the cache key); ``check(concretes,
+    pvals)`` decides a concrete instance exactly; ``rules(extra)`` returns a
+    :class:`RuleResult`; ``replay(objs, coords, offsets, pvals)`` re-checks a failure on
+    the substituted layouts.
+    """
+
+    def __init__(
+        self,
+        prop: str,
+        forms: tuple[Form, ...],
+        *,
+        check: Callable[[tuple[Concrete, ...], dict], Outcome],
+        rules: Callable[[tuple], RuleResult],
+        replay: Callable[..., bool],
+        params: dict | None = None,
+        static: tuple = (),
+        subject: str = "",
+    ) -> None:
+        self.prop = prop
+        self.forms = forms
+        self.check = check
+        self.rules = rules
+        self.replay = replay
+        self.params = dict(params or {})
+        self.static = static
+        self.subject = subject or " and ".join(str(f) for f in forms)
+        syms: set = set()
+        for f in forms:
+            syms |= f.symbols
+        for v in self.params.values():
+            if isinstance(v, sympy.Basic):
+                syms |= v.free_symbols
+        self.symbols = frozenset(syms)
+        self._pcomp = {k: compile_expr(v) for k, v in self.params.items()}
+        self.key = (prop, tuple(f.key for f in forms), static, tuple(sorted(self.params.items())))
+
+    def param_values(self, env: dict) -> dict:
+        """The parameters at concrete symbol values."""
+        out = {}
+        for k, fn in self._pcomp.items():
+            v = fn(env)
+            if type(v) is not int:
+                raise ValueError(f"parameter {k} is not an integer: {v}")
+            out[k] = v
+        return out
+
+    def concretes(self, env: dict) -> tuple[Concrete, ...]:
+        return tuple(f.instantiate(env) for f in self.forms)
+
+
+# -- arguments --------------------------------------------------------------------------------
+
+
+def positive_int(x: Any, name: str, what: str) -> int:
+    """``x`` as a positive static int, or ProofArgumentError."""
+    try:
+        v = operator.index(x)
+    except TypeError:
+        v = None
+    if isinstance(x, bool) or v is None or v < 1:
+        raise ProofArgumentError(f"{what}: {name} must be a positive static int, got {x!r}")
+    return v
+
+
+def check_mode(form: Form, mode: Any, what: str) -> int:
+    """A top-level mode index of ``form`` (negative counts from the end)."""
+    try:
+        m = operator.index(mode)
+    except TypeError:
+        m = None
+    r = form.rank
+    if isinstance(mode, bool) or m is None or not -r <= m < r:
+        raise ProofArgumentError(
+            f"{what}: mode {mode!r} does not exist in {form}, which has {r} top-level "
+            f"mode{'s' if r > 1 else ''}; give 0 <= mode < {r}"
+        )
+    return m % r
+
+
+def symbolic_value(x: Any, name: str, what: str) -> Any:
+    """An int or a sympy integer expression (``base``, ``extent``)."""
+    from tylo.layouts.symbolic import to_value
+
+    try:
+        return to_value(x)
+    except LayoutError:
+        raise ProofArgumentError(
+            f"{what}: {name} must be an int or a sympy integer expression, got {x!r}"
+        ) from None
+
+
+# -- assumptions ------------------------------------------------------------------------------
+
+
+def normalize_assumptions(assuming: Any, what: str) -> tuple:
+    """The ``assuming=`` argument as a flat tuple of relations and divisibility facts."""
+    if assuming is None:
+        return ()
+    items = list(assuming) if isinstance(assuming, (list, tuple, set, frozenset)) else [assuming]
+    out: list = []
+    for a in items:
+        if isinstance(a, (list, tuple)):
+            out.extend(normalize_assumptions(a, what))
+            continue
+        if isinstance(a, bool):
+            a = sympy.true if a else sympy.false
+        if not isinstance(a, (Divisible, sympy.logic.boolalg.Boolean)):
+            raise ProofArgumentError(
+                f"{what}: assumption {a!r} is not a relation or a divisibility fact; give "
+                "sympy relations over the layout's symbols (lda >= M, sympy.Eq(lda, M)) or "
+                "divisible(expr, d)"
+            )
+        if isinstance(a, sympy.logic.boolalg.And):
+            out.extend(a.args)
+        else:
+            out.append(a)
+    return tuple(out)
+
+
+def _describe(a: Any) -> str:
+    if isinstance(a, sympy.core.relational.Relational):
+        return f"{text(a.lhs)} {a.rel_op} {text(a.rhs)}"
+    return str(a) if isinstance(a, Divisible) else text(a)
+
+
+def _relied(symbols: Iterable, assumptions: tuple) -> str:
+    facts = [_describe(a) for a in assumptions if a is not sympy.true]
+    for s in sorted(symbols, key=lambda s: s.name):
+        if isinstance(s, Dim) and s.multiple_of > 1:
+            facts.append(f"{s.multiple_of} | {s.name}")
+    return "; relied on: " + ", ".join(facts) if facts else ""
+
+
+_SAT: dict[tuple, bool] = {}
+
+
+def _check_satisfiable(symbols: frozenset, assumptions: tuple, what: str) -> None:
+    if assumptions:
+        try:
+            facts_for(assumptions)
+        except AssumptionError as e:
+            raise e.within(what) from None
+    key = (symbols, assumptions)
+    if key in _SAT:
+        return
+    if (symbols or assumptions) and first_assignment(symbols, assumptions) is None:
+        listed = ", ".join(_describe(a) for a in assumptions) or "none"
+        raise AssumptionError(
+            f"{what}: found no values of the symbols satisfying the assumptions [{listed}] "
+            "and the symbols' own facts; the assumptions look unsatisfiable (nothing is "
+            "proved under them): remove or correct the contradicting assumption"
+        )
+    if len(_SAT) > 4096:
+        _SAT.clear()
+    _SAT[key] = True
+
+
+# -- verdicts ---------------------------------------------------------------------------------
+
+_CACHE: dict[tuple, Verdict] = {}
+
+
+def clear_cache() -> None:
+    """Forget every cached verdict (benchmarks measure cold proofs)."""
+    _CACHE.clear()
+    _SAT.clear()
+
+
+def prove(problem: Problem, assuming: Any, what: str) -> Verdict:
+    """Run the layers for ``problem`` under ``assuming`` plus the assumptions in force."""
+    extra = normalize_assumptions(assuming, what)
+    allf = current_assumptions() + extra
+    key = (problem.key, allf)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    _check_satisfiable(problem.symbols, allf, what)
+    if not problem.symbols:
+        verdict = _static(problem, allf)
+    else:
+        verdict = _symbolic(problem, extra, allf)
+    if len(_CACHE) > 8192:
+        _CACHE.clear()
+    _CACHE[key] = verdict
+    return verdict
+
+
+def _static(problem: Problem, allf: tuple) -> Verdict:
+    out = problem.check(problem.concretes({}), problem.param_values({}))
+    if out.ok:
+        return Verdict(PROVED, problem.prop, out.rule, subject=problem.subject, assumptions=allf)
+    if out.ok is None:
+        ob = Obligation(residual=f"{problem.prop} (checked by enumeration)")
+        return Verdict(
+            UNKNOWN,
+            problem.prop,
+            out.rule,
+            obligation=ob,
+            guard=Guard(problem, ob),
+            subject=problem.subject,
+            assumptions=allf,
+        )
+    cex = _counterexample(problem, {}, out)
+    return Verdict(
+        DISPROVED,
+        problem.prop,
+        f"{out.rule}; counterexample replayed",
+        counterexample=cex,
+        guard=Guard(problem, Obligation(residual=problem.prop)),
+        subject=problem.subject,
+        assumptions=allf,
+    )
+
+
+def _symbolic(problem: Problem, extra: tuple, allf: tuple) -> Verdict:
+    # The rules decide under the full assumption stack (the layouts package's own
+    # coalesce reads only the stack), so ``extra`` is pushed rather than passed.
+    with assuming(*extra):
+        rr = problem.rules(())
+    relied = _relied(problem.symbols, allf)
+    if rr.proved:
+        return Verdict(
+            PROVED, problem.prop, rr.rule + relied, subject=problem.subject, assumptions=allf
+        )
+    ob = rr.obligation if rr.obligation is not None else Obligation(residual=problem.prop)
+    guard = Guard(problem, ob)
+    found = _search(problem, allf)
+    if found is not None:
+        env, out = found
+        cex = _counterexample(problem, env, out)
+        values = ", ".join(f"{k}={v}" for k, v in cex.items() if k != "witness")
+        return Verdict(
+            DISPROVED,
+            problem.prop,
+            f"counterexample {values} found by smallest-first search and replayed",
+            counterexample=cex,
+            hint=_hint(ob, env, rr.hints),
+            obligation=ob,
+            guard=guard,
+            subject=problem.subject,
+            assumptions=allf,
+        )
+    return Verdict(
+        UNKNOWN,
+        problem.prop,
+        f"{rr.rule}; no counterexample among the instances searched{relied}",
+        hint=None if ob.residual else f"needs {ob}",
+        obligation=ob,
+        guard=guard,
+        subject=problem.subject,
+        assumptions=allf,
+    )
+
+
+SEARCH_SIZE_LIMIT = 1 << 16
+
+
+def _search(problem: Problem, allf: tuple) -> tuple[dict, Outcome] | None:
+    for env in candidates(problem.symbols, allf):
+        try:
+            cfs = problem.concretes(env)
+            pvals = problem.param_values(env)
+        except (ValueError, ZeroDivisionError):
+            continue
+        if any(c.size > SEARCH_SIZE_LIMIT for c in cfs):
+            continue
+        out = problem.check(cfs, pvals)
+        if out.ok is False:
+            return env, out
+    return None
+
+
+def _hint(ob: Obligation, env: dict, extra_atoms: tuple = ()) -> str | None:
+    if not ob.residual:
+        for clause in ob.clauses:
+            if not any(a.holds(env) for a in clause):
+                return f"needs {clause[0].hint()}"
+    for a in extra_atoms:
+        if not a.holds(env):
+            return f"needs {a.hint()}"
+    return None
+
+
+def _counterexample(problem: Problem, env: dict, out: Outcome) -> FrozenDict:
+    """The counterexample dict (symbol values plus the witness), replayed first."""
+    cfs = problem.concretes(env)
+    pvals = problem.param_values(env)
+    raw = out.witness
+    idx = raw["indices"]
+    if len(cfs) == 1:
+        coords = tuple(cfs[0].coordinate(i) for i in idx)
+    else:
+        coords = tuple(c.coordinate(idx[0]) if idx[0] < c.size else None for c in cfs)
+    by_symbol = {s: env[s] for s in problem.symbols}
+    objs = tuple(substitute(f.source, by_symbol) if by_symbol else f.source for f in problem.forms)
+    try:
+        ok = problem.replay(objs, coords, raw["offsets"], pvals, idx)
+    except LayoutError as e:
+        ok = False
+        raw = dict(raw, replay_error=str(e))
+    if not ok:
+        raise ProofInternalError(
+            f"{problem.prop}: the counterexample {raw} at {_names(env)} for {problem.subject} "
+            "did not replay on the concrete layout; this is a bug in tylo.layouts.proofs"
+        )
+    witness = FrozenDict(
+        coordinates=coords,
+        indices=tuple(idx),
+        offsets=tuple(raw["offsets"]),
+        why=raw["why"],
+        **{k: v for k, v in pvals.items()},
+    )
+    return FrozenDict({**_names(env), "witness": witness})
+
+
+def _names(env: dict) -> dict:
+    return {s.name: v for s, v in sorted(env.items(), key=lambda kv: kv[0].name)}

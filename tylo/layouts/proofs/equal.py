@@ -1,0 +1,92 @@
+"""Equality: two layouts are the same function of the 1-D index.
+
+Rule (PROOFS.md): the fully coalesced form of a layout (extent-1 modes dropped, mergeable
+neighbours merged) is unique per function, so two static layouts are equal iff their
+normal forms are. Symbolically, equal normal forms (extents and strides equal as decided
+identities, the same outer map and offset) prove equality for every value; otherwise a
+smallest-first search looks for the first index where they differ.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from tylo.layouts.layout import size
+from tylo.layouts.proofs.engine import Problem, RuleResult, prove
+from tylo.layouts.proofs.normalize import Form, simplify, to_form
+from tylo.layouts.proofs.obligation import Atom, Obligation
+from tylo.layouts.proofs.static import check_equal
+from tylo.layouts.proofs.verdict import Verdict
+
+__all__ = ["prove_equal"]
+
+
+def prove_equal(a: Any, b: Any, *, assuming: Any = ()) -> Verdict:
+    """Prove that ``a`` and ``b`` have the same size and the same offset at every index.
+
+    >>> import sympy
+    >>> from tylo.layouts import Layout, dim
+    >>> M, N, lda = dim("M"), dim("N"), dim("lda")
+    >>> prove_equal(Layout((M, N), (1, M)), Layout(M * N, 1)).status
+    'proved'
+    >>> prove_equal(Layout((M, N), (1, lda)), Layout(M * N, 1), assuming=[sympy.Eq(lda, M)]).status
+    'proved'
+    >>> v = prove_equal(Layout((M, N), (1, lda)), Layout(M * N, 1))
+    >>> v.status, v.values, v.hint
+    ('disproved', {'M': 2, 'N': 2, 'lda': 1}, 'needs lda == M')
+    """
+    what = "prove_equal"
+    fa, fb = to_form(a, what), to_form(b, what)
+    problem = Problem(
+        "equal",
+        (fa, fb),
+        check=lambda cfs, p: check_equal(cfs[0], cfs[1]),
+        rules=lambda extra: _rules(fa, fb, extra),
+        replay=_replay,
+    )
+    return prove(problem, assuming, what)
+
+
+def _replay(objs: tuple, coords: tuple, offsets: tuple, pvals: dict, idx: tuple) -> bool:
+    oa, ob = objs
+    i = idx[0]
+    na, nb = size(oa), size(ob)
+    if na != nb:
+        return i == min(na, nb)
+    va, vb = oa(i), ob(i)
+    return va != vb and (va, vb) == tuple(offsets) and (oa(coords[0]), ob(coords[1])) == (va, vb)
+
+
+def _same(x: Any, y: Any, extra: tuple) -> Atom | None:
+    atom = Atom("==", x, y)
+    return None if atom.decide(extra) is True else atom
+
+
+def _merge_hints(pairs: tuple, extra: tuple) -> list[Atom]:
+    out = []
+    for (e0, d0), (_, d1) in itertools.pairwise(pairs):
+        atom = Atom("==", d1, e0 * d0)
+        if atom.decide(extra) is None:
+            out.append(atom)
+    return out
+
+
+def _rules(fa: Form, fb: Form, extra: tuple) -> RuleResult:
+    pa, pb = simplify(fa.flat), simplify(fb.flat)
+    hints = tuple(_merge_hints(pa, extra) + _merge_hints(pb, extra))
+    if fa.outer != fb.outer or type(fa.outer) is not type(fb.outer):
+        return RuleResult(False, "the outer maps differ", hints=hints)
+    clauses: list[tuple[Atom, ...]] = []
+    atom = _same(fa.offset, fb.offset, extra)
+    if atom is not None:
+        clauses.append((atom,))
+    if len(pa) != len(pb):
+        return RuleResult(False, "the normal forms have different numbers of modes", hints=hints)
+    for (ea, da), (eb, db) in zip(pa, pb):
+        for atom in (_same(ea, eb, extra), _same(da, db, extra)):
+            if atom is not None:
+                clauses.append((atom,))
+    if not clauses:
+        return RuleResult(True, "equal normal forms (coalesced, extent-1 modes dropped)")
+    return RuleResult(False, "normal forms not settled", Obligation(tuple(clauses)), hints=hints)

@@ -1,0 +1,110 @@
+"""Launch-time guards: exact checks of one concrete instance.
+
+A verdict that is not "proved" carries a :class:`Guard`. Called with the runtime values
+of the layout's symbols (a dict of name to int, or keyword arguments) it returns True
+exactly when the property holds for that instance: it evaluates the verdict's obligation
+first (a few comparisons; sufficient, so True ends the check) and otherwise decides the
+instance exactly with the static check (rules, then enumeration). Results are memoized
+per instance, so a kernel that relaunches with the same sizes pays once.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping
+from typing import Any
+
+from tylo.layouts.proofs.errors import GuardError
+from tylo.layouts.proofs.static import Outcome
+
+__all__ = ["Guard"]
+
+
+class Guard:
+    """An exact check of a property on concrete symbol values.
+
+    ``symbols`` lists the names it needs; ``obligation`` is the sufficient condition it
+    tries first. ``guard(values)`` or ``guard(**values)`` returns a bool; ``check`` also
+    returns the rule and, on failure, the raw witness.
+
+    >>> from tylo.layouts import Layout, dim
+    >>> from tylo.layouts.proofs import prove_injective
+    >>> M, K, lda = dim("M"), dim("K"), dim("lda")
+    >>> g = prove_injective(Layout((M, K), (1, lda))).guard
+    >>> g.symbols, g(M=64, K=32, lda=64), g({"M": 64, "K": 32, "lda": 63})
+    (('K', 'M', 'lda'), True, False)
+    """
+
+    __slots__ = ("_by_name", "_memo", "obligation", "problem", "symbols")
+
+    def __init__(self, problem: Any, obligation: Any) -> None:
+        self.problem = problem
+        self.obligation = obligation
+        by_name: dict[str, list] = {}
+        for s in problem.symbols:
+            by_name.setdefault(s.name, []).append(s)
+        self._by_name = by_name
+        self.symbols = tuple(sorted(by_name))
+        self._memo: dict[tuple, Outcome] = {}
+
+    def _env(self, values: Mapping | None, kwargs: dict) -> tuple[dict, tuple]:
+        given: dict = {}
+        if values is not None:
+            for k, v in values.items():
+                given[k if isinstance(k, str) else getattr(k, "name", str(k))] = v
+        given.update(kwargs)
+        env: dict = {}
+        key = []
+        for name in self.symbols:
+            if name not in given:
+                raise GuardError(
+                    f"guard for {self.problem.prop} of {self.problem.subject}: no value for "
+                    f"{name}; pass every one of {', '.join(self.symbols)}"
+                )
+            try:
+                v = operator.index(given[name])
+            except TypeError:
+                raise GuardError(
+                    f"guard for {self.problem.prop}: {name}={given[name]!r} is not an int"
+                ) from None
+            for s in self._by_name[name]:
+                env[s] = v
+            key.append(v)
+        return env, tuple(key)
+
+    def check(self, values: Mapping | None = None, /, **kwargs: Any) -> Outcome:
+        """The exact outcome (``ok``, ``rule``, raw ``witness``) for these values."""
+        env, key = self._env(values, kwargs)
+        got = self._memo.get(key)
+        if got is not None:
+            return got
+        if self.obligation is not None and self.obligation.holds(env):
+            out = Outcome(True, f"obligation {self.obligation} holds")
+        else:
+            try:
+                cfs = self.problem.concretes(env)
+                pvals = self.problem.param_values(env)
+            except ValueError as e:
+                raise GuardError(
+                    f"guard for {self.problem.prop} of {self.problem.subject}: the values "
+                    f"{dict(zip(self.symbols, key))} do not make a valid layout ({e})"
+                ) from None
+            out = self.problem.check(cfs, pvals)
+            if out.ok is None:
+                raise GuardError(
+                    f"guard for {self.problem.prop} of {self.problem.subject}: cannot decide "
+                    f"the instance {dict(zip(self.symbols, key))}: {out.rule}"
+                )
+        if len(self._memo) > 1024:
+            self._memo.clear()
+        self._memo[key] = out
+        return out
+
+    def __call__(self, values: Mapping | None = None, /, **kwargs: Any) -> bool:
+        return bool(self.check(values, **kwargs).ok)
+
+    def __repr__(self) -> str:
+        return (
+            f"Guard({self.problem.prop} of {self.problem.subject}: "
+            f"{self.obligation}, else an exact check)"
+        )

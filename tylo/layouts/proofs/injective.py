@@ -1,0 +1,130 @@
+"""Injectivity: no two coordinates of a layout share an offset.
+
+Rules (PROOFS.md), after dropping extent-1 modes and coalescing:
+
+- *stride 0*: a stride-0 mode of extent >= 2 is a collision (obligation: its extent <= 1);
+- *sorted span*: order the modes by ``|stride|``; if each ``|stride|`` is at least the reach
+  ``sum((s-1)*|d|)`` of the smaller modes plus one, the layout is injective. A failed
+  inequality is exactly the assumption the user is missing (``lda >= M``);
+- *two modes*: with static strides ``d1 = g*p``, ``d2 = g*q`` (``g = gcd``), the layout is
+  injective iff ``q >= s1`` or ``p >= s2`` (exact; it proves ``(3,2):(2,3)``);
+- a swizzle (``|shift| >= bits``) is a bijection: it never changes injectivity.
+
+The sign of a stride does not matter (reflect the coordinate), so strides enter as
+``|d|`` once their sign is decided.
+"""
+
+from __future__ import annotations
+
+import random
+from math import gcd
+from typing import Any
+
+from tylo.layouts.errors import AssumptionError
+from tylo.layouts.layout import Layout
+from tylo.layouts.proofs.engine import Problem, RuleResult, prove
+from tylo.layouts.proofs.normalize import Form, simplify, to_form
+from tylo.layouts.proofs.obligation import Atom, Obligation, compile_expr, text
+from tylo.layouts.proofs.static import check_injective
+from tylo.layouts.proofs.verdict import Verdict
+from tylo.layouts.symbolic import decide_cmp, sample_assignment
+
+__all__ = ["prove_injective"]
+
+
+def prove_injective(layout: Any, *, assuming: Any = ()) -> Verdict:
+    """Prove that ``layout`` maps distinct coordinates to distinct offsets.
+
+    ``layout`` is a Layout or a ComposedLayout (swizzles never affect injectivity);
+    ``assuming`` adds relations and divisibility facts to the ``assuming(...)`` context.
+
+    >>> from tylo.layouts import Layout, dim
+    >>> M, K, lda = dim("M"), dim("K"), dim("lda")
+    >>> prove_injective(Layout((M, K), (1, lda)), assuming=[lda >= M]).status
+    'proved'
+    >>> v = prove_injective(Layout((M, K), (1, lda)))
+    >>> v.status, v.values, v.hint
+    ('disproved', {'K': 2, 'M': 2, 'lda': 1}, 'needs lda >= M')
+    >>> v.witness["coordinates"], v.witness["offsets"]
+    (((1, 0), (0, 1)), (1, 1))
+    """
+    form = to_form(layout, "prove_injective")
+    problem = Problem(
+        "injective",
+        (form,),
+        check=lambda cfs, p: check_injective(cfs[0]),
+        rules=lambda extra: _rules(form, extra),
+        replay=_replay,
+    )
+    return prove(problem, assuming, "prove_injective")
+
+
+def _replay(objs: tuple, coords: tuple, offsets: tuple, pvals: dict, idx: tuple) -> bool:
+    obj = objs[0]
+    c1, c2 = coords
+    o1, o2 = obj(c1), obj(c2)
+    return c1 != c2 and o1 == o2 == offsets[0] == offsets[1]
+
+
+def representative(form: Form, extra: tuple) -> dict:
+    """Typical values of the symbols (larger than the smallest), used to order modes."""
+    try:
+        return sample_assignment(form.symbols, random.Random(0), max_value=256, assumptions=extra)
+    except AssumptionError:
+        return {}
+
+
+def _rules(form: Form, extra: tuple) -> RuleResult:
+    if isinstance(form.outer, Layout):
+        return RuleResult(False, "no symbolic rule for an outer layout")
+    pairs = simplify(form.flat)
+    clauses: list[tuple[Atom, ...]] = []
+    live: list[tuple[Any, Any]] = []
+    for e, d in pairs:
+        if decide_cmp(d, "==", 0, assumptions=extra) is True:
+            clauses.append((Atom("<=", e, 1),))
+            continue
+        if decide_cmp(d, ">", 0, assumptions=extra) is True:
+            live.append((e, d))
+        elif decide_cmp(d, "<", 0, assumptions=extra) is True:
+            live.append((e, -d))
+        else:
+            return RuleResult(False, f"the sign of stride {text(d)} is not decided")
+    rep = representative(form, extra) if not form.is_static else {}
+
+    def weight(d: Any) -> Any:
+        if type(d) is int:
+            return d
+        try:
+            return compile_expr(d)(rep)
+        except (KeyError, TypeError):
+            return 0
+
+    order = sorted(range(len(live)), key=lambda k: (weight(live[k][1]), k))
+    chain: list[tuple[Atom, ...]] = []
+    proved_steps: list[str] = []
+    reach: Any = 0
+    for k in order:
+        e, d = live[k]
+        atom = Atom(">=", d, reach + 1)
+        if atom.decide(extra) is True:
+            proved_steps.append(str(atom))
+        else:
+            chain.append((atom,))
+        reach = reach + (e - 1) * d
+    if not clauses and not chain:
+        steps = "; ".join(proved_steps) or "at most one mode"
+        return RuleResult(
+            True, f"sorted-span rule: every stride exceeds the reach of the smaller modes ({steps})"
+        )
+    if len(live) == 2 and all(type(d) is int for _, d in live):
+        (e1, d1), (e2, d2) = live
+        g = gcd(d1, d2)
+        p, q = d1 // g, d2 // g
+        exact = (Atom("<=", e1, q), Atom("<=", e2, p))
+        if any(a.decide(extra) is True for a in exact):
+            if not clauses:
+                return RuleResult(True, f"two-mode gcd rule ({d1}, {d2}: gcd {g})")
+        else:
+            chain = [exact]
+    return RuleResult(False, "sorted-span rule not settled", Obligation(tuple(clauses + chain)))

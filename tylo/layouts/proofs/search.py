@@ -1,0 +1,164 @@
+"""Smallest-first counterexample search that respects the assumptions (private).
+
+Candidates come from the fact engine of :mod:`tylo.layouts.symbolic`: under the
+assumptions every symbol is a polynomial in fresh non-negative variables that already
+encodes positivity, ``multiple_of``, divisibility facts and slack inequalities
+(``lda = M + z``). Enumerating the fresh variables by increasing total (0, 1, 2, ...)
+gives small instances first: the first failure found is a *smallest* counterexample in
+that order (``M=2, K=2, lda=1`` for ``(M,K):(1,lda)``). Every candidate is filtered by
+the symbols' own facts and by every assumption evaluated exactly, so a counterexample
+always satisfies them. A seeded random phase (``sample_assignment``) then tries larger
+values. The search is deterministic.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import sympy
+
+from tylo.layouts import _poly as P
+from tylo.layouts._facts import NONNEG, facts_for
+from tylo.layouts._symbols import Divisible
+from tylo.layouts.errors import AssumptionError
+from tylo.layouts.proofs.obligation import compile_expr
+from tylo.layouts.symbolic import _closure, _intrinsic_ok, sample_assignment
+
+__all__ = ["assumption_checker", "candidates", "first_assignment"]
+
+Env = dict
+
+
+def assumption_checker(assumptions: tuple) -> Callable[[Env], bool]:
+    """A fast exact test of every assumption at concrete values (``{symbol: int}``)."""
+    tests: list[Callable[[Env], bool]] = []
+    for a in assumptions:
+        if a is True or a is sympy.true or a is None:
+            continue
+        if isinstance(a, Divisible):
+            e, d = compile_expr(a.expr), compile_expr(a.divisor)
+
+            def div(env: Env, e: Any = e, d: Any = d) -> bool:
+                ev, dv = e(env), d(env)
+                return type(ev) is int and type(dv) is int and dv != 0 and ev % dv == 0
+
+            tests.append(div)
+        elif isinstance(a, sympy.core.relational.Relational):
+            lhs, rhs, op = compile_expr(a.lhs), compile_expr(a.rhs), a.rel_op
+            tests.append(_relation(lhs, rhs, op))
+        else:
+            tests.append(lambda env: False)
+    return lambda env: all(t(env) for t in tests)
+
+
+def _relation(lhs: Any, rhs: Any, op: str) -> Callable[[Env], bool]:
+    if op == ">=":
+        return lambda env: lhs(env) >= rhs(env)
+    if op == ">":
+        return lambda env: lhs(env) > rhs(env)
+    if op == "<=":
+        return lambda env: lhs(env) <= rhs(env)
+    if op == "<":
+        return lambda env: lhs(env) < rhs(env)
+    if op == "==":
+        return lambda env: lhs(env) == rhs(env)
+    return lambda env: lhs(env) != rhs(env)
+
+
+def _compositions(total: int, n: int) -> Iterator[tuple[int, ...]]:
+    """All n-tuples of non-negative ints summing to ``total`` (lexicographically)."""
+    if n == 1:
+        yield (total,)
+        return
+    for first in range(total, -1, -1):
+        for rest in _compositions(total - first, n - 1):
+            yield (first, *rest)
+
+
+def candidates(
+    symbols: Iterable,
+    assumptions: tuple,
+    *,
+    smallest: int = 400,
+    random_count: int = 120,
+    max_total: int = 24,
+    seed: int = 0,
+) -> Iterator[Env]:
+    """Satisfying assignments ``{symbol: int}``: up to ``smallest`` in smallest-first order,
+    then ``random_count`` seeded random ones (larger values). Deduplicated."""
+    f = facts_for(assumptions)
+    syms = _closure(symbols, assumptions)
+    if not syms:
+        yield {}
+        return
+    ok = assumption_checker(assumptions)
+    polys = {s: f.poly(s) for s in syms}
+    variables = sorted(set().union(*(P.variables(p) for p in polys.values())))
+    seen: set = set()
+    produced = 0
+    tried = 0
+
+    def accept(env: Env) -> bool:
+        key = tuple(env[s] for s in syms)
+        if key in seen:
+            return False
+        seen.add(key)
+        sub = {s: sympy.Integer(v) for s, v in env.items()}
+        return all(_intrinsic_ok(s, env[s], sub) for s in syms) and ok(env)
+
+    for total in range(max_total + 1):
+        if produced >= smallest or tried > 40 * smallest:
+            break
+        for mags in _compositions(total, len(variables)) if variables else [()]:
+            for vals in _signed(mags, [f.kind[v] for v in variables]):
+                tried += 1
+                env = {}
+                point = dict(zip(variables, vals))
+                good = True
+                for s in syms:
+                    x = P.evaluate(polys[s], point)
+                    if type(x) is not int:
+                        good = False
+                        break
+                    env[s] = x
+                if good and accept(env):
+                    produced += 1
+                    yield env
+                    if produced >= smallest:
+                        break
+            if produced >= smallest or tried > 40 * smallest:
+                break
+        if not variables:
+            break
+    rng = random.Random(seed)
+    for k in range(random_count):
+        try:
+            got = sample_assignment(
+                syms, rng, max_value=16 if k < random_count // 2 else 96, assumptions=assumptions
+            )
+        except AssumptionError:
+            return
+        env = {s: int(got[s]) for s in syms if s in got}
+        if len(env) == len(syms) and accept(env):
+            yield env
+
+
+def _signed(mags: tuple[int, ...], kinds: list[int]) -> Iterator[tuple[int, ...]]:
+    """Both signs for variables that may be negative (kind other than NONNEG)."""
+    signs = [(1,) if k == NONNEG or m == 0 else (1, -1) for m, k in zip(mags, kinds)]
+    if all(len(s) == 1 for s in signs):
+        yield mags
+        return
+    out: list[tuple[int, ...]] = [()]
+    for m, s in zip(mags, signs):
+        out = [o + (m * x,) for o in out for x in s]
+    yield from out
+
+
+def first_assignment(symbols: Iterable, assumptions: tuple) -> Env | None:
+    """One satisfying assignment (the smallest found), or None if the search finds none."""
+    for env in candidates(symbols, assumptions, smallest=1, random_count=60):
+        return env
+    return None

@@ -1,0 +1,350 @@
+"""Exact checks of every property on a concrete (all-int) form (private).
+
+Each check answers ``Outcome(ok, rule, witness)``: ``ok`` True or False (None only when
+the layout is too large to enumerate and no rule settles it), the rule that decided, and
+for a failure a raw witness: the 1-D (colexicographic) ``indices`` of the coordinates
+that show it, their ``offsets`` and a ``why`` sentence. Rules first (sorted span, the
+two-mode gcd test, coalesced contiguity, alignment of generators, corner bounds, normal
+forms), numpy enumeration only when no rule decides.
+"""
+
+from __future__ import annotations
+
+from math import gcd
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from tylo.layouts.proofs.normalize import Concrete, Pairs, simplify
+
+__all__ = [
+    "ENUM_LIMIT",
+    "Outcome",
+    "check_aligned",
+    "check_bounded",
+    "check_contiguous",
+    "check_equal",
+    "check_injective",
+]
+
+ENUM_LIMIT = 1 << 22  # largest layout enumerated with numpy (about 100 ms)
+
+
+class Outcome(NamedTuple):
+    ok: bool | None
+    rule: str
+    witness: dict | None = None
+
+
+def _np_offsets(pairs: Pairs) -> np.ndarray:
+    """Offsets of the pairs' coordinates in colexicographic order (first pair fastest)."""
+    a = np.zeros(1, dtype=np.int64)
+    for e, d in pairs:
+        a = (np.arange(e, dtype=np.int64) * d)[:, None] + a[None, :]
+        a = a.reshape(-1)
+    return a
+
+
+def _np_outer(c: Concrete, x: np.ndarray) -> np.ndarray:
+    if c.swizzle is not None:
+        b, m, s = c.swizzle
+        y = x & (((1 << b) - 1) << (m + max(0, s)))
+        return x ^ (y >> s if s >= 0 else y << -s)
+    if c.outer is not None:
+        r = np.zeros_like(x)
+        n = len(c.outer)
+        for i, (e, d) in enumerate(c.outer):
+            if i == n - 1:
+                return r + x * d
+            r = r + (x % e) * d
+            x = x // e
+    return x
+
+
+def _all_offsets(c: Concrete) -> np.ndarray:
+    return _np_outer(c, _np_offsets(c.flat) + c.offset)
+
+
+def _weights(c: Concrete) -> list[int]:
+    w, out = 1, []
+    for e, _ in c.flat:
+        out.append(w)
+        w *= e
+    return out
+
+
+def _too_large(c: Concrete, n: int) -> Outcome:
+    return Outcome(None, f"no rule applies and {n} elements exceed the enumeration limit")
+
+
+# -- injective ---------------------------------------------------------------------------------
+
+
+def check_injective(c: Concrete) -> Outcome:
+    """Exact injectivity of a concrete form (a swizzle is a bijection: it never matters)."""
+    w = _weights(c)
+    if c.outer is None:
+        live = [(abs(d), e, k) for k, (e, d) in enumerate(c.flat) if e > 1]
+        for ad, _, k in live:
+            if ad == 0:
+                o = c.offset_of(0)
+                why = f"flat mode {k} has stride 0 and extent >= 2"
+                return Outcome(False, "stride-0 collision", _pair(c, 0, w[k], why, o))
+        live.sort()
+        reach = 0
+        for ad, e, _ in live:
+            if ad <= reach:
+                break
+            reach += (e - 1) * ad
+        else:
+            return Outcome(True, "sorted-span rule")
+        if len(live) == 2:
+            return _two_mode(c, live, w)
+    return _enumerate_injective(c)
+
+
+def _pair(c: Concrete, i: int, j: int, why: str, o: int | None = None) -> dict:
+    oi = c.offset_of(i) if o is None else o
+    return {"indices": (i, j), "offsets": (oi, c.offset_of(j)), "why": why}
+
+
+def _two_mode(c: Concrete, live: list, w: list[int]) -> Outcome:
+    (a1, e1, k1), (a2, e2, k2) = sorted(live, key=lambda t: t[2])
+    g = gcd(a1, a2)
+    p, q = a1 // g, a2 // g
+    if q >= e1 or p >= e2:
+        return Outcome(True, "two-mode gcd rule")
+    d1, d2 = c.flat[k1][1], c.flat[k2][1]
+    if (d1 > 0) == (d2 > 0):
+        i, j = q * w[k1], p * w[k2]
+    else:
+        i, j = 0, q * w[k1] + p * w[k2]
+    i, j = min(i, j), max(i, j)
+    why = f"{q}*{d1} == {p}*{d2}: two coordinates share an offset"
+    return Outcome(False, "two-mode gcd rule", _pair(c, i, j, why))
+
+
+def _first_duplicate(off: np.ndarray) -> tuple[int, int] | None:
+    order = np.argsort(off, kind="stable")
+    s = off[order]
+    eq = np.nonzero(s[1:] == s[:-1])[0]
+    if eq.size == 0:
+        return None
+    js = order[eq + 1]
+    k = int(eq[int(np.argmin(js))])
+    start = k
+    while start > 0 and s[start - 1] == s[k]:
+        start -= 1
+    return int(order[start]), int(order[k + 1])
+
+
+def _enumerate_injective(c: Concrete) -> Outcome:
+    n = c.size
+    if n > ENUM_LIMIT:
+        return _too_large(c, n)
+    off = _all_offsets(c)
+    lo = int(off.min()) if n else 0
+    span = int(off.max()) - lo + 1 if n else 0
+    if span <= 8 * n + 4096:
+        seen = np.zeros(span, dtype=bool)
+        seen[off - lo] = True
+        if int(seen.sum()) == n:
+            return Outcome(True, "enumeration")
+    dup = _first_duplicate(off)
+    if dup is None:
+        return Outcome(True, "enumeration")
+    i, j = dup
+    return Outcome(False, "enumeration", _pair(c, i, j, "two coordinates share an offset"))
+
+
+# -- contiguous --------------------------------------------------------------------------------
+
+
+def _mode_geometry(c: Concrete, mode: int) -> tuple[int, int, int]:
+    sizes = c.sizes
+    a = 1
+    for s in sizes[:mode]:
+        a *= s
+    b = 1
+    for s in sizes[mode + 1 :]:
+        b *= s
+    return a, sizes[mode], b
+
+
+def _vector(c: Concrete, idx: list[int], why: str) -> dict:
+    return {
+        "indices": tuple(idx),
+        "offsets": tuple(c.offset_of(i) for i in idx),
+        "why": why,
+    }
+
+
+def check_contiguous(c: Concrete, v: int, mode: int) -> Outcome:
+    """Every run of ``v`` consecutive indices of ``mode`` (starting at multiples of ``v``),
+    for every coordinate of the other modes, has consecutive offsets; ``v`` divides the
+    mode's size."""
+    a, n, b = _mode_geometry(c, mode)
+    if v == 1:
+        return Outcome(True, "vector width 1")
+    if n % v:
+        start = (n // v) * v
+        idx = [a * j for j in range(start, n)]
+        why = f"mode {mode} has {n} elements, not a multiple of the vector width {v}"
+        return Outcome(False, "mode size", _vector(c, idx, why))
+    pairs = simplify(c.mode_pairs(mode))
+    e0, d0 = pairs[0] if pairs else (1, 0)
+    first_ok = d0 == 1 and e0 % v == 0
+    if c.plain:
+        if first_ok:
+            return Outcome(True, "coalesced mode has stride 1 and an extent divisible by v")
+        mid = _np_offsets(c.mode_pairs(mode)).reshape(n // v, v)
+        bad = np.argwhere(np.diff(mid, axis=1) != 1)[0]
+        j = int(bad[0]) * v
+        idx = [a * (j + t) for t in range(v)]
+        return Outcome(False, "coalesced mode", _vector(c, idx, _not_consecutive(v)))
+    if first_ok and c.swizzle is not None and (1 << c.swizzle[1]) % v == 0:
+        starts = _start_generators_ok(c, v, mode, v, c.offset)
+        if starts:
+            return Outcome(True, "contiguous and v-aligned runs survive the swizzle")
+    n_all = c.size
+    if n_all > ENUM_LIMIT:
+        return _too_large(c, n_all)
+    off = _all_offsets(c).reshape(b, n // v, v, a)
+    bad = np.argwhere(np.diff(off, axis=2) != 1)
+    if bad.size == 0:
+        return Outcome(True, "enumeration")
+    pb, pj, _, pa = (int(x) for x in bad[0])
+    idx = [pa + a * (pj * v + t + n * pb) for t in range(v)]
+    return Outcome(False, "enumeration", _vector(c, idx, _not_consecutive(v)))
+
+
+def _not_consecutive(v: int) -> str:
+    return f"the {v} offsets of this vector are not consecutive"
+
+
+# -- aligned -------------------------------------------------------------------------------------
+
+
+def _start_generators_ok(c: Concrete, v: int, mode: int, a_e: int, base: int) -> bool:
+    return _first_misaligned_start(c, v, mode, a_e, base) is None
+
+
+def _first_misaligned_start(c: Concrete, v: int, mode: int, a_e: int, base: int) -> int | None:
+    """Index of a misaligned vector start of the pre-outer offsets ``base + inner``, using
+    generators: 0, each other flat mode's coordinate 1, each start of ``mode`` (exact)."""
+    if base % a_e:
+        return 0
+    w = _weights(c)
+    lo, hi = c.mode_range(mode)
+    for k, (e, d) in enumerate(c.flat):
+        if (k < lo or k >= hi) and e > 1 and d % a_e:
+            return w[k]
+    a, _n, _ = _mode_geometry(c, mode)
+    mid = _np_offsets(c.mode_pairs(mode))[::v]
+    bad = np.nonzero(mid % a_e)[0]
+    if bad.size:
+        return a * int(bad[0]) * v
+    return None
+
+
+def check_aligned(c: Concrete, v: int, a_e: int, mode: int, base: int) -> Outcome:
+    """Every vector start (indices multiple of ``v`` along ``mode``, every coordinate of the
+    other modes) lies at an address ``base + L(c)`` that is a multiple of ``a_e``."""
+    residue_kept = c.plain or (c.swizzle is not None and (1 << c.swizzle[1]) % a_e == 0)
+    if a_e == 1:
+        return Outcome(True, "alignment of one element")
+    if residue_kept:
+        i = _first_misaligned_start(c, v, mode, a_e, base + c.offset)
+        rule = "alignment of the generating strides"
+        if c.swizzle is not None:
+            rule += " (the swizzle keeps residues modulo 2^m)"
+        if i is None:
+            return Outcome(True, rule)
+        return Outcome(False, rule, _start(c, i, base, a_e))
+    a, n, b = _mode_geometry(c, mode)
+    if c.size > ENUM_LIMIT:
+        return _too_large(c, c.size)
+    off = (_all_offsets(c).reshape(b, n, a)[:, ::v, :] + base) % a_e
+    bad = np.argwhere(off != 0)
+    if bad.size == 0:
+        return Outcome(True, "enumeration")
+    pb, pj, pa = (int(x) for x in bad[0])
+    return Outcome(False, "enumeration", _start(c, pa + a * (pj * v + n * pb), base, a_e))
+
+
+def _start(c: Concrete, i: int, base: int, a_e: int) -> dict:
+    o = c.offset_of(i)
+    return {
+        "indices": (i,),
+        "offsets": (o,),
+        "why": f"the vector starting at offset {o} (address base + {o} = {base + o} elements) "
+        f"is not a multiple of {a_e} elements",
+    }
+
+
+# -- bounded -------------------------------------------------------------------------------------
+
+
+def check_bounded(c: Concrete, extent: int, base: int) -> Outcome:
+    """Every address ``base + L(c)`` lies in ``[0, extent)``."""
+    w = _weights(c)
+    lo_i = sum(w[k] * (e - 1) for k, (e, d) in enumerate(c.flat) if d < 0)
+    hi_i = sum(w[k] * (e - 1) for k, (e, d) in enumerate(c.flat) if d > 0)
+    lo = c.offset + sum((e - 1) * d for e, d in c.flat if d < 0)
+    hi = c.offset + sum((e - 1) * d for e, d in c.flat if d > 0)
+    if c.plain:
+        if base + lo < 0:
+            return Outcome(False, "corner bounds", _outside(c, lo_i, base, extent))
+        if base + hi >= extent:
+            return Outcome(False, "corner bounds", _outside(c, hi_i, base, extent))
+        return Outcome(True, "corner bounds")
+    if c.swizzle is not None:
+        blk = 1 << (sum(c.swizzle[:2]) + abs(c.swizzle[2]))
+        if base + (lo // blk) * blk >= 0 and base + (hi // blk + 1) * blk <= extent:
+            return Outcome(True, "corner bounds rounded to the swizzle's blocks")
+    if c.size > ENUM_LIMIT:
+        return _too_large(c, c.size)
+    off = _all_offsets(c) + base
+    i_lo, i_hi = int(np.argmin(off)), int(np.argmax(off))
+    if int(off[i_lo]) < 0:
+        return Outcome(False, "enumeration", _outside(c, i_lo, base, extent))
+    if int(off[i_hi]) >= extent:
+        return Outcome(False, "enumeration", _outside(c, i_hi, base, extent))
+    return Outcome(True, "enumeration")
+
+
+def _outside(c: Concrete, i: int, base: int, extent: int) -> dict:
+    o = c.offset_of(i)
+    return {
+        "indices": (i,),
+        "offsets": (o,),
+        "why": f"offset {o} (address base + {o} = {base + o}) is outside [0, {extent})",
+    }
+
+
+# -- equal ---------------------------------------------------------------------------------------
+
+
+def _outer_key(c: Concrete) -> Any:
+    return (c.swizzle, c.outer, c.offset)
+
+
+def check_equal(ca: Concrete, cb: Concrete) -> Outcome:
+    """Same size and the same offset at every 1-D index."""
+    na, nb = ca.size, cb.size
+    if na != nb:
+        i = min(na, nb)
+        offsets = (None, cb.offset_of(i)) if na < nb else (ca.offset_of(i), None)
+        why = f"the sizes differ ({na} and {nb}): index {i} exists in only one"
+        return Outcome(False, "sizes", {"indices": (i,), "offsets": offsets, "why": why})
+    if _outer_key(ca) == _outer_key(cb) and simplify(ca.flat) == simplify(cb.flat):
+        return Outcome(True, "equal normal forms")
+    if na > ENUM_LIMIT:
+        return _too_large(ca, na)
+    diff = np.nonzero(_all_offsets(ca) != _all_offsets(cb))[0]
+    if diff.size == 0:
+        return Outcome(True, "enumeration")
+    i = int(diff[0])
+    oa, ob = ca.offset_of(i), cb.offset_of(i)
+    why = f"index {i} maps to {oa} in the first layout and {ob} in the second"
+    return Outcome(False, "enumeration", {"indices": (i,), "offsets": (oa, ob), "why": why})
