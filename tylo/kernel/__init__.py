@@ -1,0 +1,128 @@
+"""tylo.kernel: the tracer. Python functions become CUDA kernels.
+
+The public names are re-exported by :mod:`tylo` (``tylo.kernel``, ``tylo.range``,
+``tylo.thread_idx``, ...); the manual is ``docs/kernels.md``. Layers:
+
+- :mod:`~tylo.kernel.decorator` (``@kernel``, ``Kernel.compile``), :mod:`~tylo.kernel.launch`
+  (specializations, the launch fast path), :mod:`~tylo.kernel.spec` (parameter kinds);
+- :mod:`~tylo.kernel.ast_rewrite` and :mod:`~tylo.kernel.control` (dynamic loops and
+  branches), :mod:`~tylo.kernel.trace` and :mod:`~tylo.kernel.context` (one trace);
+- :mod:`~tylo.kernel.lower` (index expressions to IR), :mod:`~tylo.kernel.values` and
+  :mod:`~tylo.kernel.mathfn` (data values), :mod:`~tylo.kernel.memory` (global and shared
+  memory), :mod:`~tylo.kernel.intrinsics` (indices, barriers, shuffles, inline PTX).
+
+The package is callable: ``tylo.kernel`` is at once this package and the decorator
+(``@tylo.kernel``, ``@tylo.kernel(index_bits=32)``), so the spelling works whichever way
+Python's import system binds the name ``kernel`` on :mod:`tylo`.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+from tylo.kernel.control import all_of, any_of, range
+from tylo.kernel.decorator import Kernel, KernelStats, inline, kernel
+from tylo.kernel.errors import KernelArgumentError, TraceError
+from tylo.kernel.intrinsics import (
+    FULL_MASK,
+    WARP_SIZE,
+    block_dim,
+    block_idx,
+    grid_dim,
+    lane_id,
+    linear_thread_idx,
+    ptx,
+    shfl_down,
+    shfl_idx,
+    shfl_up,
+    shfl_xor,
+    sync_threads,
+    sync_warp,
+    thread_idx,
+    value,
+    warp_id,
+)
+from tylo.kernel.launch import CompiledKernel
+from tylo.kernel.mathfn import (
+    abs,
+    exp,
+    exp2,
+    fma,
+    log,
+    log2,
+    maximum,
+    minimum,
+    pack_bf16x2,
+    pack_f16x2,
+    rsqrt,
+    sqrt,
+    where,
+)
+from tylo.kernel.memory import Tensor, dynamic_shared, shared, view
+from tylo.kernel.spec import Float, Int, Ptr, Static, pointer
+from tylo.kernel.values import Value
+
+__all__ = [
+    "FULL_MASK",
+    "WARP_SIZE",
+    "CompiledKernel",
+    "Float",
+    "Int",
+    "Kernel",
+    "KernelArgumentError",
+    "KernelStats",
+    "Ptr",
+    "Static",
+    "Tensor",
+    "TraceError",
+    "Value",
+    "abs",
+    "all_of",
+    "any_of",
+    "block_dim",
+    "block_idx",
+    "dynamic_shared",
+    "exp",
+    "exp2",
+    "fma",
+    "grid_dim",
+    "inline",
+    "kernel",
+    "lane_id",
+    "linear_thread_idx",
+    "log",
+    "log2",
+    "maximum",
+    "minimum",
+    "pack_bf16x2",
+    "pack_f16x2",
+    "pointer",
+    "ptx",
+    "range",
+    "rsqrt",
+    "shared",
+    "shfl_down",
+    "shfl_idx",
+    "shfl_up",
+    "shfl_xor",
+    "sqrt",
+    "sync_threads",
+    "sync_warp",
+    "thread_idx",
+    "value",
+    "view",
+    "warp_id",
+    "where",
+]
+
+
+class _CallablePackage(types.ModuleType):
+    """The module type of :mod:`tylo.kernel`: calling it is calling :func:`kernel`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return kernel(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

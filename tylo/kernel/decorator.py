@@ -1,0 +1,370 @@
+"""``@tylo.kernel``: a Python function traced, compiled and launched as a CUDA kernel.
+
+>>> import tylo
+>>> @tylo.kernel
+... def scale(out, x, n, alpha):
+...     i = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x
+...     if i < n:
+...         out[i] = x[i] * alpha
+>>> k = scale.compile(tylo.f32, tylo.f32, int, float, block=128, target="sm_80")
+>>> "ld.global.f32" in k.ptx and k.resources.registers > 0
+True
+
+Launch with ``scale[grid, block](out, x, n, 2.0)`` (grid and block: an int or 1-3 ints;
+``shared=`` dynamic shared bytes, ``stream=`` a stream). The block shape is static (part of
+the specialization, ``.maxntid`` in PTX); the grid is a runtime value. The first launch of
+each configuration (static arguments, array dtypes and devices, block shape) traces and
+compiles; later launches only pack arguments and launch. ``kern.compile(...)`` compiles for
+an explicit target with no GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tylo import dtypes as dt
+from tylo.dtypes import DType
+from tylo.kernel import control
+from tylo.kernel.ast_rewrite import rewrite_function
+from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
+from tylo.kernel.launch import CompiledKernel, Launcher, device_target, make_reader
+from tylo.kernel.spec import Float, Int, ParamKind, Ptr, Static, classify
+from tylo.kernel.trace import Binding, TraceResult, trace_kernel
+
+__all__ = ["Kernel", "KernelStats", "inline", "kernel"]
+
+_MAX_THREADS_PER_BLOCK = 1024  # CUDA C++ Programming Guide, "Compute Capabilities"
+
+
+@dataclass
+class KernelStats:
+    """Counters of a :class:`Kernel`: ``traces`` (Python function runs), ``compiles``
+    (specializations built: traced and compiled, or found in the disk cache) and
+    ``disk_hits`` (specializations loaded from the disk cache without tracing)."""
+
+    traces: int = 0
+    compiles: int = 0
+    disk_hits: int = 0
+
+
+def _block3(block: Any) -> tuple[int, int, int]:
+    dims = (
+        (block,)
+        if isinstance(block, int)
+        else tuple(block)
+        if isinstance(block, (tuple, list))
+        else None
+    )
+    if dims is None or not 1 <= len(dims) <= 3 or not all(type(d) is int and d >= 1 for d in dims):
+        raise KernelArgumentError(f"block {block!r} must be a positive int or 1-3 positive ints")
+    x, y, z = (*dims, 1, 1)[:3]
+    if x * y * z > _MAX_THREADS_PER_BLOCK:
+        raise KernelArgumentError(
+            f"block {block!r} has {x * y * z} threads; a block holds at most "
+            f"{_MAX_THREADS_PER_BLOCK}"
+        )
+    return x, y, z
+
+
+def _annotation(value: Any) -> Any:
+    """Normalize an annotation: the classes Int/Float/Ptr stand for their defaults."""
+    if value is Int:
+        return Int()
+    if value is Float:
+        return Float()
+    if value is Ptr:
+        return Ptr()
+    return value
+
+
+class Kernel:
+    """A traced kernel (see the module docstring). Create with :func:`kernel`."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        index_bits: int = 64,
+        options: Any = None,
+        name: str | None = None,
+    ) -> None:
+        if not inspect.isfunction(fn):
+            raise TraceError(f"@tylo.kernel decorates a Python function, got {fn!r}")
+        if index_bits not in (32, 64):
+            raise TraceError(f"@tylo.kernel(index_bits={index_bits!r}): must be 32 or 64")
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.index_bits = index_bits
+        self.options = options
+        self.signature = inspect.signature(fn)
+        params = list(self.signature.parameters.values())
+        for p in params:
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                raise TraceError(
+                    f"kernel {self.name}: *args and **kwargs parameters are not "
+                    "supported; name every parameter"
+                )
+        self.param_names = tuple(p.name for p in params)
+        try:
+            hints = inspect.get_annotations(fn, eval_str=True)
+        except Exception as err:  # noqa: BLE001 - any failure of the user's annotations
+            raise TraceError(
+                f"kernel {self.name}: cannot evaluate its annotations ({err})"
+            ) from None
+        self.annotations = tuple(_annotation(hints.get(n)) for n in self.param_names)
+        self.nparams = len(params)
+        self.readers: list[dict[type, Any]] = [{} for _ in params]
+        self.cache: dict[Any, tuple[CompiledKernel, int]] = {}
+        self.stats = KernelStats()
+        self._built: dict[Any, CompiledKernel] = {}
+        self._launchers: dict[Any, Launcher] = {}
+        self._lock = threading.RLock()
+        self._rewritten: Any = None
+        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ plumbing
+
+    def rewritten(self) -> Callable[..., Any]:
+        """The function with its control flow rewritten for tracing (built once)."""
+        if self._rewritten is None:
+            self._rewritten = rewrite_function(self.fn, control)
+        return self._rewritten
+
+    def bind(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """Positional arguments for every parameter (keywords and defaults filled in)."""
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as err:
+            raise KernelArgumentError(f"{self.name}: {err}") from None
+        bound.apply_defaults()
+        return tuple(bound.arguments[n] for n in self.param_names)
+
+    def reader(self, i: int, arg: Any) -> Any:
+        """The reader for ``type(arg)`` at parameter ``i`` (made once per type)."""
+        _, r = make_reader(self.annotations[i], arg, self.param_names[i])
+        self.readers[i][type(arg)] = r
+        return r
+
+    def __getitem__(self, config: Any) -> Launcher:
+        launcher = self._launchers.get(config)
+        if launcher is None:
+            if not isinstance(config, tuple) or len(config) != 2:
+                raise KernelArgumentError(
+                    f"{self.name}[...]: give a grid and a block, e.g. {self.name}[blocks, 256]"
+                )
+            grid, block = config
+            launcher = Launcher(self, grid, _block3(block))
+            if len(self._launchers) > 256:
+                self._launchers.clear()
+            self._launchers[config] = launcher
+        return launcher
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TraceError(
+            f"launch a kernel with a grid and a block: {self.name}[grid, block](...), or "
+            f"compile it without a GPU with {self.name}.compile(..., target='sm_90a')"
+        )
+
+    def __repr__(self) -> str:
+        return f"<tylo.kernel {self.name}({', '.join(self.param_names)})>"
+
+    # ------------------------------------------------------------------ specializing
+
+    def specialize_for(
+        self, args: Sequence[Any], keys: Sequence[Any], block: tuple[int, int, int]
+    ) -> tuple[CompiledKernel, int]:
+        """Build (or find) the specialization for launch arguments ``args``."""
+        from tylo.arrays import as_device_array
+
+        bindings = []
+        devices = set()
+        for name, ann, a in zip(self.param_names, self.annotations, args):
+            kind = classify(ann, a, name)
+            if kind is ParamKind.POINTER:
+                arr = as_device_array(a)
+                want = ann.dtype if isinstance(ann, Ptr) else None
+                if want is not None and want is not arr.dtype:
+                    raise KernelArgumentError(
+                        f"argument {name!r}: the kernel takes {want} elements (tylo.Ptr("
+                        f"{want.name})), got a {arr.dtype} array"
+                    )
+                devices.add(arr.device)
+                bindings.append(
+                    Binding(name, kind, arr.dtype, check=ann if isinstance(ann, Ptr) else None)
+                )
+            else:
+                bindings.append(self._binding(name, ann, kind, a))
+        known = {d for d in devices if d is not None}
+        if len(known) > 1:
+            raise KernelArgumentError(
+                f"{self.name}: the array arguments live on different devices {sorted(known)}"
+            )
+        ordinal = known.pop() if known else 0
+        return self._build(tuple(bindings), block, device_target(ordinal)), ordinal
+
+    def _binding(self, name: str, ann: Any, kind: ParamKind, value: Any) -> Binding:
+        if kind is ParamKind.STATIC:
+            return Binding(name, kind, static=value)
+        if kind is ParamKind.INT:
+            check = ann if isinstance(ann, Int) else value if isinstance(value, Int) else None
+            return Binding(name, kind, check=check)
+        if kind is ParamKind.FLOAT:
+            d = (
+                ann.dtype
+                if isinstance(ann, Float)
+                else (value.dtype if isinstance(value, Float) else dt.f32)
+            )
+            return Binding(name, kind, d)
+        # a pointer spec (compile-only)
+        spec = value if isinstance(value, Ptr) else Ptr(value) if isinstance(value, DType) else None
+        if spec is None or spec.dtype is None:
+            if isinstance(ann, Ptr) and ann.dtype is not None and spec is None:
+                spec = ann
+            else:
+                raise KernelArgumentError(
+                    f"argument {name!r}: give a pointer spec such as tylo.pointer(tylo.f32) "
+                    f"or a DType, got {value!r}"
+                )
+        align = (
+            spec.align if spec.align is not None else (ann.align if isinstance(ann, Ptr) else None)
+        )
+        check = Ptr(spec.dtype, align) if align is not None else None
+        return Binding(name, kind, spec.dtype, check=check)
+
+    def compile(
+        self, *specs: Any, block: Any = 1, target: Any = "sm_90a", **kwspecs: Any
+    ) -> CompiledKernel:
+        """Compile for ``target`` without a GPU. Each argument is a spec of the runtime
+        argument (``tylo.pointer(tylo.f32, align=16)`` or a DType, ``int``/``tylo.Int``,
+        ``float``/``tylo.Float``) or the value of a static parameter."""
+        from tylo.target import Target
+
+        bindings = self._spec_bindings(specs, kwspecs)
+        try:
+            return self._build(tuple(bindings), _block3(block), Target.parse(target))
+        except TraceError as err:
+            raise err.with_traceback(user_frames(err.__traceback__)) from None
+
+    def trace(
+        self, *specs: Any, block: Any = 1, target: Any = "sm_90a", **kwspecs: Any
+    ) -> TraceResult:
+        """Trace a specialization to NVVM IR (``.llvm``) without compiling it (needs
+        neither libNVVM nor a GPU); arguments as for :meth:`compile`."""
+        from tylo.target import Target
+
+        bindings = self._spec_bindings(specs, kwspecs)
+        try:
+            return trace_kernel(
+                self.rewritten(),
+                name=self.name,
+                bindings=bindings,
+                block=_block3(block),
+                target=Target.parse(target),
+                index_bits=self.index_bits,
+            )
+        except TraceError as err:
+            raise err.with_traceback(user_frames(err.__traceback__)) from None
+
+    def _spec_bindings(self, specs: Sequence[Any], kwspecs: dict[str, Any]) -> tuple[Binding, ...]:
+        values = self.bind(specs, kwspecs)
+        bindings = []
+        for name, ann, v in zip(self.param_names, self.annotations, values):
+            if ann is Static:
+                kind = ParamKind.STATIC
+            elif isinstance(v, DType) and ann is None:
+                kind = ParamKind.POINTER  # a bare DType spec stands for a pointer
+            else:
+                kind = classify(ann, v, name)
+            bindings.append(self._binding(name, ann, kind, v))
+        return tuple(bindings)
+
+    def _build(
+        self, bindings: tuple[Binding, ...], block: tuple[int, int, int], target: Any
+    ) -> CompiledKernel:
+        key = (bindings, block, target)
+        built = self._built.get(key)
+        if built is not None:
+            return built
+        with self._lock:
+            built = self._built.get(key)
+            if built is None:
+                built = self._built[key] = self._compile(bindings, block, target)
+        return built
+
+    def _compile(
+        self, bindings: tuple[Binding, ...], block: tuple[int, int, int], target: Any
+    ) -> CompiledKernel:
+        from tylo.backend.pipeline import compile_ir
+
+        self.stats.traces += 1
+        result = trace_kernel(
+            self.rewritten(),
+            name=self.name,
+            bindings=bindings,
+            block=block,
+            target=target,
+            index_bits=self.index_bits,
+        )
+        module = compile_ir(
+            result.llvm, target, entries=(result.entry,), options=self.options, name=self.name
+        )
+        self.stats.compiles += 1
+        timings = {
+            **result.timings,
+            "nvvm_s": module.timings.get("nvvm_s", 0.0),
+            "link_s": module.timings.get("link_s", 0.0),
+            "cache": module.timings.get("cache"),
+        }
+        return CompiledKernel(
+            name=self.name,
+            module=module,
+            entry=result.entry,
+            bindings=bindings,
+            runtime=result.runtime,
+            block=block,
+            index_bits=self.index_bits,
+            dynamic_shared_bytes=result.dynamic_shared_bytes,
+            timings=timings,
+        )
+
+
+def kernel(
+    fn: Callable[..., Any] | None = None,
+    *,
+    index_bits: int = 64,
+    options: Any = None,
+    name: str | None = None,
+) -> Any:
+    """Decorate a Python function as a kernel: ``@tylo.kernel`` or
+    ``@tylo.kernel(index_bits=32, options=CompileOptions(max_registers=128))``.
+
+    ``index_bits`` is the width of runtime integers and index arithmetic: 64 (default;
+    no overflow for any array size) or 32 (leaner index math; every runtime int must fit,
+    which launches check, and index expressions must stay below 2**31).
+    """
+
+    def wrap(f: Callable[..., Any]) -> Kernel:
+        return Kernel(f, index_bits=index_bits, options=options, name=name)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def inline(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a helper called from kernels so that its ``for``/``if``/``and``/``or`` are
+    rewritten like a kernel's (a ``tylo.range`` loop or a runtime ``if`` inside it
+    works). It runs inline at trace time; it is not a separate device function."""
+    state: dict[str, Any] = {}
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        f = state.get("fn")
+        if f is None:
+            f = state["fn"] = rewrite_function(fn, control)
+        return f(*args, **kwargs)
+
+    return wrapper

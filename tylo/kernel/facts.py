@@ -1,0 +1,73 @@
+"""The tracer's view of :mod:`tylo.layouts.symbolic`: symbols with facts and decisions.
+
+One place where the tracer meets the symbolic layer, so the rest of ``tylo.kernel`` reads
+in its own terms: runtime integers are :func:`dim` symbols, thread/block/loop indices are
+:func:`index_symbol` s with exclusive upper bounds, a dynamic condition is one that
+:func:`decide` cannot settle, and facts valid inside a branch or loop body are entered with
+:func:`assuming`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import sympy
+
+from tylo.layouts import symbolic as _sym
+
+__all__ = [
+    "assuming",
+    "decide",
+    "dim",
+    "divides",
+    "index_symbol",
+    "integer_symbol",
+    "symbol_bounds",
+]
+
+dim = _sym.dim
+index_symbol = _sym.index_symbol
+assuming = _sym.assuming
+
+
+def decide(rel: Any) -> bool | None:
+    """True or False when the facts settle ``rel``, None when they do not."""
+    if rel is True or rel is sympy.true:
+        return True
+    if rel is False or rel is sympy.false:
+        return False
+    return _sym.decide(rel)
+
+
+def divides(divisor: int, expr: Any) -> bool | None:
+    """Whether ``divisor`` divides ``expr`` under the facts in force (None: unknown)."""
+    return _sym.divides(divisor, expr)
+
+
+def integer_symbol(name: str, *, nonnegative: bool = False) -> sympy.Symbol:
+    """A plain integer symbol (no upper bound): a runtime integer carried through a loop,
+    or an index computed from data."""
+    if nonnegative:
+        return sympy.Symbol(name, integer=True, nonnegative=True)
+    return sympy.Symbol(name, integer=True)
+
+
+def symbol_bounds(
+    symbol: sympy.Symbol, upper_hi: Callable[[Any], int | None], int_max: int
+) -> tuple[int | None, int | None]:
+    """Static bounds of a symbol from its own facts: a dim is in [multiple_of, int_max];
+    an index symbol in [0, upper - 1] (``upper_hi`` bounds a symbolic ``upper``)."""
+    if isinstance(symbol, _sym.IndexSymbol):
+        upper = symbol.upper
+        if upper is None:
+            return 0, int_max
+        if isinstance(upper, int):
+            return 0, upper - 1
+        hi = upper_hi(upper)
+        return 0, None if hi is None else hi - 1
+    if isinstance(symbol, _sym.Dim):
+        return symbol.multiple_of, int_max
+    if symbol.is_nonnegative:
+        return 0, int_max
+    return -int_max - 1, int_max

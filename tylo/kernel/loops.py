@@ -1,0 +1,294 @@
+"""Dynamic loops: ``for i in tylo.range(start, stop, step)`` as an IR loop.
+
+The loop is a header with one phi for the index and one per carried leaf, a body, a latch
+(the end of the body, which adds the next index and the end-of-body values to the phis)
+and an exit. Carried values (see :mod:`tylo.kernel.control`): a name assigned in the body
+that is bound before the loop. A Value keeps its dtype; a Python int or an index expression
+becomes a runtime integer (a fresh symbol bound to its phi, so index arithmetic on it stays
+symbolic); a Python float becomes an f32 Value and a bool a bool Value; any other object
+must be the same object at the end of the body. The index is a phi of 32 bits when the
+bounds fit, else of the index width; inside the body it is an index symbol with the facts
+``start <= i < stop`` (for a positive step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import sympy
+from llvmlite import ir
+
+from tylo import dtypes as dt
+from tylo.kernel import facts
+from tylo.kernel.context import TraceContext, current, current_or_none
+from tylo.kernel.errors import TraceError, Undefined
+from tylo.kernel.lower import bounds, is_nonnegative, lower_int
+from tylo.kernel.merge import kind_of, materialize, same, wrap_phi
+from tylo.kernel.tree import flatten, unflatten
+from tylo.kernel.values import to_index
+
+__all__ = ["DynamicLoop", "StaticLoop", "loop_begin", "range"]
+
+
+class range:  # spelled like the builtin it stands for
+    """A dynamic loop: ``for i in tylo.range(start, stop, step)`` is a real loop in the
+    kernel, not unrolled. Bounds may be ints, index expressions or integer Values; the step
+    must be a non-zero value whose sign is known at trace time (default 1).
+
+    Inside the body ``i`` is an index symbol with the facts ``start <= i < stop`` (for a
+    positive step), so layouts and comparisons over it can be reasoned about.
+    """
+
+    __slots__ = ("start", "step", "stop")
+
+    def __init__(self, start: Any, stop: Any = None, step: Any = 1) -> None:
+        if stop is None:
+            start, stop = 0, start
+        self.start, self.stop, self.step = start, stop, step
+
+    def __iter__(self) -> Iterator[Any]:
+        raise TraceError(
+            "tylo.range can only be the iterable of a `for` statement in a kernel or an "
+            "@tylo.inline function (it is not a Python sequence); use range() to unroll"
+        )
+
+    def __repr__(self) -> str:
+        return f"tylo.range({self.start}, {self.stop}, {self.step})"
+
+
+class StaticLoop:
+    dynamic = False
+
+    def __init__(self, iterable: Any) -> None:
+        self.iterable = iterable
+        ctx = current_or_none()
+        self.depth = 0 if ctx is None else ctx.dynamic_depth
+
+    def iterate(self, f_locals: dict[str, Any]) -> Any:
+        return self.iterable
+
+    def next_(self, f_locals: dict[str, Any]) -> None:
+        return None
+
+
+def _fits_i32(ctx: TraceContext, *exprs: Any) -> bool:
+    for e in exprs:
+        lo, hi = bounds(ctx, e)
+        if lo is None or hi is None or lo < -(2**31) or hi > 2**31 - 1:
+            return False
+    return True
+
+
+class DynamicLoop:
+    dynamic = True
+
+    def __init__(self, rng: range, line: int, names: tuple[str, ...], target: str | None):
+        ctx = current()
+        if target is None:
+            raise TraceError(
+                "a tylo.range loop needs a single name as its target (`for i in tylo.range(n)`)",
+                lineno=line,
+            )
+        self.ctx, self.line, self.names, self.target = ctx, line, names, target
+        self.depth = ctx.dynamic_depth
+        self.start = to_index(rng.start, "tylo.range start")
+        self.stop = to_index(rng.stop, "tylo.range stop")
+        self.step = to_index(rng.step, "tylo.range step")
+        up = facts.decide(sympy.Gt(self.step, 0))
+        down = facts.decide(sympy.Lt(self.step, 0)) if up is not True else False
+        if up is not True and down is not True:
+            raise TraceError(
+                f"tylo.range: the sign of the step {self.step} must be known at "
+                "trace time (a positive or negative int or expression)",
+                lineno=line,
+            )
+        self.up = up is True
+        self.carried_names: list[str] = []
+        self.plans: list[Any] = []
+        self.phis: list[ir.Value] = []
+        self.before: dict[str, Any] = {}
+
+    def iterate(self, f_locals: dict[str, Any]) -> Iterator[Any]:
+        ctx = self.ctx
+        b = ctx.builder
+        # loop bounds and carried initial values, in the preheader
+        narrow = _fits_i32(ctx, self.start, self.stop, self.stop + self.step, self.start - 1)
+        ivty = ir.IntType(32 if narrow else ctx.index_bits)
+        start_v = lower_int(ctx, self.start, ivty.width)
+        stop_v = lower_int(ctx, self.stop, ivty.width)
+        step_v = lower_int(ctx, self.step, ivty.width)
+        inits: list[tuple[str, Any, Any]] = []
+        for name in self.names:
+            if name not in f_locals or isinstance(f_locals[name], Undefined):
+                continue
+            value = f_locals[name]
+            leaves, tree = flatten(value)
+            plans = [_carry_plan(name, leaf) for leaf in leaves]
+            init_ir = [
+                None if p[0] == "static" else materialize(ctx, leaf, *p)
+                for leaf, p in zip(leaves, plans)
+            ]
+            inits.append((name, (leaves, tree, plans), init_ir))
+            self.before[name] = value
+        preheader = b.block
+        header = ctx.new_block("loop")
+        body = ctx.new_block("loop_body")
+        self.exit = ctx.new_block("loop_exit")
+        b.branch(header)
+        b.position_at_end(header)
+        iv = b.phi(ivty, name=ctx.unique(self.target))
+        iv.add_incoming(start_v, preheader)
+        carried_values: dict[str, Any] = {}
+        for name, (leaves, tree, plans), init_ir in inits:
+            new_leaves = []
+            for leaf, plan, init in zip(leaves, plans, init_ir):
+                if plan[0] == "static":
+                    new_leaves.append(leaf)
+                    self.phis.append(None)  # type: ignore[arg-type]
+                    continue
+                phi = b.phi(init.type, name=ctx.unique(name))
+                phi.add_incoming(init, preheader)
+                self.phis.append(phi)
+                new_leaves.append(wrap_phi(ctx, name, plan[0], plan[1], phi))
+            carried_values[name] = unflatten(tree, new_leaves)
+            self.carried_names.append(name)
+            self.plans.append((tree, plans, leaves))
+        cond = b.icmp_signed("<" if self.up else ">", iv, stop_v)
+        b.cbranch(cond, body, self.exit)
+        b.position_at_end(body)
+        self.scope = ctx.push_scope("loop", self.line)
+        self.var = self._loop_symbol(iv)
+        self.iv, self.step_v = iv, step_v
+        self.carried_values = carried_values
+        self.latched = False
+        yield self.var
+        if not self.latched:  # pragma: no cover - the rewrite always latches
+            raise TraceError("internal: the loop body did not reach its end", lineno=self.line)
+
+    def _loop_symbol(self, iv: ir.Value) -> Any:
+        ctx = self.ctx
+        name = ctx.unique(self.target)
+        start, stop = self.start, self.stop
+        if self.up and is_nonnegative(ctx, start):
+            sym = facts.index_symbol(name, upper=stop if not stop.is_Integer else int(stop))
+            rels = [sympy.Ge(sym, start)] if start != 0 else []
+        else:
+            sym = facts.integer_symbol(name)
+            rels = (
+                [sympy.Ge(sym, start), sympy.Lt(sym, stop)]
+                if self.up
+                else [sympy.Le(sym, start), sympy.Gt(sym, stop)]
+            )
+        lo_s, hi_s = bounds(ctx, start), bounds(ctx, stop)
+        if self.up:
+            ctx.symbol_bounds[sym] = (lo_s[0], None if hi_s[1] is None else hi_s[1] - 1)
+        else:
+            ctx.symbol_bounds[sym] = (None if lo_s[0] is None else lo_s[0] + 1, hi_s[1])
+        ctx.bind(sym, iv)
+        rels = [r for r in rels if r is not sympy.true]
+        if rels:
+            ctx.enter_facts(facts.assuming(*rels))
+        return sym
+
+    def carried(self) -> tuple[Any, ...]:
+        reason = (
+            f"is first assigned inside the tylo.range loop at line {self.line}: read "
+            "before its assignment in an iteration (assign it before the loop to carry "
+            "it from one iteration to the next)"
+        )
+        return tuple(self.carried_values.get(n, Undefined(n, reason)) for n in self.names)
+
+    def next_(self, f_locals: dict[str, Any]) -> None:
+        ctx = self.ctx
+        b = ctx.builder
+        k = 0
+        for name, (tree, plans, init_leaves) in zip(self.carried_names, self.plans):
+            value = f_locals.get(name, Undefined(name, "is unbound"))
+            if isinstance(value, Undefined):
+                raise TraceError(
+                    f"{name!r} is carried by the tylo.range loop at line "
+                    f"{self.line} but is unbound at the end of its body"
+                )
+            leaves, new_tree = flatten(value)
+            if new_tree != tree:
+                raise TraceError(
+                    f"{name!r} changes structure in the tylo.range loop at line {self.line} "
+                    f"(from {tree} to {new_tree}); a carried value must keep its shape"
+                )
+            for leaf, plan, init in zip(leaves, plans, init_leaves):
+                phi = self.phis[k]
+                k += 1
+                if plan[0] == "static":
+                    if not same(leaf, init):
+                        raise TraceError(
+                            f"{name!r} is rebound in the tylo.range loop at line {self.line} "
+                            f"from {init!r} to {leaf!r}; only numbers, index expressions and "
+                            "Values can change from one iteration to the next"
+                        )
+                    continue
+                phi.add_incoming(_latch_value(ctx, name, leaf, plan), b.block)  # type: ignore[union-attr]
+        nxt = b.add(self.iv, self.step_v, name=ctx.unique("next"))
+        self.iv.add_incoming(nxt, b.block)
+        b.branch(self.iv.parent)
+        ctx.pop_scope(self.scope)
+        b.position_at_end(self.exit)
+        self.latched = True
+
+    def finish(self) -> tuple[Any, ...]:
+        reason = (
+            f"is first assigned inside the tylo.range loop at line {self.line}, so it "
+            "has no value after the loop; assign it before the loop to carry it"
+        )
+        out = [self.carried_values.get(n, Undefined(n, reason)) for n in self.names]
+        out.append(
+            Undefined(
+                self.target,
+                f"is the index of the tylo.range loop at line "
+                f"{self.line}; it has no value after the loop",
+            )
+        )
+        return tuple(out)
+
+
+def _carry_plan(name: str, leaf: Any) -> tuple[str, Any]:
+    kind, d = kind_of(leaf)
+    if kind == "value":
+        return "dtype", d
+    if kind == "index":
+        return "index", None
+    if kind == "float":
+        return "dtype", dt.f32
+    if kind == "bool":
+        return "dtype", dt.bool_
+    return "static", None
+
+
+def _latch_value(ctx: TraceContext, name: str, leaf: Any, plan: tuple[str, Any]) -> ir.Value:
+    kind, d = plan
+    lk, ld = kind_of(leaf)
+    if kind == "index":
+        if lk == "value" and (ld.is_float or ld is dt.bool_ or ld.bits > ctx.index_bits):
+            raise TraceError(
+                f"{name!r} starts as an integer index and becomes a {ld} value "
+                "in the loop body; start it as a Value of that dtype "
+                "(e.g. tylo.value(0, tylo.i32))"
+            )
+        if lk not in ("index", "value"):
+            raise TraceError(f"{name!r} starts as an integer and becomes a {lk} in the loop body")
+        return materialize(ctx, leaf, kind, d)
+    if lk == "value" and ld is not d:
+        raise TraceError(
+            f"{name!r} starts as a {d} value and becomes a {ld} value in the "
+            "loop body; convert with .to() so the dtype stays the same"
+        )
+    if lk in ("static", "undefined"):
+        raise TraceError(f"{name!r} starts as a {d} value and becomes {leaf!r} in the loop body")
+    return materialize(ctx, leaf, "dtype", d)
+
+
+def loop_begin(iterable: Any, line: int, names: tuple[str, ...], target: str | None) -> Any:
+    """Start a ``for``: a dynamic loop over a :class:`range`, else a Python loop."""
+    if isinstance(iterable, range):
+        return DynamicLoop(iterable, line, names, target)
+    return StaticLoop(iterable)

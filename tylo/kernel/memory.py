@@ -1,0 +1,402 @@
+"""Memory inside a kernel: global pointers, views with a Layout, shared memory.
+
+- :class:`Tensor` is typed memory in one address space (global or shared) with an
+  optional :class:`~tylo.layouts.Layout` (or ``ComposedLayout``, e.g. with a swizzle)
+  mapping coordinates to element offsets. ``t[i]`` / ``t[i, j]`` loads, ``t[...] = v``
+  stores, ``t.load(c, vector=4)`` / ``t.store(c, values)`` move 4..16-byte vectors
+  (``ld.global.v4.f32``, ``ld.shared.v4.b32``...), with optional cache qualifiers.
+- A pointer parameter of a kernel is a :class:`Tensor` without layout (``a[i]`` is
+  element ``i``); :func:`view` gives it a layout.
+- :func:`shared` allocates static shared memory (``internal addrspace(3) global``);
+  :func:`dynamic_shared` views the launch's dynamic shared memory (16-byte aligned).
+  ``t.address(c)`` is the 32-bit shared address of element ``c``, for ``[r]`` operands of
+  inline PTX (``ldmatrix``, ``cp.async``, ...).
+
+Vector accesses need the address to be a multiple of the vector size in bytes. tylo
+proves it on the host side of the trace: the base alignment must be known (a
+``tylo.Ptr(align=16)`` parameter, shared memory) and the element offset must be provably
+a multiple of the vector length from the facts in force (``tylo.Int(multiple_of=...)``,
+loop and thread index facts); otherwise the trace fails with a message saying what is
+missing. Nothing is assumed silently.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import sympy
+from llvmlite import ir
+
+from tylo import dtypes as dt
+from tylo.backend.inline_ptx import PTXAsm
+from tylo.backend.ir import ADDRSPACE_GLOBAL, ADDRSPACE_SHARED
+from tylo.dtypes import DType
+from tylo.kernel import facts
+from tylo.kernel.context import current
+from tylo.kernel.errors import TraceError
+from tylo.kernel.lower import lower_int
+from tylo.kernel.values import Value, as_value, convert, ir_type, memory_type, to_index
+
+__all__ = ["Tensor", "dynamic_shared", "shared", "view"]
+
+_LOAD_CACHE = re.compile(
+    r"^(?:(?:ca|cg|cs|lu|cv|nc)(?:\.L1::(?:no_allocate|evict_first|evict_last|evict_normal"
+    r"|evict_unchanged))?|L1::(?:no_allocate|evict_first|evict_last|evict_normal"
+    r"|evict_unchanged))$"
+)
+_STORE_CACHE = re.compile(
+    r"^(?:(?:wb|cg|cs|wt)(?:\.L1::(?:no_allocate|evict_first|evict_last|evict_normal"
+    r"|evict_unchanged))?|L1::(?:no_allocate|evict_first|evict_last|evict_normal"
+    r"|evict_unchanged))$"
+)
+_VECTOR_BYTES = (4, 8, 16)
+_SPACE = {ADDRSPACE_GLOBAL: "global", ADDRSPACE_SHARED: "shared"}
+
+
+def _ptx_type(d: DType) -> tuple[str, ir.Type]:
+    """PTX register type and IR type of one element in an inline-asm access."""
+    if d.is_float and d.bits in (32, 64):
+        return f"f{d.bits}", ir_type(d)
+    if d.bits in (16, 32, 64):
+        return f"b{d.bits}", ir.IntType(d.bits)
+    raise TraceError(
+        f"cache-qualified accesses of {d} elements are not supported; use "
+        "vectors of at least 4 bytes"
+    )
+
+
+class Tensor:
+    """Typed memory (global or shared) with an optional layout; see the module docstring.
+
+    ``dtype``: element type; ``layout``: coordinate -> element offset (None: the index
+    is the offset); ``align``: the base address's known alignment in bytes.
+    """
+
+    __slots__ = ("addrspace", "align", "base", "dtype", "layout", "name")
+
+    def __init__(
+        self,
+        dtype: DType,
+        base: ir.Value,
+        *,
+        addrspace: int,
+        align: int,
+        layout: Any = None,
+        name: str = "tensor",
+    ) -> None:
+        self.dtype = dtype
+        self.base = base
+        self.addrspace = addrspace
+        self.align = align
+        self.layout = layout
+        self.name = name
+
+    @property
+    def space(self) -> str:
+        return _SPACE[self.addrspace]
+
+    def __repr__(self) -> str:
+        layout = f", layout={self.layout}" if self.layout is not None else ""
+        return f"Tensor({self.space}, {self.dtype}{layout})"
+
+    def __bool__(self) -> bool:
+        return True
+
+    # -------------------------------------------------------------- offsets
+
+    def offset(self, coord: Any) -> Any:
+        """The element offset (an index expression) of ``coord``."""
+        if self.layout is None:
+            if isinstance(coord, tuple):
+                raise TraceError(
+                    f"{self.name}: a pointer takes one index, got {coord!r}; "
+                    "use tylo.view(ptr, layout) for coordinates"
+                )
+            return to_index(coord, f"{self.name}[...]")
+        if isinstance(coord, tuple):
+            crd = tuple(_coord(c, self.name) for c in coord)
+            return _expr(self.layout(*crd))
+        return _expr(self.layout(_coord(coord, self.name)))
+
+    def _pointer(self, offset: Any, elem: ir.Type | None = None) -> ir.Value:
+        ctx = current()
+        b = ctx.builder
+        off = lower_int(ctx, offset)
+        p = b.gep(self.base, [off], inbounds=True)
+        return p if elem is None else b.bitcast(p, elem.as_pointer(self.addrspace))
+
+    # -------------------------------------------------------------- access
+
+    def __getitem__(self, coord: Any) -> Value:
+        return self.load(coord)
+
+    def __setitem__(self, coord: Any, value: Any) -> None:
+        self.store(coord, value)
+
+    def load(self, coord: Any, *, vector: int = 1, cache: str | None = None) -> Any:
+        """Load the element at ``coord``, or with ``vector=n`` the ``n`` consecutive
+        elements starting there (a tuple of Values, one vector instruction).
+        ``cache`` is a PTX cache qualifier ('nc', 'cs', 'L1::no_allocate', ...)."""
+        offset = self.offset(coord)
+        if vector != 1:
+            self._check_vector(offset, vector, "load")
+        if cache is not None:
+            return self._load_asm(offset, vector, cache)
+        ctx = current()
+        b = ctx.builder
+        mem = memory_type(self.dtype)
+        if vector == 1:
+            v = b.load(self._pointer(offset), align=self.dtype.nbytes or 1)
+            return Value(self.dtype, self._from_memory(b, v))
+        nbytes = vector * self.dtype.nbytes
+        if self.dtype.nbytes < 4:  # move 16-bit and smaller elements as 32-bit words
+            words = ir.VectorType(ir.IntType(32), nbytes // 4)
+            raw = b.load(self._pointer(offset, words), align=nbytes)
+            vec = b.bitcast(raw, ir.VectorType(mem, vector))
+        else:
+            vec = b.load(self._pointer(offset, ir.VectorType(mem, vector)), align=nbytes)
+        return tuple(
+            Value(self.dtype, self._from_memory(b, b.extract_element(vec, ir.IntType(32)(k))))
+            for k in range(vector)
+        )
+
+    def store(self, coord: Any, value: Any, *, cache: str | None = None) -> None:
+        """Store one value at ``coord``, or a tuple/list of values as one vector store."""
+        offset = self.offset(coord)
+        values = list(value) if isinstance(value, (tuple, list)) else None
+        vector = len(values) if values is not None else 1
+        if values is not None and vector != 1:
+            self._check_vector(offset, vector, "store")
+        items = [_as_element(v, self.dtype) for v in (values if values is not None else [value])]
+        if cache is not None:
+            self._store_asm(offset, items, cache)
+            return
+        ctx = current()
+        b = ctx.builder
+        mem = memory_type(self.dtype)
+        raw = [self._to_memory(b, v) for v in items]
+        if vector == 1:
+            b.store(raw[0], self._pointer(offset), align=self.dtype.nbytes or 1)
+            return
+        vec: ir.Value = ir.Constant(ir.VectorType(mem, vector), ir.Undefined)
+        for k, r in enumerate(raw):
+            vec = b.insert_element(vec, r, ir.IntType(32)(k))
+        nbytes = vector * self.dtype.nbytes
+        if self.dtype.nbytes < 4:
+            words = ir.VectorType(ir.IntType(32), nbytes // 4)
+            b.store(b.bitcast(vec, words), self._pointer(offset, words), align=nbytes)
+        else:
+            b.store(vec, self._pointer(offset, ir.VectorType(mem, vector)), align=nbytes)
+
+    def address(self, coord: Any) -> Value:
+        """The address of the element at ``coord``: a u32 shared-window address for shared
+        memory (for inline PTX ``[r]`` operands), a u64 global address otherwise."""
+        ctx = current()
+        p = self._pointer(self.offset(coord))
+        if self.addrspace == ADDRSPACE_SHARED:
+            return Value(dt.u32, ctx.builder.ptrtoint(p, ir.IntType(32)))
+        return Value(dt.u64, ctx.builder.ptrtoint(p, ir.IntType(64)))
+
+    # -------------------------------------------------------------- helpers
+
+    def _from_memory(self, b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+        if self.dtype is dt.bool_:
+            return b.icmp_unsigned("!=", v, ir.IntType(8)(0))
+        return v
+
+    def _to_memory(self, b: ir.IRBuilder, v: Value) -> ir.Value:
+        if self.dtype is dt.bool_:
+            return b.zext(v.use(), ir.IntType(8))
+        return v.use()
+
+    def _check_vector(self, offset: Any, n: int, what: str) -> None:
+        nbytes = n * self.dtype.nbytes
+        if type(n) is not int or n < 1 or nbytes not in _VECTOR_BYTES:
+            raise TraceError(
+                f"{self.name}.{what}(vector={n}): a vector access moves 4, 8 or 16 bytes; "
+                f"{n} x {self.dtype} is {nbytes} bytes"
+            )
+        if self.align < nbytes:
+            hint = (
+                f"annotate the parameter tylo.Ptr(align={nbytes})"
+                if self.addrspace == ADDRSPACE_GLOBAL
+                else f"allocate with align={nbytes}"
+            )
+            raise TraceError(
+                f"{self.name}.{what}(vector={n}): needs a {nbytes}-byte aligned base, but "
+                f"only {self.align}-byte alignment is known; {hint}"
+            )
+        if facts.divides(n, offset) is not True:
+            raise TraceError(
+                f"{self.name}.{what}(vector={n}): cannot prove that the element offset "
+                f"{offset} is a multiple of {n}; give the facts that make it so (e.g. "
+                f"tylo.Int(multiple_of={n}) for a runtime stride)"
+            )
+
+    def _load_asm(self, offset: Any, n: int, cache: str) -> Any:
+        if not _LOAD_CACHE.match(cache):
+            raise TraceError(
+                f"{self.name}.load(cache={cache!r}): not a PTX load cache "
+                "qualifier (ca, cg, cs, lu, cv, nc, optionally .L1::evict_*...)"
+            )
+        if self.addrspace != ADDRSPACE_GLOBAL:
+            raise TraceError(f"{self.name}.load(cache=...): cache qualifiers are for global memory")
+        ctx = current()
+        words = n
+        d = self.dtype
+        if d.nbytes < 4 and n > 1:
+            words, d = n * d.nbytes // 4, dt.u32
+        ptype, ity = _ptx_type(d)
+        asm = PTXAsm(f"ld.global.{cache}")
+        outs = [asm.output(ity) for _ in range(words)]
+        addr = asm.input(self._pointer(offset))
+        regs = outs[0] if words == 1 else "{" + ", ".join(outs) + "}"
+        vec = "" if words == 1 else f".v{words}"
+        asm.line(f"ld.global.{cache}{vec}.{ptype} {regs}, [{addr}];")
+        # read-only loads may be reordered freely; others must not pass stores
+        results = asm.emit(
+            ctx.builder,
+            side_effects=cache != "nc" and not cache.startswith("nc."),
+            memory=cache != "nc" and not cache.startswith("nc."),
+        )
+        if d is self.dtype:
+            vals = [Value(d, r) for r in results]
+        else:
+            b = ctx.builder
+            vec_t = ir.VectorType(ir.IntType(32), words)
+            packed: ir.Value = ir.Constant(vec_t, ir.Undefined)
+            for k, r in enumerate(results):
+                packed = b.insert_element(packed, r, ir.IntType(32)(k))
+            elems = b.bitcast(packed, ir.VectorType(memory_type(self.dtype), n))
+            vals = [
+                Value(self.dtype, b.extract_element(elems, ir.IntType(32)(k))) for k in range(n)
+            ]
+        return vals[0] if n == 1 else tuple(vals)
+
+    def _store_asm(self, offset: Any, items: list[Value], cache: str) -> None:
+        if not _STORE_CACHE.match(cache):
+            raise TraceError(
+                f"{self.name}.store(cache={cache!r}): not a PTX store cache "
+                "qualifier (wb, cg, cs, wt, optionally .L1::...)"
+            )
+        if self.addrspace != ADDRSPACE_GLOBAL:
+            raise TraceError(
+                f"{self.name}.store(cache=...): cache qualifiers are for global memory"
+            )
+        ctx = current()
+        b = ctx.builder
+        d = self.dtype
+        raw = [v.use() for v in items]
+        if d.nbytes < 4 and len(items) > 1:
+            vec: ir.Value = ir.Constant(ir.VectorType(memory_type(d), len(items)), ir.Undefined)
+            for k, r in enumerate(raw):
+                vec = b.insert_element(vec, r, ir.IntType(32)(k))
+            words = len(items) * d.nbytes // 4
+            wv = b.bitcast(vec, ir.VectorType(ir.IntType(32), words))
+            raw = [b.extract_element(wv, ir.IntType(32)(k)) for k in range(words)]
+            d = dt.u32
+        ptype, _ = _ptx_type(d)
+        asm = PTXAsm(f"st.global.{cache}")
+        addr = asm.input(self._pointer(offset))
+        regs = [asm.input(r) for r in raw]
+        text = regs[0] if len(regs) == 1 else "{" + ", ".join(regs) + "}"
+        vec_s = "" if len(regs) == 1 else f".v{len(regs)}"
+        asm.line(f"st.global.{cache}{vec_s}.{ptype} [{addr}], {text};")
+        asm.emit(b, side_effects=True, memory=True)
+
+
+def _coord(c: Any, name: str) -> Any:
+    if isinstance(c, tuple):
+        return tuple(_coord(x, name) for x in c)
+    e = to_index(c, f"{name}[...]")
+    return int(e) if e.is_Integer else e
+
+
+def _expr(x: Any) -> Any:
+    return sympy.Integer(x) if isinstance(x, int) else x
+
+
+def _as_element(v: Any, d: DType) -> Value:
+    if isinstance(v, Value):
+        if v.dtype is not d:
+            raise TraceError(
+                f"storing a {v.dtype} value into {d} memory; convert it with "
+                f".to(tylo.{d.name}) first"
+            )
+        return v
+    return convert(as_value(v, d), d)
+
+
+def view(ptr: Tensor, layout: Any) -> Tensor:
+    """``ptr`` (a pointer parameter or another view) seen through ``layout``: ``t[c]`` is
+    the element at offset ``layout(c)`` from ``ptr``'s base."""
+    if not isinstance(ptr, Tensor):
+        raise TraceError(
+            f"tylo.view: expected a pointer parameter or a tensor, got {type(ptr).__name__}"
+        )
+    if not callable(layout):
+        raise TraceError(f"tylo.view: expected a Layout, got {type(layout).__name__}")
+    return Tensor(
+        ptr.dtype, ptr.base, addrspace=ptr.addrspace, align=ptr.align, layout=layout, name=ptr.name
+    )
+
+
+def _extent(layout_or_size: Any, what: str) -> tuple[Any, int]:
+    """(layout or None, number of elements to allocate)."""
+    from tylo.layouts import cosize
+    from tylo.layouts.symbolic import require_static
+
+    if isinstance(layout_or_size, int):
+        if layout_or_size < 1:
+            raise TraceError(f"{what}: size must be >= 1, got {layout_or_size}")
+        return None, layout_or_size
+    try:
+        n = cosize(layout_or_size)
+    except Exception as err:  # noqa: BLE001 - any layout error, reported with context
+        raise TraceError(f"{what}: cannot size {layout_or_size!r}: {err}") from None
+    return layout_or_size, require_static(n, what=f"{what}: the layout's cosize")
+
+
+def shared(dtype: Any, layout_or_size: Any, *, align: int = 16, name: str = "smem") -> Tensor:
+    """Allocate static shared memory for ``layout_or_size`` elements of ``dtype`` (a
+    static Layout, or an element count) and return a view of it."""
+    ctx = current()
+    d = dt.dtype_of(dtype)
+    layout, n = _extent(layout_or_size, "tylo.shared")
+    if align < 1 or align & (align - 1):
+        raise TraceError(f"tylo.shared: align must be a power of two, got {align}")
+    gv = ctx.module.shared_array(name, memory_type(d), n, align=max(align, d.nbytes))
+    zero = ir.IntType(32)(0)
+    base = gv.gep([zero, zero])
+    pad = -ctx.static_shared_bytes % max(align, d.nbytes)
+    ctx.static_shared_bytes += pad + n * d.nbytes
+    return Tensor(
+        d, base, addrspace=ADDRSPACE_SHARED, align=max(align, d.nbytes), layout=layout, name=name
+    )
+
+
+def dynamic_shared(
+    dtype: Any, layout_or_size: Any, *, offset_bytes: int = 0, name: str = "dsmem"
+) -> Tensor:
+    """View the launch's dynamic shared memory (``kern[g, b](..., shared=nbytes)``) from
+    ``offset_bytes`` on as ``layout_or_size`` elements of ``dtype``. Launches that give
+    fewer bytes than the views need fail before launching."""
+    ctx = current()
+    d = dt.dtype_of(dtype)
+    layout, n = _extent(layout_or_size, "tylo.dynamic_shared")
+    if type(offset_bytes) is not int or offset_bytes < 0 or offset_bytes % max(d.nbytes, 1):
+        raise TraceError(
+            f"tylo.dynamic_shared: offset_bytes must be a non-negative multiple "
+            f"of {d.nbytes} (the {d} size), got {offset_bytes!r}"
+        )
+    gv = ctx.module.dynamic_shared()
+    base = gv.gep([ir.IntType(32)(0), ir.IntType(32)(offset_bytes)]).bitcast(
+        memory_type(d).as_pointer(ADDRSPACE_SHARED)
+    )
+    ctx.uses_dynamic_shared = True
+    ctx.dynamic_shared_bytes = max(ctx.dynamic_shared_bytes, offset_bytes + n * d.nbytes)
+    align = 16 if offset_bytes == 0 else min(16, offset_bytes & -offset_bytes)
+    return Tensor(
+        d, base, addrspace=ADDRSPACE_SHARED, align=max(align, d.nbytes), layout=layout, name=name
+    )

@@ -1,0 +1,205 @@
+"""Kernel parameters: static versus runtime, annotations, specialization keys, checks.
+
+A kernel parameter is one of four kinds:
+
+- **static** (``x: tylo.Static``, or an unannotated bool, DType, str, None, tuple or
+  frozen plan object): folded in at trace time; its value is part of the specialization;
+- **pointer** (``x: tylo.Ptr(align=16)``, or an unannotated array: a tylo DeviceBuffer,
+  a torch/CuPy/JAX device array): a typed global pointer; the element dtype and device
+  are part of the specialization; ``align`` is checked at every launch;
+- **int** (``n: tylo.Int(min=0, multiple_of=8)``, or an unannotated Python int): a
+  runtime integer, a symbol with those facts inside the kernel; the facts are checked at
+  every launch (default: ``min=1``, a positive extent);
+- **float** (``alpha: tylo.Float()`` / ``tylo.Float(tylo.f64)``, or an unannotated Python
+  float): a runtime f32 (or f64) value.
+
+For compile-only use (:meth:`tylo.kernel.decorator.Kernel.compile`) an argument *spec*
+stands for a runtime argument: ``tylo.pointer(tylo.f32, align=16)`` or a bare DType for a
+pointer, ``int`` or ``tylo.Int(...)`` for an int, ``float`` or ``tylo.Float(...)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from tylo import dtypes as dt
+from tylo.dtypes import DType
+from tylo.kernel.errors import KernelArgumentError, TraceError
+
+__all__ = [
+    "Float",
+    "Int",
+    "ParamKind",
+    "Ptr",
+    "Static",
+    "is_array_like",
+    "pointer",
+]
+
+
+class Static:
+    """Annotation: the parameter is static (folded in at trace time; part of the
+    specialization key). ``def k(..., relu: tylo.Static)``."""
+
+    def __init__(self) -> None:
+        raise TraceError("tylo.Static is an annotation (`x: tylo.Static`), not a value")
+
+
+@dataclass(frozen=True)
+class Int:
+    """Annotation and spec of a runtime integer: ``min`` (default 1, a positive extent),
+    optional inclusive ``max``, and ``multiple_of``; all are facts inside the kernel and
+    are checked at launch."""
+
+    min: int = 1
+    max: int | None = None
+    multiple_of: int = 1
+
+    def __post_init__(self) -> None:
+        if type(self.min) is not int or self.min < 0:
+            raise TraceError(f"tylo.Int: min must be an int >= 0, got {self.min!r}")
+        if type(self.multiple_of) is not int or self.multiple_of < 1:
+            raise TraceError(f"tylo.Int: multiple_of must be an int >= 1, got {self.multiple_of!r}")
+        if self.max is not None and (type(self.max) is not int or self.max < self.min):
+            raise TraceError(f"tylo.Int: max must be an int >= min, got {self.max!r}")
+
+    def check(self, name: str, value: int, index_bits: int) -> None:
+        """Raise :class:`KernelArgumentError` unless ``value`` satisfies the facts."""
+        limit = (1 << (index_bits - 1)) - 1
+        if value < self.min:
+            need = "positive (>= 1)" if self.min == 1 else f">= {self.min}"
+            hint = "; annotate it tylo.Int(min=0) to allow 0" if self.min == 1 else ""
+            raise KernelArgumentError(f"argument {name!r} = {value}: must be {need}{hint}")
+        if self.max is not None and value > self.max:
+            raise KernelArgumentError(f"argument {name!r} = {value}: must be <= {self.max}")
+        if value > limit:
+            raise KernelArgumentError(
+                f"argument {name!r} = {value}: does not fit the kernel's {index_bits}-bit "
+                "index arithmetic"
+            )
+        if value % self.multiple_of:
+            raise KernelArgumentError(
+                f"argument {name!r} = {value}: must be a multiple of {self.multiple_of} "
+                "(the kernel was compiled assuming it)"
+            )
+
+
+@dataclass(frozen=True)
+class Float:
+    """Annotation and spec of a runtime float (f32 by default, or f64)."""
+
+    dtype: DType = dt.f32
+
+    def __post_init__(self) -> None:
+        d = dt.dtype_of(self.dtype)
+        if d not in (dt.f32, dt.f64):
+            raise TraceError(f"tylo.Float: dtype must be f32 or f64, got {d}")
+        object.__setattr__(self, "dtype", d)
+
+
+@dataclass(frozen=True)
+class Ptr:
+    """Annotation and spec of a pointer parameter: element ``dtype`` (None: taken from the
+    argument) and the byte alignment ``align`` the kernel may assume (checked at launch)."""
+
+    dtype: DType | None = None
+    align: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.dtype is not None:
+            object.__setattr__(self, "dtype", dt.dtype_of(self.dtype))
+        if self.align is not None and (
+            type(self.align) is not int or self.align < 1 or self.align & (self.align - 1)
+        ):
+            raise TraceError(f"tylo.Ptr: align must be a power of two, got {self.align!r}")
+
+    def check(self, name: str, address: int) -> None:
+        if self.align is not None and address % self.align:
+            raise KernelArgumentError(
+                f"argument {name!r}: address 0x{address:x} is not aligned to {self.align} "
+                "bytes, which the kernel was compiled to assume (tylo.Ptr(align="
+                f"{self.align})); pass an aligned array (a fresh allocation, or a view at a "
+                "multiple of the alignment)"
+            )
+
+
+def pointer(dtype: Any, *, align: int | None = None) -> Ptr:
+    """A pointer spec for :meth:`Kernel.compile`: ``tylo.pointer(tylo.f32, align=16)``."""
+    return Ptr(dt.dtype_of(dtype), align)
+
+
+class ParamKind(enum.Enum):
+    STATIC = "static"
+    POINTER = "pointer"
+    INT = "int"
+    FLOAT = "float"
+
+
+def is_array_like(x: Any) -> bool:
+    """Whether ``x`` can be passed where a pointer is expected."""
+    t = type(x)
+    if t.__module__.startswith("torch") and hasattr(x, "data_ptr"):
+        return True
+    return (
+        hasattr(x, "__cuda_array_interface__")
+        or hasattr(x, "__dlpack__")
+        or (t.__name__ in ("DeviceBuffer", "DeviceArray") and t.__module__ == "tylo.arrays")
+    )
+
+
+def static_key(name: str, value: Any) -> Any:
+    """The specialization key of a static value: (type, value); it must be hashable."""
+    try:
+        hash(value)
+    except TypeError:
+        raise KernelArgumentError(
+            f"static argument {name!r}: a {type(value).__name__} is not hashable, so it "
+            "cannot select a compiled configuration; pass a tuple or a frozen dataclass"
+        ) from None
+    return (type(value), value)
+
+
+def classify(annotation: Any, value: Any, name: str) -> ParamKind:
+    """The kind of parameter ``name`` given its annotation and an argument (or spec)."""
+    if annotation is Static:
+        return ParamKind.STATIC
+    if isinstance(annotation, Int) or annotation is int:
+        return ParamKind.INT
+    if isinstance(annotation, Float) or annotation is float:
+        return ParamKind.FLOAT
+    if isinstance(annotation, Ptr):
+        return ParamKind.POINTER
+    # unannotated (or annotated with something tylo does not interpret): by the value
+    if isinstance(value, (bool, DType)) or value is None:
+        return ParamKind.STATIC
+    if isinstance(value, Ptr):
+        return ParamKind.POINTER
+    if isinstance(value, (Int,)) or value is int or type(value) is int:
+        return ParamKind.INT
+    if isinstance(value, Float) or value is float or type(value) is float:
+        return ParamKind.FLOAT
+    if is_array_like(value):
+        return ParamKind.POINTER
+    if type(value).__module__ == "numpy" and hasattr(value, "shape"):
+        raise KernelArgumentError(
+            f"argument {name!r}: a numpy array lives in host memory; copy it to the GPU "
+            "first (tylo.DeviceBuffer.from_numpy(a), or a torch/CuPy device array)"
+        )
+    if type(value).__module__ == "numpy":  # numpy scalars
+        if hasattr(value, "is_integer") and isinstance(value.item(), int):
+            return ParamKind.INT
+        if isinstance(value.item(), float):
+            return ParamKind.FLOAT
+    if dataclasses.is_dataclass(value) or isinstance(value, (str, tuple, frozenset)):
+        return ParamKind.STATIC
+    try:
+        hash(value)
+    except TypeError:
+        raise KernelArgumentError(
+            f"argument {name!r}: cannot pass a {type(value).__name__} to a kernel (not an "
+            "array, number, or hashable static value)"
+        ) from None
+    return ParamKind.STATIC

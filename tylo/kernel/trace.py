@@ -1,0 +1,254 @@
+"""Trace one specialization of a kernel into NVVM IR text.
+
+:func:`trace_kernel` builds the entry's signature from the runtime parameters (pointers
+as ``T addrspace(1)*``, integers as ``i64`` by default, floats), binds each parameter to
+its in-kernel form (a :class:`~tylo.kernel.memory.Tensor`, an integer symbol with its
+facts, a float Value; static values as they are), runs the rewritten Python function with
+a :class:`~tylo.kernel.context.TraceContext` current, and returns the module text.
+
+Any exception raised while the user's code runs becomes a :class:`TraceError` naming the
+user's file, line and source line, with tylo's frames stripped from the traceback.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llvmlite import ir
+
+from tylo.backend.ir import ADDRSPACE_GLOBAL, NVVMModule
+from tylo.dtypes import DType
+from tylo.kernel import facts, intrinsics
+from tylo.kernel.context import TraceContext, tracing
+from tylo.kernel.errors import TraceError, is_user_file, user_frames
+from tylo.kernel.memory import Tensor
+from tylo.kernel.spec import Int, ParamKind, Ptr
+from tylo.kernel.values import Value, ir_type, memory_type
+
+__all__ = ["Binding", "TraceResult", "trace_kernel"]
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One parameter of one specialization: its kind and what was chosen for it.
+
+    ``dtype``: pointer element or float dtype; ``static``: the static value;
+    ``check``: the :class:`Int` / :class:`Ptr` facts that launches must satisfy.
+    """
+
+    name: str
+    kind: ParamKind
+    dtype: DType | None = None
+    static: Any = None
+    check: Any = None
+
+
+@dataclass
+class TraceResult:
+    """What a trace produced: IR text, entry name, the runtime parameters in entry order
+    (indices into the Python signature), the shared memory needs, and timings."""
+
+    llvm: str
+    entry: str
+    runtime: tuple[int, ...]
+    dynamic_shared_bytes: int
+    static_shared_bytes: int
+    timings: dict[str, float] = field(default_factory=dict)
+    files: frozenset[str] = frozenset()
+
+
+def _entry_name(name: str) -> str:
+    clean = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    return clean if clean[:1].isalpha() or clean[:1] == "_" else f"k_{clean}"
+
+
+def _param_type(b: Binding, index_bits: int) -> ir.Type:
+    if b.kind is ParamKind.POINTER:
+        return memory_type(b.dtype).as_pointer(ADDRSPACE_GLOBAL)  # type: ignore[arg-type]
+    if b.kind is ParamKind.INT:
+        return ir.IntType(index_bits)
+    return ir_type(b.dtype)  # type: ignore[arg-type]
+
+
+def _int_symbol(ctx: TraceContext, b: Binding, arg: ir.Value) -> Any:
+    check: Int = b.check or Int()
+    if check.min >= 1:
+        sym = facts.dim(b.name, multiple_of=check.multiple_of)
+        rels: list[Any] = [sym >= check.min] if check.min > 1 else []
+    else:
+        sym = facts.index_symbol(b.name)
+        rels = []
+        if check.multiple_of > 1:
+            from tylo.layouts.symbolic import divisible
+
+            rels.append(divisible(sym, check.multiple_of))
+    if check.max is not None:
+        rels.append(sym <= check.max)
+    ctx.bind(sym, arg, prologue=True)
+    ctx.symbol_bounds[sym] = (check.min, check.max if check.max is not None else ctx.int_max)
+    if rels:
+        ctx.enter_facts(facts.assuming(*rels))
+    return sym
+
+
+def trace_kernel(
+    fn: Callable[..., Any],
+    *,
+    name: str,
+    bindings: Sequence[Binding],
+    block: tuple[int, int, int],
+    target: Any,
+    index_bits: int,
+    track_files: bool = False,
+) -> TraceResult:
+    """Trace ``fn`` (already rewritten) for one specialization; see the module docstring."""
+    t0 = time.perf_counter()
+    entry = _entry_name(name)
+    module = NVVMModule(entry)
+    runtime = tuple(i for i, b in enumerate(bindings) if b.kind is not ParamKind.STATIC)
+    types = [_param_type(bindings[i], index_bits) for i in runtime]
+    function = module.add_kernel(
+        entry, types, maxntid=block, param_names=[bindings[i].name for i in runtime]
+    )
+    ctx = TraceContext(
+        module, function, kernel_name=name, block=block, index_bits=index_bits, target=target
+    )
+    intrinsics.setup_indices(ctx)
+    args: list[Any] = []
+    irargs = iter(function.args)
+    files: set[str] = set()
+    with tracing(ctx):
+        try:
+            for b in bindings:
+                if b.kind is ParamKind.STATIC:
+                    args.append(b.static)
+                    continue
+                arg = next(irargs)
+                if b.kind is ParamKind.POINTER:
+                    ptr: Ptr = b.check or Ptr()
+                    align = ptr.align or b.dtype.nbytes  # type: ignore[union-attr]
+                    args.append(
+                        Tensor(
+                            b.dtype,
+                            arg,
+                            addrspace=ADDRSPACE_GLOBAL,  # type: ignore[arg-type]
+                            align=max(align, 1),
+                            name=b.name,
+                        )
+                    )
+                elif b.kind is ParamKind.INT:
+                    args.append(_int_symbol(ctx, b, arg))
+                else:
+                    args.append(Value(b.dtype, arg, ctx.root))  # type: ignore[arg-type]
+            profiler = _FileTracker(files) if track_files else None
+            if profiler is not None:
+                profiler.start()
+            try:
+                result = fn(*args)
+            finally:
+                if profiler is not None:
+                    profiler.stop()
+            if result is not None:
+                raise TraceError(
+                    f"a kernel returns nothing; {name} returned "
+                    f"{type(result).__name__} {result!r} (store results to memory)"
+                )
+            ctx.finish()
+        except BaseException as err:  # noqa: BLE001 - every failure becomes a TraceError
+            raise _as_trace_error(err, name) from None
+        finally:
+            ctx.close_all()
+    t1 = time.perf_counter()
+    text = module.to_text()
+    t2 = time.perf_counter()
+    return TraceResult(
+        llvm=text,
+        entry=entry,
+        runtime=runtime,
+        dynamic_shared_bytes=ctx.dynamic_shared_bytes,
+        static_shared_bytes=ctx.static_shared_bytes,
+        timings={"trace_s": t1 - t0, "ir_s": t2 - t1},
+        files=frozenset(files),
+    )
+
+
+def _as_trace_error(err: BaseException, kernel: str) -> BaseException:
+    if isinstance(err, (KeyboardInterrupt, SystemExit)):
+        return err
+    tb = err.__traceback__
+    filename = lineno = None
+    t = tb
+    while t is not None:
+        if is_user_file(t.tb_frame.f_code.co_filename):
+            filename, lineno = t.tb_frame.f_code.co_filename, t.tb_lineno
+        t = t.tb_next
+    if isinstance(err, TraceError):
+        if err.located:
+            out = err
+        else:
+            out = TraceError(
+                err.message,
+                kernel=err.kernel or kernel,
+                filename=filename,
+                lineno=err.lineno or lineno,
+                original=err.original,
+            )
+    else:
+        text = f"{type(err).__name__}: {err}"
+        out = TraceError(text, kernel=kernel, filename=filename, lineno=lineno, original=err)
+    return out.with_traceback(user_frames(tb))
+
+
+class _FileTracker:
+    """Collects the source files of user code that runs during a trace (for the disk
+    cache's first-level key): ``sys.monitoring`` on Python 3.12+, a profile hook before."""
+
+    _TOOL = 4  # a sys.monitoring tool id reserved for optimizers; free in practice
+
+    def __init__(self, files: set[str]) -> None:
+        self.files = files
+        self._seen: set[Any] = set()
+        self._mon = getattr(sys, "monitoring", None)
+        self._previous: Any = None
+
+    def start(self) -> None:
+        mon = self._mon
+        if mon is not None:
+            try:
+                mon.use_tool_id(self._TOOL, "tylo-trace")
+            except ValueError:  # taken: fall back to the profile hook
+                self._mon = None
+            else:
+                mon.register_callback(self._TOOL, mon.events.PY_START, self._on_start)
+                mon.set_events(self._TOOL, mon.events.PY_START)
+                return
+        self._previous = sys.getprofile()
+        sys.setprofile(self._profile)
+
+    def stop(self) -> None:
+        mon = self._mon
+        if mon is not None:
+            mon.set_events(self._TOOL, 0)
+            mon.register_callback(self._TOOL, mon.events.PY_START, None)
+            mon.free_tool_id(self._TOOL)
+            return
+        sys.setprofile(self._previous)
+
+    def _record(self, code: Any) -> None:
+        if code not in self._seen:
+            self._seen.add(code)
+            if is_user_file(code.co_filename):
+                self.files.add(code.co_filename)
+
+    def _on_start(self, code: Any, offset: int) -> Any:
+        self._record(code)
+        return self._mon.DISABLE  # type: ignore[union-attr]
+
+    def _profile(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            self._record(frame.f_code)
