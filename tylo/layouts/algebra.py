@@ -21,7 +21,7 @@ from tylo.layouts.symbolic import (
     undecidable_divides,
 )
 
-__all__ = ["coalesce", "complement", "filter_"]
+__all__ = ["coalesce", "complement", "filter_", "undecided_simplification"]
 
 
 def is_one(x: Any) -> bool:
@@ -110,6 +110,23 @@ def coalesce(layout: Any, profile: Any = None) -> Any:
     return Layout._make(s, d)
 
 
+def undecided_simplification(x: Layout) -> str | None:
+    """A condition (as text) on which the coalesced form of ``x`` depends, or None when
+    every drop and merge coalesce considered was decided. A failure judged on a form that
+    depends on such a condition is not a failure for every value of the symbols."""
+    if x.is_static:
+        return None
+    for s in x.flat()[0]:
+        if type(s) is not int and decide_cmp(s, "==", 1) is None:
+            return f"{fmt(s)} == 1"
+    cs, cd = coalesce(x).flat()
+    for i in range(len(cs) - 1):
+        reach = vmul(cs[i], cd[i])
+        if decide_cmp(cd[i + 1], "==", reach) is None:
+            return f"{fmt(cd[i + 1])} == {fmt(reach)}"
+    return None
+
+
 def _drop_zero_strides(shape: Any, stride: Any) -> Any:
     if type(shape) is tuple:
         return tuple(_drop_zero_strides(s, d) for s, d in zip(shape, stride))
@@ -184,10 +201,11 @@ def complement(layout: Any, cotarget: Any = None) -> Layout:
     rs: list = []
     rd: list = []
     cur: Any = 1
+    maybe_trivial = None
     for d, s in modes:
         ok = divides(cur, d)
         if ok is not True:
-            if ok is None:
+            if ok is None or (type(s) is not int and decide_cmp(s, "==", 1) is None):
                 raise undecidable_divides("complement", cur, d, f"admissibility of {x}")
             raise ComplementError(
                 f"{what}: {x} is not admissible: stride {fmt(d)} (extent {fmt(s)}) is not a "
@@ -195,7 +213,12 @@ def complement(layout: Any, cotarget: Any = None) -> Layout:
                 "the modes overlap or interleave and no complement layout exists; use an "
                 "injective layout whose sorted strides divide each other"
             )
-        rs.append(exact_div(d, cur, op="complement"))
+        gap = exact_div(d, cur, op="complement")
+        if type(s) is not int and not is_one(gap) and decide_cmp(s, "==", 1) is None:
+            # Were s == 1 the mode would be skipped. Keeping it gives the same function
+            # provided the later strides and the cotarget are exact multiples (checked below).
+            maybe_trivial = (s, d)
+        rs.append(gap)
         rd.append(cur)
         cur = vmul(s, d)
     if type(cur) is int and type(cotarget) is int:
@@ -203,6 +226,9 @@ def complement(layout: Any, cotarget: Any = None) -> Layout:
     elif divides(cur, cotarget) is True:
         rest = ceil_div(cotarget, cur)
     elif decide_cmp(cotarget, "<=", cur) is True:
+        if maybe_trivial is not None:
+            s, d = maybe_trivial
+            raise undecidable_cmp("complement", s, "==", 1, f"mode {fmt(s)}:{fmt(d)} of {x}")
         rest = 1
     else:
         if divides(cur, cotarget) is False:

@@ -19,8 +19,8 @@ from typing import Any
 
 import sympy
 
-from tylo.layouts.algebra import coalesce, is_one, is_zero
-from tylo.layouts.errors import CompositionError, LayoutError, ShapeError
+from tylo.layouts.algebra import coalesce, is_one, is_zero, undecided_simplification
+from tylo.layouts.errors import CompositionError, LayoutError, ShapeError, UndecidableError
 from tylo.layouts.inttuple import fmt, vmul
 from tylo.layouts.layout import Layout, make_layout
 from tylo.layouts.symbolic import decide_cmp, divides, exact_div, undecidable_divides
@@ -190,9 +190,18 @@ def composition(a: Any, b: Any) -> Any:
     fs, fd = ca.flat()
     try:
         s, d = _compose_layout(a, fs, fd, b.shape, b.stride, str(b))
-    except LayoutError as e:
-        if isinstance(e, CompositionError):
+    except CompositionError as e:
+        cond = None if (a.is_static and b.is_static) else undecided_simplification(a)
+        if cond is None:
             raise
+        raise UndecidableError(
+            f"composition({a}, {b}) fails unless {cond}, which depends on the symbols' "
+            f"values ({e}); assume it or its negation: with assuming({cond}): ...",
+            operation="composition",
+            condition=cond,
+            hint=f"with assuming({cond}): ...",
+        ) from None
+    except LayoutError as e:
         raise e.within(f"composition({a}, {b})") from None
     return Layout._make(s, d)
 

@@ -36,6 +36,7 @@ arguments are plain ints.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import random
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -450,6 +451,10 @@ def exact_div(a: Value, b: Value, *, op: str = "exact_div") -> Value:
     raise undecidable_divides(op, b, a)
 
 
+def _ratio(a: Value, b: Value) -> Any:
+    return sympy.Integer(a) / b if type(a) is int else a / b
+
+
 def ceil_div(a: Value, b: Value) -> Value:
     """``ceil(a / b)``; exact quotient when ``b | a`` is decided, else ``sympy.ceiling``.
 
@@ -463,7 +468,7 @@ def ceil_div(a: Value, b: Value) -> Value:
         return -(-a // b)
     if divides(b, a) is True:
         return _quotient(a, b)
-    return to_value(sympy.ceiling(sympy.Integer(a) / b if type(a) is int else a / b))
+    return sympy.ceiling(_ratio(a, b), evaluate=False)
 
 
 def floor_div(a: Value, b: Value) -> Value:
@@ -483,7 +488,7 @@ def floor_div(a: Value, b: Value) -> Value:
         return _quotient(a, b)
     if decide_cmp(a, ">=", 0) is True and decide_cmp(a, "<", b) is True:
         return 0
-    return to_value(sympy.floor(sympy.Integer(a) / b if type(a) is int else a / b))
+    return sympy.floor(_ratio(a, b), evaluate=False)
 
 
 def mod(a: Value, b: Value) -> Value:
@@ -502,7 +507,9 @@ def mod(a: Value, b: Value) -> Value:
         return 0
     if decide_cmp(a, ">=", 0) is True and decide_cmp(a, "<", b) is True:
         return a
-    return to_value(sympy.Mod(a, b))
+    # evaluate=False: sympy 1.14 rewrites Mod(2*Mod(5, 3*M), 6) into the wrong
+    # 2*Mod(Mod(5, 3*M)**2, 3); unevaluated nodes still evaluate once substituted.
+    return sympy.Mod(a, b, evaluate=False)
 
 
 def sym_min(*values: Value, op: str = "sym_min") -> Value:
@@ -674,12 +681,19 @@ def sample_assignment(
         return {}
     polys = {s: f.poly(s) for s in syms}
     fresh = sorted(set().union(*(P.variables(p) for p in polys.values())))
+    # a variable scaled by k in some symbol's polynomial (N = 16 + 16*t) gets range /k
+    scale = dict.fromkeys(fresh, 1)
+    for p in polys.values():
+        for mono, c in p.items():
+            for v, _ in mono:
+                scale[v] = max(scale[v], abs(int(c)) if c == int(c) else 1)
     for attempt in range(tries):
-        cap = max(1, max_value >> (attempt // 40))
+        cap = max(min(8, max_value), max_value >> (attempt // 100))
         vals = {}
         for v in fresh:
             roll = rng.random()
-            hi = cap if roll > 0.5 else min(cap, 2)
+            top = max(1, cap // scale[v])
+            hi = top if roll > 0.5 else min(top, 2)
             x = rng.randint(0, hi)
             vals[v] = x if f.kind[v] == 0 or rng.random() < 0.5 else -x
         env: dict = {}
@@ -704,6 +718,23 @@ def sample_assignment(
             _holds(a, env) for a in facts_all
         ):
             return out
+    # fallback: the smallest assignments, systematically
+    width = 9 if len(fresh) <= 4 else 4 if len(fresh) <= 6 else 2
+    for combo in itertools.islice(itertools.product(range(width), repeat=len(fresh)), 20000):
+        vals = dict(zip(fresh, combo))
+        out = {}
+        env = {}
+        for sym in syms:
+            val = P.evaluate(polys[sym], vals)
+            if not isinstance(val, int):
+                break
+            out[sym] = val
+            env[sym] = sympy.Integer(val)
+        else:
+            if all(_intrinsic_ok(t, out[t], env) for t in syms) and all(
+                _holds(a, env) for a in facts_all
+            ):
+                return out
     names = ", ".join(s.name for s in syms)
     raise AssumptionError(
         f"sample_assignment: found no values of {names} satisfying "
