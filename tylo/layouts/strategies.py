@@ -3,8 +3,10 @@
 Each strategy's docstring states exactly what its values guarantee. All sizes are kept
 small (``max_size``) so properties can be checked over the whole domain.
 
->>> from hypothesis import given
->>> @given(injective_layouts())
+>>> from hypothesis import given, settings
+>>> from tylo.layouts import size
+>>> @settings(max_examples=20, deadline=None)
+... @given(injective_layouts())
 ... def check(layout):
 ...     assert len({layout(i) for i in range(size(layout))}) == size(layout)
 >>> check()
