@@ -12,6 +12,7 @@ from typing import Any
 from tylo.layouts.errors import ComplementError, ShapeError
 from tylo.layouts.inttuple import fmt, product, vmul
 from tylo.layouts.layout import Layout, _as_layout, cosize
+from tylo.layouts.swizzle import ComposedLayout
 from tylo.layouts.symbolic import (
     ceil_div,
     decide_cmp,
@@ -101,8 +102,11 @@ def coalesce(layout: Any, profile: Any = None) -> Any:
     >>> str(coalesce(Layout((2, (1, 6)), (1, (6, 2))))), str(coalesce(Layout((2, (1, 6)), (1, (6, 2))), (1, 1)))
     ('12:1', '(2,6):(1,2)')
     """
-    from tylo.layouts.swizzle import ComposedLayout
-
+    if type(layout) is Layout and profile is None:
+        fs, fd = layout.flat()
+        if layout.is_static:
+            s, d = _coalesce_flat(fs, fd, True)
+            return Layout._make(s, d)
     if isinstance(layout, ComposedLayout):
         return ComposedLayout(layout.outer, layout.offset, coalesce(layout.inner, profile))
     x = _as_layout(layout, "coalesce")
@@ -145,7 +149,21 @@ def filter_(layout: Any, profile: Any = None) -> Layout:
     return coalesce(Layout._make(_drop_zero_strides(x.shape, x.stride), x.stride), profile)
 
 
-def _sorted_modes(modes: list, what: str) -> list:
+class _Text:
+    """A message part formatted only if an error is raised (printing sympy is slow)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Any) -> None:
+        self.make = make
+
+    def __str__(self) -> str:
+        return self.make()
+
+    __format__ = lambda self, spec: format(str(self), spec)
+
+
+def _sorted_modes(modes: list, what: Any) -> list:
     """Sort (stride, extent) pairs by stride, deciding symbolic comparisons exactly."""
     if all(type(d) is int for d, _ in modes):
         return sorted(modes, key=lambda m: m[0])
@@ -163,6 +181,25 @@ def _sorted_modes(modes: list, what: str) -> list:
     return out
 
 
+def _static_complement(x: Layout, cotarget: int) -> Layout | None:
+    """Plain-int complement; None when not admissible (the general path raises)."""
+    fs, fd = x.flat()
+    modes = sorted((d, s) for s, d in zip(fs, fd) if s != 1 and d != 0)
+    rs = []
+    rd = []
+    cur = 1
+    for d, s in modes:
+        if d < 0 or d % cur:
+            return None
+        rs.append(d // cur)
+        rd.append(cur)
+        cur = s * d
+    rs.append(-(-cotarget // cur))
+    rd.append(cur)
+    shape, stride = _coalesce_flat(rs, rd, True)
+    return Layout._make(shape, stride)
+
+
 def complement(layout: Any, cotarget: Any = None) -> Layout:
     """The layout of the offsets ``layout`` does not reach, up to ``cotarget`` (default
     ``cosize(layout)``; a shape means its size). Defining property: ``(layout,
@@ -175,6 +212,10 @@ def complement(layout: Any, cotarget: Any = None) -> Layout:
     >>> str(complement(Layout(4, 2), 24)), str(complement(Layout((2, 2), (1, 6)), 24))
     ('(2,3):(1,8)', '(3,2):(2,12)')
     """
+    if type(layout) is Layout and layout.is_static and type(cotarget) is int:
+        fast = _static_complement(layout, cotarget)
+        if fast is not None:
+            return fast
     x = _as_layout(layout, "complement")
     if not isinstance(x, Layout):
         raise ComplementError(f"complement({x}, ...): a composed layout has no complement")
@@ -183,7 +224,7 @@ def complement(layout: Any, cotarget: Any = None) -> Layout:
     elif type(cotarget) is tuple:
         cotarget = product(cotarget)
     fs, fd = x.flat()
-    what = f"complement({x}, {fmt(cotarget)})"
+    what = _Text(lambda: f"complement({x}, {fmt(cotarget)})")
     modes = []
     for s, d in zip(fs, fd):
         if is_one(s) or is_zero(d):
@@ -197,7 +238,7 @@ def complement(layout: Any, cotarget: Any = None) -> Layout:
         if pos is None:
             raise undecidable_cmp("complement", d, ">=", 1, f"a stride of {x}")
         modes.append((d, s))
-    modes = _sorted_modes(modes, f"strides of {x}")
+    modes = _sorted_modes(modes, _Text(lambda: f"strides of {x}"))
     rs: list = []
     rd: list = []
     cur: Any = 1

@@ -22,18 +22,20 @@ import sympy
 from tylo.layouts.algebra import coalesce, is_one, is_zero, undecided_simplification
 from tylo.layouts.errors import CompositionError, LayoutError, ShapeError, UndecidableError
 from tylo.layouts.inttuple import fmt, vmul
-from tylo.layouts.layout import Layout, make_layout
+from tylo.layouts.layout import Layout
+from tylo.layouts.swizzle import ComposedLayout, Swizzle
 from tylo.layouts.symbolic import decide_cmp, divides, exact_div, undecidable_divides
 
 __all__ = ["composition"]
 
 
 def _fail_stride(a_lay: Any, b_lay: Any, d: Any, s_b: Any, a: Any, orig_d: Any) -> LayoutError:
+    step = "" if d == orig_d else f" (after the earlier modes, stride {fmt(d)})"
     return CompositionError(
-        f"composition({a_lay}, {b_lay}): stride {fmt(orig_d)} of {s_b}:{fmt(orig_d)} (at "
-        f"step stride {fmt(d)}) does not divide, and is not divided by, extent {fmt(a)} of "
-        f"{a_lay} (the stride divisibility condition), so A(B(i)) is not a layout; use a "
-        "right operand whose strides divide the left operand's extents, or vice versa"
+        f"composition({a_lay}, {b_lay}): stride {fmt(orig_d)} of {fmt(s_b)}:{fmt(orig_d)}"
+        f"{step} does not divide, and is not divided by, extent {fmt(a)} of {a_lay} (the "
+        "stride divisibility condition), so A(B(i)) is not a layout; use a right operand "
+        "whose strides divide the left operand's extents, or vice versa"
     )
 
 
@@ -138,11 +140,82 @@ def _fail_shape(a_lay: Any, b_text: str, rest_s: Any, q: Any, a: Any) -> LayoutE
     )
 
 
-def _compose_layout(a: Layout, fs: tuple, fd: tuple, bs: Any, bd: Any, b_text: str) -> Any:
+def _compose_layout(a: Layout, fs: tuple, fd: tuple, bs: Any, bd: Any, b_text: Any) -> Any:
     if type(bs) is tuple:
         parts = [_compose_layout(a, fs, fd, s, d, b_text) for s, d in zip(bs, bd)]
         return tuple(p[0] for p in parts), tuple(p[1] for p in parts)
     return _compose_mode(a, fs, fd, bs, bd, b_text)
+
+
+def _static_coalesced(fs: tuple, fd: tuple) -> tuple[list, list]:
+    rs: list = []
+    rd: list = []
+    for s, d in zip(fs, fd):
+        if s == 1:
+            continue
+        if rs and rs[-1] * rd[-1] == d:
+            rs[-1] *= s
+        else:
+            rs.append(s)
+            rd.append(d)
+    return (rs, rd) if rs else ([1], [0])
+
+
+def _static_mode(fs: list, fd: list, s: int, d: int) -> Any:
+    """Static-int core of ``_compose_mode``; None when a condition fails (the general
+    path then raises the detailed error)."""
+    if d == 0:
+        return s, 0
+    if d < 0:
+        return None
+    rs = []
+    rd = []
+    n = len(fs) - 1
+    for k in range(n):
+        if s == 1:
+            break
+        a = fs[k]
+        if a % d == 0:
+            q = a // d
+            if s % q == 0:
+                if q != 1:
+                    rs.append(q)
+                    rd.append(d * fd[k])
+                s //= q
+                d = 1
+            elif s < q:
+                rs.append(s)
+                rd.append(d * fd[k])
+                s = 1
+                break
+            else:
+                return None
+        elif d % a == 0:
+            d //= a
+        else:
+            return None
+    if s != 1:
+        rs.append(s)
+        rd.append(d * fd[n])
+    if not rs:
+        return 1, 0
+    if len(rs) == 1:
+        return rs[0], rd[0]
+    return tuple(rs), tuple(rd)
+
+
+def _static_tree(fs: list, fd: list, bs: Any, bd: Any) -> Any:
+    if type(bs) is tuple:
+        shapes = []
+        strides = []
+        for s, d in zip(bs, bd):
+            r = _static_tree(fs, fd, s, d)
+            if r is None:
+                return None
+            shapes.append(r[0])
+            strides.append(r[1])
+        return tuple(shapes), tuple(strides)
+    return _static_mode(fs, fd, bs, bd)
 
 
 def composition(a: Any, b: Any) -> Any:
@@ -157,8 +230,26 @@ def composition(a: Any, b: Any) -> Any:
     >>> str(composition(Layout((4, 8), (1, 4)), (2, 4))), str(composition(Layout((4, 8), (1, 4)), Layout((2, 4), (1, 2))))
     ('(2,4):(1,4)', '(2,4):(1,2)')
     """
-    from tylo.layouts.swizzle import ComposedLayout, Swizzle
+    if type(a) is Layout:
+        tb = type(b)
+        if tb is tuple:
+            return _by_mode(a, b)
+        if a.is_static:
+            if tb is int:
+                fs, fd = a.flat()
+                r = _static_mode(*_static_coalesced(fs, fd), b, 1)
+                if r is not None:
+                    return Layout._make(r[0], r[1])
+                b = Layout._make(b, 1)
+            elif tb is Layout and b.is_static:
+                fs, fd = a.flat()
+                r = _static_tree(*_static_coalesced(fs, fd), b.shape, b.stride)
+                if r is not None:
+                    return Layout._make(r[0], r[1])
+    return _composition(a, b)
 
+
+def _composition(a: Any, b: Any) -> Any:
     if isinstance(a, Swizzle):
         if isinstance(b, (Layout, int, sympy.Basic)):
             b = b if isinstance(b, Layout) else Layout(b)
@@ -189,7 +280,7 @@ def composition(a: Any, b: Any) -> Any:
     ca = coalesce(a)
     fs, fd = ca.flat()
     try:
-        s, d = _compose_layout(a, fs, fd, b.shape, b.stride, str(b))
+        s, d = _compose_layout(a, fs, fd, b.shape, b.stride, b)
     except CompositionError as e:
         cond = None if (a.is_static and b.is_static) else undecided_simplification(a)
         if cond is None:
@@ -208,19 +299,21 @@ def composition(a: Any, b: Any) -> Any:
 
 def _by_mode(a: Layout, tiler: tuple) -> Layout:
     shape = a.shape if type(a.shape) is tuple else (a.shape,)
-    if len(tiler) > len(shape):
+    stride = a.stride if type(a.stride) is tuple else (a.stride,)
+    n = len(tiler)
+    if n > len(shape):
         raise CompositionError(
             f"composition({a}, <{','.join(_tiler_text(t) for t in tiler)}>): the tiler has "
-            f"{len(tiler)} modes but the layout only {len(shape)}; give at most one tiler "
+            f"{n} modes but the layout only {len(shape)}; give at most one tiler "
             "entry per mode"
         )
-    modes = [composition(a[i], t) for i, t in enumerate(tiler)]
-    modes += [a[i] for i in range(len(tiler), len(shape))]
-    return (
-        make_layout(*modes)
-        if len(modes) > 1
-        else Layout._make((modes[0].shape,), (modes[0].stride,))
-    )
+    rs = []
+    rd = []
+    for i in range(n):
+        m = composition(Layout._make(shape[i], stride[i]), tiler[i])
+        rs.append(m.shape)
+        rd.append(m.stride)
+    return Layout._make(tuple(rs) + shape[n:], tuple(rd) + stride[n:])
 
 
 def _tiler_text(t: Any) -> str:

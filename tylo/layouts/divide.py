@@ -13,6 +13,7 @@ from tylo.layouts.algebra import complement
 from tylo.layouts.compose import composition
 from tylo.layouts.errors import LayoutError, ShapeError
 from tylo.layouts.layout import Layout, _as_layout, make_layout, size
+from tylo.layouts.swizzle import ComposedLayout
 
 __all__ = ["flat_divide", "logical_divide", "tiled_divide", "unzip_modes", "zipped_divide"]
 
@@ -39,40 +40,43 @@ def logical_divide(a: Any, tiler: Any) -> Any:
     >>> str(logical_divide(Layout(1000), 128))
     '(128,8):(1,128)'
     """
-    from tylo.layouts.swizzle import ComposedLayout
-
     if tiler is None:
         return a
     if isinstance(a, ComposedLayout):
         return ComposedLayout(a.outer, a.offset, logical_divide(a.inner, tiler))
-    a = _as_layout(a, "logical_divide")
+    if type(a) is not Layout:
+        a = _as_layout(a, "logical_divide")
     if type(tiler) is tuple:
         return _by_mode(logical_divide, "logical_divide", a, tiler)
-    b = _tiler_layout(tiler, "logical_divide")
+    b = Layout._make(tiler, 1) if type(tiler) is int else _tiler_layout(tiler, "logical_divide")
     try:
-        return composition(a, make_layout(b, complement(b, size(a))))
+        c = complement(b, size(a))
+        return composition(a, Layout._make((b.shape, c.shape), (b.stride, c.stride)))
     except LayoutError as e:
         raise e.within(f"logical_divide({a}, {b})") from None
 
 
 def _by_mode(fn: Any, op: str, a: Layout, tiler: tuple) -> Layout:
-    modes = _modes(a)
-    if len(tiler) > len(modes):
+    shape = a.shape if type(a.shape) is tuple else (a.shape,)
+    stride = a.stride if type(a.stride) is tuple else (a.stride,)
+    n = len(tiler)
+    if n > len(shape):
         raise ShapeError(
-            f"{op}({a}, {tiler}): the tiler has {len(tiler)} modes but the layout only "
-            f"{len(modes)}; give at most one tiler entry per mode"
+            f"{op}({a}, {tiler}): the tiler has {n} modes but the layout only "
+            f"{len(shape)}; give at most one tiler entry per mode"
         )
-    out = [fn(modes[i], t) for i, t in enumerate(tiler)] + modes[len(tiler) :]
-    if len(out) == 1:
-        return Layout._make((out[0].shape,), (out[0].stride,))
-    return make_layout(*out)
+    rs = []
+    rd = []
+    for i in range(n):
+        m = fn(Layout._make(shape[i], stride[i]), tiler[i])
+        rs.append(m.shape)
+        rd.append(m.stride)
+    return Layout._make(tuple(rs) + shape[n:], tuple(rd) + stride[n:])
 
 
 def unzip_modes(fn: Any, a: Any, tiler: Any) -> Any:
     """Apply a rank-2 splitter ``fn`` (logical_divide or logical_product) by mode and
     gather the results into ``((tiles...), (rests..., untouched modes...))``."""
-    from tylo.layouts.swizzle import ComposedLayout
-
     if isinstance(a, ComposedLayout):
         return ComposedLayout(a.outer, a.offset, unzip_modes(fn, a.inner, tiler))
     a = _as_layout(a, "zipped")
@@ -109,16 +113,12 @@ def zipped_divide(a: Any, tiler: Any) -> Any:
 
 
 def _split_rest(z: Any) -> Any:
-    from tylo.layouts.swizzle import ComposedLayout
-
     if isinstance(z, ComposedLayout):
         return z.outer, z.offset, z.inner
     return None, 0, z
 
 
 def _wrap(outer: Any, offset: Any, inner: Layout) -> Any:
-    from tylo.layouts.swizzle import ComposedLayout
-
     return inner if outer is None else ComposedLayout(outer, offset, inner)
 
 

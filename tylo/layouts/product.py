@@ -16,6 +16,7 @@ from tylo.layouts.divide import _by_mode, _modes, unzip_modes
 from tylo.layouts.errors import LayoutError, ShapeError
 from tylo.layouts.inttuple import flatten_tuple, fmt, product, product_each, vmul
 from tylo.layouts.layout import Layout, _as_layout, cosize, make_layout, rank, size
+from tylo.layouts.swizzle import ComposedLayout
 from tylo.layouts.symbolic import exact_div
 
 __all__ = [
@@ -38,8 +39,6 @@ def logical_product(a: Any, tiler: Any) -> Any:
     >>> str(logical_product(Layout((2, 2), (4, 1)), Layout(6, 1)))
     '((2,2),(2,3)):((4,1),(2,8))'
     """
-    from tylo.layouts.swizzle import ComposedLayout
-
     if tiler is None:
         return a
     if isinstance(a, ComposedLayout):
