@@ -310,7 +310,10 @@ def _by_mode(a: Layout, tiler: tuple) -> Layout:
     rs = []
     rd = []
     for i in range(n):
-        m = composition(Layout._make(shape[i], stride[i]), tiler[i])
+        try:
+            m = composition(Layout._make(shape[i], stride[i]), tiler[i])
+        except LayoutError as e:
+            raise e.within(f"composition({a}, {_tiler_text(tiler)}), mode {i}") from None
         rs.append(m.shape)
         rd.append(m.stride)
     return Layout._make(tuple(rs) + shape[n:], tuple(rd) + stride[n:])

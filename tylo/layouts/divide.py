@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tylo.layouts.algebra import complement
-from tylo.layouts.compose import composition
+from tylo.layouts.compose import _tiler_text, composition
 from tylo.layouts.errors import LayoutError, ShapeError
 from tylo.layouts.layout import Layout, _as_layout, make_layout, size
 from tylo.layouts.swizzle import ComposedLayout
@@ -68,7 +68,10 @@ def _by_mode(fn: Any, op: str, a: Layout, tiler: tuple) -> Layout:
     rs = []
     rd = []
     for i in range(n):
-        m = fn(Layout._make(shape[i], stride[i]), tiler[i])
+        try:
+            m = fn(Layout._make(shape[i], stride[i]), tiler[i])
+        except LayoutError as e:
+            raise e.within(f"{op}({a}, {_tiler_text(tiler)}), mode {i}") from None
         rs.append(m.shape)
         rd.append(m.stride)
     return Layout._make(tuple(rs) + shape[n:], tuple(rd) + stride[n:])
