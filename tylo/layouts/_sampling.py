@@ -1,0 +1,237 @@
+"""Substitution of values and sampling of satisfying assignments (private).
+
+The public names (``substitute``, ``sample_assignment``, ``assignments``) are re-exported
+by :mod:`tylo.layouts.symbolic`; see there.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import sympy
+
+from tylo.layouts import _poly as P
+from tylo.layouts._facts import facts_for
+from tylo.layouts._symbols import Dim, Divisible, IndexSymbol
+from tylo.layouts.errors import AssumptionError
+from tylo.layouts.symbolic import _STACK, _normalize_fact, to_value
+
+__all__ = ["assignments", "sample_assignment", "substitute"]
+
+
+def substitute(obj: Any, values: Mapping[Any, int]) -> Any:
+    """Replace symbols (keys: symbols or their names) by ints in an expression, a nested
+    tuple, or any object with a ``map_values`` method (Layout, Swizzle, ComposedLayout).
+
+    >>> from tylo.layouts.symbolic import dim
+    >>> N = dim("N", multiple_of=16)
+    >>> substitute(N / 16 + 1, {"N": 64}), substitute((N, 2 * N), {N: 32})
+    (5, (32, 64))
+    """
+    by_name: dict[str, int] = {}
+    by_sym: dict[Any, sympy.Integer] = {}
+    for k, v in values.items():
+        if isinstance(k, str):
+            by_name[k] = int(v)
+        else:
+            by_sym[k] = sympy.Integer(int(v))
+
+    def one(x: Any) -> Any:
+        if type(x) is int or not isinstance(x, sympy.Basic):
+            return x
+        repl = dict(by_sym)
+        if by_name:
+            for s in x.free_symbols:
+                if s.name in by_name and s not in repl:
+                    repl[s] = sympy.Integer(by_name[s.name])
+        return to_value(x.xreplace(repl)) if repl else x
+
+    return _map(obj, one)
+
+
+def _map(obj: Any, fn: Any) -> Any:
+    if type(obj) is tuple:
+        return tuple(_map(e, fn) for e in obj)
+    if type(obj) is list:
+        return [_map(e, fn) for e in obj]
+    mapper = getattr(obj, "map_values", None)
+    if mapper is not None and not isinstance(obj, sympy.Basic):
+        return mapper(fn)
+    return fn(obj)
+
+
+def _free_symbols(obj: Any) -> set:
+    out: set = set()
+
+    def grab(x: Any) -> Any:
+        if isinstance(x, sympy.Basic):
+            out.update(x.free_symbols)
+        return x
+
+    _map(obj, grab)
+    return out
+
+
+def _closure(symbols: Iterable, assumptions: tuple) -> list:
+    syms = set()
+    for s in symbols:
+        syms |= _free_symbols(s) if not isinstance(s, sympy.Symbol) else {s}
+    for a in assumptions:
+        if isinstance(a, Divisible):
+            syms |= _free_symbols((a.expr, a.divisor))
+        elif isinstance(a, sympy.Basic):
+            syms |= a.free_symbols
+    todo = list(syms)
+    while todo:
+        s = todo.pop()
+        if isinstance(s, IndexSymbol) and isinstance(s.upper, sympy.Basic):
+            for t in s.upper.free_symbols:
+                if t not in syms:
+                    syms.add(t)
+                    todo.append(t)
+    # index symbols last so their bounds are known; otherwise by name for determinism
+    return sorted(syms, key=lambda s: (isinstance(s, IndexSymbol), s.name, str(type(s))))
+
+
+def _holds(a: Any, env: dict) -> bool:
+    if isinstance(a, Divisible):
+        e = to_value(sympy.sympify(a.expr).xreplace(env))
+        d = to_value(sympy.sympify(a.divisor).xreplace(env))
+        return type(e) is int and type(d) is int and d != 0 and e % d == 0
+    if isinstance(a, sympy.Basic):
+        r = a.xreplace(env)
+        return bool(r is sympy.true)
+    return bool(a)
+
+
+def _intrinsic_ok(s: Any, v: int, env: dict) -> bool:
+    if isinstance(s, Dim):
+        return v >= 1 and v % s.multiple_of == 0
+    if isinstance(s, IndexSymbol):
+        if v < 0:
+            return False
+        if s.upper is not None:
+            u = to_value(sympy.sympify(s.upper).xreplace(env))
+            return type(u) is int and v < u
+        return True
+    if s.is_positive and v < 1:
+        return False
+    return not (s.is_nonnegative and v < 0)
+
+
+def sample_assignment(
+    symbols: Iterable,
+    rng: random.Random | int | None = None,
+    *,
+    max_value: int = 64,
+    assumptions: Iterable = (),
+    tries: int = 400,
+) -> dict:
+    """A random integer assignment satisfying every fact: each symbol's own (positivity,
+    ``multiple_of``, index bounds) and the assumptions in force (plus ``assumptions``).
+
+    ``symbols`` may hold symbols or any objects containing them (expressions, layouts).
+    The result maps every symbol found, and every symbol the assumptions tie to them, to an
+    int. Values stay ``<= max_value`` where the facts allow it; small values are favoured
+    (boundary cases find bugs). Raises AssumptionError if none is found in ``tries``.
+
+    >>> from tylo.layouts.symbolic import assuming, dim
+    >>> lda, M = dim("lda", multiple_of=8), dim("M")
+    >>> with assuming(lda >= M):
+    ...     v = sample_assignment([lda], random.Random(0))
+    >>> sorted(s.name for s in v), v[lda] % 8 == 0 and v[lda] >= v[M] >= 1
+    (['M', 'lda'], True)
+    """
+    if not isinstance(rng, random.Random):
+        rng = random.Random(rng)
+    facts_all = _STACK.current + tuple(_normalize_fact(a) for a in assumptions)
+    f = facts_for(facts_all)
+    syms = _closure(symbols, facts_all)
+    if not syms:
+        return {}
+    polys = {s: f.poly(s) for s in syms}
+    fresh = sorted(set().union(*(P.variables(p) for p in polys.values())))
+    # a variable scaled by k in some symbol's polynomial (N = 16 + 16*t) gets range /k
+    scale = dict.fromkeys(fresh, 1)
+    for p in polys.values():
+        for mono, c in p.items():
+            for v, _ in mono:
+                scale[v] = max(scale[v], abs(int(c)) if c == int(c) else 1)
+    for attempt in range(tries):
+        cap = max(min(8, max_value), max_value >> (attempt // 100))
+        vals = {}
+        for v in fresh:
+            roll = rng.random()
+            top = max(1, cap // scale[v])
+            hi = top if roll > 0.5 else min(top, 2)
+            x = rng.randint(0, hi)
+            vals[v] = x if f.kind[v] == 0 or rng.random() < 0.5 else -x
+        env: dict = {}
+        out: dict = {}
+        ok = True
+        for s in syms:
+            val = P.evaluate(polys[s], vals)
+            if not isinstance(val, int):
+                ok = False
+                break
+            if isinstance(s, IndexSymbol) and s.upper is not None and rng.random() < 0.7:
+                u = to_value(sympy.sympify(s.upper).xreplace(env))
+                if type(u) is int and u >= 1:
+                    val = rng.randrange(u)
+            env[s] = sympy.Integer(val)
+            out[s] = val
+        if not ok:
+            continue
+        if attempt < tries // 2 and any(v > max_value for v in out.values()):
+            continue
+        if all(_intrinsic_ok(s, out[s], env) for s in syms) and all(
+            _holds(a, env) for a in facts_all
+        ):
+            return out
+    # fallback: the smallest assignments, systematically
+    width = 9 if len(fresh) <= 4 else 4 if len(fresh) <= 6 else 2
+    for combo in itertools.islice(itertools.product(range(width), repeat=len(fresh)), 20000):
+        vals = dict(zip(fresh, combo))
+        out = {}
+        env = {}
+        for sym in syms:
+            val = P.evaluate(polys[sym], vals)
+            if not isinstance(val, int):
+                break
+            out[sym] = val
+            env[sym] = sympy.Integer(val)
+        else:
+            if all(_intrinsic_ok(t, out[t], env) for t in syms) and all(
+                _holds(a, env) for a in facts_all
+            ):
+                return out
+    names = ", ".join(s.name for s in syms)
+    raise AssumptionError(
+        f"sample_assignment: found no values of {names} satisfying "
+        f"{[str(a) for a in facts_all]} in {tries} tries; the assumptions may be "
+        "unsatisfiable or very tight (raise max_value)"
+    )
+
+
+def assignments(
+    symbols: Iterable,
+    rng: random.Random | int | None = None,
+    *,
+    count: int = 10,
+    max_value: int = 64,
+    assumptions: Iterable = (),
+) -> Iterator[dict]:
+    """Yield ``count`` random satisfying assignments (see :func:`sample_assignment`).
+
+    >>> from tylo.layouts.symbolic import dim
+    >>> [a[dim("K")] >= 1 for a in assignments([dim("K")], 1, count=3)]
+    [True, True, True]
+    """
+    if not isinstance(rng, random.Random):
+        rng = random.Random(rng)
+    symbols = list(symbols)
+    for _ in range(count):
+        yield sample_assignment(symbols, rng, max_value=max_value, assumptions=assumptions)
