@@ -33,7 +33,7 @@ from tylo.layouts.proofs.normalize import Form, simplify, to_form
 from tylo.layouts.proofs.obligation import Atom, Obligation
 from tylo.layouts.proofs.static import check_aligned
 from tylo.layouts.proofs.verdict import Verdict
-from tylo.layouts.symbolic import decide_cmp, divides
+from tylo.layouts.symbolic import divides
 
 __all__ = ["prove_aligned", "start_clauses"]
 
@@ -101,15 +101,17 @@ def start_clauses(
     an extent is known to divide the other)."""
     clauses: list[tuple[Atom, ...]] = []
 
-    def need(g: Any, count: Any) -> None:
+    def need(g: Any, extent: Any, per: Any = 1) -> None:
+        """Generator ``g`` occurs when ``extent > per`` (a second start exists)."""
         if divides(a_e, g, assumptions=extra) is True:
             return
-        never = decide_cmp(count, "<=", 1, assumptions=extra)
+        absent = Atom("<=", extent, per)
+        never = absent.decide(extra)
         if never is True:
             return
         atoms = (Atom("|", a_e, g),)
         if never is None:
-            atoms += (Atom("<=", count, 1),)
+            atoms += (absent,)
         clauses.append(atoms)
 
     if divides(a_e, base, assumptions=extra) is not True:
@@ -119,11 +121,14 @@ def start_clauses(
             for e, d in top:
                 need(d, e)
     rem: Any = v
-    for e, d in simplify(form.modes[mode]):
+    pairs = simplify(form.modes[mode])
+    for k, (e, d) in enumerate(pairs):
         if rem == 1:
             need(d, e)
-        elif divides(rem, e, assumptions=extra) is True:
-            need(rem * d, e // rem if type(e) is int else e / rem)
+        elif divides(rem, e, assumptions=extra) is True or k == len(pairs) - 1:
+            # starts at coordinates 0, rem, 2*rem, ... of this pair (the last pair of the
+            # mode need not be divisible: nothing wraps into a later pair)
+            need(rem * d, e, rem)
             rem = 1
         elif type(e) is int and rem % e == 0:
             rem //= e

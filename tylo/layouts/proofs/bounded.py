@@ -76,18 +76,19 @@ def _rules(form: Form, extent: Any, base: Any, extra: tuple) -> RuleResult:
         upper: tuple[Atom, ...] = (Atom(">=", extent, base + hi + 1),)
         rule = "corner bounds"
     else:
+        # S<b,m,s> changes only the bits of zmask (so |S(x) - x| <= zmask) and keeps x in
+        # its aligned block of 2^(b+m+|s|) offsets (so block-aligned ends stay ends).
         blk = 1 << (sw[0] + sw[1] + abs(sw[2]))
+        zmask = ((1 << sw[0]) - 1) << (sw[1] - min(0, sw[2]))
+        lower = (Atom(">=", base + lo - zmask, 0),)
         if divides(blk, lo, assumptions=extra) is True:
-            lower = (Atom(">=", base + lo, 0),)
-        else:
-            lower = (Atom(">=", base + lo - (blk - 1), 0),)
-            if decide_cmp(lo, ">=", 0, assumptions=extra) is True:
-                lower += (Atom(">=", base, 0),)
+            lower += (Atom(">=", base + lo, 0),)
+        elif decide_cmp(lo, ">=", 0, assumptions=extra) is True:
+            lower += (Atom(">=", base, 0),)
+        upper = (Atom(">=", extent, base + hi + zmask + 1),)
         if divides(blk, hi + 1, assumptions=extra) is True:
-            upper = (Atom(">=", extent, base + hi + 1),)
-        else:
-            upper = (Atom(">=", extent, base + hi + blk),)
-        rule = f"corner bounds within the {blk}-offset blocks S<{sw[0]},{sw[1]},{sw[2]}> permutes"
+            upper += (Atom(">=", extent, base + hi + 1),)
+        rule = f"corner bounds widened by the bits S<{sw[0]},{sw[1]},{sw[2]}> may flip"
     clauses = [c for c in (lower, upper) if not any(a.decide(extra) is True for a in c)]
     if not clauses:
         return RuleResult(

@@ -196,6 +196,36 @@ def _relied(symbols: Iterable, assumptions: tuple) -> str:
     return "; relied on: " + ", ".join(facts) if facts else ""
 
 
+def _check_names(symbols: frozenset, assumptions: tuple, what: str) -> None:
+    """Distinct symbols must have distinct names: counterexamples and guards key values
+    by name (a kernel argument ``M`` has one value)."""
+    every = set(symbols)
+    for a in assumptions:
+        if isinstance(a, Divisible):
+            for x in (a.expr, a.divisor):
+                every |= getattr(x, "free_symbols", set())
+        elif isinstance(a, sympy.Basic):
+            every |= a.free_symbols
+    seen: dict[str, Any] = {}
+    for s in sorted(every, key=lambda s: (s.name, str(s.assumptions0))):
+        other = seen.setdefault(s.name, s)
+        if other is not s and other != s:
+            raise ProofArgumentError(
+                f"{what}: two different symbols are named {s.name} ({_symbol_text(other)} and "
+                f"{_symbol_text(s)}); counterexamples and guards key values by name, so use "
+                "one symbol per runtime value"
+            )
+
+
+def _symbol_text(s: Any) -> str:
+    if isinstance(s, Dim):
+        return f"dim({s.name!r}, multiple_of={s.multiple_of})"
+    upper = getattr(s, "upper", None)
+    if upper is not None:
+        return f"index_symbol({s.name!r}, upper={upper})"
+    return f"{type(s).__name__}({s.name!r})"
+
+
 _SAT: dict[tuple, bool] = {}
 
 
@@ -239,6 +269,7 @@ def prove(problem: Problem, assuming: Any, what: str) -> Verdict:
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
+    _check_names(problem.symbols, allf, what)
     _check_satisfiable(problem.symbols, allf, what)
     if not problem.symbols:
         verdict = _static(problem, allf)
@@ -266,12 +297,14 @@ def _static(problem: Problem, allf: tuple) -> Verdict:
             assumptions=allf,
         )
     cex = _counterexample(problem, {}, out)
+    ob = Obligation(residual=problem.prop)
     return Verdict(
         DISPROVED,
         problem.prop,
         f"{out.rule}; counterexample replayed",
         counterexample=cex,
-        guard=Guard(problem, Obligation(residual=problem.prop)),
+        obligation=ob,
+        guard=Guard(problem, ob),
         subject=problem.subject,
         assumptions=allf,
     )

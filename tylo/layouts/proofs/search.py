@@ -8,7 +8,8 @@ gives small instances first: the first failure found is a *smallest* counterexam
 that order (``M=2, K=2, lda=1`` for ``(M,K):(1,lda)``). Every candidate is filtered by
 the symbols' own facts and by every assumption evaluated exactly, so a counterexample
 always satisfies them. A seeded random phase (``sample_assignment``) then tries larger
-values. The search is deterministic.
+values, after a phase that makes one variable large and keeps the others smallest
+(failures that only appear for a large extent). The search is deterministic.
 """
 
 from __future__ import annotations
@@ -132,6 +133,20 @@ def candidates(
                 break
         if not variables:
             break
+    # one variable large, the others smallest: failures that need one large value
+    for v in variables:
+        for big in (7, 31, 127, 1023):
+            point = {w: 0 for w in variables}
+            point[v] = big
+            env = {}
+            for s in syms:
+                x = P.evaluate(polys[s], point)
+                if type(x) is not int:
+                    break
+                env[s] = x
+            else:
+                if accept(env):
+                    yield env
     rng = random.Random(seed)
     for k in range(random_count):
         try:

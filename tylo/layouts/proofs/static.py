@@ -299,9 +299,13 @@ def check_bounded(c: Concrete, extent: int, base: int) -> Outcome:
             return Outcome(False, "corner bounds", _outside(c, hi_i, base, extent))
         return Outcome(True, "corner bounds")
     if c.swizzle is not None:
-        blk = 1 << (sum(c.swizzle[:2]) + abs(c.swizzle[2]))
-        if base + (lo // blk) * blk >= 0 and base + (hi // blk + 1) * blk <= extent:
-            return Outcome(True, "corner bounds rounded to the swizzle's blocks")
+        b, m, s = c.swizzle
+        blk = 1 << (b + m + abs(s))
+        zmask = ((1 << b) - 1) << (m - min(0, s))
+        low = max(lo - zmask, (lo // blk) * blk)
+        high = min(hi + zmask, (hi // blk + 1) * blk - 1)
+        if base + low >= 0 and base + high < extent:
+            return Outcome(True, "corner bounds widened by the bits the swizzle may flip")
     if c.size > ENUM_LIMIT:
         return _too_large(c, c.size)
     off = _all_offsets(c) + base
