@@ -271,3 +271,27 @@ def test_swizzle_row():
     assert str(c) == "S<3,3,3> o (8,64):(64,1)"
     assert [c(r, 0) for r in range(8)] == [0, 72, 144, 216, 288, 360, 432, 504]
     assert sorted(c(i) for i in range(512)) == list(range(512))
+
+
+def test_tiled_warps_thread_layout():
+    # (thread, M, N, K) over warps (2,2,1): 32 lanes, then warps column-major
+    threads = Layout((32, (2, 2, 1)))
+    check(threads, "(32,2,2,1):(1,32,64,0)")
+
+
+def test_wgmma_accumulator_covers_its_tile_once():
+    tv = wgmma_m64_c_tv(16)
+    own = tv_owners(tv, (64, 16))
+    assert len(own) == 64 * 16 and all(len(v) == 1 for v in own.values())
+    for t in range(128):
+        warp, lane = divmod(t, 32)
+        for v in range(8):
+            m = 16 * warp + lane // 4 + 8 * ((v >> 1) & 1)
+            n = 2 * (lane % 4) + (v & 1) + 8 * (v >> 2)
+            assert idx2crd(tv(t, v), (64, 16)) == (m, n)
+
+
+def test_swizzle_units_bytes_versus_elements():
+    # the Hopper 128-byte swizzle S<3,4,3> on bf16 byte addresses is S<3,3,3> on elements
+    on_bytes, on_elems = Swizzle(3, 4, 3), Swizzle(3, 3, 3)
+    assert all(on_bytes(2 * e) == 2 * on_elems(e) for e in range(1024))

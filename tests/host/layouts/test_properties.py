@@ -33,10 +33,12 @@ from tylo.layouts import (
     tiled_divide,
     zipped_divide,
 )
+from tylo.layouts.inttuple import fmt
 from tylo.layouts.strategies import (
     composable_pairs,
     divisible_pairs,
     injective_layouts,
+    int_tuples,
     layouts,
     shapes,
     strided_layouts,
@@ -189,6 +191,14 @@ def test_str_parse_and_repr_round_trip(x):
 
     assert parse(str(x)) == x
     assert eval(repr(x)) == x
+
+
+@FAST
+@given(int_tuples())
+def test_int_tuple_notation_round_trip(t):
+    x = Layout(t)
+    assert Layout.parse(fmt(t)) == x
+    assert Layout.parse(str(x)) == x
 
 
 @FAST

@@ -172,3 +172,10 @@ def test_symbolic_evaluation_matches_static(case, rng):
     static = substitute(layout, values)
     for i in range(min(size(static), 64)):
         assert substitute(layout(i), values) == static(i)
+
+
+def test_symbolic_layouts_pickle():
+    import pickle
+
+    x = Layout((M, K), (1, ld))
+    assert pickle.loads(pickle.dumps(x)) == x
