@@ -25,6 +25,7 @@ from typing import Any
 from tylo.kernel.control import all_of, any_of, range
 from tylo.kernel.decorator import Kernel, KernelStats, inline, kernel
 from tylo.kernel.errors import KernelArgumentError, TraceError
+from tylo.kernel.guards import assume, assume_aligned, divisible
 from tylo.kernel.intrinsics import (
     FULL_MASK,
     WARP_SIZE,
@@ -81,8 +82,11 @@ __all__ = [
     "abs",
     "all_of",
     "any_of",
+    "assume",
+    "assume_aligned",
     "block_dim",
     "block_idx",
+    "divisible",
     "dynamic_shared",
     "exp",
     "exp2",

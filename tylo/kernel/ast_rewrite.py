@@ -117,9 +117,21 @@ class _Names(ast.NodeVisitor):
         self.names: set[str] = set()
 
     def _target(self, node: ast.AST) -> None:
-        for n in ast.walk(node):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                self.names.add(n.id)
+        if isinstance(node, ast.Name):
+            self.names.add(node.id)
+        elif isinstance(node, (ast.Tuple, ast.List)):
+            for e in node.elts:
+                self._target(e)
+        elif isinstance(node, ast.Starred):
+            self._target(node.value)
+        elif isinstance(node, (ast.Subscript, ast.Attribute)):
+            # `accs[u] = v` / `obj.field = v` mutate the container bound to a name: carry
+            # that name (its leaves) through loops and branches like a rebinding
+            base = node.value
+            while isinstance(base, (ast.Subscript, ast.Attribute)):
+                base = base.value
+            if isinstance(base, ast.Name):
+                self.names.add(base.id)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for t in node.targets:

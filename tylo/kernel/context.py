@@ -103,6 +103,8 @@ class TraceContext:
         self.index_type = ir.IntType(index_bits)
         self.int_max = (1 << (index_bits - 1)) - 1  # largest runtime integer
         self.indices: dict[str, Any] = {}  # 'tid.x' -> symbol or 0 (set by intrinsics)
+        self.param_index: dict[sympy.Symbol, int] = {}  # runtime int symbol -> parameter
+        self.guards: list[Any] = []  # facts launches must check (tylo.kernel.guards)
         self.target = target
         entry = function.append_basic_block("entry")
         body = function.append_basic_block("body")

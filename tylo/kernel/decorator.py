@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -300,7 +301,16 @@ class Kernel:
         self, bindings: tuple[Binding, ...], block: tuple[int, int, int], target: Any
     ) -> CompiledKernel:
         from tylo.backend.pipeline import compile_ir
+        from tylo.kernel import diskcache
 
+        start = time.perf_counter()
+        key = diskcache.specialization_key(self, bindings, block, target)
+        if key is not None:
+            hit = diskcache.lookup(key)
+            if hit is not None:
+                self.stats.compiles += 1
+                self.stats.disk_hits += 1
+                return self._from_disk(bindings, block, target, key, *hit, start)
         self.stats.traces += 1
         result = trace_kernel(
             self.rewritten(),
@@ -309,6 +319,7 @@ class Kernel:
             block=block,
             target=target,
             index_bits=self.index_bits,
+            track_files=key is not None,
         )
         module = compile_ir(
             result.llvm, target, entries=(result.entry,), options=self.options, name=self.name
@@ -320,6 +331,19 @@ class Kernel:
             "link_s": module.timings.get("link_s", 0.0),
             "cache": module.timings.get("cache"),
         }
+        if key is not None:
+            diskcache.store(
+                key,
+                module,
+                {
+                    "entry": result.entry,
+                    "runtime": list(result.runtime),
+                    "dynamic_shared_bytes": result.dynamic_shared_bytes,
+                    "guards": [[g.text, g.source] for g in result.guards],
+                    "deps": result.deps.to_json() if result.deps is not None else {},
+                },
+            )
+        timings["total_s"] = time.perf_counter() - start
         return CompiledKernel(
             name=self.name,
             module=module,
@@ -330,6 +354,49 @@ class Kernel:
             index_bits=self.index_bits,
             dynamic_shared_bytes=result.dynamic_shared_bytes,
             timings=timings,
+            guards=result.guards,
+        )
+
+    def _from_disk(
+        self,
+        bindings: tuple[Binding, ...],
+        block: tuple[int, int, int],
+        target: Any,
+        key: str,
+        entry: Any,
+        meta: dict[str, Any],
+        start: float,
+    ) -> CompiledKernel:
+        from tylo.backend.pipeline import CompiledModule
+        from tylo.backend.resources import kernel_resources
+        from tylo.kernel.guards import Guard
+
+        name = meta["entry"]
+        timings = {"trace_s": 0.0, "ir_s": 0.0, "nvvm_s": 0.0, "link_s": 0.0, "cache": "kernel-hit"}
+        module = CompiledModule(
+            llvm=meta.get("llvm", ""),
+            ptx=entry.ptx,
+            cubin=entry.cubin,
+            target=target,
+            entries=(name,),
+            resources=kernel_resources(entry.cubin, entry.info_log),
+            timings=dict(timings),
+            info_log=entry.info_log,
+            key=key,
+            name=self.name,
+        )
+        timings["total_s"] = time.perf_counter() - start
+        return CompiledKernel(
+            name=self.name,
+            module=module,
+            entry=name,
+            bindings=bindings,
+            runtime=tuple(meta["runtime"]),
+            block=block,
+            index_bits=self.index_bits,
+            dynamic_shared_bytes=int(meta["dynamic_shared_bytes"]),
+            timings=timings,
+            guards=tuple(Guard(t, src) for t, src in meta.get("guards", [])),
         )
 
 

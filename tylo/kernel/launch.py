@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
+from tylo.kernel.guards import check_guards
 from tylo.kernel.spec import Int, ParamKind, Ptr, classify, static_key
 from tylo.kernel.trace import Binding
 
@@ -60,6 +61,7 @@ class CompiledKernel:
         index_bits: int,
         dynamic_shared_bytes: int,
         timings: dict[str, Any],
+        guards: Sequence[Any] = (),
     ) -> None:
         self.name = name
         self.module = module
@@ -70,6 +72,8 @@ class CompiledKernel:
         self.index_bits = index_bits
         self.dynamic_shared_bytes = dynamic_shared_bytes
         self.timings = timings
+        self.guards = tuple(guards)
+        self._guards = [(g, g.compile()) for g in self.guards]
         self._functions: dict[int, Any] = {}
         self._packs: dict[int, Any] = {}
         self._smem_limit: dict[int, int] = {}
@@ -151,6 +155,8 @@ class CompiledKernel:
                 check.check(name, values[i])
             else:
                 (check or Int()).check(name, values[i], self.index_bits)
+        if self._guards:
+            check_guards(self._guards, values, self.name)
         if shared < self.dynamic_shared_bytes:
             raise KernelArgumentError(
                 f"{self.name}: the kernel's dynamic shared memory views need "

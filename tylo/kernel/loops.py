@@ -13,6 +13,7 @@ bounds fit, else of the index width; inside the body it is an index symbol with 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +24,7 @@ from tylo import dtypes as dt
 from tylo.kernel import facts
 from tylo.kernel.context import TraceContext, current, current_or_none
 from tylo.kernel.errors import TraceError, Undefined
-from tylo.kernel.lower import bounds, is_nonnegative, lower_int
+from tylo.kernel.lower import bounds, lower_int
 from tylo.kernel.merge import kind_of, materialize, same, wrap_phi
 from tylo.kernel.tree import flatten, unflatten
 from tylo.kernel.values import to_index
@@ -36,8 +37,9 @@ class range:  # spelled like the builtin it stands for
     kernel, not unrolled. Bounds may be ints, index expressions or integer Values; the step
     must be a non-zero value whose sign is known at trace time (default 1).
 
-    Inside the body ``i`` is an index symbol with the facts ``start <= i < stop`` (for a
-    positive step), so layouts and comparisons over it can be reasoned about.
+    Inside the body ``i`` is the index expression ``start + step * k`` over the iteration
+    counter ``k`` (an index symbol, ``0 <= k < trips``), with the fact ``i < stop`` (for a
+    positive step), so layouts, alignment and comparisons over it can be reasoned about.
     """
 
     __slots__ = ("start", "step", "stop")
@@ -112,12 +114,15 @@ class DynamicLoop:
     def iterate(self, f_locals: dict[str, Any]) -> Iterator[Any]:
         ctx = self.ctx
         b = ctx.builder
-        # loop bounds and carried initial values, in the preheader
-        narrow = _fits_i32(ctx, self.start, self.stop, self.stop + self.step, self.start - 1)
-        ivty = ir.IntType(32 if narrow else ctx.index_bits)
-        start_v = lower_int(ctx, self.start, ivty.width)
-        stop_v = lower_int(ctx, self.stop, ivty.width)
-        step_v = lower_int(ctx, self.step, ivty.width)
+        # the trip count and the carried initial values, in the preheader
+        start, stop, step = self.start, self.stop, self.step
+        if step == 1:
+            trips = stop - start
+        else:
+            trips = sympy.ceiling((stop - start) / step)
+        narrow = _fits_i32(ctx, trips) and (bounds(ctx, trips)[1] or 0) < 2**31 - 1
+        kty = ir.IntType(32 if narrow else ctx.index_bits)
+        trips_v = lower_int(ctx, trips, kty.width)
         inits: list[tuple[str, Any, Any]] = []
         for name in self.names:
             if name not in f_locals or isinstance(f_locals[name], Undefined):
@@ -137,8 +142,10 @@ class DynamicLoop:
         self.exit = ctx.new_block("loop_exit")
         b.branch(header)
         b.position_at_end(header)
-        iv = b.phi(ivty, name=ctx.unique(self.target))
-        iv.add_incoming(start_v, preheader)
+        trivial = start == 0 and step == 1
+        counter = ctx.unique(self.target if trivial else f"{self.target}_k")
+        iv = b.phi(kty, name=counter)
+        iv.add_incoming(kty(0), preheader)
         carried_values: dict[str, Any] = {}
         for name, (leaves, tree, plans), init_ir in inits:
             new_leaves = []
@@ -151,45 +158,46 @@ class DynamicLoop:
                 phi.add_incoming(init, preheader)
                 self.phis.append(phi)
                 new_leaves.append(wrap_phi(ctx, name, plan[0], plan[1], phi))
-            carried_values[name] = unflatten(tree, new_leaves)
+            carried_values[name] = (tree, new_leaves)
             self.carried_names.append(name)
             self.plans.append((tree, plans, leaves))
-        cond = b.icmp_signed("<" if self.up else ">", iv, stop_v)
-        b.cbranch(cond, body, self.exit)
+        b.cbranch(b.icmp_signed("<", iv, trips_v), body, self.exit)
         b.position_at_end(body)
         self.scope = ctx.push_scope("loop", self.line)
-        self.var = self._loop_symbol(iv)
-        self.iv, self.step_v = iv, step_v
+        self.var = self._loop_index(counter, iv, trips, trivial)
+        self.iv = iv
         self.carried_values = carried_values
         self.latched = False
         yield self.var
         if not self.latched:  # pragma: no cover - the rewrite always latches
             raise TraceError("internal: the loop body did not reach its end", lineno=self.line)
 
-    def _loop_symbol(self, iv: ir.Value) -> Any:
+    def _loop_index(self, name: str, iv: ir.Value, trips: Any, trivial: bool) -> Any:
+        """The loop index seen by the body: ``start + step * k`` over the iteration
+        counter ``k``, an index symbol ``0 <= k < trips`` (so divisibility facts such as
+        ``4 | start + 32 * k`` follow from the expression itself)."""
         ctx = self.ctx
-        name = ctx.unique(self.target)
-        start, stop = self.start, self.stop
-        if self.up and is_nonnegative(ctx, start):
-            sym = facts.index_symbol(name, upper=stop if not stop.is_Integer else int(stop))
-            rels = [sympy.Ge(sym, start)] if start != 0 else []
-        else:
-            sym = facts.integer_symbol(name)
-            rels = (
-                [sympy.Ge(sym, start), sympy.Lt(sym, stop)]
-                if self.up
-                else [sympy.Le(sym, start), sympy.Gt(sym, stop)]
-            )
-        lo_s, hi_s = bounds(ctx, start), bounds(ctx, stop)
-        if self.up:
-            ctx.symbol_bounds[sym] = (lo_s[0], None if hi_s[1] is None else hi_s[1] - 1)
-        else:
-            ctx.symbol_bounds[sym] = (None if lo_s[0] is None else lo_s[0] + 1, hi_s[1])
-        ctx.bind(sym, iv)
-        rels = [r for r in rels if r is not sympy.true]
-        if rels:
-            ctx.enter_facts(facts.assuming(*rels))
-        return sym
+        upper = int(trips) if trips.is_Integer else trips
+        k = facts.index_symbol(name, upper=upper if upper != 0 else 1)
+        hi = bounds(ctx, trips)[1]
+        ctx.symbol_bounds[k] = (0, None if hi is None else max(hi - 1, 0))
+        ctx.bind(k, iv)
+        if trivial:
+            return k
+        var = self.start + self.step * k
+        rel = sympy.Lt(var, self.stop) if self.up else sympy.Gt(var, self.stop)
+        if rel is not sympy.true and rel is not sympy.false:
+            with contextlib.suppress(Exception):  # a fact the solver cannot take is a hint
+                ctx.enter_facts(facts.assuming(rel))
+        return var
+
+    def _value(self, name: str, reason: str) -> Any:
+        """A fresh container of the phi values of carried ``name`` (the body may mutate
+        the one it gets), or Undefined for names not carried."""
+        entry = self.carried_values.get(name)
+        if entry is None:
+            return Undefined(name, reason)
+        return unflatten(*entry)
 
     def carried(self) -> tuple[Any, ...]:
         reason = (
@@ -197,7 +205,7 @@ class DynamicLoop:
             "before its assignment in an iteration (assign it before the loop to carry "
             "it from one iteration to the next)"
         )
-        return tuple(self.carried_values.get(n, Undefined(n, reason)) for n in self.names)
+        return tuple(self._value(n, reason) for n in self.names)
 
     def next_(self, f_locals: dict[str, Any]) -> None:
         ctx = self.ctx
@@ -228,7 +236,7 @@ class DynamicLoop:
                         )
                     continue
                 phi.add_incoming(_latch_value(ctx, name, leaf, plan), b.block)  # type: ignore[union-attr]
-        nxt = b.add(self.iv, self.step_v, name=ctx.unique("next"))
+        nxt = b.add(self.iv, self.iv.type(1), name=ctx.unique("next"))
         self.iv.add_incoming(nxt, b.block)
         b.branch(self.iv.parent)
         ctx.pop_scope(self.scope)
@@ -240,7 +248,7 @@ class DynamicLoop:
             f"is first assigned inside the tylo.range loop at line {self.line}, so it "
             "has no value after the loop; assign it before the loop to carry it"
         )
-        out = [self.carried_values.get(n, Undefined(n, reason)) for n in self.names]
+        out = [self._value(n, reason) for n in self.names]
         out.append(
             Undefined(
                 self.target,

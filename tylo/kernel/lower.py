@@ -115,13 +115,18 @@ def _bounds(ctx: TraceContext, e: sympy.Basic) -> Bounds:
                 hi = ba[1] if hi is None else min(hi, ba[1])
             return 0, hi
         return None, None
-    if isinstance(e, sympy.floor):
+    if isinstance(e, (sympy.floor, sympy.ceiling)):
         num, den = _fraction(e.args[0])
         bn, bd = bounds(ctx, num), bounds(ctx, den)
+        if bd[0] is not None and bd[0] > 0 and bd[0] == bd[1] and None not in bn:
+            d = bd[0]
+            if isinstance(e, sympy.floor):
+                return bn[0] // d, bn[1] // d  # type: ignore[operator]
+            return -(-bn[0] // d), -(-bn[1] // d)  # type: ignore[operator]
         if bd[0] is not None and bd[0] > 0 and bn[0] is not None and bn[0] >= 0:
-            return bn[0] // bd[1] if bd[1] is not None else 0, (
-                None if bn[1] is None else bn[1] // bd[0]
-            )
+            lo = 0
+            hi = None if bn[1] is None else -(-bn[1] // bd[0])
+            return lo, hi
         return None, None
     if isinstance(e, (sympy.Min, sympy.Max)):
         bs = [bounds(ctx, a) for a in e.args]

@@ -70,10 +70,11 @@ class Tensor:
     """Typed memory (global or shared) with an optional layout; see the module docstring.
 
     ``dtype``: element type; ``layout``: coordinate -> element offset (None: the index
-    is the offset); ``align``: the base address's known alignment in bytes.
+    is the offset); ``align``: the base address's known alignment in bytes; ``param``:
+    the kernel parameter it views, if any.
     """
 
-    __slots__ = ("addrspace", "align", "base", "dtype", "layout", "name")
+    __slots__ = ("addrspace", "align", "base", "dtype", "layout", "name", "param")
 
     def __init__(
         self,
@@ -84,6 +85,7 @@ class Tensor:
         align: int,
         layout: Any = None,
         name: str = "tensor",
+        param: int | None = None,
     ) -> None:
         self.dtype = dtype
         self.base = base
@@ -91,6 +93,7 @@ class Tensor:
         self.align = align
         self.layout = layout
         self.name = name
+        self.param = param  # index of the kernel parameter it comes from, if any
 
     @property
     def space(self) -> str:
@@ -338,7 +341,13 @@ def view(ptr: Tensor, layout: Any) -> Tensor:
     if not callable(layout):
         raise TraceError(f"tylo.view: expected a Layout, got {type(layout).__name__}")
     return Tensor(
-        ptr.dtype, ptr.base, addrspace=ptr.addrspace, align=ptr.align, layout=layout, name=ptr.name
+        ptr.dtype,
+        ptr.base,
+        addrspace=ptr.addrspace,
+        align=ptr.align,
+        layout=layout,
+        name=ptr.name,
+        param=ptr.param,
     )
 
 

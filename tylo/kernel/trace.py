@@ -25,6 +25,7 @@ from tylo.backend.ir import ADDRSPACE_GLOBAL, NVVMModule
 from tylo.dtypes import DType
 from tylo.kernel import facts, intrinsics
 from tylo.kernel.context import TraceContext, tracing
+from tylo.kernel.diskcache import Dependencies
 from tylo.kernel.errors import TraceError, is_user_file, user_frames
 from tylo.kernel.memory import Tensor
 from tylo.kernel.spec import Int, ParamKind, Ptr
@@ -59,7 +60,8 @@ class TraceResult:
     dynamic_shared_bytes: int
     static_shared_bytes: int
     timings: dict[str, float] = field(default_factory=dict)
-    files: frozenset[str] = frozenset()
+    deps: Any = None
+    guards: tuple[Any, ...] = ()
 
 
 def _entry_name(name: str) -> str:
@@ -121,10 +123,10 @@ def trace_kernel(
     intrinsics.setup_indices(ctx)
     args: list[Any] = []
     irargs = iter(function.args)
-    files: set[str] = set()
+    deps = Dependencies() if track_files else None
     with tracing(ctx):
         try:
-            for b in bindings:
+            for index, b in enumerate(bindings):
                 if b.kind is ParamKind.STATIC:
                     args.append(b.static)
                     continue
@@ -139,13 +141,16 @@ def trace_kernel(
                             addrspace=ADDRSPACE_GLOBAL,  # type: ignore[arg-type]
                             align=max(align, 1),
                             name=b.name,
+                            param=index,
                         )
                     )
                 elif b.kind is ParamKind.INT:
-                    args.append(_int_symbol(ctx, b, arg))
+                    sym = _int_symbol(ctx, b, arg)
+                    ctx.param_index[sym] = index
+                    args.append(sym)
                 else:
                     args.append(Value(b.dtype, arg, ctx.root))  # type: ignore[arg-type]
-            profiler = _FileTracker(files) if track_files else None
+            profiler = _DependencyTracker(deps) if deps is not None else None
             if profiler is not None:
                 profiler.start()
             try:
@@ -173,7 +178,8 @@ def trace_kernel(
         dynamic_shared_bytes=ctx.dynamic_shared_bytes,
         static_shared_bytes=ctx.static_shared_bytes,
         timings={"trace_s": t1 - t0, "ir_s": t2 - t1},
-        files=frozenset(files),
+        deps=deps,
+        guards=tuple(ctx.guards),
     )
 
 
@@ -204,14 +210,16 @@ def _as_trace_error(err: BaseException, kernel: str) -> BaseException:
     return out.with_traceback(user_frames(tb))
 
 
-class _FileTracker:
-    """Collects the source files of user code that runs during a trace (for the disk
-    cache's first-level key): ``sys.monitoring`` on Python 3.12+, a profile hook before."""
+class _DependencyTracker:
+    """Records the user code that runs during a trace, with its globals, into a
+    :class:`~tylo.kernel.diskcache.Dependencies` (for the first-level disk cache):
+    ``sys.monitoring`` on Python 3.12+ (each code object reported once), a profile hook
+    before that."""
 
     _TOOL = 4  # a sys.monitoring tool id reserved for optimizers; free in practice
 
-    def __init__(self, files: set[str]) -> None:
-        self.files = files
+    def __init__(self, deps: Any) -> None:
+        self.deps = deps
         self._seen: set[Any] = set()
         self._mon = getattr(sys, "monitoring", None)
         self._previous: Any = None
@@ -226,6 +234,7 @@ class _FileTracker:
             else:
                 mon.register_callback(self._TOOL, mon.events.PY_START, self._on_start)
                 mon.set_events(self._TOOL, mon.events.PY_START)
+                mon.restart_events()
                 return
         self._previous = sys.getprofile()
         sys.setprofile(self._profile)
@@ -239,16 +248,17 @@ class _FileTracker:
             return
         sys.setprofile(self._previous)
 
-    def _record(self, code: Any) -> None:
+    def _record(self, code: Any, f_globals: Any) -> None:
         if code not in self._seen:
             self._seen.add(code)
             if is_user_file(code.co_filename):
-                self.files.add(code.co_filename)
+                self.deps.add_code(code, f_globals)
 
     def _on_start(self, code: Any, offset: int) -> Any:
-        self._record(code)
+        frame = sys._getframe(1)
+        self._record(code, frame.f_globals if frame.f_code is code else None)
         return self._mon.DISABLE  # type: ignore[union-attr]
 
     def _profile(self, frame: Any, event: str, arg: Any) -> None:
         if event == "call":
-            self._record(frame.f_code)
+            self._record(frame.f_code, frame.f_globals)

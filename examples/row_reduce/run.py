@@ -1,0 +1,82 @@
+"""``python examples/row_reduce/run.py ROWS COLS [--op sum|max] [--transpose] [--offset K]``
+(``--target sm_90a --compile-only`` or ``--emit ptx`` need no GPU)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from examples._cli import Example, main
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("rows", type=int, help="number of rows (>= 1)")
+    parser.add_argument("cols", type=int, help="row length (>= 1)")
+    parser.add_argument("--op", choices=("sum", "max"), default="sum")
+    parser.add_argument(
+        "--transpose", action="store_true", help="read a column-major array (column stride != 1)"
+    )
+    parser.add_argument(
+        "--offset",
+        type=int,
+        default=0,
+        help="start the data this many elements into its allocation",
+    )
+
+
+def kernels(args: argparse.Namespace, target: Any) -> dict[str, Any]:
+    import tylo
+    from examples.row_reduce.kernel import BLOCK, plan, row_reduce_kernel
+
+    rows, cols = args.rows, args.cols
+    ld, cs = (1, rows) if args.transpose else (cols, 1)
+    p = plan(rows, cols, ld, cs, 4 * args.offset, 4)
+    k = row_reduce_kernel.compile(
+        tylo.f32,
+        tylo.f32,
+        int,
+        int,
+        int,
+        int,
+        args.op,
+        p["vec"],
+        p["warps_per_row"],
+        block=BLOCK,
+        target=target,
+    )
+    label = f"row_reduce_kernel[{args.op}, vec={p['vec']}, warps_per_row={p['warps_per_row']}]"
+    return {label: k}
+
+
+def run(args: argparse.Namespace) -> str:
+    from examples.row_reduce.kernel import verify
+
+    r = verify(
+        args.rows,
+        args.cols,
+        args.op,
+        use_torch=args.torch,
+        seed=args.seed,
+        transpose=args.transpose,
+        offset=args.offset,
+    )
+    return (
+        f"{args.op} over {args.rows}x{args.cols}: vec={r['vec']}, warps_per_row="
+        f"{r['warps_per_row']}, max relative error {r['max_rel_error']:.3g}"
+    )
+
+
+EXAMPLE = Example(
+    "row_reduce",
+    "row sums or maxima of a 2-D array, checked against numpy",
+    add_arguments,
+    kernels,
+    run,
+)
+
+if __name__ == "__main__":
+    sys.exit(main(EXAMPLE))
