@@ -134,16 +134,19 @@ __all__ = [
     "zipped_product",
 ]
 
-# Hook for the provers (ARCHITECTURE.md section 5): Verdict and prove_* will live in
-# tylo.layouts.verdict and tylo.layouts.proofs, written on top of this package. Until the
-# lead lists them in __all__, they resolve lazily here when those modules exist.
+# Hook for the provers (ARCHITECTURE.md section 5): Verdict and prove_* live in
+# tylo.layouts.proofs, written on top of this package. They resolve lazily here (so
+# `import tylo.layouts` stays light) until the lead lists them in __all__.
 _LATER: dict[str, str] = {
-    "Verdict": "tylo.layouts.verdict",
-    "prove_aligned": "tylo.layouts.proofs",
-    "prove_bounded": "tylo.layouts.proofs",
-    "prove_contiguous": "tylo.layouts.proofs",
-    "prove_equal": "tylo.layouts.proofs",
-    "prove_injective": "tylo.layouts.proofs",
+    name: "tylo.layouts.proofs"
+    for name in (
+        "Verdict",
+        "prove_aligned",
+        "prove_bounded",
+        "prove_contiguous",
+        "prove_equal",
+        "prove_injective",
+    )
 }
 
 

@@ -21,6 +21,7 @@ is "unknown" (None): callers raise an error naming the missing fact.
 from __future__ import annotations
 
 import itertools
+import threading
 from fractions import Fraction
 from math import gcd, lcm, prod
 from typing import Any
@@ -32,6 +33,7 @@ from tylo.layouts._symbols import Dim, Divisible, IndexSymbol
 from tylo.layouts.errors import AssumptionError
 
 NONNEG, INT, REAL = 0, 1, 2
+_LOCK = threading.RLock()
 _ENUM_LIMIT = 1 << 16
 
 
@@ -102,6 +104,11 @@ class Facts:
         got = self.bind.get(atom)
         if got is not None:
             return got
+        with _LOCK:  # Facts objects are shared between threads; binding mutates them
+            got = self.bind.get(atom)
+            return got if got is not None else self._bind_new(atom)
+
+    def _bind_new(self, atom: Any) -> dict:
         name = _text(atom)
         if isinstance(atom, Dim):
             v = self._new(NONNEG, name)

@@ -100,3 +100,16 @@ def test_strategies_import_hypothesis_only_when_asked():
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "True"
+
+
+def test_prover_hook_resolves_when_the_provers_exist():
+    import importlib.util
+
+    import tylo.layouts as tl
+
+    if importlib.util.find_spec("tylo.layouts.proofs") is None:
+        pytest.skip("needs tylo.layouts.proofs (found: none)")
+    for name in tl._LATER:
+        assert callable(getattr(tl, name))
+    with pytest.raises(AttributeError):
+        tl.no_such_name  # noqa: B018
