@@ -55,33 +55,10 @@ def _compose_mode(a_lay: Layout, fs: tuple, fd: tuple, s: Any, d: Any, b_text: s
     rd: list = []
     rest_s, rest_d = s, d
     n = len(fs) - 1
-    static = type(s) is int and type(d) is int
     for k in range(n):
-        if (rest_s == 1) if type(rest_s) is int else is_one(rest_s):
+        if is_one(rest_s):
             break
         a, ad = fs[k], fd[k]
-        if static and type(a) is int:
-            if a % rest_d == 0:
-                q = a // rest_d
-                if rest_s % q == 0:
-                    if q != 1:
-                        rs.append(q)
-                        rd.append(rest_d * ad)
-                    rest_s //= q
-                    rest_d = 1
-                elif rest_s < q:
-                    rs.append(rest_s)
-                    rd.append(rest_d * ad)
-                    rest_s = 1
-                    break
-                else:
-                    raise _fail_shape(a_lay, b_text, rest_s, q, a)
-            elif rest_d % a == 0:
-                rest_d //= a
-            else:
-                raise _fail_stride(a_lay, b_text, rest_d, s, a, d)
-            continue
-        static = False
         down = divides(rest_d, a)
         if down is True:
             q = exact_div(a, rest_d, op="composition")
@@ -121,7 +98,7 @@ def _compose_mode(a_lay: Layout, fs: tuple, fd: tuple, s: Any, d: Any, b_text: s
             f"or {fmt(a)} | {fmt(rest_d)}; composing {a_lay} with "
             f"{b_text}: the stride divisibility condition at extent {fmt(a)}",
         )
-    if not ((rest_s == 1) if type(rest_s) is int else is_one(rest_s)):
+    if not is_one(rest_s):
         rs.append(rest_s)
         rd.append(vmul(rest_d, fd[n]))
     if not rs:

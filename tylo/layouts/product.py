@@ -101,16 +101,9 @@ def _zip_product(block: Any, tiles: Any, op: str, block_first: bool) -> Layout:
     except LayoutError as e:
         raise e.within(f"{op}({a}, {b})") from None
     first, second = (res[0], res[1]) if block_first else (res[1], res[0])
-    return (
-        make_layout(*(make_layout(first[i], second[i]) for i in range(r)))
-        if r > 1
-        else (
-            Layout._make(
-                (make_layout(first[0], second[0]).shape,),
-                (make_layout(first[0], second[0]).stride,),
-            )
-        )
-    )
+    shape = tuple((first[i].shape, second[i].shape) for i in range(r))
+    stride = tuple((first[i].stride, second[i].stride) for i in range(r))
+    return Layout._make(shape, stride)
 
 
 def blocked_product(block: Any, tiles: Any) -> Layout:
