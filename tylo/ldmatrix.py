@@ -109,12 +109,11 @@ class OperandLoads:
     def loads(self) -> tuple[LdmatrixLoad, ...]:
         trans, starts = self._rows
         nregs = len(starts)
-        out, r = [], 0
-        while r < nregs:
-            num = 4 if nregs - r >= 4 else 2 if nregs - r >= 2 else 1
-            out.append(LdmatrixLoad(tuple(range(r, r + num)), trans))
-            r += num
-        return tuple(out)
+        # one width for every load (x4 when it divides the registers), so that a single
+        # source layout describes all of them
+        num = next(x for x in (4, 2, 1) if nregs % x == 0)
+        return tuple(LdmatrixLoad(tuple(range(r, r + num)), trans)
+                     for r in range(0, nregs, num))
 
     @property
     def trans(self) -> bool:

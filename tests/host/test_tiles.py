@@ -1,0 +1,89 @@
+"""Tile views on the host: windows and selections compute the right offsets, dynamic
+selections are accepted only where they commute with a swizzle, and the address classes
+that keep the main loop lean agree with direct evaluation for every thread."""
+
+from __future__ import annotations
+
+import pytest
+
+from tylo import dtypes as dt
+from tylo.backend.ir import ADDRSPACE_GLOBAL, ADDRSPACE_SHARED
+from tylo.kernel.memory import Tensor
+from tylo.layouts import Layout, Swizzle, composition, dim, index_symbol
+from tylo.ldmatrix import operand_loads
+from tylo.mma import MMAAtom, TiledMMA
+from tylo.tiles import GlobalTile, SharedTile, TileError, address_classes
+
+
+def _shared(layout) -> SharedTile:
+    return SharedTile(Tensor(dt.bf16, None, addrspace=ADDRSPACE_SHARED, align=16), layout)
+
+
+def _global(layout) -> GlobalTile:
+    return GlobalTile(Tensor(dt.bf16, None, addrspace=ADDRSPACE_GLOBAL, align=16), layout)
+
+
+STAGED = composition(Swizzle(2, 3, 3), Layout((64, 32, 3), (32, 1, 2048)))
+
+
+def test_windows_and_selects():
+    t = _shared(STAGED)
+    assert t.shape == (64, 32, 3)
+    s1 = t.select(2, 1)
+    assert s1.shape == (64, 32)
+    for r, c in [(0, 0), (5, 9), (63, 31)]:
+        assert s1.offset((r, c)) == 2048 + STAGED(r, c, 0)
+    w = s1.window((16, 8), (16, 16))
+    assert w.shape == (16, 16) and w.offset((1, 2)) == 2048 + STAGED(17, 10, 0)
+    kt = index_symbol("kt")
+    dyn = t.select(2, kt)
+    assert dyn.offset((3, 4)) == 2048 * kt + STAGED(3, 4, 0)
+
+
+def test_dynamic_select_must_commute_with_the_swizzle():
+    bad = composition(Swizzle(2, 3, 3), Layout((64, 32, 3), (32, 1, 2040)))
+    t = _shared(bad)
+    t.select(2, 1)  # a static index is exact
+    with pytest.raises(TileError, match="commute"):
+        t.select(2, index_symbol("kt"))
+    with pytest.raises(TileError, match="nested"):
+        _shared(Layout(((8, 8), 32), ((32, 256), 1))).select(0, 1)
+
+
+def test_global_tiles_are_symbolic():
+    m, k, lda = dim("m"), dim("k"), dim("lda")
+    a = _global(Layout((m, k), (lda, 1)))
+    w = a.window((64, 32), (64, 32))
+    assert w.offset((1, 2)) == 65 * lda + 34
+    assert w.shape == (64, 32) and a.shape == (m, k)
+    with pytest.raises(TileError, match="rank"):
+        a.window((1,))
+
+
+def test_tiles_check_their_storage():
+    with pytest.raises(TileError, match="shared"):
+        SharedTile(Tensor(dt.bf16, None, addrspace=ADDRSPACE_GLOBAL, align=16), STAGED)
+    with pytest.raises(TileError, match="global"):
+        GlobalTile(Tensor(dt.bf16, None, addrspace=ADDRSPACE_SHARED, align=16), STAGED)
+    with pytest.raises(TileError, match="static"):
+        _shared(Layout((dim("m"), 32), (32, 1)))
+
+
+@pytest.mark.parametrize("swizzle", [False, True])
+def test_address_classes_agree_with_direct_offsets(swizzle):
+    plan = TiledMMA(MMAAtom((16, 8, 16), dt.bf16), (2, 4), (4, 8), 32)
+    layout = Layout((128, 32, 4), (32, 1, 4096))
+    if swizzle:
+        layout = composition(Swizzle(2, 3, 3), layout)
+    tile = _shared(layout).select(2, 2)
+    loads = operand_loads(plan, "a")
+    own = loads.source
+    tables = [tuple(own.coord(t, loads.slot(g, ks)) for t in range(plan.threads))
+              for ks in range(plan.k_steps) for g in range(len(loads.loads))]
+    classes = address_classes(tile, tables)
+    for j, (rep, diff) in enumerate(classes):
+        for t in range(plan.threads):
+            assert tile.offset(tables[j][t]) == tile.offset(tables[rep][t]) + diff
+    reps = {r for r, _ in classes}
+    # the 4 row groups of a k-step share a base; a swizzle needs one base per k-step
+    assert len(reps) == (plan.k_steps if swizzle else 1)
