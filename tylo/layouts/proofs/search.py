@@ -87,8 +87,9 @@ def candidates(
     max_total: int = 24,
     seed: int = 0,
 ) -> Iterator[Env]:
-    """Satisfying assignments ``{symbol: int}``: up to ``smallest`` in smallest-first order,
-    then ``random_count`` seeded random ones (larger values). Deduplicated."""
+    """Satisfying assignments ``{symbol: int}``, deduplicated: the first 60 in
+    smallest-first order, then each variable alone large, then smallest-first again up to
+    ``smallest`` in all, then ``random_count`` seeded random ones (larger values)."""
     f = facts_for(assumptions)
     syms = _closure(symbols, assumptions)
     if not syms:
@@ -109,44 +110,43 @@ def candidates(
         sub = {s: sympy.Integer(v) for s, v in env.items()}
         return all(_intrinsic_ok(s, env[s], sub) for s in syms) and ok(env)
 
-    for total in range(max_total + 1):
-        if produced >= smallest or tried > 40 * smallest:
-            break
-        for mags in _compositions(total, len(variables)) if variables else [()]:
-            for vals in _signed(mags, [f.kind[v] for v in variables]):
-                tried += 1
-                env = {}
-                point = dict(zip(variables, vals))
-                good = True
-                for s in syms:
-                    x = P.evaluate(polys[s], point)
-                    if type(x) is not int:
-                        good = False
-                        break
-                    env[s] = x
-                if good and accept(env):
-                    produced += 1
-                    yield env
-                    if produced >= smallest:
-                        break
-            if produced >= smallest or tried > 40 * smallest:
+    kinds = [f.kind[v] for v in variables]
+
+    def at(point: dict) -> Env | None:
+        env = {}
+        for s in syms:
+            x = P.evaluate(polys[s], point)
+            if type(x) is not int:
+                return None
+            env[s] = x
+        return env
+
+    def small() -> Iterator[dict]:
+        for total in range(max_total + 1):
+            for mags in _compositions(total, len(variables)) if variables else [()]:
+                for vals in _signed(mags, kinds):
+                    yield dict(zip(variables, vals))
+            if not variables:
+                return
+
+    def large() -> Iterator[dict]:
+        # one variable large, the others smallest: failures that need one large value
+        for v in variables:
+            for big in (7, 31, 127, 1023):
+                point = dict.fromkeys(variables, 0)
+                point[v] = big
+                yield point
+
+    points = small()
+    for phase, quota in ((points, min(smallest, 60)), (large(), None), (points, smallest)):
+        for point in phase:
+            tried += 1
+            env = at(point)
+            if env is not None and accept(env):
+                produced += 1
+                yield env
+            if quota is not None and (produced >= quota or tried > 40 * smallest):
                 break
-        if not variables:
-            break
-    # one variable large, the others smallest: failures that need one large value
-    for v in variables:
-        for big in (7, 31, 127, 1023):
-            point = {w: 0 for w in variables}
-            point[v] = big
-            env = {}
-            for s in syms:
-                x = P.evaluate(polys[s], point)
-                if type(x) is not int:
-                    break
-                env[s] = x
-            else:
-                if accept(env):
-                    yield env
     rng = random.Random(seed)
     for k in range(random_count):
         try:

@@ -28,6 +28,7 @@ __all__ = [
 ]
 
 ENUM_LIMIT = 1 << 22  # largest layout enumerated with numpy (about 100 ms)
+_INT32_SAFE = 1 << 29  # offsets (plus offset, base, swizzle bits) stay far from 2^31
 
 
 class Outcome(NamedTuple):
@@ -38,9 +39,11 @@ class Outcome(NamedTuple):
 
 def _np_offsets(pairs: Pairs) -> np.ndarray:
     """Offsets of the pairs' coordinates in colexicographic order (first pair fastest)."""
-    a = np.zeros(1, dtype=np.int64)
+    reach = sum((e - 1) * abs(d) for e, d in pairs)
+    dt = np.int32 if reach < _INT32_SAFE else np.int64  # half the memory traffic
+    a = np.zeros(1, dtype=dt)
     for e, d in pairs:
-        a = (np.arange(e, dtype=np.int64) * d)[:, None] + a[None, :]
+        a = (np.arange(e, dtype=dt) * dt(d))[:, None] + a[None, :]
         a = a.reshape(-1)
     return a
 
@@ -61,8 +64,15 @@ def _np_outer(c: Concrete, x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _all_offsets(c: Concrete) -> np.ndarray:
-    return _np_outer(c, _np_offsets(c.flat) + c.offset)
+def _all_offsets(c: Concrete, base: int = 0) -> np.ndarray:
+    """``base + outer(offset + inner)`` at every index, widened to int64 when needed."""
+    off = _np_offsets(c.flat)
+    bound = sum((e - 1) * abs(d) for e, d in c.flat) + abs(c.offset) + abs(base)
+    if c.swizzle is not None:
+        bound += 1 << (c.swizzle[0] + c.swizzle[1] + abs(c.swizzle[2]))
+    if (bound >= _INT32_SAFE or c.outer is not None) and off.dtype != np.int64:
+        off = off.astype(np.int64)
+    return _np_outer(c, off + c.offset) + base
 
 
 def _weights(c: Concrete) -> list[int]:
@@ -98,9 +108,54 @@ def check_injective(c: Concrete) -> Outcome:
             reach += (e - 1) * ad
         else:
             return Outcome(True, "sorted-span rule")
+        hit = _pair_collision(c, live, w)
+        if hit is not None:
+            return hit
         if len(live) == 2:
-            return _two_mode(c, live, w)
+            return Outcome(True, "two-mode gcd rule")
+        got = _blocked_span(c, live, w)
+        if got is not None:
+            return got
     return _enumerate_injective(c)
+
+
+def _blocked_span(c: Concrete, live: list, w: list[int]) -> Outcome | None:
+    """Sorted span with enumerated blocks: where the chain breaks, enumerate the modes up
+    to the breaking one (with ``|stride|``); if they are injective their reach continues
+    the chain. None when a block is too large (then the whole layout is enumerated)."""
+    reach = 0
+    for i, (ad, e, _) in enumerate(live):
+        if ad > reach:
+            reach += (e - 1) * ad
+            continue
+        block = live[: i + 1]
+        n = 1
+        for _, be, _ in block:
+            n *= be
+        if n > ENUM_LIMIT or 2 * n > c.size:
+            return None
+        dup = _find_duplicate(_np_offsets([(be, bd) for bd, be, _ in block]))
+        if dup is not None:
+            return _block_collision(c, block, w, dup)
+        reach += (e - 1) * ad
+    return Outcome(True, "sorted-span rule with enumerated blocks")
+
+
+def _block_collision(c: Concrete, block: list, w: list[int], dup: tuple[int, int]) -> Outcome:
+    """Map two colliding block indices (``|stride|`` offsets) to layout indices: reflect
+    the coordinates of negative-stride modes, which shifts both offsets alike."""
+    idx = []
+    for x in dup:
+        full = 0
+        for _, be, k in block:
+            cx = x % be
+            x //= be
+            if c.flat[k][1] < 0:
+                cx = be - 1 - cx
+            full += cx * w[k]
+        idx.append(full)
+    i, j = sorted(idx)
+    return Outcome(False, "enumerated block", _pair(c, i, j, "two coordinates share an offset"))
 
 
 def _pair(c: Concrete, i: int, j: int, why: str, o: int | None = None) -> dict:
@@ -108,19 +163,29 @@ def _pair(c: Concrete, i: int, j: int, why: str, o: int | None = None) -> dict:
     return {"indices": (i, j), "offsets": (oi, c.offset_of(j)), "why": why}
 
 
-def _two_mode(c: Concrete, live: list, w: list[int]) -> Outcome:
-    (a1, e1, k1), (a2, e2, k2) = sorted(live, key=lambda t: t[2])
-    g = gcd(a1, a2)
-    p, q = a1 // g, a2 // g
-    if q >= e1 or p >= e2:
-        return Outcome(True, "two-mode gcd rule")
-    d1, d2 = c.flat[k1][1], c.flat[k2][1]
-    if (d1 > 0) == (d2 > 0):
-        i, j = q * w[k1], p * w[k2]
-    else:
-        i, j = 0, q * w[k1] + p * w[k2]
-    i, j = min(i, j), max(i, j)
-    why = f"{q}*{d1} == {p}*{d2}: two coordinates share an offset"
+def _pair_collision(c: Concrete, live: list, w: list[int]) -> Outcome | None:
+    """A collision within some pair of modes (the exact two-mode gcd test on every pair:
+    with ``|d1| = g*p``, ``|d2| = g*q``, the pair collides iff ``q < s1`` and ``p < s2``),
+    the one with the smallest indices; None when no pair collides."""
+    best = None
+    for x in range(len(live)):
+        for y in range(x + 1, len(live)):
+            (a1, e1, k1), (a2, e2, k2) = sorted((live[x], live[y]), key=lambda t: t[2])
+            g = gcd(a1, a2)
+            p, q = a1 // g, a2 // g
+            if q >= e1 or p >= e2:
+                continue
+            d1, d2 = c.flat[k1][1], c.flat[k2][1]
+            if (d1 > 0) == (d2 > 0):
+                i, j = q * w[k1], p * w[k2]
+            else:
+                i, j = 0, q * w[k1] + p * w[k2]
+            i, j = min(i, j), max(i, j)
+            if best is None or (j, i) < best[:2]:
+                best = (j, i, f"{q}*{d1} == {p}*{d2}: two coordinates share an offset")
+    if best is None:
+        return None
+    j, i, why = best
     return Outcome(False, "two-mode gcd rule", _pair(c, i, j, why))
 
 
@@ -138,19 +203,28 @@ def _first_duplicate(off: np.ndarray) -> tuple[int, int] | None:
     return int(order[start]), int(order[k + 1])
 
 
+def _find_duplicate(off: np.ndarray) -> tuple[int, int] | None:
+    """Two indices with the same offset (the smallest repeated offset), or None: a count
+    per offset for dense offsets, a sort for sparse ones."""
+    n = off.size
+    lo = int(off.min())
+    span = int(off.max()) - lo + 1
+    if span <= 8 * n + 4096:
+        o = (off - lo).astype(np.intp, copy=False)
+        counts = np.bincount(o, minlength=span)
+        if int(counts.max()) <= 1:
+            return None
+        v = int(np.argmax(counts > 1))
+        i, j = (int(x) for x in np.flatnonzero(o == v)[:2])
+        return i, j
+    return _first_duplicate(off)
+
+
 def _enumerate_injective(c: Concrete) -> Outcome:
     n = c.size
     if n > ENUM_LIMIT:
         return _too_large(c, n)
-    off = _all_offsets(c)
-    lo = int(off.min()) if n else 0
-    span = int(off.max()) - lo + 1 if n else 0
-    if span <= 8 * n + 4096:
-        seen = np.zeros(span, dtype=bool)
-        seen[off - lo] = True
-        if int(seen.sum()) == n:
-            return Outcome(True, "enumeration")
-    dup = _first_duplicate(off)
+    dup = _find_duplicate(_all_offsets(c))
     if dup is None:
         return Outcome(True, "enumeration")
     i, j = dup
@@ -264,7 +338,7 @@ def check_aligned(c: Concrete, v: int, a_e: int, mode: int, base: int) -> Outcom
     a, n, b = _mode_geometry(c, mode)
     if c.size > ENUM_LIMIT:
         return _too_large(c, c.size)
-    off = (_all_offsets(c).reshape(b, n, a)[:, ::v, :] + base) % a_e
+    off = _all_offsets(c, base).reshape(b, n, a)[:, ::v, :] % a_e
     bad = np.argwhere(off != 0)
     if bad.size == 0:
         return Outcome(True, "enumeration")
@@ -308,7 +382,7 @@ def check_bounded(c: Concrete, extent: int, base: int) -> Outcome:
             return Outcome(True, "corner bounds widened by the bits the swizzle may flip")
     if c.size > ENUM_LIMIT:
         return _too_large(c, c.size)
-    off = _all_offsets(c) + base
+    off = _all_offsets(c, base)
     i_lo, i_hi = int(np.argmin(off)), int(np.argmax(off))
     if int(off[i_lo]) < 0:
         return Outcome(False, "enumeration", _outside(c, i_lo, base, extent))
