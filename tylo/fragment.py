@@ -33,7 +33,7 @@ from typing import Any
 from tylo import dtypes as dt
 from tylo.ownership import Ownership, OwnershipError, broadcast_map
 
-__all__ = ["Fragment", "FragmentError", "full", "zeros"]
+__all__ = ["Fragment", "FragmentError", "full", "ptx", "zeros"]
 
 
 class FragmentError(OwnershipError):
@@ -133,6 +133,11 @@ class Fragment:
 
     @classmethod
     def __tylo_elementwise__(cls, op: str, args: Sequence[Any]) -> Fragment:
+        if op.startswith("shfl_"):  # tylo.shfl_xor(fragment, ...): every slot shuffled
+            from tylo.kernel.intrinsics import _shuffle
+
+            f, rest = args[0], tuple(args[1:])
+            return Fragment([_shuffle(op[5:], v, *rest) for v in f.values], f.ownership)
         frags = [a for a in args if isinstance(a, Fragment)]
         for f in frags:
             if f.packed is not None:
@@ -200,6 +205,11 @@ class Fragment:
         if self.packed is not None:
             raise FragmentError("map over packed registers: unpack the fragment first")
         return Fragment([fn(v) for v in self.values], self.ownership)
+
+    def ptx(self, instruction: str, *args: Any, **kwargs: Any) -> Fragment:
+        """``tylo.ptx(instruction, slot, *args)`` for every slot (fragment arguments
+        broadcast like elementwise operands): ``f.ptx("tanh.approx.f32")``."""
+        return ptx(instruction, self, *args, **kwargs)
 
     def map_slots(self, fn: Callable[[int, Any], Any]) -> Fragment:
         """Apply ``fn(slot, value)`` to every value; the ownership is kept."""
@@ -310,6 +320,27 @@ class Fragment:
     def min(self, axis: int, **kwargs: Any) -> Fragment:
         """The minimum along ``axis``."""
         return self.reduce("minimum", axis, **kwargs)
+
+
+def ptx(instruction: str, *args: Any, **kwargs: Any) -> Any:
+    """:func:`tylo.ptx` broadcast over fragments: one instruction per slot, fragment
+    operands combined as elementwise operations combine them (equal or broadcastable
+    ownerships); plain operands are passed to every slot."""
+    from tylo.kernel.intrinsics import ptx as _ptx
+
+    frags = [a for a in args if isinstance(a, Fragment)]
+    if not frags:
+        return _ptx(instruction, *args, **kwargs)
+    target = max(frags, key=lambda f: f.ownership.values).ownership
+    maps = [broadcast_map(target, a.ownership) if isinstance(a, Fragment) else None
+            for a in args]
+    out = []
+    for i in range(target.values):
+        ops = [a.values[m[i]] if m is not None else a for a, m in zip(args, maps)]
+        out.append(_ptx(instruction, *ops, **kwargs))
+    if out and isinstance(out[0], tuple):
+        return tuple(Fragment([o[j] for o in out], target) for j in range(len(out[0])))
+    return Fragment(out, target)
 
 
 def full(ownership: Ownership, value: Any, dtype: Any = None) -> Fragment:

@@ -29,7 +29,7 @@ from tylo.errors import TyloError
 from tylo.layouts import ComposedLayout, Layout, Swizzle
 from tylo.layouts.swizzle import SwizzleXor
 
-__all__ = ["GlobalTile", "SharedTile", "TileError", "shared_address", "store"]
+__all__ = ["GlobalTile", "SharedTile", "TileError", "load", "shared_address", "store"]
 
 I32 = ir.IntType(32)
 # shared memory addresses fit comfortably in 31 bits (228 KB per SM on sm_90)
@@ -428,3 +428,54 @@ def _linear_strides(tile: _Tile) -> tuple | None:
             return None
         out.append(sub.stride)
     return tuple(out)
+
+
+def load(tile: Any, ownership: Any, tid: Any, *, origin: tuple | None = None,
+         fill: Any = 0.0) -> Any:
+    """The fragment of ``ownership`` read from ``tile`` (global or shared): thread ``tid``
+    loads each element it owns. Full form: ``tile`` is the window the ownership covers.
+    Bounded form (``origin=``): ``tile`` is the whole array, the ownership covers the window
+    at ``origin``, and elements outside ``tile.shape`` read as ``fill`` (no access made)."""
+    from tylo.fragment import Fragment
+    from tylo.kernel.values import Value, as_value
+    from tylo.ownership import Ownership
+
+    if not isinstance(ownership, Ownership):
+        raise TileError(f"load: expected an Ownership, got {ownership!r}")
+    if len(ownership.shape) != tile.rank:
+        raise TileError(f"load: a {len(ownership.shape)}-D ownership from a {tile.rank}-D tile")
+    tc = ownership.thread_coord(tid)
+    start = tuple(tc) if origin is None else tuple(o + c for o, c in zip(origin, tc))
+    from tylo.kernel.memory import Tensor
+
+    flat = Tensor(tile.dtype, tile.storage.base, addrspace=tile.storage.addrspace,
+                  align=tile.storage.align, name="tile")
+    values = []
+    for v in range(ownership.values):
+        c = tuple(s + x for s, x in zip(start, ownership.value_coord(v)))
+        if origin is not None:
+            rel = sympy.And(*(sympy.Lt(x, n) for x, n in zip(c, tile.shape)))
+            if rel is sympy.false:
+                values.append(as_value(fill, tile.dtype))
+                continue
+            if rel is not sympy.true:
+                values.append(_guarded_load(flat, tile.offset(c), rel, fill))
+                continue
+        values.append(Value(tile.dtype, flat.load(_expr(tile.offset(c))).use()))
+    return Fragment(values, ownership)
+
+
+def _guarded_load(flat: Any, offset: Any, rel: Any, fill: Any) -> Any:
+    """``flat[offset]`` where ``rel`` holds, else ``fill``, through a select of a clamped
+    address (the load always reads a valid element: the first one)."""
+    from tylo.kernel.context import current
+    from tylo.kernel.lower import lower_bool, lower_int
+    from tylo.kernel.values import Value, as_value
+
+    ctx = current()
+    b = ctx.builder
+    ok = lower_bool(ctx, rel)
+    off = b.select(ok, lower_int(ctx, _expr(offset)), ir.IntType(ctx.index_bits)(0))
+    ptr = b.gep(flat.base, [off], inbounds=True)
+    raw = b.load(ptr)
+    return Value(flat.dtype, b.select(ok, raw, as_value(fill, flat.dtype).use()))

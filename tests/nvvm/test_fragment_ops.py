@@ -1,0 +1,96 @@
+"""Fragments inside kernels, compiled for sm_80 and sm_90a without a GPU: elementwise math,
+reductions by ownership (butterfly shuffles within a warp, shared memory across warps),
+broadcast of reduced rows, packing to bf16 pairs, and ``ptx`` over fragments."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import tylo
+from tylo.fragment import Fragment
+from tylo.layouts import Layout
+from tylo.layouts.tv import MMA_M16N8K16_C_TV
+from tylo.mma import MMAAtom, TiledMMA
+from tylo.ownership import Ownership
+from tylo.reduce import reduction_plan
+from tylo.tiles import GlobalTile, load, store
+
+C = Ownership(MMA_M16N8K16_C_TV, (16, 8))
+PLAN = TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(2, 2), repeat=(2, 4), k=32)
+
+
+def _count(sass: str, opcode: str) -> int:
+    return len(re.findall(rf"\b{re.escape(opcode)}\b", sass))
+
+
+@tylo.kernel
+def row_softmax_c(out, x, own: tylo.Static):
+    tid = tylo.thread_idx.x
+    f = load(GlobalTile(x, Layout(own.shape, (1, own.shape[0]))), own, tid)
+    e = tylo.exp(f - f.max(axis=1))
+    store(None, GlobalTile(out, Layout(own.shape, (1, own.shape[0]))), e / e.sum(axis=1), tid)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_warp_reduction_is_two_butterflies_per_row(target):
+    k = row_softmax_c.compile(tylo.f32, tylo.f32, C, block=32, target=target)
+    sass = k.module.sass_for(k.entry)
+    # two row slots per thread, two reductions, two shuffles each
+    assert _count(sass, "SHFL.BFLY") == 8
+    assert "LDL" not in sass and "STL" not in sass
+    assert "BAR.SYNC" not in sass
+
+
+@tylo.kernel
+def acc_row_sums(out, x, plan: tylo.Static):
+    tid = tylo.thread_idx.x
+    own = plan.acc_ownership
+    f = load(GlobalTile(x, Layout(own.shape, (1, own.shape[0]))), own, tid)
+    scratch = tylo.shared(tylo.f32, reduction_plan(own, 1).scratch_elements)
+    s = f.sum(axis=1, scratch=scratch)
+    store(None, GlobalTile(out, Layout(own.shape, (1, own.shape[0]))), f / s, tid)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_cross_warp_reduction_goes_through_shared_memory(target):
+    k = acc_row_sums.compile(tylo.f32, tylo.f32, PLAN, block=128, target=target)
+    sass = k.module.sass_for(k.entry)
+    assert _count(sass, "SHFL.BFLY") == 2 * reduction_plan(PLAN.acc_ownership, 1).result.values
+    assert "BAR.SYNC" in sass and "STS" in sass and "LDS" in sass
+    assert "LDL" not in sass and "STL" not in sass
+
+
+@tylo.kernel
+def pack_and_ptx(out, x):
+    tid = tylo.thread_idx.x
+    f = load(GlobalTile(x, Layout((16, 8), (1, 16))), C, tid)
+    g = f.ptx("tanh.approx.f32")
+    packed = g.pack(tylo.bf16)
+    for i in range(len(packed)):
+        out[tid * len(packed) + i] = packed[i]
+    h = tylo.maximum(g, 0.0) * 2.0 + tylo.shfl_xor(g, 1)
+    store(None, GlobalTile(x, Layout((16, 8), (1, 16))), h, tid)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_pack_and_ptx_over_fragments(target):
+    k = pack_and_ptx.compile(tylo.u32, tylo.f32, block=32, target=target)
+    assert k.ptx.count("tanh.approx.f32") == 4
+    assert k.ptx.count("cvt.rn.bf16x2.f32") == 2
+    sass = k.module.sass_for(k.entry)
+    assert "MUFU.TANH" in sass and "F2FP.BF16" in sass and "SHFL.BFLY" in sass
+
+
+def test_fragment_ops_trace_errors():
+    @tylo.kernel
+    def bad(out, x):
+        tid = tylo.thread_idx.x
+        f = load(GlobalTile(x, Layout((64, 64), (1, 64))), PLAN.acc_ownership, tid)
+        s = f.sum(axis=1)  # crosses warps: needs scratch
+        store(None, GlobalTile(out, Layout((64, 64), (1, 64))), s + f, tid)
+
+    with pytest.raises(tylo.TraceError, match="scratch"):
+        bad.compile(tylo.f32, tylo.f32, block=128, target="sm_90a")
+    assert isinstance(Fragment, type)
