@@ -4,8 +4,10 @@ Rule (PROOFS.md): once every stride's sign is decided, the smallest offset is
 ``offset + sum((s-1)*d)`` over the negative strides and the largest the same over the
 positive ones (both attained at corners), so the property is ``base + lo >= 0`` and
 ``extent >= base + hi + 1``: polynomial inequalities settled by slack substitution and
-coefficient signs. A swizzle ``S<b,m,s>`` keeps every offset inside its aligned block of
-``2^(b+m+|s|)``, so the bounds widen to the blocks unless the ends are block-aligned.
+coefficient signs. A swizzle ``S<b,m,s>`` flips only its ``b`` destination bits, so every
+offset stays inside its aligned block of ``2^(m+b)`` (``2^(m+|s|+b)`` for ``s < 0``): the
+bounds hold as they are when the ends are block-aligned, else they widen by the flipped
+bits.
 """
 
 from __future__ import annotations
@@ -76,10 +78,12 @@ def _rules(form: Form, extent: Any, base: Any, extra: tuple) -> RuleResult:
         upper: tuple[Atom, ...] = (Atom(">=", extent, base + hi + 1),)
         rule = "corner bounds"
     else:
-        # S<b,m,s> changes only the bits of zmask (so |S(x) - x| <= zmask) and keeps x in
-        # its aligned block of 2^(b+m+|s|) offsets (so block-aligned ends stay ends).
-        blk = 1 << (sw[0] + sw[1] + abs(sw[2]))
-        zmask = ((1 << sw[0]) - 1) << (sw[1] - min(0, sw[2]))
+        # S<b,m,s> changes only the destination bits (zmask): |S(x) - x| <= zmask, and
+        # S(x) stays in x's aligned block of 2^(top destination bit + 1) offsets, so
+        # block-aligned ends stay ends.
+        low_bit = sw[1] - min(0, sw[2])
+        zmask = ((1 << sw[0]) - 1) << low_bit
+        blk = 1 << (low_bit + sw[0])
         lower = (Atom(">=", base + lo - zmask, 0),)
         if divides(blk, lo, assumptions=extra) is True:
             lower += (Atom(">=", base + lo, 0),)

@@ -158,7 +158,13 @@ def symbolic_value(x: Any, name: str, what: str) -> Any:
 
 
 def normalize_assumptions(assuming: Any, what: str) -> tuple:
-    """The ``assuming=`` argument as a flat tuple of relations and divisibility facts."""
+    """The ``assuming=`` argument as a flat tuple of relations and divisibility facts.
+
+    >>> from tylo.layouts.symbolic import dim, divisible
+    >>> M, lda = dim("M"), dim("lda")
+    >>> normalize_assumptions([lda >= M, [divisible(lda, 8)]], "prove")
+    (lda >= M, divisible(lda, 8))
+    """
     if assuming is None:
         return ()
     items = list(assuming) if isinstance(assuming, (list, tuple, set, frozenset)) else [assuming]

@@ -34,7 +34,7 @@ def prove_equal(a: Any, b: Any, *, assuming: Any = ()) -> Verdict:
     'proved'
     >>> v = prove_equal(Layout((M, N), (1, lda)), Layout(M * N, 1))
     >>> v.status, v.values, v.hint
-    ('disproved', {'M': 2, 'N': 2, 'lda': 1}, 'needs lda == M')
+    ('disproved', {'M': 1, 'N': 2, 'lda': 2}, 'needs lda == M')
     """
     what = "prove_equal"
     fa, fb = to_form(a, what), to_form(b, what)

@@ -68,6 +68,13 @@ class Guard:
                     f"guard for {self.problem.prop}: {name}={given[name]!r} is not an int"
                 ) from None
             for s in self._by_name[name]:
+                m = getattr(s, "multiple_of", None)
+                if m is not None and (v < 1 or v % m):
+                    need = "a positive integer" if m == 1 else f"a positive multiple of {m}"
+                    raise GuardError(
+                        f"guard for {self.problem.prop} of {self.problem.subject}: {name}={v} "
+                        f"is not {need}, which the symbol {name} promises"
+                    )
                 env[s] = v
             key.append(v)
         return env, tuple(key)
@@ -78,17 +85,17 @@ class Guard:
         got = self._memo.get(key)
         if got is not None:
             return got
+        try:
+            cfs = self.problem.concretes(env)
+            pvals = self.problem.param_values(env)
+        except (ValueError, ZeroDivisionError) as e:
+            raise GuardError(
+                f"guard for {self.problem.prop} of {self.problem.subject}: the values "
+                f"{dict(zip(self.symbols, key))} do not make a valid layout ({e})"
+            ) from None
         if self.obligation is not None and self.obligation.holds(env):
             out = Outcome(True, f"obligation {self.obligation} holds")
         else:
-            try:
-                cfs = self.problem.concretes(env)
-                pvals = self.problem.param_values(env)
-            except ValueError as e:
-                raise GuardError(
-                    f"guard for {self.problem.prop} of {self.problem.subject}: the values "
-                    f"{dict(zip(self.symbols, key))} do not make a valid layout ({e})"
-                ) from None
             out = self.problem.check(cfs, pvals)
             if out.ok is None:
                 raise GuardError(

@@ -33,7 +33,14 @@ Env = dict
 
 
 def assumption_checker(assumptions: tuple) -> Callable[[Env], bool]:
-    """A fast exact test of every assumption at concrete values (``{symbol: int}``)."""
+    """A fast exact test of every assumption at concrete values (``{symbol: int}``).
+
+    >>> from tylo.layouts.symbolic import dim, divisible
+    >>> M, lda = dim("M"), dim("lda")
+    >>> ok = assumption_checker((lda >= M, divisible(lda, 4)))
+    >>> ok({M: 3, lda: 4}), ok({M: 5, lda: 4}), ok({M: 1, lda: 6})
+    (True, False, False)
+    """
     tests: list[Callable[[Env], bool]] = []
     for a in assumptions:
         if a is True or a is sympy.true or a is None:
@@ -89,7 +96,14 @@ def candidates(
 ) -> Iterator[Env]:
     """Satisfying assignments ``{symbol: int}``, deduplicated: the first 60 in
     smallest-first order, then each variable alone large, then smallest-first again up to
-    ``smallest`` in all, then ``random_count`` seeded random ones (larger values)."""
+    ``smallest`` in all, then ``random_count`` seeded random ones (larger values).
+
+    >>> from tylo.layouts.symbolic import dim, divisible
+    >>> M, lda = dim("M"), dim("lda")
+    >>> envs = candidates([M, lda], (lda >= M, divisible(lda, 4)), smallest=3, random_count=0)
+    >>> [(e[M], e[lda]) for e in envs][:3]
+    [(1, 4), (2, 4), (3, 4)]
+    """
     f = facts_for(assumptions)
     syms = _closure(symbols, assumptions)
     if not syms:
@@ -121,27 +135,33 @@ def candidates(
             env[s] = x
         return env
 
-    def small() -> Iterator[dict]:
+    def small() -> Iterator[Env]:
+        # by increasing total of the fresh variables; within one total, by the symbols'
+        # values (smallest sum first), so the first failure is a small instance
         for total in range(max_total + 1):
+            level = []
             for mags in _compositions(total, len(variables)) if variables else [()]:
                 for vals in _signed(mags, kinds):
-                    yield dict(zip(variables, vals))
+                    env = at(dict(zip(variables, vals)))
+                    if env is not None:
+                        level.append(env)
+            level.sort(key=lambda e: (sum(abs(x) for x in e.values()), tuple(e.values())))
+            yield from level
             if not variables:
                 return
 
-    def large() -> Iterator[dict]:
+    def large() -> Iterator[Env | None]:
         # one variable large, the others smallest: failures that need one large value
         for v in variables:
             for big in (7, 31, 127, 1023):
                 point = dict.fromkeys(variables, 0)
                 point[v] = big
-                yield point
+                yield at(point)
 
-    points = small()
-    for phase, quota in ((points, min(smallest, 60)), (large(), None), (points, smallest)):
-        for point in phase:
+    envs = small()
+    for phase, quota in ((envs, min(smallest, 60)), (large(), None), (envs, smallest)):
+        for env in phase:
             tried += 1
-            env = at(point)
             if env is not None and accept(env):
                 produced += 1
                 yield env

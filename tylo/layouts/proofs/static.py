@@ -91,7 +91,15 @@ def _too_large(c: Concrete, n: int) -> Outcome:
 
 
 def check_injective(c: Concrete) -> Outcome:
-    """Exact injectivity of a concrete form (a swizzle is a bijection: it never matters)."""
+    """Exact injectivity of a concrete form (a swizzle is a bijection: it never matters).
+
+    >>> from tylo.layouts import Layout
+    >>> from tylo.layouts.proofs.normalize import to_form
+    >>> check_injective(to_form(Layout((3, 2), (2, 3)), "").static_concrete)
+    Outcome(ok=True, rule='two-mode gcd rule', witness=None)
+    >>> check_injective(to_form(Layout((4, 8), (1, 2)), "").static_concrete).witness["indices"]
+    (2, 4)
+    """
     w = _weights(c)
     if c.outer is None:
         live = [(abs(d), e, k) for k, (e, d) in enumerate(c.flat) if e > 1]
@@ -374,8 +382,8 @@ def check_bounded(c: Concrete, extent: int, base: int) -> Outcome:
         return Outcome(True, "corner bounds")
     if c.swizzle is not None:
         b, m, s = c.swizzle
-        blk = 1 << (b + m + abs(s))
         zmask = ((1 << b) - 1) << (m - min(0, s))
+        blk = 1 << (m - min(0, s) + b)
         low = max(lo - zmask, (lo // blk) * blk)
         high = min(hi + zmask, (hi // blk + 1) * blk - 1)
         if base + low >= 0 and base + high < extent:
