@@ -24,6 +24,7 @@ stored to shared memory.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,23 +99,22 @@ class CopyPlan:
 
     @functools.cached_property
     def ownership(self) -> Ownership:
-        """Threads along the vector axis first (coalesced rows), then down the rows."""
+        """Threads along the vector axis first (coalesced rows), then down the rows; a
+        thread's further vectors follow along the row, then down the rows."""
         rows, cols = self.shape
         v = self.vector
         per_row = cols // v
-        tk = min(per_row, self.threads)
-        if per_row % tk or self.threads % tk:
-            raise PlanError(f"CopyPlan: {self.threads} threads do not tile rows of {per_row} "
-                            "vectors")
+        tk = math.gcd(per_row, self.threads)  # threads side by side along a row
         tr = self.threads // tk
-        if rows % tr and tr > rows:
-            raise PlanError(f"CopyPlan: {tr} thread rows exceed the tile's {rows} rows")
+        if rows % tr:
+            raise PlanError(
+                f"CopyPlan: {self.threads} threads as {tr} rows of {tk} do not tile the "
+                f"{rows} rows of {per_row} vectors"
+            )
         values = [(v, 1, 1)]
         if per_row > tk:
             values.append((per_row // tk, 1, v * tk))
         if rows > tr:
-            if rows % tr:
-                raise PlanError(f"CopyPlan: {tr} thread rows do not divide {rows} rows")
             values.append((rows // tr, 0, tr))
         threads = [(tk, 1, v), (tr, 0, 1)]
         return Ownership.from_modes(self.shape, threads, values, f"copy {self.shape}")

@@ -164,16 +164,25 @@ class GemmConfig:
 
     def describe(self) -> str:
         bm, bn, bk = self.tile
-        return (f"{bm}x{bn}x{bk} tile, {self.plan.warps[0]}x{self.plan.warps[1]} warps of "
-                f"{self.plan.warp_tile[0]}x{self.plan.warp_tile[1]}, {self.stages} stages, "
-                f"{'swizzled' if self.swizzle else 'plain'} smem, group_m {self.group_m}, "
-                f"{'bounded' if self.bounded else 'full tiles'}, "
-                f"{'16-byte' if self.vector else 'element-wise'} copies, "
-                f"{self.shared_bytes // 1024} KiB smem")
+        return (
+            f"{bm}x{bn}x{bk} tile, {self.plan.warps[0]}x{self.plan.warps[1]} warps of "
+            f"{self.plan.warp_tile[0]}x{self.plan.warp_tile[1]}, {self.stages} stages, "
+            f"{'swizzled' if self.swizzle else 'plain'} smem, group_m {self.group_m}, "
+            f"{'bounded' if self.bounded else 'full tiles'}, "
+            f"{'16-byte' if self.vector else 'element-wise'} copies, "
+            f"{self.shared_bytes // 1024} KiB smem"
+        )
 
 
-def gemm_config(plan: TiledMMA = DEFAULT_PLAN, *, stages: int = 3, swizzle: bool = True,
-                group_m: int = 8, bounded: bool = True, vector: bool = True) -> GemmConfig:
+def gemm_config(
+    plan: TiledMMA = DEFAULT_PLAN,
+    *,
+    stages: int = 3,
+    swizzle: bool = True,
+    group_m: int = 8,
+    bounded: bool = True,
+    vector: bool = True,
+) -> GemmConfig:
     """Plan a GEMM on the host: shared layouts, copy plans and their proofs.
 
     >>> cfg = gemm_config(TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), (2, 2), (2, 4), 32),
@@ -185,9 +194,24 @@ def gemm_config(plan: TiledMMA = DEFAULT_PLAN, *, stages: int = 3, swizzle: bool
         raise PlanError(f"gemm_config: stages must be an int >= 1, got {stages!r}")
     cfg = GemmConfig(plan, stages, swizzle, group_m, bounded, vector)
     if cfg.shared_bytes > 227 * 1024:
-        raise PlanError(f"gemm_config: {cfg.shared_bytes} bytes of shared memory exceed the "
-                        "227 KiB a block may use (sm_90); use fewer stages or a smaller tile")
+        raise PlanError(
+            f"gemm_config: {cfg.shared_bytes} bytes of shared memory exceed the "
+            "227 KiB a block may use (sm_90); use fewer stages or a smaller tile"
+        )
     proofs = cfg.proofs
+    from tylo.layouts.proofs import prove_bounded
+
+    for name, layout, span in (
+        ("A", cfg.a_smem, cfg.a_elements),
+        ("B", cfg.b_smem, cfg.b_elements),
+    ):
+        v = prove_bounded(layout, extent=span)
+        if not v:
+            raise PlanError(
+                f"gemm_config: the {name} stages {layout} leave their shared span "
+                f"of {span} elements: {v.reason}"
+            )
+        proofs[f"{name} stages within their {span * cfg.dtype.nbytes} shared bytes"] = v
     for name, cp in (("A", cfg.copy_a), ("B", cfg.copy_b)):
         for what, v in cp.proofs.items():
             proofs[f"{name} copy: {what}"] = v
@@ -229,21 +253,36 @@ def prefetch_stage(cfg, A, B, sa, sb, tid, m0, n0, kt, stage):
     else:
         copy_async(cfg.copy_a, A.window((m0, k0), (bm, bk)), sa.select(2, stage), tid)
         copy_async(cfg.copy_b, B.window((n0, k0), (bn, bk)), sb.select(2, stage), tid)
+
+
 # --8<-- [end:prefetch]
 
 
 # --8<-- [start:kernel]
 @tylo.kernel
-def tiled_gemm_kernel(cfg: tylo.Static, d, a, b, m: Dim, n: Dim, k: Dim, lda: Dim, ldb: Dim,
-                      ldd: Dim, alpha: float, relu: tylo.Static):
+def tiled_gemm_kernel(
+    cfg: tylo.Static,
+    d,
+    a,
+    b,
+    m: Dim,
+    n: Dim,
+    k: Dim,
+    lda: Dim,
+    ldb: Dim,
+    ldd: Dim,
+    alpha: float,
+    relu: tylo.Static,
+):
     plan = cfg.plan
     bm, bn, bk = size(plan)
     stages = cfg.stages
     if cfg.vector:  # 16-byte copies: stated here, checked at every launch
         a = tylo.assume_aligned(a, 16)
         b = tylo.assume_aligned(b, 16)
-        tylo.assume(tylo.divisible(lda, 16 // a.dtype.nbytes),
-                    tylo.divisible(ldb, 16 // b.dtype.nbytes))
+        tylo.assume(
+            tylo.divisible(lda, 16 // a.dtype.nbytes), tylo.divisible(ldb, 16 // b.dtype.nbytes)
+        )
     if not cfg.bounded:  # full tiles only
         tylo.assume(tylo.divisible(m, bm), tylo.divisible(n, bn), tylo.divisible(k, bk))
     tid = tylo.thread_idx.x
@@ -253,8 +292,10 @@ def tiled_gemm_kernel(cfg: tylo.Static, d, a, b, m: Dim, n: Dim, k: Dim, lda: Di
     B = GlobalTile(b, Layout((n, k), (ldb, 1)))  # logical (K, N) seen as (N, K)
     D = GlobalTile(d, Layout((m, n), (1, ldd)))  # M-contiguous
     sa = SharedTile(tylo.dynamic_shared(a.dtype, cfg.a_elements), cfg.a_smem)
-    sb = SharedTile(tylo.dynamic_shared(b.dtype, cfg.b_elements,
-                                        offset_bytes=cfg.a_elements * a.dtype.nbytes), cfg.b_smem)
+    sb = SharedTile(
+        tylo.dynamic_shared(b.dtype, cfg.b_elements, offset_bytes=cfg.a_elements * a.dtype.nbytes),
+        cfg.b_smem,
+    )
     k_tiles = (k + bk - 1) // bk
     acc = zero_accumulator(plan)
     if stages == 1:  # no overlap: copy, wait, multiply, repeat
@@ -280,8 +321,18 @@ def tiled_gemm_kernel(cfg: tylo.Static, d, a, b, m: Dim, n: Dim, k: Dim, lda: Di
             for ks in range(plan.k_steps):
                 if ks == 0:  # refill the stage every warp finished reading last iteration
                     if (kt + stages - 1) * bk < k:
-                        prefetch_stage(cfg, A, B, sa, sb, tid, m0, n0, kt + stages - 1,
-                                       (kt + stages - 1) % stages)
+                        prefetch_stage(
+                            cfg,
+                            A,
+                            B,
+                            sa,
+                            sb,
+                            tid,
+                            m0,
+                            n0,
+                            kt + stages - 1,
+                            (kt + stages - 1) % stages,
+                        )
                     commit_copies()
                 if ks == plan.k_steps - 1:  # K-tile kt+1 must have landed: wait, barrier
                     wait_copies(stages - 2)
@@ -289,8 +340,9 @@ def tiled_gemm_kernel(cfg: tylo.Static, d, a, b, m: Dim, n: Dim, k: Dim, lda: Di
                     nxt = (kt + 1) % stages
                     fa2, fb2 = load_operands(plan, sa.select(2, nxt), sb.select(2, nxt), tid, 0)
                 else:  # fragments one k-step ahead of the MMAs that use them
-                    fa2, fb2 = load_operands(plan, sa.select(2, read), sb.select(2, read), tid,
-                                             ks + 1)
+                    fa2, fb2 = load_operands(
+                        plan, sa.select(2, read), sb.select(2, read), tid, ks + 1
+                    )
                 acc = mma_atoms(plan, fa, fb, acc)
                 fa, fb = fa2, fb2
         wait_copies(0)
@@ -301,14 +353,24 @@ def tiled_gemm_kernel(cfg: tylo.Static, d, a, b, m: Dim, n: Dim, k: Dim, lda: Di
         store(plan, D, out, tid, origin=(m0, n0))
     else:
         store(plan, D.window((m0, n0), (bm, bn)), out, tid)
+
+
 # --8<-- [end:kernel]
 
 
 # ---------------------------------------------------------------------------- host
 
 
-def choose_config(m: int, n: int, k: int, lda: int, ldb: int, aligned: bool = True,
-                  plan: TiledMMA | None = None, **kw: Any) -> GemmConfig:
+def choose_config(
+    m: int,
+    n: int,
+    k: int,
+    lda: int,
+    ldb: int,
+    aligned: bool = True,
+    plan: TiledMMA | None = None,
+    **kw: Any,
+) -> GemmConfig:
     """The configuration for a problem: full tiles when M, N, K divide the tile, 16-byte
     copies when the leading dimensions and pointers allow. Element-wise copies (unaligned
     leading dimensions) use the smaller 64 x 64 plan, whose fewer loads per thread fit in
@@ -324,9 +386,22 @@ def choose_config(m: int, n: int, k: int, lda: int, ldb: int, aligned: bool = Tr
     return gemm_config(plan, bounded=not full, vector=vector, **kw)
 
 
-def gemm(d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb: int, ldd: int, *,
-         alpha: float = 1.0, relu: bool = False, cfg: GemmConfig | None = None,
-         stream: Any = None) -> GemmConfig:
+def gemm(
+    d: Any,
+    a: Any,
+    b: Any,
+    m: int,
+    n: int,
+    k: int,
+    lda: int,
+    ldb: int,
+    ldd: int,
+    *,
+    alpha: float = 1.0,
+    relu: bool = False,
+    cfg: GemmConfig | None = None,
+    stream: Any = None,
+) -> GemmConfig:
     """Launch ``D = alpha * A @ B`` (device arrays or pointers' owners: DeviceBuffer,
     torch, ...; see the module docstring for the storage); returns the configuration."""
     from tylo.arrays import as_device_array
@@ -335,8 +410,21 @@ def gemm(d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb: int, ldd
         pa, pb = as_device_array(a).ptr, as_device_array(b).ptr
         cfg = choose_config(m, n, k, lda, ldb, aligned=pa % 16 == 0 and pb % 16 == 0)
     tiled_gemm_kernel[cfg.grid(m, n), cfg.plan.threads](
-        cfg, d, a, b, m, n, k, lda, ldb, ldd, float(alpha), relu, shared=cfg.shared_bytes,
-        stream=stream)
+        cfg,
+        d,
+        a,
+        b,
+        m,
+        n,
+        k,
+        lda,
+        ldb,
+        ldd,
+        float(alpha),
+        relu,
+        shared=cfg.shared_bytes,
+        stream=stream,
+    )
     return cfg
 
 
@@ -345,8 +433,21 @@ def compile_gemm(cfg: GemmConfig, target: Any = "sm_90a", relu: bool = False) ->
     d = cfg.dtype
     a_ptr = tylo.pointer(d, align=16) if cfg.vector else d
     return tiled_gemm_kernel.compile(
-        cfg, tylo.pointer(tylo.f32), a_ptr, a_ptr, int, int, int, int, int, int, float, relu,
-        block=cfg.plan.threads, target=target)
+        cfg,
+        tylo.pointer(tylo.f32),
+        a_ptr,
+        a_ptr,
+        int,
+        int,
+        int,
+        int,
+        int,
+        int,
+        float,
+        relu,
+        block=cfg.plan.threads,
+        target=target,
+    )
 
 
 def reference(a: np.ndarray, b: np.ndarray, alpha: float = 1.0, relu: bool = False) -> np.ndarray:
@@ -365,14 +466,40 @@ def _bf16_value(bits: np.ndarray) -> np.ndarray:
     return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
-def verify(m: int, n: int, k: int, *, dtype: str = "bf16", alpha: float = 1.0,
-           relu: bool = False, pad: tuple[int, int, int] = (0, 0, 0), seed: int | None = None,
-           cfg: GemmConfig | None = None, use_torch: bool = False,
-           tolerance: float = 1e-2) -> dict[str, Any]:
+def _reference_on_device(a: np.ndarray, b: np.ndarray, alpha: float, relu: bool) -> Any:
+    """float64 ``alpha * a @ b`` through torch on the GPU (large problems), or None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    out = alpha * (torch.from_numpy(a).cuda().double() @ torch.from_numpy(b).cuda().double())
+    return (out.clamp_min(0.0) if relu else out).cpu().numpy()
+
+
+def verify(
+    m: int,
+    n: int,
+    k: int,
+    *,
+    dtype: str = "bf16",
+    alpha: float = 1.0,
+    relu: bool = False,
+    pad: tuple[int, int, int] = (0, 0, 0),
+    seed: int | None = None,
+    cfg: GemmConfig | None = None,
+    use_torch: bool = False,
+    tolerance: float = 1e-2,
+) -> dict[str, Any]:
     """Run the GEMM on fresh random data (D poisoned with NaN first; leading dimensions
-    padded by ``pad``) and compare with the float64 reference. Returns the relative error
-    and the configuration; raises AssertionError when the error exceeds ``tolerance``
-    or any element was left unwritten."""
+    padded by ``pad``) and compare with the float64 reference. Returns the relative error,
+    the configuration and the seed; raises AssertionError when the error exceeds
+    ``tolerance`` or any element was left unwritten."""
+    import os
+
+    if seed is None:
+        seed = int.from_bytes(os.urandom(4), "little")
     rng = np.random.default_rng(seed)
     lda, ldb, ldd = k + pad[0], k + pad[1], m + pad[2]
     a32 = rng.standard_normal((m, lda)).astype(np.float32)
@@ -382,14 +509,17 @@ def verify(m: int, n: int, k: int, *, dtype: str = "bf16", alpha: float = 1.0,
         a_val, b_val = _bf16_value(a_bits), _bf16_value(b_bits)
         td = tylo.bf16
     elif dtype == "f16":
-        a_bits, b_bits = a32.astype(np.float16).view(np.uint16), b32.astype(np.float16).view(
-            np.uint16)
-        a_val, b_val = a_bits.view(np.float16).astype(np.float32), b_bits.view(
-            np.float16).astype(np.float32)
+        a_bits = a32.astype(np.float16).view(np.uint16)
+        b_bits = b32.astype(np.float16).view(np.uint16)
+        a_val = a_bits.view(np.float16).astype(np.float32)
+        b_val = b_bits.view(np.float16).astype(np.float32)
         td = tylo.f16
     else:
         raise ValueError(f"verify: dtype must be 'bf16' or 'f16', got {dtype!r}")
-    ref = reference(a_val[:, :k], b_val[:, :k].T, alpha, relu)
+    av, bv = np.ascontiguousarray(a_val[:, :k]), np.ascontiguousarray(b_val[:, :k].T)
+    ref = _reference_on_device(av, bv, alpha, relu) if m * n * k > 2**30 else None
+    if ref is None:
+        ref = reference(av, bv, alpha, relu)
     if use_torch:
         import torch
 
@@ -401,28 +531,29 @@ def verify(m: int, n: int, k: int, *, dtype: str = "bf16", alpha: float = 1.0,
         torch.cuda.synchronize()
         got = dd.cpu().numpy()
     else:
-        from tylo.arrays import DeviceArray, DeviceBuffer
+        from tylo.arrays import DeviceBuffer
         from tylo.backend import driver
 
-        ba = DeviceBuffer.from_numpy(a_bits)
-        bb = DeviceBuffer.from_numpy(b_bits)
-        da = DeviceArray(ba.ptr, (m * lda,), (1,), td, ba.device, owner=ba)
-        db = DeviceArray(bb.ptr, (n * ldb,), (1,), td, bb.device, owner=bb)
-        dd = DeviceBuffer.empty(n * ldd, tylo.f32).fill_bytes(0xFF)  # NaN poison
+        da = DeviceBuffer.from_numpy(a_bits, dtype=td)
+        db = DeviceBuffer.from_numpy(b_bits, dtype=td)
+        dd = DeviceBuffer.empty((n, ldd), tylo.f32).fill_bytes(0xFF)  # NaN poison
         cfg = gemm(dd, da, db, m, n, k, lda, ldb, ldd, alpha=alpha, relu=relu, cfg=cfg)
         driver.synchronize()
-        got = dd.to_numpy().reshape(n, ldd)
+        got = dd.to_numpy()
     d = got[:, :m].T.astype(np.float64)  # (M, N)
+    where = f"gemm {m}x{n}x{k} {dtype} seed {seed} ({cfg.describe()})"
     if not np.isfinite(d).all():
         bad = np.argwhere(~np.isfinite(d))
-        raise AssertionError(f"gemm {m}x{n}x{k}: {len(bad)} elements unwritten or not finite, "
-                             f"first at {tuple(bad[0])} ({cfg.describe()})")
+        raise AssertionError(
+            f"{where}: {len(bad)} elements unwritten or not finite, first at {tuple(bad[0])}"
+        )
+    if pad[2] and not np.isnan(got[:, m:]).all():
+        raise AssertionError(f"{where}: the padding of D (rows {m}..{ldd - 1}) was written")
     denom = np.linalg.norm(ref)
     err = float(np.linalg.norm(d - ref) / denom) if denom > 0 else float(np.abs(d).max())
     if not err <= tolerance:
-        raise AssertionError(f"gemm {m}x{n}x{k}: relative error {err:.3g} > {tolerance} "
-                             f"({cfg.describe()})")
-    return {"error": err, "config": cfg}
+        raise AssertionError(f"{where}: relative error {err:.3g} > {tolerance}")
+    return {"error": err, "config": cfg, "seed": seed}
 
 
 # ---------------------------------------------------------------------------- inspection
@@ -448,7 +579,7 @@ def sass_summary(compiled: Any) -> dict[str, Any]:
             labels[m.group(1)] = i
         b = _BRANCH_RE.search(line)
         if b and b.group(1) in labels and labels[b.group(1)] < i:
-            body = lines[labels[b.group(1)]:i + 1]
+            body = lines[labels[b.group(1)] : i + 1]
             # the main loop: the backward branch whose body holds the most MMAs
             key = (sum("HMMA" in x for x in body), len(body))
             if key > (sum("HMMA" in x for x in loop), len(loop)):

@@ -22,12 +22,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("m", type=int, help="rows of A and D (>= 1)")
     parser.add_argument("n", type=int, help="columns of B and D (>= 1)")
     parser.add_argument("k", type=int, help="columns of A, rows of B (>= 1)")
-    parser.add_argument("--dtype", choices=("bf16", "f16"), default="bf16",
-                        help="input element type (output is f32)")
+    parser.add_argument(
+        "--dtype",
+        choices=("bf16", "f16"),
+        default="bf16",
+        help="input element type (output is f32)",
+    )
     parser.add_argument("--relu", action="store_true", help="apply ReLU after scaling")
     parser.add_argument("--alpha", type=float, default=1.0, help="scale of A @ B")
-    parser.add_argument("--pad", type=int, default=0,
-                        help="pad every leading dimension by this many elements")
+    parser.add_argument(
+        "--pad", type=int, default=0, help="pad every leading dimension by this many elements"
+    )
     parser.add_argument("--stages", type=int, default=None, help="pipeline stages")
 
 
@@ -41,8 +46,9 @@ def _config(args: argparse.Namespace) -> Any:
     if args.dtype == "f16":
         p = cfg.plan
         plan = TiledMMA(MMAAtom(p.atom.shape, tylo.f16), p.warps, p.repeat, p.k)
-        cfg = choose_config(args.m, args.n, args.k, args.k + args.pad, args.k + args.pad,
-                            plan=plan, **kw)
+        cfg = choose_config(
+            args.m, args.n, args.k, args.k + args.pad, args.k + args.pad, plan=plan, **kw
+        )
     return cfg
 
 
@@ -71,15 +77,31 @@ def run(args: argparse.Namespace) -> str:
 
     cfg = _config(args)
     _print_plan(cfg)
-    res = verify(args.m, args.n, args.k, dtype=args.dtype, alpha=args.alpha, relu=args.relu,
-                 pad=(args.pad, args.pad, args.pad), seed=args.seed, cfg=cfg,
-                 use_torch=args.torch)
-    return (f"{args.m}x{args.n}x{args.k} {args.dtype}, relative error {res['error']:.3g} "
-            "(float64 reference)")
+    res = verify(
+        args.m,
+        args.n,
+        args.k,
+        dtype=args.dtype,
+        alpha=args.alpha,
+        relu=args.relu,
+        pad=(args.pad, args.pad, args.pad),
+        seed=args.seed,
+        cfg=cfg,
+        use_torch=args.torch,
+    )
+    return (
+        f"{args.m}x{args.n}x{args.k} {args.dtype}, relative error {res['error']:.3g} "
+        "(float64 reference)"
+    )
 
 
-EXAMPLE = Example("gemm", "D = alpha * A @ B (+ReLU) with warp MMAs, checked against float64",
-                  add_arguments, kernels, run)
+EXAMPLE = Example(
+    "gemm",
+    "D = alpha * A @ B (+ReLU) with warp MMAs, checked against float64",
+    add_arguments,
+    kernels,
+    run,
+)
 
 
 def _has_gpu() -> bool:

@@ -1,0 +1,68 @@
+"""The GEMM's host planning (examples/gemm): configurations, proofs, typed rejections, and
+the grouped rasterization visiting every tile exactly once."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import tylo
+from examples.gemm.kernel import DEFAULT_PLAN, SMALL_PLAN, choose_config, gemm_config
+from tylo.mma import MMAAtom, PlanError, TiledMMA
+
+
+def test_seed_config_proofs():
+    cfg = gemm_config(SMALL_PLAN, stages=2)
+    assert cfg.tile == (64, 64, 32) and cfg.shared_bytes == 16384
+    statuses = {k: getattr(v, "status", v) for k, v in cfg.proofs.items()}
+    assert statuses["A ldmatrix bank conflicts"] == 0
+    assert statuses["B ldmatrix bank conflicts"] == 0
+    assert all(s in ("proved", 0) for s in statuses.values()), statuses
+    assert any("source vectors aligned" in k for k in statuses)
+    plain = gemm_config(SMALL_PLAN, stages=2, swizzle=False)
+    assert plain.proofs["A ldmatrix bank conflicts"] == 3
+
+
+def test_configs_are_static_arguments():
+    a = gemm_config(DEFAULT_PLAN, stages=4)
+    b = gemm_config(DEFAULT_PLAN, stages=4)
+    assert a == b and hash(a) == hash(b)
+    assert gemm_config(DEFAULT_PLAN, stages=3) != a
+
+
+def test_config_errors():
+    with pytest.raises(PlanError, match="stages"):
+        gemm_config(DEFAULT_PLAN, stages=0)
+    with pytest.raises(PlanError, match="227 KiB"):
+        gemm_config(DEFAULT_PLAN, stages=10)
+
+
+def test_choose_config():
+    assert not choose_config(4096, 4096, 4096, 4096, 4096).bounded
+    c = choose_config(4099, 4103, 4097, 4104, 4104)
+    assert c.bounded and c.vector and c.plan == DEFAULT_PLAN
+    u = choose_config(65, 97, 73, 73, 73)
+    assert u.bounded and not u.vector and u.plan == SMALL_PLAN
+    f16 = TiledMMA(MMAAtom((16, 8, 16), tylo.f16), (2, 2), (2, 4), 32)
+    assert choose_config(64, 64, 64, 64, 64, plan=f16).dtype is tylo.f16
+
+
+@pytest.mark.parametrize("group_m", [1, 3, 8])
+@pytest.mark.parametrize(("m", "n"), [(128, 256), (1000, 1), (4099, 4103), (8192, 8192),
+                                      (3 * 128, 7 * 256)])
+def test_rasterization_is_a_bijection(group_m, m, n):
+    cfg = gemm_config(DEFAULT_PLAN, stages=3, group_m=group_m)
+    grid = cfg.grid(m, n)
+    bm, bn, _ = cfg.tile
+    seen = set()
+    for pid in range(grid):
+        tm, tn = (int(x) for x in cfg.tile_coords(pid, m, n))
+        assert 0 <= tm * bm < m and 0 <= tn * bn < n
+        seen.add((tm, tn))
+    assert len(seen) == grid
