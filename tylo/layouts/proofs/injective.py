@@ -16,18 +16,16 @@ The sign of a stride does not matter (reflect the coordinate), so strides enter 
 
 from __future__ import annotations
 
-import random
 from math import gcd
 from typing import Any
 
-from tylo.layouts.errors import AssumptionError
 from tylo.layouts.layout import Layout
 from tylo.layouts.proofs.engine import Problem, RuleResult, prove
 from tylo.layouts.proofs.normalize import Form, simplify, to_form
-from tylo.layouts.proofs.obligation import Atom, Obligation, compile_expr, text
+from tylo.layouts.proofs.obligation import Atom, Obligation, text
 from tylo.layouts.proofs.static import check_injective
 from tylo.layouts.proofs.verdict import Verdict
-from tylo.layouts.symbolic import decide_cmp, sample_assignment
+from tylo.layouts.symbolic import decide_cmp
 
 __all__ = ["prove_injective"]
 
@@ -66,12 +64,23 @@ def _replay(objs: tuple, coords: tuple, offsets: tuple, pvals: dict, idx: tuple)
     return c1 != c2 and o1 == o2 == offsets[0] == offsets[1]
 
 
-def representative(form: Form, extra: tuple) -> dict:
-    """Typical values of the symbols (larger than the smallest), used to order modes."""
-    try:
-        return sample_assignment(form.symbols, random.Random(0), max_value=256, assumptions=extra)
-    except AssumptionError:
-        return {}
+def _sorted_by_stride(live: list[tuple[Any, Any]], extra: tuple) -> list[int]:
+    """Mode indices ordered by |stride| where the order is decided, else kept in the
+    layout's order (so a failed chain inequality reads as the natural missing assumption,
+    ``bs >= M + ldm*(N - 1)`` rather than a condition on a reordered mode)."""
+    order = list(range(len(live)))
+    changed = True
+    while changed:
+        changed = False
+        for k in range(len(order) - 1):
+            a, b = live[order[k]][1], live[order[k + 1]][1]
+            if (
+                decide_cmp(b, "<=", a, assumptions=extra) is True
+                and decide_cmp(a, "<=", b, assumptions=extra) is not True
+            ):
+                order[k], order[k + 1] = order[k + 1], order[k]
+                changed = True
+    return order
 
 
 def _rules(form: Form, extra: tuple) -> RuleResult:
@@ -90,17 +99,7 @@ def _rules(form: Form, extra: tuple) -> RuleResult:
             live.append((e, -d))
         else:
             return RuleResult(False, f"the sign of stride {text(d)} is not decided")
-    rep = representative(form, extra) if not form.is_static else {}
-
-    def weight(d: Any) -> Any:
-        if type(d) is int:
-            return d
-        try:
-            return compile_expr(d)(rep)
-        except (KeyError, TypeError):
-            return 0
-
-    order = sorted(range(len(live)), key=lambda k: (weight(live[k][1]), k))
+    order = _sorted_by_stride(live, extra)
     chain: list[tuple[Atom, ...]] = []
     proved_steps: list[str] = []
     reach: Any = 0

@@ -271,7 +271,7 @@ def check_contiguous(c: Concrete, v: int, mode: int) -> Outcome:
     if n % v:
         start = (n // v) * v
         idx = [a * j for j in range(start, n)]
-        why = f"mode {mode} has {n} elements, not a multiple of the vector width {v}"
+        why = f"mode {mode} has {n} element{'s' if n != 1 else ''}, not a multiple of the vector width {v}"
         return Outcome(False, "mode size", _vector(c, idx, why))
     pairs = simplify(c.mode_pairs(mode))
     e0, d0 = pairs[0] if pairs else (1, 0)
