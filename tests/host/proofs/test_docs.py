@@ -48,3 +48,22 @@ def test_manual_doctests() -> None:
     path = ROOT / "docs" / "proofs.md"
     result = doctest.testfile(str(path), module_relative=False, optionflags=FLAGS)
     assert result.failed == 0 and result.attempted >= 30
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_all_is_sorted_and_resolves(name: str) -> None:
+    mod = importlib.import_module(name)
+    assert list(mod.__all__) == sorted(mod.__all__)
+    assert all(hasattr(mod, n) for n in mod.__all__)
+
+
+def test_no_hypothesis_or_backend_import() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tylo.layouts.proofs\n"
+        "bad = [m for m in sys.modules if m.startswith(('hypothesis', 'tylo.backend'))]\n"
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -117,7 +117,15 @@ class Problem:
 
 
 def positive_int(x: Any, name: str, what: str) -> int:
-    """``x`` as a positive static int, or ProofArgumentError."""
+    """``x`` as a positive static int, or ProofArgumentError.
+
+    >>> positive_int(8, "vector", "prove_contiguous")
+    8
+    >>> positive_int(0, "vector", "prove_contiguous")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tylo.layouts.proofs.errors.ProofArgumentError: prove_contiguous: vector must be ...
+    """
     try:
         v = operator.index(x)
     except TypeError:
@@ -128,7 +136,13 @@ def positive_int(x: Any, name: str, what: str) -> int:
 
 
 def check_mode(form: Form, mode: Any, what: str) -> int:
-    """A top-level mode index of ``form`` (negative counts from the end)."""
+    """A top-level mode index of ``form`` (negative counts from the end).
+
+    >>> from tylo.layouts import Layout
+    >>> from tylo.layouts.proofs.normalize import to_form
+    >>> check_mode(to_form(Layout((4, 8), (1, 4)), ""), -1, "prove_contiguous")
+    1
+    """
     try:
         m = operator.index(mode)
     except TypeError:

@@ -264,14 +264,22 @@ def _vector(c: Concrete, idx: list[int], why: str) -> dict:
 def check_contiguous(c: Concrete, v: int, mode: int) -> Outcome:
     """Every run of ``v`` consecutive indices of ``mode`` (starting at multiples of ``v``),
     for every coordinate of the other modes, has consecutive offsets; ``v`` divides the
-    mode's size."""
+    mode's size.
+
+    >>> from tylo.layouts import Layout
+    >>> from tylo.layouts.proofs.normalize import to_form
+    >>> c = to_form(Layout((8, 4), (1, 10)), "").static_concrete
+    >>> check_contiguous(c, 8, 0).ok, check_contiguous(c, 2, 1).witness["offsets"]
+    (True, (0, 10))
+    """
     a, n, b = _mode_geometry(c, mode)
     if v == 1:
         return Outcome(True, "vector width 1")
     if n % v:
         start = (n // v) * v
         idx = [a * j for j in range(start, n)]
-        why = f"mode {mode} has {n} element{'s' if n != 1 else ''}, not a multiple of the vector width {v}"
+        plural = "s" if n != 1 else ""
+        why = f"mode {mode} has {n} element{plural}, not a multiple of the vector width {v}"
         return Outcome(False, "mode size", _vector(c, idx, why))
     pairs = simplify(c.mode_pairs(mode))
     e0, d0 = pairs[0] if pairs else (1, 0)
@@ -331,7 +339,14 @@ def _first_misaligned_start(c: Concrete, v: int, mode: int, a_e: int, base: int)
 
 def check_aligned(c: Concrete, v: int, a_e: int, mode: int, base: int) -> Outcome:
     """Every vector start (indices multiple of ``v`` along ``mode``, every coordinate of the
-    other modes) lies at an address ``base + L(c)`` that is a multiple of ``a_e``."""
+    other modes) lies at an address ``base + L(c)`` that is a multiple of ``a_e``.
+
+    >>> from tylo.layouts import Layout
+    >>> from tylo.layouts.proofs.normalize import to_form
+    >>> c = to_form(Layout((8, 4), (1, 12)), "").static_concrete
+    >>> check_aligned(c, 8, 4, 0, 0).ok, check_aligned(c, 8, 8, 0, 0).witness["offsets"]
+    (True, (12,))
+    """
     residue_kept = c.plain or (c.swizzle is not None and (1 << c.swizzle[1]) % a_e == 0)
     if a_e == 1:
         return Outcome(True, "alignment of one element")
@@ -368,7 +383,14 @@ def _start(c: Concrete, i: int, base: int, a_e: int) -> dict:
 
 
 def check_bounded(c: Concrete, extent: int, base: int) -> Outcome:
-    """Every address ``base + L(c)`` lies in ``[0, extent)``."""
+    """Every address ``base + L(c)`` lies in ``[0, extent)``.
+
+    >>> from tylo.layouts import Layout
+    >>> from tylo.layouts.proofs.normalize import to_form
+    >>> c = to_form(Layout((4, 2), (1, -4)), "").static_concrete
+    >>> check_bounded(c, 8, 4).ok, check_bounded(c, 8, 3).witness["offsets"]
+    (True, (-4,))
+    """
     w = _weights(c)
     lo_i = sum(w[k] * (e - 1) for k, (e, d) in enumerate(c.flat) if d < 0)
     hi_i = sum(w[k] * (e - 1) for k, (e, d) in enumerate(c.flat) if d > 0)
@@ -416,7 +438,16 @@ def _outer_key(c: Concrete) -> Any:
 
 
 def check_equal(ca: Concrete, cb: Concrete) -> Outcome:
-    """Same size and the same offset at every 1-D index."""
+    """Same size and the same offset at every 1-D index.
+
+    >>> from tylo.layouts import Layout
+    >>> from tylo.layouts.proofs.normalize import to_form
+    >>> a = to_form(Layout((4, 2), (1, 4)), "").static_concrete
+    >>> b = to_form(Layout(8, 1), "").static_concrete
+    >>> t = to_form(Layout((4, 2), (2, 1)), "").static_concrete
+    >>> check_equal(a, b).rule, check_equal(a, t).ok
+    ('equal normal forms', False)
+    """
     na, nb = ca.size, cb.size
     if na != nb:
         i = min(na, nb)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DISPROVED", "PROVED", "STATUSES", "UNKNOWN", "FrozenDict", "Verdict"]
+__all__ = ["FrozenDict", "Verdict"]
 
 PROVED, DISPROVED, UNKNOWN = "proved", "disproved", "unknown"
 STATUSES = (PROVED, DISPROVED, UNKNOWN)
