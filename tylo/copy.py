@@ -144,6 +144,21 @@ class CopyPlan:
                                 f"{v.status}: {v.reason}")
         return out
 
+    def bank_conflicts(self) -> int:
+        """The worst number of extra shared-memory wavefronts of any group of threads that
+        writes one 128-byte wavefront (0: conflict-free), from every destination address."""
+        per = max(1, 128 // self.vector_bytes)  # threads whose vectors fill one wavefront
+        nbytes = self.dtype.nbytes
+        worst = 0
+        for j in range(self.vectors_per_thread):
+            for t0 in range(0, self.threads, per):
+                chunks = set()
+                for t in range(t0, min(t0 + per, self.threads)):
+                    r, c = self.vector_coord(t, j)
+                    chunks.add((self.smem(r, c) * nbytes) % 128 // self.vector_bytes)
+                worst = max(worst, -(-per // len(chunks)) - 1)
+        return worst
+
     def prove_source(self, layout: Any, *, base: Any = 0, assuming: Any = ()) -> dict[str, Any]:
         """Verdicts that each source vector of ``layout`` (the tile's global layout, e.g.
         ``Layout((BM, BK), (lda, 1))``, at element offset ``base``) is contiguous and

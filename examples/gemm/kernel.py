@@ -215,6 +215,7 @@ def gemm_config(
     for name, cp in (("A", cfg.copy_a), ("B", cfg.copy_b)):
         for what, v in cp.proofs.items():
             proofs[f"{name} copy: {what}"] = v
+        proofs[f"{name} cp.async bank conflicts"] = cp.bank_conflicts()
     for name, op, layout in (("A", "a", cfg.a_smem), ("B", "b", cfg.b_smem)):
         loads = operand_loads(plan, op)
         for what, v in loads.prove(_stage_layout(layout)).items():

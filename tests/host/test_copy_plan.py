@@ -90,3 +90,11 @@ def test_plan_is_hashable_and_frozen():
     assert a == b and hash(a) == hash(b)
     with pytest.raises(AttributeError):
         a.threads = 64  # type: ignore[misc]
+
+
+def test_write_bank_conflicts():
+    assert CopyPlan((128, 32), dt.bf16, 256, _swizzled(128, 32)).bank_conflicts() == 0
+    assert CopyPlan((128, 32), dt.bf16, 256, Layout((128, 32), (32, 1))).bank_conflicts() == 0
+    # one 16-byte vector per 256-byte row: 8 threads of a wavefront hit one bank group
+    strided = CopyPlan((64, 8), dt.bf16, 64, Layout((64, 8), (128, 1)))
+    assert strided.bank_conflicts() == 7
