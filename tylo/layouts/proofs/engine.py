@@ -392,11 +392,17 @@ def _hint(ob: Obligation, env: dict, extra_atoms: tuple = ()) -> str | None:
     if not ob.residual:
         for clause in ob.clauses:
             if not any(a.holds(env) for a in clause):
-                return f"needs {clause[0].hint()}"
+                # name a condition on the symbols (``8 | 12 or M <= 4`` reads "M <= 4")
+                symbolic = [a for a in clause if _has_symbols(a)]
+                return f"needs {(symbolic or list(clause))[0].hint()}"
     for a in extra_atoms:
         if not a.holds(env):
             return f"needs {a.hint()}"
     return None
+
+
+def _has_symbols(a: Any) -> bool:
+    return any(isinstance(x, sympy.Basic) and x.free_symbols for x in (a.lhs, a.rhs))
 
 
 def _counterexample(problem: Problem, env: dict, out: Outcome) -> FrozenDict:

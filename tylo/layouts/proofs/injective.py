@@ -83,6 +83,26 @@ def _sorted_by_stride(live: list[tuple[Any, Any]], extra: tuple) -> list[int]:
     return order
 
 
+def _static_block_injective(block: list[tuple[Any, Any]]) -> bool:
+    """True when the modes (static extents and |strides|) are injective by enumeration:
+    where the chain breaks inside a static block, the block's reach continues it."""
+    if not all(type(e) is int and type(d) is int for e, d in block):
+        return False
+    n = 1
+    for e, _ in block:
+        n *= e
+    if n > 1 << 16:
+        return False
+    c = Form(Layout(tuple(e for e, _ in block), tuple(d for _, d in block))).static_concrete
+    return bool(check_injective(c).ok)
+
+
+def _block_text(block: list[tuple[Any, Any]]) -> str:
+    shape = ",".join(str(e) for e, _ in block)
+    stride = ",".join(str(d) for _, d in block)
+    return f"({shape}):({stride}) is injective"
+
+
 def _rules(form: Form, extra: tuple) -> RuleResult:
     if isinstance(form.outer, Layout):
         return RuleResult(False, "no symbolic rule for an outer layout")
@@ -103,11 +123,13 @@ def _rules(form: Form, extra: tuple) -> RuleResult:
     chain: list[tuple[Atom, ...]] = []
     proved_steps: list[str] = []
     reach: Any = 0
-    for k in order:
+    for pos, k in enumerate(order):
         e, d = live[k]
         atom = Atom(">=", d, reach + 1)
         if atom.decide(extra) is True:
             proved_steps.append(str(atom))
+        elif _static_block_injective([live[j] for j in order[: pos + 1]]):
+            proved_steps.append(f"block {_block_text([live[j] for j in order[: pos + 1]])}")
         else:
             chain.append((atom,))
         reach = reach + (e - 1) * d
