@@ -77,7 +77,11 @@ class Verdict:
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
-            raise ValueError(f"Verdict.status must be one of {STATUSES}, got {self.status!r}")
+            from tylo.layouts.proofs.errors import ProofArgumentError
+
+            raise ProofArgumentError(
+                f"Verdict: status must be one of {STATUSES}, got {self.status!r}"
+            )
 
     def __bool__(self) -> bool:
         return self.status == PROVED
