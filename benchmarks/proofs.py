@@ -1,6 +1,7 @@
 """Proof times of the layout provers: static layouts up to 64K elements and symbolic
 GEMM-style layouts (a runtime ``(M,K):(1,lda)`` operand tiled by a 64x32 tile, a thread
-block's tile at symbolic block indices, and a swizzled shared-memory tile). Run:
+block's tile at symbolic block indices, and a swizzled shared-memory tile with a runtime
+number of pipeline stages). Run:
 
     python benchmarks/proofs.py [--repeat 21]
 
@@ -117,6 +118,18 @@ def static_cases() -> list[tuple[str, Any, list[tuple[str, Any]]]]:
             ],
         )
     )
+    smem = composition(Swizzle(3, 3, 3), Layout((64, (8, 4)), (8, (1, 512))))
+    out.append(
+        (
+            "smem S<3,3,3> o (64,(8,4)):(8,(1,512)) [2K]",
+            smem,
+            [
+                ("injective", lambda: prove_injective(smem)),
+                ("contiguous v8 mode 1", lambda: prove_contiguous(smem, vector=8, mode=1)),
+                ("bounded 2048", lambda: prove_bounded(smem, extent=2048)),
+            ],
+        )
+    )
     tv = wgmma_m64_c_tv(256)
     out.append(
         (
@@ -142,7 +155,8 @@ def symbolic_cases() -> list[tuple[str, Any, list[tuple[str, Any]]]]:
     bm, kt = index_symbol("bm", upper=M / 64), index_symbol("kt", upper=K / 32)
     tile = Layout((64, 32), (1, lda))
     base = 64 * bm + 32 * kt * lda
-    shared = composition(Swizzle(3, 3, 3), Layout((64, (8, 4)), (8, (1, 512))))
+    stages = dim("P")
+    shared = composition(Swizzle(3, 3, 3), Layout((64, (64, stages)), (64, (1, 4096))))
     n = dim("N", multiple_of=64)
     divided = logical_divide(Layout((n, K), (1, lda)), 64)
     out = [
@@ -200,7 +214,7 @@ def symbolic_cases() -> list[tuple[str, Any, list[tuple[str, Any]]]]:
             ],
         ),
         (
-            "smem S<3,3,3> o (64,(8,4)):(8,(1,512))",
+            "smem S<3,3,3> o (64,(64,P)):(64,(1,4096))",
             shared,
             [
                 ("injective", lambda: prove_injective(shared)),
@@ -209,7 +223,7 @@ def symbolic_cases() -> list[tuple[str, Any, list[tuple[str, Any]]]]:
                     "aligned v8 bf16 mode 1",
                     lambda: prove_aligned(shared, vector=8, elem_bytes=2, mode=1),
                 ),
-                ("bounded 2048", lambda: prove_bounded(shared, extent=2048)),
+                ("bounded 4096*P", lambda: prove_bounded(shared, extent=4096 * stages)),
             ],
         ),
     ]
