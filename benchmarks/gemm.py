@@ -57,8 +57,21 @@ def _triton_gemm() -> Any:
 
     @triton.autotune(configs=configs, key=["M", "N", "K"])
     @triton.jit
-    def matmul(a, b, c, M, N, K, lda, ldb, ldc, BM: tl.constexpr, BN: tl.constexpr,
-               BK: tl.constexpr, GROUP: tl.constexpr = 8):
+    def matmul(
+        a,
+        b,
+        c,
+        M,
+        N,
+        K,
+        lda,
+        ldb,
+        ldc,
+        BM: tl.constexpr,
+        BN: tl.constexpr,
+        BK: tl.constexpr,
+        GROUP: tl.constexpr = 8,
+    ):
         pid = tl.program_id(0)
         grid_m = tl.cdiv(M, BM)
         grid_n = tl.cdiv(N, BN)
@@ -73,13 +86,20 @@ def _triton_gemm() -> Any:
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         for k0 in range(0, K, BK):
             ka = k0 + rk
-            x = tl.load(a + rm[:, None] * lda + ka[None, :],
-                        mask=(rm[:, None] < M) & (ka[None, :] < K), other=0.0)
-            y = tl.load(b + rn[None, :] * ldb + ka[:, None],
-                        mask=(rn[None, :] < N) & (ka[:, None] < K), other=0.0)
+            x = tl.load(
+                a + rm[:, None] * lda + ka[None, :],
+                mask=(rm[:, None] < M) & (ka[None, :] < K),
+                other=0.0,
+            )
+            y = tl.load(
+                b + rn[None, :] * ldb + ka[:, None],
+                mask=(rn[None, :] < N) & (ka[:, None] < K),
+                other=0.0,
+            )
             acc = tl.dot(x, y, acc)
-        tl.store(c + rm[:, None] * ldc + rn[None, :], acc,
-                 mask=(rm[:, None] < M) & (rn[None, :] < N))
+        tl.store(
+            c + rm[:, None] * ldc + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N)
+        )
 
     def run(a: Any, b: Any, c: Any, m: int, n: int, k: int, lda: int, ldb: int) -> Any:
         grid = lambda meta: (triton.cdiv(m, meta["BM"]) * triton.cdiv(n, meta["BN"]),)
@@ -134,8 +154,8 @@ def tylo_runner(cfg: Any, stream: Any) -> Callable[..., Any]:
 
     def run(d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb: int, ldd: int) -> None:
         tiled_gemm_kernel[cfg.grid(m, n), cfg.plan.threads](
-            cfg, d, a, b, m, n, k, lda, ldb, ldd, 1.0, False, shared=cfg.shared_bytes,
-            stream=stream)
+            cfg, d, a, b, m, n, k, lda, ldb, ldd, 1.0, False, shared=cfg.shared_bytes, stream=stream
+        )
 
     return run
 
@@ -147,9 +167,13 @@ def tylo_info(cfg: Any) -> dict[str, Any]:
 
     compiled = compile_gemm(cfg, Target.from_device(0))
     s = sass_summary(compiled)
-    return {"registers": s["registers"], "shared": cfg.shared_bytes, "spills": s["spills"],
-            "blocks/SM": occupancy(compiled, cfg.plan.threads, cfg.shared_bytes),
-            "loop": s["loop"]}
+    return {
+        "registers": s["registers"],
+        "shared": cfg.shared_bytes,
+        "spills": s["spills"],
+        "blocks/SM": occupancy(compiled, cfg.plan.threads, cfg.shared_bytes),
+        "loop": s["loop"],
+    }
 
 
 # ---------------------------------------------------------------------------- timing
@@ -159,8 +183,13 @@ def interleaved(fns: dict[str, Callable[[int], Any]], reps: int, torch: Any) -> 
     """Time each ``fns[name](i)`` (``i`` picks the input copy) ``reps`` times, interleaved,
     with CUDA events around each call; returns the milliseconds of every call."""
     times: dict[str, list] = {name: [] for name in fns}
-    events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                     for _ in range(reps)] for name in fns}
+    events = {
+        name: [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(reps)
+        ]
+        for name in fns
+    }
     for i in range(reps):
         for name, fn in fns.items():
             start, end = events[name][i]
@@ -183,10 +212,19 @@ def make_inputs(torch: Any, shape: tuple, pad: bool, copies: int) -> list[dict[s
     for _ in range(copies):
         a = torch.randn(m, lda, device="cuda").to(torch.bfloat16)
         b = torch.randn(n, ldb, device="cuda").to(torch.bfloat16)
-        sets.append({"a": a, "b": b, "lda": lda, "ldb": ldb, "ldd": ldd,
-                     "d": torch.full((n, ldd), float("nan"), device="cuda"),
-                     "c": torch.empty(m, n, device="cuda"),
-                     "av": a[:, :k], "bv": b[:, :k]})
+        sets.append(
+            {
+                "a": a,
+                "b": b,
+                "lda": lda,
+                "ldb": ldb,
+                "ldd": ldd,
+                "d": torch.full((n, ldd), float("nan"), device="cuda"),
+                "c": torch.empty(m, n, device="cuda"),
+                "av": a[:, :k],
+                "bv": b[:, :k],
+            }
+        )
     return sets
 
 
@@ -197,8 +235,9 @@ def check(name: str, got: Any, want: Any) -> float:
     return err
 
 
-def bench_shape(torch: Any, shape: tuple, pad: bool, reps: int, cfg: Any,
-                triton_run: Any) -> list[dict[str, Any]]:
+def bench_shape(
+    torch: Any, shape: tuple, pad: bool, reps: int, cfg: Any, triton_run: Any
+) -> list[dict[str, Any]]:
     from examples.gemm.kernel import choose_config
 
     m, n, k = shape
@@ -211,15 +250,30 @@ def bench_shape(torch: Any, shape: tuple, pad: bool, reps: int, cfg: Any,
     stream = torch.cuda.current_stream()
     run = tylo_runner(cfg, stream)
     fns: dict[str, Callable[[int], Any]] = {
-        "tylo": lambda i: run(sets[i % copies]["d"], sets[i % copies]["a"],
-                              sets[i % copies]["b"], m, n, k, sets[i % copies]["lda"],
-                              sets[i % copies]["ldb"], sets[i % copies]["ldd"]),
+        "tylo": lambda i: run(
+            sets[i % copies]["d"],
+            sets[i % copies]["a"],
+            sets[i % copies]["b"],
+            m,
+            n,
+            k,
+            sets[i % copies]["lda"],
+            sets[i % copies]["ldb"],
+            sets[i % copies]["ldd"],
+        ),
         "cuBLAS": lambda i: torch.matmul(sets[i % copies]["av"], sets[i % copies]["bv"].t()),
     }
     if triton_run is not None:
         fns["triton mma.sync"] = lambda i: triton_run(
-            sets[i % copies]["a"], sets[i % copies]["b"], sets[i % copies]["c"], m, n, k,
-            sets[i % copies]["lda"], sets[i % copies]["ldb"])
+            sets[i % copies]["a"],
+            sets[i % copies]["b"],
+            sets[i % copies]["c"],
+            m,
+            n,
+            k,
+            sets[i % copies]["lda"],
+            sets[i % copies]["ldb"],
+        )
     want = s0["av"].float() @ s0["bv"].float().t()
     for name, fn in fns.items():
         fn(0)  # warm-up: compile, load, autotune
@@ -239,26 +293,39 @@ def bench_shape(torch: Any, shape: tuple, pad: bool, reps: int, cfg: Any,
     rows = []
     for name, t in times.items():
         med = statistics.median(t)
-        rows.append({"shape": f"{m}x{n}x{k}", "lds": "aligned" if pad else "unpadded",
-                     "impl": name, "ms": med, "tflops": flops / med / 1e9,
-                     "vs_cublas": base / med, "spread": (max(t) - min(t)) / med,
-                     "error": errors.get(name), **info.get(name, {})})
+        rows.append(
+            {
+                "shape": f"{m}x{n}x{k}",
+                "lds": "aligned" if pad else "unpadded",
+                "impl": name,
+                "ms": med,
+                "tflops": flops / med / 1e9,
+                "vs_cublas": base / med,
+                "spread": (max(t) - min(t)) / med,
+                "error": errors.get(name),
+                **info.get(name, {}),
+            }
+        )
     if cfg is not None:
         rows[0]["config"] = cfg.describe()
     return rows
 
 
 def print_rows(rows: list[dict[str, Any]]) -> None:
-    head = (f"{'shape':>16} {'lds':>8} {'impl':>16} {'ms':>9} {'TFLOP/s':>8} {'x cuBLAS':>8} "
-            f"{'regs':>5} {'smem KiB':>8} {'blk/SM':>6}")
+    head = (
+        f"{'shape':>16} {'lds':>8} {'impl':>16} {'ms':>9} {'TFLOP/s':>8} {'x cuBLAS':>8} "
+        f"{'regs':>5} {'smem KiB':>8} {'blk/SM':>6}"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
         smem = r.get("shared")
-        print(f"{r['shape']:>16} {r['lds']:>8} {r['impl']:>16} {r['ms']:9.3f} "
-              f"{r['tflops']:8.1f} {r['vs_cublas']:8.3f} {r.get('registers', '-')!s:>5} "
-              f"{(f'{smem / 1024:.0f}' if isinstance(smem, int) else '-'):>8} "
-              f"{r.get('blocks/SM', '-')!s:>6}")
+        print(
+            f"{r['shape']:>16} {r['lds']:>8} {r['impl']:>16} {r['ms']:9.3f} "
+            f"{r['tflops']:8.1f} {r['vs_cublas']:8.3f} {r.get('registers', '-')!s:>5} "
+            f"{(f'{smem / 1024:.0f}' if isinstance(smem, int) else '-'):>8} "
+            f"{r.get('blocks/SM', '-')!s:>6}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -275,20 +342,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
     triton_run = None if args.no_triton else _triton_gemm()
-    shapes = ([tuple(int(x) for x in s.split(",")) for s in args.shapes] if args.shapes
-              else DEFAULT_SHAPES)
+    shapes = (
+        [tuple(int(x) for x in s.split(",")) for s in args.shapes]
+        if args.shapes
+        else DEFAULT_SHAPES
+    )
     rows = []
     for shape in shapes:
         odd = any(x % 8 for x in shape)
-        for pad in ((True, False) if odd else (True,)):
+        for pad in (True, False) if odd else (True,):
             rows += bench_shape(torch, shape, pad, args.reps, None, triton_run)
-            print_rows(rows[-(3 if triton_run else 2):])
+            print_rows(rows[-(3 if triton_run else 2) :])
     if triton_run is not None:
         print(f"triton: {triton_info(triton_run)}")
     print()
     print_rows(rows)
-    out = args.json or (os.path.join(os.environ["OUT"], "gemm.json") if os.environ.get("OUT")
-                        else None)
+    out = args.json or (
+        os.path.join(os.environ["OUT"], "gemm.json") if os.environ.get("OUT") else None
+    )
     if out:
         with open(out, "w") as f:
             json.dump(rows, f, indent=1, default=str)

@@ -61,8 +61,10 @@ def compile_all(cfgs: dict[str, Any], target: Any) -> dict[str, Any]:
     from examples.gemm.kernel import compile_gemm, sass_summary
 
     info = {}
-    print(f"{'variant':>26} {'regs':>4} {'spill':>5} {'smem':>5} {'HMMA':>4} {'LDSM':>4} "
-          f"{'LDGSTS':>6} {'BAR':>3} {'loop':>4} {'compile':>7}")
+    print(
+        f"{'variant':>26} {'regs':>4} {'spill':>5} {'smem':>5} {'HMMA':>4} {'LDSM':>4} "
+        f"{'LDGSTS':>6} {'BAR':>3} {'loop':>4} {'compile':>7}"
+    )
     for name, cfg in cfgs.items():
         t = time.perf_counter()
         try:
@@ -73,10 +75,12 @@ def compile_all(cfgs: dict[str, Any], target: Any) -> dict[str, Any]:
         s = sass_summary(k)
         lp = s["loop"]
         info[name] = {"summary": s, "compiled": k}
-        print(f"{name:>26} {s['registers']:4d} {sum(s['spills']):5d} "
-              f"{cfg.shared_bytes // 1024:4d}K {lp['HMMA']:4d} {lp['LDSM']:4d} "
-              f"{lp['LDGSTS']:6d} {lp['BAR']:3d} {lp['instructions']:4d} "
-              f"{time.perf_counter() - t:6.1f}s")
+        print(
+            f"{name:>26} {s['registers']:4d} {sum(s['spills']):5d} "
+            f"{cfg.shared_bytes // 1024:4d}K {lp['HMMA']:4d} {lp['LDSM']:4d} "
+            f"{lp['LDGSTS']:6d} {lp['BAR']:3d} {lp['instructions']:4d} "
+            f"{time.perf_counter() - t:6.1f}s"
+        )
     return info
 
 
@@ -93,8 +97,7 @@ def sweep(cfgs: dict[str, Any], info: dict[str, Any], reps: int) -> list[dict[st
         sets = make_inputs(torch, shape, True, 1)
         s0 = sets[0]
         want = s0["av"].float() @ s0["bv"].float().t()
-        fns: dict[str, Any] = {
-            "cuBLAS": lambda i, s0=s0: torch.matmul(s0["av"], s0["bv"].t())}
+        fns: dict[str, Any] = {"cuBLAS": lambda i, s0=s0: torch.matmul(s0["av"], s0["bv"].t())}
         for name, entry in info.items():
             run = tylo_runner(cfgs[name], stream)
 
@@ -120,13 +123,24 @@ def sweep(cfgs: dict[str, Any], info: dict[str, Any], reps: int) -> list[dict[st
             extra = {}
             if name in info:
                 cfg = cfgs[name]
-                extra = {"registers": info[name]["summary"]["registers"],
-                         "blocks/SM": occupancy(info[name]["compiled"], cfg.plan.threads,
-                                                cfg.shared_bytes),
-                         "error": info[name].get("error")}
-            rows.append({"variant": name, "shape": f"{m}x{n}x{k}", "ms": med,
-                         "tflops": flops / med / 1e9, "vs_cublas": base / med,
-                         "spread": (max(t) - min(t)) / med, **extra})
+                extra = {
+                    "registers": info[name]["summary"]["registers"],
+                    "blocks/SM": occupancy(
+                        info[name]["compiled"], cfg.plan.threads, cfg.shared_bytes
+                    ),
+                    "error": info[name].get("error"),
+                }
+            rows.append(
+                {
+                    "variant": name,
+                    "shape": f"{m}x{n}x{k}",
+                    "ms": med,
+                    "tflops": flops / med / 1e9,
+                    "vs_cublas": base / med,
+                    "spread": (max(t) - min(t)) / med,
+                    **extra,
+                }
+            )
         print(f"-- {m}x{n}x{k}: cuBLAS {base:.3f} ms ({flops / base / 1e9:.0f} TFLOP/s)")
     return rows
 
@@ -144,11 +158,17 @@ def print_table(rows: list[dict[str, Any]]) -> str | None:
         cells = []
         for key in keys:
             r = by[v].get(key)
-            cells.append(f"{r['tflops']:8.1f} {r['vs_cublas']:9.3f} {r['spread']:7.2f}"
-                         if r else f"{'-':>26}")
+            cells.append(
+                f"{r['tflops']:8.1f} {r['vs_cublas']:9.3f} {r['spread']:7.2f}"
+                if r
+                else f"{'-':>26}"
+            )
         any_row = next(iter(by[v].values()))
-        print(f"{v:>26} " + " ".join(f"{c:>26}" for c in cells)
-              + f" {any_row.get('registers', '-')!s:>4} {any_row.get('blocks/SM', '-')!s:>3}")
+        print(
+            f"{v:>26} "
+            + " ".join(f"{c:>26}" for c in cells)
+            + f" {any_row.get('registers', '-')!s:>4} {any_row.get('blocks/SM', '-')!s:>3}"
+        )
     best = next((v for v in order if v != "cuBLAS"), None)
     if best:
         print(f"best: {best}")

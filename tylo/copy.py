@@ -135,13 +135,18 @@ class CopyPlan:
             "destinations unique": prove_injective(dst),
             "destination vectors contiguous": prove_contiguous(dst, vector=self.vector, mode=1),
             "destination vectors aligned": prove_aligned(
-                dst, vector=self.vector, elem_bytes=self.dtype.nbytes, mode=1,
-                align=self.vector_bytes),
+                dst,
+                vector=self.vector,
+                elem_bytes=self.dtype.nbytes,
+                mode=1,
+                align=self.vector_bytes,
+            ),
         }
         for what, v in out.items():
             if not v:
-                raise PlanError(f"CopyPlan {self.shape} into {self.smem}: {what} is "
-                                f"{v.status}: {v.reason}")
+                raise PlanError(
+                    f"CopyPlan {self.shape} into {self.smem}: {what} is {v.status}: {v.reason}"
+                )
         return out
 
     def bank_conflicts(self) -> int:
@@ -168,15 +173,24 @@ class CopyPlan:
         src = self._vectors_layout(layout)
         return {
             "source vectors contiguous": prove_contiguous(
-                src, vector=self.vector, mode=1, assuming=assuming),
+                src, vector=self.vector, mode=1, assuming=assuming
+            ),
             "source vectors aligned": prove_aligned(
-                src, vector=self.vector, elem_bytes=self.dtype.nbytes, mode=1, base=base,
-                align=self.vector_bytes, assuming=assuming),
+                src,
+                vector=self.vector,
+                elem_bytes=self.dtype.nbytes,
+                mode=1,
+                base=base,
+                align=self.vector_bytes,
+                assuming=assuming,
+            ),
         }
 
     def __str__(self) -> str:
-        return (f"CopyPlan({self.shape}, {self.dtype}, {self.threads} threads, "
-                f"{self.vector_bytes}-byte vectors, into {self.smem})")
+        return (
+            f"CopyPlan({self.shape}, {self.dtype}, {self.threads} threads, "
+            f"{self.vector_bytes}-byte vectors, into {self.smem})"
+        )
 
 
 # ---------------------------------------------------------------------------- kernel side
@@ -256,8 +270,15 @@ def _source_aligned(plan: CopyPlan, src: Any, origin: tuple | None) -> bool:
     return all(bool(v) for v in verdicts.values())
 
 
-def copy_async(plan: CopyPlan, src: Any, dst: Any, tid: Any, *, origin: tuple | None = None,
-               prefetch: int | None = None) -> None:
+def copy_async(
+    plan: CopyPlan,
+    src: Any,
+    dst: Any,
+    tid: Any,
+    *,
+    origin: tuple | None = None,
+    prefetch: int | None = None,
+) -> None:
     """Copy the tile from global ``src`` to shared ``dst`` by ``plan``: thread ``tid``
     issues its ``cp.async`` vectors (commit them with :func:`commit_copies`).
 
@@ -274,11 +295,13 @@ def copy_async(plan: CopyPlan, src: Any, dst: Any, tid: Any, *, origin: tuple | 
     if not isinstance(src, GlobalTile) or not isinstance(dst, SharedTile):
         raise PlanError(f"copy_async: copies a GlobalTile into a SharedTile, got {src!r}, {dst!r}")
     if tuple(dst.shape) != plan.shape or (origin is None and tuple(src.shape) != plan.shape):
-        raise PlanError(f"copy_async: tiles {src.shape} -> {dst.shape} do not match the plan's "
-                        f"{plan.shape}")
+        raise PlanError(
+            f"copy_async: tiles {src.shape} -> {dst.shape} do not match the plan's {plan.shape}"
+        )
     if src.dtype is not plan.dtype or dst.dtype is not plan.dtype:
-        raise PlanError(f"copy_async: the plan copies {plan.dtype}, the tiles hold "
-                        f"{src.dtype} and {dst.dtype}")
+        raise PlanError(
+            f"copy_async: the plan copies {plan.dtype}, the tiles hold {src.dtype} and {dst.dtype}"
+        )
     ctx = current()
     check_arch("cp.async", ctx.target)
     nv = plan.vectors_per_thread
@@ -293,8 +316,15 @@ def copy_async(plan: CopyPlan, src: Any, dst: Any, tid: Any, *, origin: tuple | 
         _copy_vector(ctx, plan, src, addr, c, origin, prefetch)
 
 
-def _copy_vector(ctx: Any, plan: CopyPlan, src: Any, addr: Any, c: tuple,
-                 origin: tuple | None, prefetch: int | None) -> None:
+def _copy_vector(
+    ctx: Any,
+    plan: CopyPlan,
+    src: Any,
+    addr: Any,
+    c: tuple,
+    origin: tuple | None,
+    prefetch: int | None,
+) -> None:
     from llvmlite import ir
 
     from tylo.kernel.lower import lower_bool, lower_int
@@ -302,16 +332,22 @@ def _copy_vector(ctx: Any, plan: CopyPlan, src: Any, addr: Any, c: tuple,
 
     b = ctx.builder
     if origin is None:
-        cp_async(b, addr, _global_pointer(ctx, src, c), cp_size=plan.vector_bytes,
-                 prefetch=prefetch)
+        cp_async(
+            b, addr, _global_pointer(ctx, src, c), cp_size=plan.vector_bytes, prefetch=prefetch
+        )
         return
     row, col = (o + x for o, x in zip(origin, c))
     rows, cols = src.shape
     row_ok = sympy.Lt(row, rows)
     full = sympy.And(row_ok, sympy.Le(col + plan.vector, cols))
     if full is sympy.true:
-        cp_async(b, addr, _global_pointer(ctx, src, (row, col)), cp_size=plan.vector_bytes,
-                 prefetch=prefetch)
+        cp_async(
+            b,
+            addr,
+            _global_pointer(ctx, src, (row, col)),
+            cp_size=plan.vector_bytes,
+            prefetch=prefetch,
+        )
         return
     # bytes inside the matrix: (cols - col) elements, clipped to [0, vector]; 0 off the rows
     inside = sympy.Min(sympy.Max(cols - col, 0), plan.vector) * plan.dtype.nbytes
@@ -322,8 +358,9 @@ def _copy_vector(ctx: Any, plan: CopyPlan, src: Any, addr: Any, c: tuple,
     cp_async(b, addr, ptr, cp_size=plan.vector_bytes, src_size=nbytes, prefetch=prefetch)
 
 
-def _copy_scalar(plan: CopyPlan, src: Any, dst_addr: list, coords: list,
-                 origin: tuple | None) -> None:
+def _copy_scalar(
+    plan: CopyPlan, src: Any, dst_addr: list, coords: list, origin: tuple | None
+) -> None:
     """One element at a time: no vector is ever formed from an unaligned source."""
     from llvmlite import ir
 
@@ -335,8 +372,9 @@ def _copy_scalar(plan: CopyPlan, src: Any, dst_addr: list, coords: list,
     b = ctx.builder
     nbytes = plan.dtype.nbytes
     if nbytes != 2:
-        raise PlanError(f"copy_async: the element-wise path copies 16-bit elements, not "
-                        f"{plan.dtype}")
+        raise PlanError(
+            f"copy_async: the element-wise path copies 16-bit elements, not {plan.dtype}"
+        )
     for c, addr in zip(coords, dst_addr):
         for e in range(plan.vector):
             at = (c[0], c[1] + e)

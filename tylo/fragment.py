@@ -54,15 +54,35 @@ def _tracing() -> bool:
 
 # host emulation of the funnel's operations (outside a trace, for plain numbers)
 _HOST: dict[str, Callable[..., Any]] = {
-    "add": operator.add, "sub": operator.sub, "mul": operator.mul,
-    "truediv": operator.truediv, "floordiv": operator.floordiv, "mod": operator.mod,
-    "neg": operator.neg, "abs": abs, "and": operator.and_, "or": operator.or_,
-    "xor": operator.xor, "shl": operator.lshift, "shr": operator.rshift,
-    "invert": operator.invert, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
-    "ge": operator.ge, "eq": operator.eq, "ne": operator.ne,
-    "maximum": max, "minimum": min, "exp": math.exp, "exp2": lambda x: 2.0**x,
-    "log": math.log, "log2": math.log2, "sqrt": math.sqrt,
-    "rsqrt": lambda x: 1.0 / math.sqrt(x), "fma": lambda a, b, c: a * b + c,
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "truediv": operator.truediv,
+    "floordiv": operator.floordiv,
+    "mod": operator.mod,
+    "neg": operator.neg,
+    "abs": abs,
+    "and": operator.and_,
+    "or": operator.or_,
+    "xor": operator.xor,
+    "shl": operator.lshift,
+    "shr": operator.rshift,
+    "invert": operator.invert,
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "maximum": max,
+    "minimum": min,
+    "exp": math.exp,
+    "exp2": lambda x: 2.0**x,
+    "log": math.log,
+    "log2": math.log2,
+    "sqrt": math.sqrt,
+    "rsqrt": lambda x: 1.0 / math.sqrt(x),
+    "fma": lambda a, b, c: a * b + c,
     "select": lambda c, a, b: a if c else b,
 }
 
@@ -93,9 +113,7 @@ class Fragment:
     __slots__ = ("ownership", "packed", "values")
     __hash__ = object.__hash__  # identity; == builds an elementwise comparison
 
-    def __init__(
-        self, values: Sequence[Any], ownership: Ownership, *, packed: Any = None
-    ) -> None:
+    def __init__(self, values: Sequence[Any], ownership: Ownership, *, packed: Any = None) -> None:
         if not isinstance(ownership, Ownership):
             raise FragmentError(
                 f"Fragment: ownership must be an Ownership, got {type(ownership).__name__}"
@@ -146,8 +164,9 @@ class Fragment:
                     "(fragment.unpack())"
                 )
         # the result takes the ownership with the most values (the broadcast target)
-        target = max(frags, key=lambda f: (f.ownership.values, -sum(
-            s == 1 for s in f.ownership.shape))).ownership
+        target = max(
+            frags, key=lambda f: (f.ownership.values, -sum(s == 1 for s in f.ownership.shape))
+        ).ownership
         maps = []
         for a in args:
             if isinstance(a, Fragment):
@@ -163,31 +182,80 @@ class Fragment:
     def _ew(self, op: str, *args: Any) -> Fragment:
         return Fragment.__tylo_elementwise__(op, args)
 
-    def __add__(self, o: Any) -> Fragment: return self._ew("add", self, o)
-    def __radd__(self, o: Any) -> Fragment: return self._ew("add", o, self)
-    def __sub__(self, o: Any) -> Fragment: return self._ew("sub", self, o)
-    def __rsub__(self, o: Any) -> Fragment: return self._ew("sub", o, self)
-    def __mul__(self, o: Any) -> Fragment: return self._ew("mul", self, o)
-    def __rmul__(self, o: Any) -> Fragment: return self._ew("mul", o, self)
-    def __truediv__(self, o: Any) -> Fragment: return self._ew("truediv", self, o)
-    def __rtruediv__(self, o: Any) -> Fragment: return self._ew("truediv", o, self)
-    def __floordiv__(self, o: Any) -> Fragment: return self._ew("floordiv", self, o)
-    def __mod__(self, o: Any) -> Fragment: return self._ew("mod", self, o)
-    def __neg__(self) -> Fragment: return self._ew("neg", self)
-    def __pos__(self) -> Fragment: return self
-    def __abs__(self) -> Fragment: return self._ew("abs", self)
-    def __and__(self, o: Any) -> Fragment: return self._ew("and", self, o)
-    def __rand__(self, o: Any) -> Fragment: return self._ew("and", o, self)
-    def __or__(self, o: Any) -> Fragment: return self._ew("or", self, o)
-    def __ror__(self, o: Any) -> Fragment: return self._ew("or", o, self)
-    def __xor__(self, o: Any) -> Fragment: return self._ew("xor", self, o)
-    def __invert__(self) -> Fragment: return self._ew("invert", self)
-    def __lt__(self, o: Any) -> Fragment: return self._ew("lt", self, o)
-    def __le__(self, o: Any) -> Fragment: return self._ew("le", self, o)
-    def __gt__(self, o: Any) -> Fragment: return self._ew("gt", self, o)
-    def __ge__(self, o: Any) -> Fragment: return self._ew("ge", self, o)
-    def __eq__(self, o: object) -> Fragment: return self._ew("eq", self, o)  # type: ignore[override]
-    def __ne__(self, o: object) -> Fragment: return self._ew("ne", self, o)  # type: ignore[override]
+    def __add__(self, o: Any) -> Fragment:
+        return self._ew("add", self, o)
+
+    def __radd__(self, o: Any) -> Fragment:
+        return self._ew("add", o, self)
+
+    def __sub__(self, o: Any) -> Fragment:
+        return self._ew("sub", self, o)
+
+    def __rsub__(self, o: Any) -> Fragment:
+        return self._ew("sub", o, self)
+
+    def __mul__(self, o: Any) -> Fragment:
+        return self._ew("mul", self, o)
+
+    def __rmul__(self, o: Any) -> Fragment:
+        return self._ew("mul", o, self)
+
+    def __truediv__(self, o: Any) -> Fragment:
+        return self._ew("truediv", self, o)
+
+    def __rtruediv__(self, o: Any) -> Fragment:
+        return self._ew("truediv", o, self)
+
+    def __floordiv__(self, o: Any) -> Fragment:
+        return self._ew("floordiv", self, o)
+
+    def __mod__(self, o: Any) -> Fragment:
+        return self._ew("mod", self, o)
+
+    def __neg__(self) -> Fragment:
+        return self._ew("neg", self)
+
+    def __pos__(self) -> Fragment:
+        return self
+
+    def __abs__(self) -> Fragment:
+        return self._ew("abs", self)
+
+    def __and__(self, o: Any) -> Fragment:
+        return self._ew("and", self, o)
+
+    def __rand__(self, o: Any) -> Fragment:
+        return self._ew("and", o, self)
+
+    def __or__(self, o: Any) -> Fragment:
+        return self._ew("or", self, o)
+
+    def __ror__(self, o: Any) -> Fragment:
+        return self._ew("or", o, self)
+
+    def __xor__(self, o: Any) -> Fragment:
+        return self._ew("xor", self, o)
+
+    def __invert__(self) -> Fragment:
+        return self._ew("invert", self)
+
+    def __lt__(self, o: Any) -> Fragment:
+        return self._ew("lt", self, o)
+
+    def __le__(self, o: Any) -> Fragment:
+        return self._ew("le", self, o)
+
+    def __gt__(self, o: Any) -> Fragment:
+        return self._ew("gt", self, o)
+
+    def __ge__(self, o: Any) -> Fragment:
+        return self._ew("ge", self, o)
+
+    def __eq__(self, o: object) -> Fragment:
+        return self._ew("eq", self, o)  # type: ignore[override]
+
+    def __ne__(self, o: object) -> Fragment:
+        return self._ew("ne", self, o)  # type: ignore[override]
 
     def __bool__(self) -> bool:
         raise FragmentError(
@@ -240,9 +308,7 @@ class Fragment:
         if self.packed is not None:
             raise FragmentError("pack: the fragment is already packed")
         if self.ownership.values % 2:
-            raise FragmentError(
-                f"pack: {self.ownership.values} slots per thread cannot be paired"
-            )
+            raise FragmentError(f"pack: {self.ownership.values} slots per thread cannot be paired")
         from tylo.kernel.context import current
         from tylo.kernel.values import Value, convert
         from tylo.ptx_ops import cvt_pack_f32x2
@@ -250,7 +316,7 @@ class Fragment:
         b = current().builder
         regs = []
         for i in range(0, len(self.values), 2):
-            lo, hi = (convert(v, dt.f32) for v in self.values[i:i + 2])
+            lo, hi = (convert(v, dt.f32) for v in self.values[i : i + 2])
             regs.append(Value(dt.u32, cvt_pack_f32x2(b, lo.use(), hi.use(), d)))
         return Fragment(regs, self.ownership, packed=d)
 
@@ -268,8 +334,7 @@ class Fragment:
         for r in self.values:
             x = r.use()
             out.append(Value(self.packed, b.trunc(x, ir.IntType(16))))
-            out.append(Value(self.packed, b.trunc(b.lshr(x, ir.IntType(32)(16)),
-                                                  ir.IntType(16))))
+            out.append(Value(self.packed, b.trunc(b.lshr(x, ir.IntType(32)(16)), ir.IntType(16))))
         return Fragment(out, self.ownership)
 
     # -- ownership queries -----------------------------------------------------------------
@@ -332,8 +397,7 @@ def ptx(instruction: str, *args: Any, **kwargs: Any) -> Any:
     if not frags:
         return _ptx(instruction, *args, **kwargs)
     target = max(frags, key=lambda f: f.ownership.values).ownership
-    maps = [broadcast_map(target, a.ownership) if isinstance(a, Fragment) else None
-            for a in args]
+    maps = [broadcast_map(target, a.ownership) if isinstance(a, Fragment) else None for a in args]
     out = []
     for i in range(target.values):
         ops = [a.values[m[i]] if m is not None else a for a, m in zip(args, maps)]

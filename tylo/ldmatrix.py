@@ -56,8 +56,10 @@ def _row_starts(own: Ownership, reg: int, axis: int) -> tuple[bool, list[tuple]]
                 cs = [own.coord(4 * c + i // 2, 2 * reg + i % 2) for c in range(8)]
             else:  # stored row i, column c <- lane 4i + c//2, slot 2*reg + c%2
                 cs = [own.coord(4 * i + c // 2, 2 * reg + c % 2) for c in range(8)]
-            if any(tuple(x - y for x, y in zip(cs[c], cs[0])) != tuple(c * u for u in unit)
-                   for c in range(8)):
+            if any(
+                tuple(x - y for x, y in zip(cs[c], cs[0])) != tuple(c * u for u in unit)
+                for c in range(8)
+            ):
                 break
             starts.append(cs[0])
         else:
@@ -101,8 +103,9 @@ class OperandLoads:
                 )
             rows.append(found)
         if len({t for t, _ in rows}) != 1:
-            raise PlanError(f"{self.plan}: operand {self.operand.upper()} mixes transposed "
-                            "and plain registers")
+            raise PlanError(
+                f"{self.plan}: operand {self.operand.upper()} mixes transposed and plain registers"
+            )
         return rows[0][0], [starts for _, starts in rows]
 
     @functools.cached_property
@@ -112,8 +115,7 @@ class OperandLoads:
         # one width for every load (x4 when it divides the registers), so that a single
         # source layout describes all of them
         num = next(x for x in (4, 2, 1) if nregs % x == 0)
-        return tuple(LdmatrixLoad(tuple(range(r, r + num)), trans)
-                     for r in range(0, nregs, num))
+        return tuple(LdmatrixLoad(tuple(range(r, r + num)), trans) for r in range(0, nregs, num))
 
     @property
     def trans(self) -> bool:
@@ -138,14 +140,18 @@ class OperandLoads:
         first = [t[0] for t in tables]
         rel = [[tuple(x - y for x, y in zip(c, t[0])) for c in t] for t in tables]
         if any(r != rel[0] for r in rel):
-            raise PlanError(f"{plan}: the loads of operand {self.operand.upper()} use "
-                            "different lane patterns; no single source layout describes them")
+            raise PlanError(
+                f"{plan}: the loads of operand {self.operand.upper()} use "
+                "different lane patterns; no single source layout describes them"
+            )
         try:
             lane_modes = fit_modes(rel[0], own.rank)
             load_modes = fit_modes(first, own.rank) if len(first) > 1 else [(1, None, 0)]
         except OwnershipError as err:
-            raise PlanError(f"{plan}: operand {self.operand.upper()} row addresses are not "
-                            f"linear in the lane bits: {err}") from None
+            raise PlanError(
+                f"{plan}: operand {self.operand.upper()} row addresses are not "
+                f"linear in the lane bits: {err}"
+            ) from None
         m, n, k = plan.size
         wm, wn = plan.warp_tile
         ak = plan.atom.shape[2]
@@ -156,8 +162,9 @@ class OperandLoads:
             warps = [(plan.warps[0], None, 0), (plan.warps[1], 0, wn)]
             shape = (n, k)
         values = [(ROW_ELEMENTS, self.axis, 1), *load_modes, (plan.k_steps, 1, ak)]
-        return Ownership.from_modes(shape, lane_modes + warps, values,
-                                    f"{plan} {self.operand.upper()} ldmatrix rows")
+        return Ownership.from_modes(
+            shape, lane_modes + warps, values, f"{plan} {self.operand.upper()} ldmatrix rows"
+        )
 
     def slot(self, load: int, k_step: int) -> int:
         """The source slot of the first element of ``load`` in ``k_step``."""
@@ -177,12 +184,15 @@ class OperandLoads:
         out = {
             "ldmatrix rows contiguous": prove_contiguous(rows, vector=ROW_ELEMENTS, mode=1),
             "ldmatrix rows 16-byte aligned": prove_aligned(
-                rows, vector=ROW_ELEMENTS, elem_bytes=nbytes, mode=1, align=16),
+                rows, vector=ROW_ELEMENTS, elem_bytes=nbytes, mode=1, align=16
+            ),
         }
         for what, v in out.items():
             if not v:
-                raise PlanError(f"{self.plan} operand {self.operand.upper()} from {layout}: "
-                                f"{what} is {v.status}: {v.reason}")
+                raise PlanError(
+                    f"{self.plan} operand {self.operand.upper()} from {layout}: "
+                    f"{what} is {v.status}: {v.reason}"
+                )
         return out
 
     def bank_conflicts(self, layout: Any) -> int:
@@ -248,11 +258,13 @@ def load_operand(plan: Any, operand: str, tile: Any, tid: Any, k_step: int) -> A
     m, n, k = plan.size
     want = (m if operand == "a" else n, k)
     if tuple(tile.shape) != want:
-        raise PlanError(f"mma: operand {operand.upper()} tile has shape {tile.shape}, the plan "
-                        f"needs {want}")
+        raise PlanError(
+            f"mma: operand {operand.upper()} tile has shape {tile.shape}, the plan needs {want}"
+        )
     if tile.dtype is not plan.atom.dtype:
-        raise PlanError(f"mma: operand {operand.upper()} holds {tile.dtype}, the atom takes "
-                        f"{plan.atom.dtype}")
+        raise PlanError(
+            f"mma: operand {operand.upper()} holds {tile.dtype}, the atom takes {plan.atom.dtype}"
+        )
     ctx = current()
     check_arch("ldmatrix", ctx.target)
     loads = operand_loads(plan, operand, _contiguous_axis(tile))

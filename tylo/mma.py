@@ -221,12 +221,20 @@ class TiledMMA:
         wm, wn = self.warp_tile
         if operand == "a":
             warps = [(self.warps[0], 0, wm), (self.warps[1], None, 0)]
-            return self.atom.a.tiled((m, ak * steps), threads=warps, values=[
-                (self.repeat[0], 0, am), (steps, 1, ak)], name=f"{self} A")
+            return self.atom.a.tiled(
+                (m, ak * steps),
+                threads=warps,
+                values=[(self.repeat[0], 0, am), (steps, 1, ak)],
+                name=f"{self} A",
+            )
         if operand == "b":
             warps = [(self.warps[0], None, 0), (self.warps[1], 0, wn)]
-            return self.atom.b.tiled((n, ak * steps), threads=warps, values=[
-                (self.repeat[1], 0, an), (steps, 1, ak)], name=f"{self} B")
+            return self.atom.b.tiled(
+                (n, ak * steps),
+                threads=warps,
+                values=[(self.repeat[1], 0, an), (steps, 1, ak)],
+                name=f"{self} B",
+            )
         raise PlanError(f"TiledMMA: operand must be 'a' or 'b', got {operand!r}")
 
     @property
@@ -249,27 +257,32 @@ class TiledMMA:
         for s in acc.shape:
             n *= s
         if not v or acc.threads * acc.values != n:
-            raise PlanError(f"{self}: the accumulator ownership is not a bijection onto "
-                            f"{acc.shape}: {v.reason}")
+            raise PlanError(
+                f"{self}: the accumulator ownership is not a bijection onto {acc.shape}: {v.reason}"
+            )
         out["accumulator ownership is a bijection"] = v
         for name in ("a", "b"):
             own = self.operand_ownership(name)
             # one warp column (A) / row (B): drop the replicated warp mode
-            th = [(mo.extent, mo.axis, mo.step) for mo in own.thread_modes
-                  if mo.axis is not None or mo.extent == 1]
+            th = [
+                (mo.extent, mo.axis, mo.step)
+                for mo in own.thread_modes
+                if mo.axis is not None or mo.extent == 1
+            ]
             va = [(mo.extent, mo.axis, mo.step) for mo in own.value_modes]
             part = Ownership.from_modes(own.shape, th, va)
             v = prove_injective(part.tv)
             cover = part.threads * part.values == own.shape[0] * own.shape[1]
             if not v or not cover:
-                raise PlanError(f"{self}: the {name.upper()} ownership does not cover its "
-                                f"tile once per warp: {v.reason}")
+                raise PlanError(
+                    f"{self}: the {name.upper()} ownership does not cover its "
+                    f"tile once per warp: {v.reason}"
+                )
             out[f"{name.upper()} ownership covers its tile once per warp"] = v
         return out
 
     def __str__(self) -> str:
-        return (f"TiledMMA({self.atom}, warps={self.warps}, repeat={self.repeat}, "
-                f"k={self.k})")
+        return f"TiledMMA({self.atom}, warps={self.warps}, repeat={self.repeat}, k={self.k})"
 
 
 def size(plan: Any) -> tuple[int, ...]:
@@ -322,13 +335,17 @@ def mma_atoms(plan: TiledMMA, a: Any, b: Any, acc: Any) -> Any:
     ctx = current()
     check_arch("mma.m16n8k16", ctx.target)
     if not isinstance(acc, Fragment) or acc.ownership != plan.acc_ownership:
-        raise PlanError(f"mma: the accumulator must be a fragment with {plan}'s accumulator "
-                        "ownership (zero_accumulator(plan))")
+        raise PlanError(
+            f"mma: the accumulator must be a fragment with {plan}'s accumulator "
+            "ownership (zero_accumulator(plan))"
+        )
     rm, rn = plan.repeat
     for name, f, regs in (("A", a, 4 * rm), ("B", b, 2 * rn)):
         if not isinstance(f, Fragment) or f.packed is None or len(f.values) != regs:
-            raise PlanError(f"mma: operand {name} must be a packed fragment of {regs} "
-                            f"registers (load_operands), got {f!r}")
+            raise PlanError(
+                f"mma: operand {name} must be a packed fragment of {regs} "
+                f"registers (load_operands), got {f!r}"
+            )
     vals = list(acc.values)
     c = plan.atom.c.values
     for j in range(rn):
@@ -338,9 +355,9 @@ def mma_atoms(plan: TiledMMA, a: Any, b: Any, acc: Any) -> Any:
             base = c * (i + rm * j)
             out = mma_m16n8k16(
                 ctx.builder,
-                [r.use() for r in a.values[4 * i:4 * i + 4]],
-                [r.use() for r in b.values[2 * j:2 * j + 2]],
-                [v.use() for v in vals[base:base + c]],
+                [r.use() for r in a.values[4 * i : 4 * i + 4]],
+                [r.use() for r in b.values[2 * j : 2 * j + 2]],
+                [v.use() for v in vals[base : base + c]],
                 plan.atom.dtype,
             )
             for q in range(c):

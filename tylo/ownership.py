@@ -125,9 +125,7 @@ class Ownership:
                 "tile shape must be plain ints"
             )
         if type(self.tv.shape) is not tuple or len(self.tv.shape) != 2:
-            raise OwnershipError(
-                f"Ownership: {self.tv} is not a (thread, value) layout of rank 2"
-            )
+            raise OwnershipError(f"Ownership: {self.tv} is not a (thread, value) layout of rank 2")
         n = 1
         for s in shape:
             n *= s
@@ -165,8 +163,11 @@ class Ownership:
         """The refined axis modes: thread modes first, then value modes, each in order."""
         out: list[AxisMode] = []
         for part, thread in ((self.tv[0], True), (self.tv[1], False)):
-            fs, fd = flatten(part).flat() if type(part.shape) is tuple else (
-                (part.shape,), (part.stride,))
+            fs, fd = (
+                flatten(part).flat()
+                if type(part.shape) is tuple
+                else ((part.shape,), (part.stride,))
+            )
             radix = 1
             for s, d in zip(fs, fd):
                 for ext, axis, step in _refine(s, d, self.shape, self.label):
@@ -359,9 +360,7 @@ def broadcast_map(big: Ownership, small: Ownership) -> tuple[int, ...]:
     """
     if big == small:
         return tuple(range(big.values))
-    if big.rank != small.rank or any(
-        s not in (1, b) for b, s in zip(big.shape, small.shape)
-    ):
+    if big.rank != small.rank or any(s not in (1, b) for b, s in zip(big.shape, small.shape)):
         raise OwnershipError(
             f"fragments of shapes {big.shape} and {small.shape} do not broadcast (each axis "
             "must be equal, or 1 in one of them)"

@@ -125,8 +125,12 @@ def cp_async(
 def cp_async_commit_group(b: ir.IRBuilder) -> None:
     """``cp.async.commit_group`` (sm_80; PTX ISA 9.7.9.25.3.2): close the group of
     cp.async operations issued by this thread since the last commit."""
-    b.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "cp.async.commit_group;",
-                        "~{memory}", True), [])
+    b.call(
+        ir.InlineAsm(
+            ir.FunctionType(ir.VoidType(), []), "cp.async.commit_group;", "~{memory}", True
+        ),
+        [],
+    )
 
 
 def cp_async_wait_group(b: ir.IRBuilder, n: int) -> None:
@@ -135,8 +139,12 @@ def cp_async_wait_group(b: ir.IRBuilder, n: int) -> None:
     only after a barrier."""
     if type(n) is not int or n < 0:
         raise PTXOpError(f"cp.async.wait_group: n must be a static int >= 0, got {n!r}")
-    b.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), f"cp.async.wait_group {n};",
-                        "~{memory}", True), [])
+    b.call(
+        ir.InlineAsm(
+            ir.FunctionType(ir.VoidType(), []), f"cp.async.wait_group {n};", "~{memory}", True
+        ),
+        [],
+    )
 
 
 def ldmatrix(b: ir.IRBuilder, addr: ir.Value, *, num: int = 4, trans: bool = False) -> list:
@@ -157,7 +165,10 @@ def ldmatrix(b: ir.IRBuilder, addr: ir.Value, *, num: int = 4, trans: bool = Fal
 
 
 def mma_m16n8k16(
-    b: ir.IRBuilder, a: Sequence[ir.Value], bb: Sequence[ir.Value], c: Sequence[ir.Value],
+    b: ir.IRBuilder,
+    a: Sequence[ir.Value],
+    bb: Sequence[ir.Value],
+    c: Sequence[ir.Value],
     dtype: Any,
 ) -> list:
     """``mma.sync.aligned.m16n8k16.row.col.f32.{bf16|f16}.{..}.f32`` (sm_80; PTX ISA
@@ -231,17 +242,20 @@ def _bits(t: ir.Type) -> int:
     raise PTXOpError(f"shared/global access: unsupported IR type {t}")
 
 
-def st_shared(b: ir.IRBuilder, addr: ir.Value, value: ir.Value,
-              pred: ir.Value | None = None) -> None:
+def st_shared(
+    b: ir.IRBuilder, addr: ir.Value, value: ir.Value, pred: ir.Value | None = None
+) -> None:
     """``[@p] st.shared.b{16,32,64} [addr], value`` (PTX ISA 9.7.9.10 st): a store to a
     32-bit shared address, optionally predicated (no branch)."""
     asm = PTXAsm("st.shared")
     a = asm.input(addr)
     v = asm.input(value)
     open_, guard, close = _pred_prefix(asm, _pred32(b, pred))
-    for line in ([open_] if open_ else []) + [
-        f"{guard}st.shared.{_PTX_TYPE[_bits(value.type)]} [{a}], {v};"
-    ] + ([close] if close else []):
+    for line in (
+        ([open_] if open_ else [])
+        + [f"{guard}st.shared.{_PTX_TYPE[_bits(value.type)]} [{a}], {v};"]
+        + ([close] if close else [])
+    ):
         asm.line(line)
     asm.emit(b, memory=True)
 
@@ -274,8 +288,9 @@ def ld_global_b16(b: ir.IRBuilder, ptr: ir.Value, pred: ir.Value | None = None) 
     return asm.emit(b, side_effects=True)[0]
 
 
-def st_global(b: ir.IRBuilder, ptr: ir.Value, value: ir.Value,
-              pred: ir.Value | None = None) -> None:
+def st_global(
+    b: ir.IRBuilder, ptr: ir.Value, value: ir.Value, pred: ir.Value | None = None
+) -> None:
     """A global store of one value; with ``pred``, ``@p st.global.b{32,..}`` (PTX ISA
     9.7.9.10 st), branch-free."""
     if pred is None:

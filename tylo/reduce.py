@@ -201,8 +201,9 @@ class ReductionPlan:
                 row.append(acc)
             part.append(row)
         for mask in self.lane_masks:
-            part = [[op(part[t][j], part[t ^ mask][j]) for j in range(len(part[t]))]
-                    for t in range(n)]
+            part = [
+                [op(part[t][j], part[t ^ mask][j]) for j in range(len(part[t]))] for t in range(n)
+            ]
         if self.warps == 1:
             return part
         size = self.scratch_elements // self.warps
@@ -279,8 +280,9 @@ def reduce(
     return Fragment(vals, plan.result)
 
 
-def _across_warps(plan: ReductionPlan, op: str, vals: list, scratch: Any, tid: Any,
-                  sync: bool) -> list:
+def _across_warps(
+    plan: ReductionPlan, op: str, vals: list, scratch: Any, tid: Any, sync: bool
+) -> list:
     from tylo.kernel.context import current
     from tylo.kernel.intrinsics import linear_thread_idx, sync_threads
     from tylo.kernel.values import Value

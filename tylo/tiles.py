@@ -56,8 +56,16 @@ class _Tile:
     __slots__ = ("base", "layout", "modes", "origin", "shape", "storage")
     space = "memory"
 
-    def __init__(self, storage: Any, layout: Any, *, base: Any = 0, modes: tuple | None = None,
-                 origin: tuple | None = None, shape: tuple | None = None) -> None:
+    def __init__(
+        self,
+        storage: Any,
+        layout: Any,
+        *,
+        base: Any = 0,
+        modes: tuple | None = None,
+        origin: tuple | None = None,
+        shape: tuple | None = None,
+    ) -> None:
         self.storage = storage
         self.layout = layout
         full = _mode_shape(layout)
@@ -75,8 +83,7 @@ class _Tile:
         return len(self.modes)
 
     def _new(self, **kw: Any) -> Any:
-        args = {"base": self.base, "modes": self.modes, "origin": self.origin,
-                "shape": self.shape}
+        args = {"base": self.base, "modes": self.modes, "origin": self.origin, "shape": self.shape}
         args.update(kw)
         return type(self)(self.storage, self.layout, **args)
 
@@ -217,8 +224,11 @@ def _expr(x: Any) -> Any:
 
 def shared_base(storage: Any) -> ir.Value:
     """The 32-bit shared address of a shared tensor's first element (a constant)."""
-    return storage.base.ptrtoint(I32) if isinstance(storage.base, ir.Constant) else (
-        _builder().ptrtoint(storage.base, I32))
+    return (
+        storage.base.ptrtoint(I32)
+        if isinstance(storage.base, ir.Constant)
+        else (_builder().ptrtoint(storage.base, I32))
+    )
 
 
 def _builder() -> ir.IRBuilder:
@@ -267,8 +277,9 @@ def address_classes(tile: SharedTile, tables: list[tuple]) -> list[tuple[int, in
     once per class (per thread, before the loop), never per access, whenever the offsets
     of two accesses differ by the same amount in every thread (proved here by enumeration
     over all threads, not assumed)."""
-    offsets = [_static_offsets(tile.layout, tuple(tile.coordinate(c) for c in tab))
-               for tab in tables]
+    offsets = [
+        _static_offsets(tile.layout, tuple(tile.coordinate(c) for c in tab)) for tab in tables
+    ]
     reps: list[int] = []
     out: list[tuple[int, int]] = []
     for j, off in enumerate(offsets):
@@ -358,8 +369,9 @@ _register()
 # ---------------------------------------------------------------------------- stores
 
 
-def store(plan: Any, tile: GlobalTile, fragment: Any, tid: Any, *,
-          origin: tuple | None = None) -> None:
+def store(
+    plan: Any, tile: GlobalTile, fragment: Any, tid: Any, *, origin: tuple | None = None
+) -> None:
     """Store ``fragment`` into ``tile`` by ownership: thread ``tid`` writes each element it
     holds at its coordinate (converted to the tile's dtype).
 
@@ -430,8 +442,9 @@ def _linear_strides(tile: _Tile) -> tuple | None:
     return tuple(out)
 
 
-def load(tile: Any, ownership: Any, tid: Any, *, origin: tuple | None = None,
-         fill: Any = 0.0) -> Any:
+def load(
+    tile: Any, ownership: Any, tid: Any, *, origin: tuple | None = None, fill: Any = 0.0
+) -> Any:
     """The fragment of ``ownership`` read from ``tile`` (global or shared): thread ``tid``
     loads each element it owns. Full form: ``tile`` is the window the ownership covers.
     Bounded form (``origin=``): ``tile`` is the whole array, the ownership covers the window
@@ -448,8 +461,13 @@ def load(tile: Any, ownership: Any, tid: Any, *, origin: tuple | None = None,
     start = tuple(tc) if origin is None else tuple(o + c for o, c in zip(origin, tc))
     from tylo.kernel.memory import Tensor
 
-    flat = Tensor(tile.dtype, tile.storage.base, addrspace=tile.storage.addrspace,
-                  align=tile.storage.align, name="tile")
+    flat = Tensor(
+        tile.dtype,
+        tile.storage.base,
+        addrspace=tile.storage.addrspace,
+        align=tile.storage.align,
+        name="tile",
+    )
     values = []
     for v in range(ownership.values):
         c = tuple(s + x for s, x in zip(start, ownership.value_coord(v)))

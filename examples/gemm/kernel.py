@@ -174,6 +174,7 @@ class GemmConfig:
         )
 
 
+# --8<-- [start:config]
 def gemm_config(
     plan: TiledMMA = DEFAULT_PLAN,
     *,
@@ -228,6 +229,9 @@ def gemm_config(
     return cfg
 
 
+# --8<-- [end:config]
+
+
 def _source_proofs(cfg: GemmConfig) -> dict[str, Any]:
     """Global-side proofs over symbolic M, N, K and leading dimensions (multiples of 8)."""
     from tylo.layouts import dim
@@ -275,6 +279,7 @@ def tiled_gemm_kernel(
     alpha: float,
     relu: tylo.Static,
 ):
+    # --8<-- [start:setup]
     plan = cfg.plan
     bm, bn, bk = size(plan)
     stages = cfg.stages
@@ -299,6 +304,8 @@ def tiled_gemm_kernel(
     )
     k_tiles = (k + bk - 1) // bk
     acc = zero_accumulator(plan)
+    # --8<-- [end:setup]
+    # --8<-- [start:pipeline]
     if stages == 1:  # no overlap: copy, wait, multiply, repeat
         for kt in tylo.range(k_tiles):
             prefetch_stage(cfg, A, B, sa, sb, tid, m0, n0, kt, 0)
@@ -321,19 +328,9 @@ def tiled_gemm_kernel(
             read = kt % stages
             for ks in range(plan.k_steps):
                 if ks == 0:  # refill the stage every warp finished reading last iteration
-                    if (kt + stages - 1) * bk < k:
-                        prefetch_stage(
-                            cfg,
-                            A,
-                            B,
-                            sa,
-                            sb,
-                            tid,
-                            m0,
-                            n0,
-                            kt + stages - 1,
-                            (kt + stages - 1) % stages,
-                        )
+                    ahead = kt + stages - 1
+                    if ahead * bk < k:
+                        prefetch_stage(cfg, A, B, sa, sb, tid, m0, n0, ahead, ahead % stages)
                     commit_copies()
                 if ks == plan.k_steps - 1:  # K-tile kt+1 must have landed: wait, barrier
                     wait_copies(stages - 2)
@@ -347,6 +344,8 @@ def tiled_gemm_kernel(
                 acc = mma_atoms(plan, fa, fb, acc)
                 fa, fb = fa2, fb2
         wait_copies(0)
+    # --8<-- [end:pipeline]
+    # --8<-- [start:epilogue]
     out = acc * alpha  # the epilogue, on the fragment: ownership kept
     if relu:
         out = tylo.maximum(out, 0.0)
@@ -354,6 +353,7 @@ def tiled_gemm_kernel(
         store(plan, D, out, tid, origin=(m0, n0))
     else:
         store(plan, D.window((m0, n0), (bm, bn)), out, tid)
+    # --8<-- [end:epilogue]
 
 
 # --8<-- [end:kernel]

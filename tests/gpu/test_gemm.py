@@ -31,15 +31,21 @@ RUN = [sys.executable, str(ROOT / "examples" / "gemm" / "run.py")]
 
 
 def test_cli_without_running():
-    out = subprocess.run([*RUN, "65", "97", "73", "--compile-only", "--target", "sm_90a"],
-                         check=False, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [*RUN, "65", "97", "73", "--compile-only", "--target", "sm_90a"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert "accumulator ownership is a bijection: proved" in out.stdout
     assert "registers" in out.stdout and "spills 0/0" in out.stdout
 
 
-@pytest.mark.parametrize("shape", [(65, 97, 73), (1, 1, 1), (128, 128, 128), (1000, 1, 129),
-                                   (4096, 4096, 4096)])
+@pytest.mark.parametrize(
+    "shape", [(65, 97, 73), (1, 1, 1), (128, 128, 128), (1000, 1, 129), (4096, 4096, 4096)]
+)
 def test_issue_shapes(gpu_runtime, shape):
     verify(*shape)
 
@@ -98,7 +104,12 @@ def test_full_tile_config_rejects_partial_tiles(gpu_runtime):
 
 
 def test_cli_runs_and_verifies(gpu_runtime):
-    out = subprocess.run([*RUN, "65", "97", "73", "--relu", "--alpha", "0.5"],
-                         check=False, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [*RUN, "65", "97", "73", "--relu", "--alpha", "0.5"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "gemm: OK" in out.stdout

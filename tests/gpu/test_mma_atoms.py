@@ -46,8 +46,12 @@ def _stage(plan, a, b, tid, swizzle):
         # 16-byte vectors, or narrower when they do not split evenly over the threads
         nbytes = rows * k * src.dtype.nbytes
         vec = next(v for v in (16, 8, 4) if nbytes % (v * plan.threads) == 0)
-        copy_async(CopyPlan((rows, k), src.dtype, plan.threads, lay, vector_bytes=vec),
-                   GlobalTile(src, Layout((rows, k), (k, 1))), dst, tid)
+        copy_async(
+            CopyPlan((rows, k), src.dtype, plan.threads, lay, vector_bytes=vec),
+            GlobalTile(src, Layout((rows, k), (k, 1))),
+            dst,
+            tid,
+        )
     commit_copies()
     wait_copies(0)
     tylo.sync_threads()
@@ -55,8 +59,14 @@ def _stage(plan, a, b, tid, swizzle):
 
 
 @tylo.kernel
-def dump_operands(out_a, out_b, a: tylo.Ptr(align=16), b: tylo.Ptr(align=16),
-                  plan: tylo.Static, swizzle: tylo.Static):
+def dump_operands(
+    out_a,
+    out_b,
+    a: tylo.Ptr(align=16),
+    b: tylo.Ptr(align=16),
+    plan: tylo.Static,
+    swizzle: tylo.Static,
+):
     tid = tylo.thread_idx.x
     sa, sb = _stage(plan, a, b, tid, swizzle)
     for ks in range(plan.k_steps):
@@ -68,8 +78,9 @@ def dump_operands(out_a, out_b, a: tylo.Ptr(align=16), b: tylo.Ptr(align=16),
 
 
 @tylo.kernel
-def mma_tile(raw, d, a: tylo.Ptr(align=16), b: tylo.Ptr(align=16), plan: tylo.Static,
-             swizzle: tylo.Static):
+def mma_tile(
+    raw, d, a: tylo.Ptr(align=16), b: tylo.Ptr(align=16), plan: tylo.Static, swizzle: tylo.Static
+):
     tid = tylo.thread_idx.x
     sa, sb = _stage(plan, a, b, tid, swizzle)
     acc = mma(plan, sa, sb, zero_accumulator(plan), tid)
@@ -82,13 +93,27 @@ def mma_tile(raw, d, a: tylo.Ptr(align=16), b: tylo.Ptr(align=16), plan: tylo.St
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
 def test_assembly(target):
     plan = PLANS["seed"]
-    k = dump_operands.compile(tylo.u32, tylo.u32, tylo.pointer(tylo.bf16, align=16),
-                              tylo.pointer(tylo.bf16, align=16), plan, True, block=128,
-                              target=target)
+    k = dump_operands.compile(
+        tylo.u32,
+        tylo.u32,
+        tylo.pointer(tylo.bf16, align=16),
+        tylo.pointer(tylo.bf16, align=16),
+        plan,
+        True,
+        block=128,
+        target=target,
+    )
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in k.ptx and "LDSM.16.M88.4" in k.sass
-    k = mma_tile.compile(tylo.f32, tylo.f32, tylo.pointer(tylo.bf16, align=16),
-                         tylo.pointer(tylo.bf16, align=16), plan, True, block=128,
-                         target=target)
+    k = mma_tile.compile(
+        tylo.f32,
+        tylo.f32,
+        tylo.pointer(tylo.bf16, align=16),
+        tylo.pointer(tylo.bf16, align=16),
+        plan,
+        True,
+        block=128,
+        target=target,
+    )
     assert k.ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 16
     assert "HMMA.16816.F32.BF16" in k.sass
 
@@ -126,7 +151,12 @@ def test_operand_registers_hold_their_ownership(gpu_runtime, name, swizzle):
                     for half, v in ((word & 0xFFFF, 0), (word >> 16, 1)):
                         row, col = own.coord(t, 2 * r + v)
                         assert (half >> 6, half & 63) == (row, col + 16 * ks), (
-                            operand, t, ks, r, v)
+                            operand,
+                            t,
+                            ks,
+                            r,
+                            v,
+                        )
 
 
 def _exact_inputs(rng, m, n, k, dtype):
@@ -153,8 +183,9 @@ def test_accumulators_hold_their_ownership(gpu_runtime, name, swizzle):
     acc = plan.acc_ownership
     raw = DeviceBuffer.empty(plan.threads * acc.values, tylo.f32).fill_bytes(0xFF)
     d = DeviceBuffer.empty(m * n, tylo.f32).fill_bytes(0xFF)
-    mma_tile[1, plan.threads](raw, d, _device(abits, plan.atom.dtype),
-                              _device(bbits, plan.atom.dtype), plan, swizzle)
+    mma_tile[1, plan.threads](
+        raw, d, _device(abits, plan.atom.dtype), _device(bbits, plan.atom.dtype), plan, swizzle
+    )
     driver.synchronize()
     got = raw.to_numpy().reshape(plan.threads, acc.values)
     table = acc.table()

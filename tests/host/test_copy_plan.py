@@ -27,9 +27,17 @@ def test_layout_examples_copy_tv():
     assert p.vector == 8 and p.vectors_per_thread == 1
 
 
-@pytest.mark.parametrize(("shape", "threads"), [((128, 32), 256), ((256, 32), 256),
-                                                 ((64, 32), 128), ((128, 64), 128),
-                                                 ((16, 128), 64), ((8, 8), 1)])
+@pytest.mark.parametrize(
+    ("shape", "threads"),
+    [
+        ((128, 32), 256),
+        ((256, 32), 256),
+        ((64, 32), 128),
+        ((128, 64), 128),
+        ((16, 128), 64),
+        ((8, 8), 1),
+    ],
+)
 @pytest.mark.parametrize("swizzle", [False, True])
 def test_coverage_and_proofs(shape, threads, swizzle):
     rows, cols = shape
@@ -70,15 +78,18 @@ def test_source_proofs_need_aligned_leading_dimension():
     assert not p.prove_source(Layout((128, 32), (lda8, 1)), base=k0)["source vectors aligned"]
 
 
-@pytest.mark.parametrize(("args", "match"), [
-    (((16, 60), dt.bf16, 64, Layout((16, 60), (60, 1))), "multiple of the 8-element"),
-    (((16, 64), dt.bf16, 48, Layout((16, 64), (64, 1))), "split evenly"),
-    (((16, 64), dt.bf16, 128, Layout((16, 64), (0, 1))), "destinations unique"),
-    (((16, 64), dt.bf16, 128, Layout((16, 64), (68, 1))), "aligned"),
-    (((16, 64), dt.bf16, 128, Layout((16, 64), (1, 16))), "contiguous"),
-    (((16, 64), dt.bf16, 128, Layout((dim("m"), 64), (64, 1))), "static"),
-    (((16, 64), dt.bf16, 128, Layout((16, 64), (64, 1)), 12), "vector_bytes"),
-])
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (((16, 60), dt.bf16, 64, Layout((16, 60), (60, 1))), "multiple of the 8-element"),
+        (((16, 64), dt.bf16, 48, Layout((16, 64), (64, 1))), "split evenly"),
+        (((16, 64), dt.bf16, 128, Layout((16, 64), (0, 1))), "destinations unique"),
+        (((16, 64), dt.bf16, 128, Layout((16, 64), (68, 1))), "aligned"),
+        (((16, 64), dt.bf16, 128, Layout((16, 64), (1, 16))), "contiguous"),
+        (((16, 64), dt.bf16, 128, Layout((dim("m"), 64), (64, 1))), "static"),
+        (((16, 64), dt.bf16, 128, Layout((16, 64), (64, 1)), 12), "vector_bytes"),
+    ],
+)
 def test_invalid_copy_plans(args, match):
     with pytest.raises(PlanError, match=match):
         CopyPlan(*args)

@@ -20,8 +20,12 @@ from tylo.layouts.tv import (
 )
 from tylo.ownership import Ownership, OwnershipError, broadcast_map, fit_modes
 
-MMA = [(MMA_M16N8K16_A_TV, (16, 16)), (MMA_M16N8K16_B_TV, (8, 16)),
-       (MMA_M16N8K16_C_TV, (16, 8)), (LDMATRIX_X4_DST_TV, (8, 32))]
+MMA = [
+    (MMA_M16N8K16_A_TV, (16, 16)),
+    (MMA_M16N8K16_B_TV, (8, 16)),
+    (MMA_M16N8K16_C_TV, (16, 8)),
+    (LDMATRIX_X4_DST_TV, (8, 32)),
+]
 
 
 @pytest.mark.parametrize(("tv", "shape"), MMA)
@@ -49,8 +53,7 @@ def test_symbolic_thread_coords_agree():
     tid = index_symbol("tid", upper=32)
     sym = own.coords(tid)
     for t in (0, 5, 17, 31):
-        got = [tuple(int(c.subs(tid, t)) if hasattr(c, "subs") else c for c in crd)
-               for crd in sym]
+        got = [tuple(int(c.subs(tid, t)) if hasattr(c, "subs") else c for c in crd) for crd in sym]
         assert got == own.coords(t)
 
 

@@ -33,16 +33,19 @@ def test_atom():
     assert hash(SEED) == hash(TiledMMA(MMAAtom((16, 8, 16), dt.bf16), (2, 2), (2, 4), 32))
 
 
-@pytest.mark.parametrize(("make", "match"), [
-    (lambda: MMAAtom((16, 8, 8), dt.bf16), "not supported"),
-    (lambda: MMAAtom((16, 8, 16), dt.f32), "bf16 or f16"),
-    (lambda: MMAAtom((16, 8, 16), dt.bf16, dt.f16), "accumulator"),
-    (lambda: TiledMMA("atom"), "MMAAtom"),
-    (lambda: TiledMMA(MMAAtom(), warps=(0, 2)), "warps"),
-    (lambda: TiledMMA(MMAAtom(), repeat=(2,)), "repeat"),
-    (lambda: TiledMMA(MMAAtom(), k=24), "multiple"),
-    (lambda: TiledMMA(MMAAtom(), warps=(8, 8)), "1024"),
-])
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: MMAAtom((16, 8, 8), dt.bf16), "not supported"),
+        (lambda: MMAAtom((16, 8, 16), dt.f32), "bf16 or f16"),
+        (lambda: MMAAtom((16, 8, 16), dt.bf16, dt.f16), "accumulator"),
+        (lambda: TiledMMA("atom"), "MMAAtom"),
+        (lambda: TiledMMA(MMAAtom(), warps=(0, 2)), "warps"),
+        (lambda: TiledMMA(MMAAtom(), repeat=(2,)), "repeat"),
+        (lambda: TiledMMA(MMAAtom(), k=24), "multiple"),
+        (lambda: TiledMMA(MMAAtom(), warps=(8, 8)), "1024"),
+    ],
+)
 def test_invalid_plans(make, match):
     with pytest.raises(PlanError, match=match):
         make()
@@ -74,8 +77,7 @@ def _simulate_ldmatrix(loads: OperandLoads, layout, k_step: int) -> dict:
     own = loads.source
     for w in range(own.threads // 32):
         for g, ld in enumerate(loads.loads):
-            addr = [layout(*own.coord(32 * w + lane, loads.slot(g, k_step)))
-                    for lane in range(32)]
+            addr = [layout(*own.coord(32 * w + lane, loads.slot(g, k_step))) for lane in range(32)]
             for t in range(32):
                 for j, reg in enumerate(ld.registers):
                     if ld.trans:  # element (row 2*(t%4)+v, column t//4) of the stored matrix
@@ -86,8 +88,10 @@ def _simulate_ldmatrix(loads: OperandLoads, layout, k_step: int) -> dict:
     return out
 
 
-@pytest.mark.parametrize("plan", [SEED, BIG, TiledMMA(MMAAtom(), (1, 1), (1, 1), 16),
-                                  TiledMMA(MMAAtom(), (4, 1), (1, 3), 48)])
+@pytest.mark.parametrize(
+    "plan",
+    [SEED, BIG, TiledMMA(MMAAtom(), (1, 1), (1, 1), 16), TiledMMA(MMAAtom(), (4, 1), (1, 3), 48)],
+)
 @pytest.mark.parametrize("operand", ["a", "b"])
 @pytest.mark.parametrize("swizzle", [False, True])
 def test_ldmatrix_registers_hold_the_ownership(plan, operand, swizzle):

@@ -54,8 +54,9 @@ def test_choose_config():
 
 
 @pytest.mark.parametrize("group_m", [1, 3, 8])
-@pytest.mark.parametrize(("m", "n"), [(128, 256), (1000, 1), (4099, 4103), (8192, 8192),
-                                      (3 * 128, 7 * 256)])
+@pytest.mark.parametrize(
+    ("m", "n"), [(128, 256), (1000, 1), (4099, 4103), (8192, 8192), (3 * 128, 7 * 256)]
+)
 def test_rasterization_is_a_bijection(group_m, m, n):
     cfg = gemm_config(DEFAULT_PLAN, stages=3, group_m=group_m)
     grid = cfg.grid(m, n)

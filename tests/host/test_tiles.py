@@ -78,8 +78,11 @@ def test_address_classes_agree_with_direct_offsets(swizzle):
     tile = _shared(layout).select(2, 2)
     loads = operand_loads(plan, "a")
     own = loads.source
-    tables = [tuple(own.coord(t, loads.slot(g, ks)) for t in range(plan.threads))
-              for ks in range(plan.k_steps) for g in range(len(loads.loads))]
+    tables = [
+        tuple(own.coord(t, loads.slot(g, ks)) for t in range(plan.threads))
+        for ks in range(plan.k_steps)
+        for g in range(len(loads.loads))
+    ]
     classes = address_classes(tile, tables)
     for j, (rep, diff) in enumerate(classes):
         for t in range(plan.threads):
