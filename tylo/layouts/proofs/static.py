@@ -288,8 +288,10 @@ def check_contiguous(c: Concrete, v: int, mode: int) -> Outcome:
         if first_ok:
             return Outcome(True, "coalesced mode has stride 1 and an extent divisible by v")
         mid = _np_offsets(c.mode_pairs(mode)).reshape(n // v, v)
-        bad = np.argwhere(np.diff(mid, axis=1) != 1)[0]
-        j = int(bad[0]) * v
+        bad = np.argwhere(np.diff(mid, axis=1) != 1)
+        if bad.size == 0:  # cannot happen for a normal form; stay exact regardless
+            return Outcome(True, "enumeration of the mode")
+        j = int(bad[0][0]) * v
         idx = [a * (j + t) for t in range(v)]
         return Outcome(False, "coalesced mode", _vector(c, idx, _not_consecutive(v)))
     if first_ok and c.swizzle is not None and (1 << c.swizzle[1]) % v == 0:
