@@ -29,25 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def kernels(args: argparse.Namespace, target: Any) -> dict[str, Any]:
-    import tylo
-    from examples.row_reduce.kernel import BLOCK, plan, row_reduce_kernel
+    from examples.row_reduce.kernel import compile_for, plan
 
     rows, cols = args.rows, args.cols
     ld, cs = (1, rows) if args.transpose else (cols, 1)
     p = plan(rows, cols, ld, cs, 4 * args.offset, 4)
-    k = row_reduce_kernel.compile(
-        tylo.f32,
-        tylo.f32,
-        int,
-        int,
-        int,
-        int,
-        args.op,
-        p["vec"],
-        p["warps_per_row"],
-        block=BLOCK,
-        target=target,
-    )
+    k = compile_for(args.op, p["vec"], p["warps_per_row"], target)
     label = f"row_reduce_kernel[{args.op}, vec={p['vec']}, warps_per_row={p['warps_per_row']}]"
     return {label: k}
 

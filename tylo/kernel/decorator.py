@@ -33,7 +33,13 @@ from tylo.dtypes import DType
 from tylo.kernel import control
 from tylo.kernel.ast_rewrite import rewrite_function
 from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
-from tylo.kernel.launch import CompiledKernel, Launcher, device_target, make_reader
+from tylo.kernel.launch import (
+    CompiledKernel,
+    Launcher,
+    device_target,
+    launcher_class,
+    make_reader,
+)
 from tylo.kernel.spec import Float, Int, ParamKind, Ptr, Static, classify
 from tylo.kernel.trace import Binding, TraceResult, trace_kernel
 
@@ -120,7 +126,7 @@ class Kernel:
         self.annotations = tuple(_annotation(hints.get(n)) for n in self.param_names)
         self.nparams = len(params)
         self.readers: list[dict[type, Any]] = [{} for _ in params]
-        self.cache: dict[Any, tuple[CompiledKernel, int]] = {}
+        self.cache: dict[Any, Any] = {}  # (block, argument keys...) -> launch.Hot
         self.stats = KernelStats()
         self._built: dict[Any, CompiledKernel] = {}
         self._launchers: dict[Any, Launcher] = {}
@@ -159,7 +165,7 @@ class Kernel:
                     f"{self.name}[...]: give a grid and a block, e.g. {self.name}[blocks, 256]"
                 )
             grid, block = config
-            launcher = Launcher(self, grid, _block3(block))
+            launcher = launcher_class(self.nparams)(self, grid, _block3(block))
             if len(self._launchers) > 256:
                 self._launchers.clear()
             self._launchers[config] = launcher
@@ -180,14 +186,17 @@ class Kernel:
         self, args: Sequence[Any], keys: Sequence[Any], block: tuple[int, int, int]
     ) -> tuple[CompiledKernel, int]:
         """Build (or find) the specialization for launch arguments ``args``."""
-        from tylo.arrays import as_device_array
+        from tylo.arrays import ArrayError, as_device_array
 
         bindings = []
         devices = set()
         for name, ann, a in zip(self.param_names, self.annotations, args):
             kind = classify(ann, a, name)
             if kind is ParamKind.POINTER:
-                arr = as_device_array(a)
+                try:
+                    arr = as_device_array(a)
+                except ArrayError as err:
+                    raise KernelArgumentError(f"argument {name!r}: {err}") from None
                 want = ann.dtype if isinstance(ann, Ptr) else None
                 if want is not None and want is not arr.dtype:
                     raise KernelArgumentError(

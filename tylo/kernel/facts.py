@@ -21,6 +21,7 @@ __all__ = [
     "decide",
     "dim",
     "divides",
+    "implied",
     "index_symbol",
     "integer_symbol",
     "symbol_bounds",
@@ -32,12 +33,34 @@ assuming = _sym.assuming
 
 
 def decide(rel: Any) -> bool | None:
-    """True or False when the facts settle ``rel``, None when they do not."""
+    """True or False when the facts settle ``rel`` (a relation, or an And/Or/Not of
+    relations), None when they do not."""
     if rel is True or rel is sympy.true:
         return True
     if rel is False or rel is sympy.false:
         return False
+    if isinstance(rel, (sympy.And, sympy.Or)):
+        parts = [decide(a) for a in rel.args]
+        if isinstance(rel, sympy.And):
+            return False if False in parts else True if all(p is True for p in parts) else None
+        return True if True in parts else False if all(p is False for p in parts) else None
+    if isinstance(rel, sympy.Not):
+        inner = decide(rel.args[0])
+        return None if inner is None else not inner
     return _sym.decide(rel)
+
+
+def implied(cond: Any, holds: bool) -> list[Any]:
+    """Relations known inside a branch taken when ``cond`` is ``holds``: the relation or
+    its negation, the parts of an And (of a negated Or); nothing for a disjunction."""
+    if isinstance(cond, sympy.Not):
+        return implied(cond.args[0], not holds)
+    if isinstance(cond, sympy.And if holds else sympy.Or):
+        return [r for a in cond.args for r in implied(a, holds)]
+    if isinstance(cond, sympy.core.relational.Relational):
+        rel = cond if holds else cond.negated
+        return [] if rel in (sympy.true, sympy.false) else [rel]
+    return []
 
 
 def divides(divisor: int, expr: Any) -> bool | None:

@@ -40,15 +40,14 @@ from tylo.kernel.values import Value, as_value, convert, ir_type, memory_type, t
 
 __all__ = ["Tensor", "dynamic_shared", "shared", "view"]
 
-_LOAD_CACHE = re.compile(
-    r"^(?:(?:ca|cg|cs|lu|cv|nc)(?:\.L1::(?:no_allocate|evict_first|evict_last|evict_normal"
-    r"|evict_unchanged))?|L1::(?:no_allocate|evict_first|evict_last|evict_normal"
-    r"|evict_unchanged))$"
-)
+_EVICT = r"L1::(?:no_allocate|evict_first|evict_last|evict_normal|evict_unchanged)"
+_L2 = r"L2::(?:evict_first|evict_last|evict_normal|64B|128B|256B)"
+# PTX ISA "ld": ld.global{.cop}{.nc}{.level::eviction_priority}{.level::prefetch_size};
+# "st": st.global{.cop}{.level::eviction_priority}. The order is checked by ptxas.
+_LOAD_CACHE = re.compile(rf"^(?:(?:ca|cg|cs|lu|cv|nc|{_EVICT}|{_L2})(?:\.(?!$)|$))+$")
 _STORE_CACHE = re.compile(
-    r"^(?:(?:wb|cg|cs|wt)(?:\.L1::(?:no_allocate|evict_first|evict_last|evict_normal"
-    r"|evict_unchanged))?|L1::(?:no_allocate|evict_first|evict_last|evict_normal"
-    r"|evict_unchanged))$"
+    rf"^(?:(?:wb|cg|cs|wt|{_EVICT}|L2::(?:evict_first|evict_last|"
+    rf"evict_normal))(?:\.(?!$)|$))+$"
 )
 _VECTOR_BYTES = (4, 8, 16)
 _SPACE = {ADDRSPACE_GLOBAL: "global", ADDRSPACE_SHARED: "shared"}
@@ -257,12 +256,9 @@ class Tensor:
         regs = outs[0] if words == 1 else "{" + ", ".join(outs) + "}"
         vec = "" if words == 1 else f".v{words}"
         asm.line(f"ld.global.{cache}{vec}.{ptype} {regs}, [{addr}];")
-        # read-only loads may be reordered freely; others must not pass stores
-        results = asm.emit(
-            ctx.builder,
-            side_effects=cache != "nc" and not cache.startswith("nc."),
-            memory=cache != "nc" and not cache.startswith("nc."),
-        )
+        # read-only (.nc) loads may be reordered freely; others must not pass stores
+        readonly = "nc" in cache.split(".")
+        results = asm.emit(ctx.builder, side_effects=not readonly, memory=not readonly)
         if d is self.dtype:
             vals = [Value(d, r) for r in results]
         else:

@@ -12,6 +12,7 @@ own region (index expressions over symbols bound inside it) are lowered before i
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -215,9 +216,9 @@ class Branches:
         ctx.builder.position_at_end(self.blocks[which])
         self.scope = ctx.push_scope(which, self.line)
         if self.cond_kind == "sym":
-            fact = self.cond if which == "then" else sympy.Not(self.cond)
-            if fact is not sympy.true and fact is not sympy.false:
-                ctx.enter_facts(facts.assuming(fact))
+            for fact in facts.implied(self.cond, which == "then"):
+                with contextlib.suppress(Exception):  # a fact the solver refuses is a hint
+                    ctx.enter_facts(facts.assuming(fact))
 
     def leave(self, leaves: list[Any] = ()) -> list[Any]:  # type: ignore[assignment]
         """Close the current branch; returns ``leaves`` prepared for merging."""

@@ -181,13 +181,13 @@ def classify(annotation: Any, value: Any, name: str) -> ParamKind:
         return ParamKind.INT
     if isinstance(value, Float) or value is float or type(value) is float:
         return ParamKind.FLOAT
-    if is_array_like(value):
-        return ParamKind.POINTER
     if type(value).__module__ == "numpy" and hasattr(value, "shape"):
         raise KernelArgumentError(
             f"argument {name!r}: a numpy array lives in host memory; copy it to the GPU "
             "first (tylo.DeviceBuffer.from_numpy(a), or a torch/CuPy device array)"
         )
+    if is_array_like(value):
+        return ParamKind.POINTER
     if type(value).__module__ == "numpy":  # numpy scalars
         if hasattr(value, "is_integer") and isinstance(value.item(), int):
             return ParamKind.INT

@@ -1,0 +1,140 @@
+# TEST_TARGET: cc>=8.0
+"""The disk cache across processes: a second process finds a kernel's cubin without tracing,
+and an edit to the kernel, to a helper module it calls, or to a module constant it reads is
+never served a stale cubin. The compile-only half needs no GPU; the runtime half launches
+from two processes and checks the results."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+KERNEL = '''
+import tylo
+import helper
+
+SCALE = {scale}
+
+
+@tylo.kernel
+def scaled_add(c, a, b, n):
+    i = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x
+    if i < n:
+        c[i] = helper.combine(a[i], b[i]) * SCALE
+'''
+
+HELPER = '''
+def combine(x, y):
+    return x {op} y
+'''
+
+SCRIPT = '''
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, sys.argv[2])
+import tylo
+import user_kernel
+start = time.perf_counter()
+if sys.argv[3] == "compile":
+    k = user_kernel.scaled_add.compile(tylo.f32, tylo.f32, tylo.f32, int, block=128,
+                                       target="sm_90a")
+    result = None
+else:
+    import numpy as np
+    from tylo.arrays import DeviceBuffer
+    from tylo.backend import driver
+    n = 1000
+    a = np.arange(n, dtype=np.float32)
+    b = np.full(n, 2.0, np.float32)
+    dc = DeviceBuffer.empty(n, tylo.f32).fill_bytes(0xFF)
+    user_kernel.scaled_add[(n + 127) // 128, 128](dc, DeviceBuffer.from_numpy(a),
+                                                 DeviceBuffer.from_numpy(b), n)
+    driver.synchronize()
+    result = dc.to_numpy()[:4].tolist()
+    k = next(iter(user_kernel.scaled_add._built.values()))
+elapsed = time.perf_counter() - start
+s = user_kernel.scaled_add.stats
+print(json.dumps({"traces": s.traces, "compiles": s.compiles, "disk_hits": s.disk_hits,
+                  "cache": k.timings["cache"], "ptx": k.ptx, "result": result,
+                  "elapsed": elapsed}))
+'''
+
+
+def write_project(path: Path, *, scale: str = "3.0", op: str = "+") -> None:
+    (path / "user_kernel.py").write_text(textwrap.dedent(KERNEL.format(scale=scale)))
+    (path / "helper.py").write_text(textwrap.dedent(HELPER.format(op=op)))
+
+
+def run(tmp: Path, mode: str) -> dict:
+    env = {**os.environ, "TYLO_CACHE_DIR": str(tmp / "cache")}
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp / "src"), str(ROOT), mode],
+        capture_output=True, text=True, env=env, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv("TYLO_CACHE", raising=False)
+    (tmp_path / "src").mkdir()
+    write_project(tmp_path / "src")
+    return tmp_path
+
+
+def test_second_process_hits_without_tracing(project: Path):
+    first = run(project, "compile")
+    assert first["traces"] == 1 and first["disk_hits"] == 0
+    second = run(project, "compile")
+    assert second["traces"] == 0 and second["disk_hits"] == 1
+    assert second["cache"] == "kernel-hit"
+    assert second["ptx"] == first["ptx"]
+
+
+def test_edits_are_never_served_stale(project: Path):
+    base = run(project, "compile")
+    assert "mul.f32" in base["ptx"] or "mul.rn.f32" in base["ptx"]
+    write_project(project / "src", op="-")  # the helper module the kernel calls
+    helper_edit = run(project, "compile")
+    assert helper_edit["traces"] == 1 and "sub.f32" in helper_edit["ptx"]
+    write_project(project / "src", op="-", scale="5.0")  # a module constant it reads
+    constant_edit = run(project, "compile")
+    assert constant_edit["traces"] == 1
+    assert constant_edit["ptx"] != helper_edit["ptx"] and "0f40A00000" in constant_edit["ptx"]
+    again = run(project, "compile")
+    assert again["traces"] == 0 and again["ptx"] == constant_edit["ptx"]
+    write_project(project / "src")  # back to the first version: one entry per key, so
+    back = run(project, "compile")  # a trace, then the IR-keyed cache has its cubin
+    assert back["traces"] == 1 and back["cache"] == "hit" and back["ptx"] == base["ptx"]
+
+
+def test_cache_can_be_disabled(project: Path, monkeypatch):
+    run(project, "compile")
+    monkeypatch.setenv("TYLO_CACHE", "0")
+    env_off = run(project, "compile")
+    assert env_off["traces"] == 1 and env_off["disk_hits"] == 0
+
+
+def test_corrupt_entry_is_recompiled(project: Path):
+    run(project, "compile")
+    for entry in (project / "cache").rglob("*.tylo"):
+        entry.write_bytes(entry.read_bytes()[:100])  # truncate every entry
+    again = run(project, "compile")
+    assert again["traces"] == 1 and again["disk_hits"] == 0
+
+
+def test_second_process_launch_hits(gpu_runtime, project: Path):
+    first = run(project, "launch")
+    second = run(project, "launch")
+    assert second["disk_hits"] == 1 and second["traces"] == 0
+    want = [(i + 2.0) * 3.0 for i in range(4)]
+    assert first["result"] == want and second["result"] == want
