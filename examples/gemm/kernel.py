@@ -39,6 +39,7 @@ from tylo.tiles import GlobalTile, SharedTile, store
 
 __all__ = [
     "DEFAULT_PLAN",
+    "DEFAULT_STAGES",
     "SMALL_PLAN",
     "GemmConfig",
     "choose_config",
@@ -51,6 +52,9 @@ __all__ = [
     "tiled_gemm_kernel",
     "verify",
 ]
+
+# pipeline depth of the large plan: 3 K-tiles in flight hide HBM latency (96 KiB of stages)
+DEFAULT_STAGES = 4
 
 # the seed's plan: 64 x 64 CTA tile, 4 warps of 32 x 32; used for element-wise copies
 SMALL_PLAN = TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(2, 2), repeat=(2, 4), k=32)
@@ -384,6 +388,7 @@ def choose_config(
         plan = TiledMMA(MMAAtom(base.atom.shape, dtype), base.warps, base.repeat, base.k)
     bm, bn, bk = size(plan)
     full = m % bm == 0 and n % bn == 0 and k % bk == 0
+    kw.setdefault("stages", DEFAULT_STAGES if plan.threads >= 256 else 3)
     return gemm_config(plan, bounded=not full, vector=vector, **kw)
 
 

@@ -90,3 +90,30 @@ def test_address_classes_agree_with_direct_offsets(swizzle):
     reps = {r for r, _ in classes}
     # the 4 row groups of a k-step share a base; a swizzle needs one base per k-step
     assert len(reps) == (plan.k_steps if swizzle else 1)
+
+
+def test_symbolic_addresses_agree_with_static_ones():
+    """What a kernel evaluates per thread (coordinates of the ldmatrix and cp.async sources
+    as expressions of the thread index, through the swizzled layout) equals, for every
+    thread, what the host proved and grouped."""
+    from tylo.copy import CopyPlan
+
+    plan = TiledMMA(MMAAtom((16, 8, 16), dt.bf16), (2, 4), (4, 8), 32)
+    layout = composition(Swizzle(2, 3, 3), Layout((128, 32, 3), (32, 1, 4096)))
+    tile = _shared(layout).select(2, 1)
+    tid = index_symbol("tid", upper=plan.threads)
+    loads = operand_loads(plan, "a")
+    own = loads.source
+    copy = CopyPlan(
+        (128, 32), dt.bf16, plan.threads, composition(Swizzle(2, 3, 3), Layout((128, 32), (32, 1)))
+    )
+    accesses = [
+        lambda t, g=g, ks=ks: own.coord(t, loads.slot(g, ks))
+        for ks in range(plan.k_steps)
+        for g in range(len(loads.loads))
+    ]
+    accesses += [lambda t, j=j: copy.vector_coord(t, j) for j in range(copy.vectors_per_thread)]
+    for access in accesses:
+        expr = tile.offset(access(tid))
+        for t in range(0, plan.threads, 7):
+            assert int(expr.subs(tid, t)) == tile.offset(access(t))

@@ -25,12 +25,16 @@ def _count(sass: str, opcode: str) -> int:
     return len(re.findall(rf"\b{re.escape(opcode)}\b", sass))
 
 
+# --8<-- [start:softmax]
 @tylo.kernel
 def row_softmax_c(out, x, own: tylo.Static):
     tid = tylo.thread_idx.x
     f = load(GlobalTile(x, Layout(own.shape, (1, own.shape[0]))), own, tid)
     e = tylo.exp(f - f.max(axis=1))
     store(None, GlobalTile(out, Layout(own.shape, (1, own.shape[0]))), e / e.sum(axis=1), tid)
+
+
+# --8<-- [end:softmax]
 
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
@@ -43,6 +47,7 @@ def test_warp_reduction_is_two_butterflies_per_row(target):
     assert "BAR.SYNC" not in sass
 
 
+# --8<-- [start:across_warps]
 @tylo.kernel
 def acc_row_sums(out, x, plan: tylo.Static):
     tid = tylo.thread_idx.x
@@ -51,6 +56,9 @@ def acc_row_sums(out, x, plan: tylo.Static):
     scratch = tylo.shared(tylo.f32, reduction_plan(own, 1).scratch_elements)
     s = f.sum(axis=1, scratch=scratch)
     store(None, GlobalTile(out, Layout(own.shape, (1, own.shape[0]))), f / s, tid)
+
+
+# --8<-- [end:across_warps]
 
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
