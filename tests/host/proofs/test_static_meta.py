@@ -38,7 +38,7 @@ def offset_swizzled(draw: st.DrawFn) -> ComposedLayout:
     """Swizzled layouts over arbitrary (possibly non-injective) layouts, with an offset."""
     b = draw(st.integers(1, 3))
     m = draw(st.integers(0, 3))
-    s = draw(st.integers(b, b + 2))
+    s = draw(st.integers(b, b + 2)) * draw(st.sampled_from([1, -1]))
     inner = draw(
         st.one_of(layouts(max_size=64), swizzled_layouts(max_size=64).map(lambda c: c.inner))
     )

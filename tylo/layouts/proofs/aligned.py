@@ -11,7 +11,8 @@ Rule (PROOFS.md, exact): the starts are ``base`` plus non-negative combinations 
 coalescing, ...). Each generator occurs alone with coefficient 1, so every start is aligned
 iff ``a | base`` and ``a | g`` for every generator ``g`` that occurs (its count ``>= 2``).
 Each condition is decided by residue enumeration in the fact engine. A swizzle
-``S<b,m,s>`` changes no bit below ``m``, so the rule carries over when ``a | 2^m``.
+``S<b,m,s>`` changes no bit below its destination bits (``m``, or ``m+|s|`` for ``s < 0``),
+so the rule carries over when ``a`` divides ``2^m``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from tylo.layouts.proofs.engine import (
     prove,
     symbolic_value,
 )
-from tylo.layouts.proofs.normalize import Form, simplify, to_form
+from tylo.layouts.proofs.normalize import Form, simplify, swizzle_bits, to_form
 from tylo.layouts.proofs.obligation import Atom, Obligation
 from tylo.layouts.proofs.static import check_aligned
 from tylo.layouts.proofs.verdict import Verdict
@@ -142,14 +143,12 @@ def _rules(form: Form, v: int, a_e: int, mode: int, base: Any, extra: tuple) -> 
         return RuleResult(True, "alignment of one element")
     if isinstance(form.outer, Layout):
         return RuleResult(False, "no symbolic rule for an outer layout")
-    sw = form.swizzle
     note = ""
-    if sw is not None:
-        if (1 << sw[1]) % a_e:
-            return RuleResult(
-                False, f"the swizzle S<{sw[0]},{sw[1]},{sw[2]}> moves bits below the alignment"
-            )
-        note = f" (S<{sw[0]},{sw[1]},{sw[2]}> keeps residues modulo {1 << sw[1]})"
+    if form.swizzle is not None:
+        low = swizzle_bits(form.outer)[0]
+        if (1 << low) % a_e:
+            return RuleResult(False, f"the swizzle {form.outer} moves bits below the alignment")
+        note = f" ({form.outer} keeps residues modulo {1 << low})"
     clauses = start_clauses(form, v, mode, a_e, base + form.offset, extra)
     if clauses is None:
         return RuleResult(False, "the vector starts of the mode are not regular")

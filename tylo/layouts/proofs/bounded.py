@@ -16,7 +16,7 @@ from typing import Any
 
 from tylo.layouts.layout import Layout
 from tylo.layouts.proofs.engine import Problem, RuleResult, prove, symbolic_value
-from tylo.layouts.proofs.normalize import Form, to_form
+from tylo.layouts.proofs.normalize import Form, swizzle_bits, to_form
 from tylo.layouts.proofs.obligation import Atom, Obligation, text
 from tylo.layouts.proofs.static import check_bounded
 from tylo.layouts.proofs.verdict import Verdict
@@ -72,8 +72,7 @@ def _rules(form: Form, extent: Any, base: Any, extra: tuple) -> RuleResult:
             lo = lo + (e - 1) * d
         else:
             return RuleResult(False, f"the sign of stride {text(d)} is not decided")
-    sw = form.swizzle
-    if sw is None:
+    if form.swizzle is None:
         lower: tuple[Atom, ...] = (Atom(">=", base + lo, 0),)
         upper: tuple[Atom, ...] = (Atom(">=", extent, base + hi + 1),)
         rule = "corner bounds"
@@ -81,9 +80,8 @@ def _rules(form: Form, extent: Any, base: Any, extra: tuple) -> RuleResult:
         # S<b,m,s> changes only the destination bits (zmask): |S(x) - x| <= zmask, and
         # S(x) stays in x's aligned block of 2^(top destination bit + 1) offsets, so
         # block-aligned ends stay ends.
-        low_bit = sw[1] - min(0, sw[2])
-        zmask = ((1 << sw[0]) - 1) << low_bit
-        blk = 1 << (low_bit + sw[0])
+        zmask = form.outer.zzz_mask
+        blk = 1 << swizzle_bits(form.outer)[1]
         lower = (Atom(">=", base + lo - zmask, 0),)
         if divides(blk, lo, assumptions=extra) is True:
             lower += (Atom(">=", base + lo, 0),)
@@ -92,7 +90,7 @@ def _rules(form: Form, extent: Any, base: Any, extra: tuple) -> RuleResult:
         upper = (Atom(">=", extent, base + hi + zmask + 1),)
         if divides(blk, hi + 1, assumptions=extra) is True:
             upper += (Atom(">=", extent, base + hi + 1),)
-        rule = f"corner bounds widened by the bits S<{sw[0]},{sw[1]},{sw[2]}> may flip"
+        rule = f"corner bounds widened by the bits {form.outer} may flip"
     clauses = [c for c in (lower, upper) if not any(a.decide(extra) is True for a in c)]
     if not clauses:
         return RuleResult(

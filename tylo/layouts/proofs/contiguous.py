@@ -21,7 +21,7 @@ from typing import Any
 from tylo.layouts.layout import Layout
 from tylo.layouts.proofs.aligned import mode_size, start_clauses
 from tylo.layouts.proofs.engine import Problem, RuleResult, check_mode, positive_int, prove
-from tylo.layouts.proofs.normalize import Form, simplify, to_form
+from tylo.layouts.proofs.normalize import Form, simplify, swizzle_bits, to_form
 from tylo.layouts.proofs.obligation import Atom, Obligation, text
 from tylo.layouts.proofs.static import check_contiguous
 from tylo.layouts.proofs.verdict import Verdict
@@ -84,22 +84,19 @@ def _rules(form: Form, v: int, mode: int, extra: tuple) -> RuleResult:
         f"after coalescing, mode {mode} starts with {text(e0)}:{text(d0)}: stride 1 and "
         f"{v} divides the extent"
     )
-    sw = form.swizzle
-    if sw is not None:
-        if (1 << sw[1]) % v:
+    if form.swizzle is not None:
+        low = swizzle_bits(form.outer)[0]
+        if (1 << low) % v:
             return RuleResult(
                 False,
-                f"the vector width {v} does not divide 2^{sw[1]}, the run the swizzle "
-                f"S<{sw[0]},{sw[1]},{sw[2]}> keeps intact",
+                f"the vector width {v} does not divide 2^{low}, the run the swizzle "
+                f"{form.outer} keeps intact",
             )
         starts = start_clauses(form, v, mode, v, form.offset, extra)
         if starts is None:
             return RuleResult(False, "the vector starts of the mode are not regular")
         clauses += starts
-        rule += (
-            f"; every vector starts at a multiple of {v}, so S<{sw[0]},{sw[1]},{sw[2]}> "
-            f"moves it as a block"
-        )
+        rule += f"; every vector starts at a multiple of {v}, so {form.outer} moves it as a block"
     if not clauses:
         return RuleResult(True, rule)
     return RuleResult(False, "contiguity not settled", Obligation(tuple(clauses)))

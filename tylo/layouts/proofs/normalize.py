@@ -29,7 +29,7 @@ from tylo.layouts.proofs.errors import ProofArgumentError
 from tylo.layouts.proofs.obligation import compile_expr
 from tylo.layouts.swizzle import ComposedLayout, Swizzle
 
-__all__ = ["Concrete", "Form", "Pairs", "simplify", "to_form"]
+__all__ = ["Concrete", "Form", "Pairs", "simplify", "swizzle_bits", "to_form"]
 
 Value = Any  # int | sympy.Expr
 Pairs = tuple[tuple[Value, Value], ...]
@@ -140,6 +140,18 @@ class Form:
         return Concrete(self, self.flat, self.swizzle, self.outer_flat, self.offset)
 
 
+def swizzle_bits(sw: Swizzle) -> tuple[int, int]:
+    """``(low, high)``: a swizzle changes only bits ``low .. high-1`` of an offset (its
+    destination bits, ``zzz_mask``), so it keeps residues modulo ``2^low``, moves aligned runs
+    of ``2^low`` offsets as blocks, and keeps every offset in its aligned block of ``2^high``.
+
+    >>> swizzle_bits(Swizzle(3, 3, 3)), swizzle_bits(Swizzle(2, 1, -3))
+    ((3, 6), (4, 6))
+    """
+    z = sw.zzz_mask
+    return (z & -z).bit_length() - 1, z.bit_length()
+
+
 def _int(v: Any, positive: bool) -> int:
     if type(v) is not int:
         raise ValueError(f"not an integer: {v}")
@@ -195,10 +207,7 @@ class Concrete:
     def apply_outer(self, x: int) -> int:
         """``outer(x)`` on one int (``x`` already includes the offset)."""
         if self.swizzle is not None:
-            b, m, s = self.swizzle
-            mask = ((1 << b) - 1) << (m + max(0, s))
-            y = x & mask
-            return x ^ (y >> s if s >= 0 else y << -s)
+            return self.form.outer(x)
         if self.outer is not None:
             r = 0
             n = len(self.outer)

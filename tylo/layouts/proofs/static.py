@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tylo.layouts.proofs.normalize import Concrete, Pairs, simplify
+from tylo.layouts.proofs.normalize import Concrete, Pairs, simplify, swizzle_bits
 
 __all__ = [
     "ENUM_LIMIT",
@@ -50,9 +50,9 @@ def _np_offsets(pairs: Pairs) -> np.ndarray:
 
 def _np_outer(c: Concrete, x: np.ndarray) -> np.ndarray:
     if c.swizzle is not None:
-        b, m, s = c.swizzle
-        y = x & (((1 << b) - 1) << (m + max(0, s)))
-        return x ^ (y >> s if s >= 0 else y << -s)
+        sw = c.form.outer
+        y = x & sw.yyy_mask
+        return x ^ (y >> sw.shift if sw.shift >= 0 else y << -sw.shift)
     if c.outer is not None:
         r = np.zeros_like(x)
         n = len(c.outer)
@@ -69,7 +69,7 @@ def _all_offsets(c: Concrete, base: int = 0) -> np.ndarray:
     off = _np_offsets(c.flat)
     bound = sum((e - 1) * abs(d) for e, d in c.flat) + abs(c.offset) + abs(base)
     if c.swizzle is not None:
-        bound += 1 << (c.swizzle[0] + c.swizzle[1] + abs(c.swizzle[2]))
+        bound += c.form.outer.zzz_mask
     if (bound >= _INT32_SAFE or c.outer is not None) and off.dtype != np.int64:
         off = off.astype(np.int64)
     return _np_outer(c, off + c.offset) + base
@@ -294,7 +294,7 @@ def check_contiguous(c: Concrete, v: int, mode: int) -> Outcome:
         j = int(bad[0][0]) * v
         idx = [a * (j + t) for t in range(v)]
         return Outcome(False, "coalesced mode", _vector(c, idx, _not_consecutive(v)))
-    if first_ok and c.swizzle is not None and (1 << c.swizzle[1]) % v == 0:
+    if first_ok and c.swizzle is not None and (1 << swizzle_bits(c.form.outer)[0]) % v == 0:
         starts = _start_generators_ok(c, v, mode, v, c.offset)
         if starts:
             return Outcome(True, "contiguous and v-aligned runs survive the swizzle")
@@ -349,7 +349,9 @@ def check_aligned(c: Concrete, v: int, a_e: int, mode: int, base: int) -> Outcom
     >>> check_aligned(c, 8, 4, 0, 0).ok, check_aligned(c, 8, 8, 0, 0).witness["offsets"]
     (True, (12,))
     """
-    residue_kept = c.plain or (c.swizzle is not None and (1 << c.swizzle[1]) % a_e == 0)
+    residue_kept = c.plain or (
+        c.swizzle is not None and (1 << swizzle_bits(c.form.outer)[0]) % a_e == 0
+    )
     if a_e == 1:
         return Outcome(True, "alignment of one element")
     if residue_kept:
@@ -405,9 +407,8 @@ def check_bounded(c: Concrete, extent: int, base: int) -> Outcome:
             return Outcome(False, "corner bounds", _outside(c, hi_i, base, extent))
         return Outcome(True, "corner bounds")
     if c.swizzle is not None:
-        b, m, s = c.swizzle
-        zmask = ((1 << b) - 1) << (m - min(0, s))
-        blk = 1 << (m - min(0, s) + b)
+        zmask = c.form.outer.zzz_mask
+        blk = 1 << swizzle_bits(c.form.outer)[1]
         low = max(lo - zmask, (lo // blk) * blk)
         high = min(hi + zmask, (hi // blk + 1) * blk - 1)
         if base + low >= 0 and base + high < extent:
