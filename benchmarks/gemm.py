@@ -235,18 +235,36 @@ def check(name: str, got: Any, want: Any) -> float:
     return err
 
 
-def bench_shape(
-    torch: Any, shape: tuple, pad: bool, reps: int, cfg: Any, triton_run: Any
-) -> list[dict[str, Any]]:
-    from examples.gemm.kernel import choose_config
+def config_for(base: Any, m: int, n: int, k: int, lda: int, ldb: int) -> Any:
+    """The configuration for a problem: :func:`choose_config`'s, or ``base``'s plan, stages,
+    swizzle and rasterization adapted to the problem's edges (16-byte copies permitting)."""
+    from examples.gemm.kernel import choose_config, gemm_config
 
+    cfg = choose_config(m, n, k, lda, ldb)
+    if base is None or not cfg.vector:
+        return cfg
+    bm, bn, bk = base.tile
+    full = m % bm == 0 and n % bn == 0 and k % bk == 0
+    return gemm_config(
+        base.plan,
+        stages=base.stages,
+        swizzle=base.swizzle,
+        group_m=base.group_m,
+        bounded=not full,
+        vector=True,
+    )
+
+
+def bench_shape(
+    torch: Any, shape: tuple, pad: bool, reps: int, base: Any, triton_run: Any
+) -> list[dict[str, Any]]:
     m, n, k = shape
     flops = 2.0 * m * n * k
     per_set = 2 * (m + n) * k
     copies = max(1, min(4, -(-2 * L2_BYTES // per_set)))
     sets = make_inputs(torch, shape, pad, copies)
     s0 = sets[0]
-    cfg = cfg or choose_config(m, n, k, s0["lda"], s0["ldb"])
+    cfg = config_for(base, m, n, k, s0["lda"], s0["ldb"])
     stream = torch.cuda.current_stream()
     run = tylo_runner(cfg, stream)
     fns: dict[str, Callable[[int], Any]] = {
@@ -334,6 +352,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--no-triton", action="store_true")
     parser.add_argument("--json", default=None, help="write the rows here")
+    parser.add_argument(
+        "--variant",
+        default=None,
+        help="a benchmarks/gemm_sweep.py variant name to use for tylo "
+        "(default: examples.gemm.kernel.choose_config)",
+    )
     args = parser.parse_args(argv)
     import torch
 
@@ -347,11 +371,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.shapes
         else DEFAULT_SHAPES
     )
+    base = None
+    if args.variant:
+        from benchmarks.gemm_sweep import variants
+
+        base = variants()[args.variant]
+        print(f"tylo variant {args.variant!r}: {base.describe()}")
     rows = []
     for shape in shapes:
         odd = any(x % 8 for x in shape)
         for pad in (True, False) if odd else (True,):
-            rows += bench_shape(torch, shape, pad, args.reps, None, triton_run)
+            rows += bench_shape(torch, shape, pad, args.reps, base, triton_run)
             print_rows(rows[-(3 if triton_run else 2) :])
     if triton_run is not None:
         print(f"triton: {triton_info(triton_run)}")

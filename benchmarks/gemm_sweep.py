@@ -180,6 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--only", nargs="*", default=None, help="variant names to keep")
     parser.add_argument("--compile-only", action="store_true")
+    parser.add_argument(
+        "--then-benchmark",
+        action="store_true",
+        help="then run benchmarks/gemm.py with the best variant",
+    )
     args = parser.parse_args(argv)
     from tylo.target import Target
 
@@ -205,6 +210,11 @@ def main(argv: list[str] | None = None) -> int:
     if out:
         with open(os.path.join(out, "gemm_sweep.json"), "w") as f:
             json.dump({"rows": rows, "best": best}, f, indent=1, default=str)
+    if args.then_benchmark and best:
+        from benchmarks.gemm import main as benchmark
+
+        print(f"\n==== benchmarks/gemm.py --variant {best!r}")
+        return benchmark(["--variant", best])
     return 0
 
 
