@@ -237,15 +237,16 @@ def check(name: str, got: Any, want: Any) -> float:
 
 def config_for(base: Any, m: int, n: int, k: int, lda: int, ldb: int) -> Any:
     """The configuration for a problem: :func:`choose_config`'s, or ``base``'s plan, stages,
-    swizzle and rasterization adapted to the problem's edges (16-byte copies permitting)."""
-    from examples.gemm.kernel import choose_config, gemm_config
+    swizzle and rasterization adapted to the problem's edges (16-byte copies permitting),
+    unless the edge-handling form of ``base`` would spill registers."""
+    from examples.gemm.kernel import choose_config, compile_gemm, gemm_config, sass_summary
 
     cfg = choose_config(m, n, k, lda, ldb)
     if base is None or not cfg.vector:
         return cfg
     bm, bn, bk = base.tile
     full = m % bm == 0 and n % bn == 0 and k % bk == 0
-    return gemm_config(
+    adapted = gemm_config(
         base.plan,
         stages=base.stages,
         swizzle=base.swizzle,
@@ -253,6 +254,10 @@ def config_for(base: Any, m: int, n: int, k: int, lda: int, ldb: int) -> Any:
         bounded=not full,
         vector=True,
     )
+    if not full and any(sass_summary(compile_gemm(adapted, "sm_90a"))["spills"]):
+        print(f"  ({adapted.describe()} spills at the edges; {m}x{n}x{k} uses {cfg.describe()})")
+        return cfg
+    return adapted
 
 
 def bench_shape(
