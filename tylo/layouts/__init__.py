@@ -14,9 +14,6 @@ Hypothesis strategies live in :mod:`tylo.layouts.strategies`; the manual is
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from tylo.layouts.algebra import coalesce, complement, filter_
 from tylo.layouts.compose import composition
 from tylo.layouts.divide import flat_divide, logical_divide, tiled_divide, zipped_divide
@@ -57,6 +54,21 @@ from tylo.layouts.product import (
     tiled_product,
     zipped_product,
 )
+from tylo.layouts.proofs import (
+    Guard,
+    GuardError,
+    ProofArgumentError,
+    ProofError,
+    PropertyDisproved,
+    PropertyUnproved,
+    Verdict,
+    prove_aligned,
+    prove_bounded,
+    prove_contiguous,
+    prove_equal,
+    prove_injective,
+    require,
+)
 from tylo.layouts.swizzle import ComposedLayout, Swizzle, SwizzleXor
 from tylo.layouts.symbolic import (
     Dim,
@@ -80,17 +92,24 @@ __all__ = [
     "CompositionError",
     "Dim",
     "DivisibilityError",
+    "Guard",
+    "GuardError",
     "IndexSymbol",
     "InverseError",
     "Layout",
     "LayoutError",
     "NotationError",
+    "ProofArgumentError",
+    "ProofError",
+    "PropertyDisproved",
+    "PropertyUnproved",
     "ShapeError",
     "StaticRequiredError",
     "Swizzle",
     "SwizzleError",
     "SwizzleXor",
     "UndecidableError",
+    "Verdict",
     "assuming",
     "blocked_product",
     "coalesce",
@@ -118,8 +137,14 @@ __all__ = [
     "make_ordered_layout",
     "make_tv_layout",
     "parse",
+    "prove_aligned",
+    "prove_bounded",
+    "prove_contiguous",
+    "prove_equal",
+    "prove_injective",
     "raked_product",
     "rank",
+    "require",
     "right_inverse",
     "sample_assignment",
     "select",
@@ -133,32 +158,3 @@ __all__ = [
     "zipped_divide",
     "zipped_product",
 ]
-
-# Hook for the provers (ARCHITECTURE.md section 5): Verdict and prove_* live in
-# tylo.layouts.proofs, written on top of this package. They resolve lazily here (so
-# `import tylo.layouts` stays light) until the lead lists them in __all__.
-_LATER: dict[str, str] = {
-    name: "tylo.layouts.proofs"
-    for name in (
-        "Verdict",
-        "prove_aligned",
-        "prove_bounded",
-        "prove_contiguous",
-        "prove_equal",
-        "prove_injective",
-    )
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LATER.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tylo.layouts' has no attribute {name!r}")
-    try:
-        value = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        raise AttributeError(
-            f"tylo.layouts.{name} is not available yet (it comes from {module})"
-        ) from None
-    globals()[name] = value
-    return value

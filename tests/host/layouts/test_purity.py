@@ -102,14 +102,20 @@ def test_strategies_import_hypothesis_only_when_asked():
     assert out.stdout.strip() == "True"
 
 
-def test_prover_hook_resolves_when_the_provers_exist():
-    import importlib.util
-
+def test_provers_are_exported_from_tylo_layouts():
     import tylo.layouts as tl
+    import tylo.layouts.proofs as proofs
 
-    if importlib.util.find_spec("tylo.layouts.proofs") is None:
-        pytest.skip("needs tylo.layouts.proofs (found: none)")
-    for name in tl._LATER:
-        assert callable(getattr(tl, name))
+    for name in (
+        "Verdict",
+        "prove_injective",
+        "prove_contiguous",
+        "prove_aligned",
+        "prove_bounded",
+        "prove_equal",
+        "require",
+    ):
+        assert name in tl.__all__
+        assert getattr(tl, name) is getattr(proofs, name)
     with pytest.raises(AttributeError):
         tl.no_such_name  # noqa: B018
