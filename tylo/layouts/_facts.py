@@ -262,13 +262,25 @@ class Facts:
         vs = sorted(P.variables(q))
         if not vs:
             return False
+        # Divisibility facts constrain the residues of the question's variables even when
+        # they mention other variables too (``4 | lda`` with ``lda = 2*M + z``): take every
+        # fact connected to the question, enumerating its extra variables as well.
         vset = set(vs)
         modulus = mod
-        facts = []
-        for g, dm in self.div:
-            if P.variables(g) <= vset and lcm(modulus, dm) <= 4096:
-                modulus = lcm(modulus, dm)
-                facts.append((g, dm))
+        facts: list = []
+        pending = [(g, dm) for g, dm in self.div]
+        grew = True
+        while grew:
+            grew = False
+            for g, dm in list(pending):
+                gv = P.variables(g)
+                if gv & vset and lcm(modulus, dm) <= 4096:
+                    modulus = lcm(modulus, dm)
+                    facts.append((g, dm))
+                    pending.remove((g, dm))
+                    vset |= gv
+                    grew = True
+        vs = sorted(vset)
         ranges = []
         for v in vs:
             ub = self.upper.get(v)

@@ -199,3 +199,15 @@ def test_sample_assignment_respects_facts():
 def test_sampler_reports_impossible():
     with pytest.raises(AssumptionError, match="no values"):
         sample_assignment([M], 0, assumptions=[sympy.Eq(M**2, 2)], tries=20)
+
+
+def test_divisibility_fact_mentioning_other_symbols_still_counts():
+    # 4 | lda is stated directly, but under lda >= 2*M the engine rewrites lda = 2*M + z:
+    # the fact then mentions M too and must still decide the question.
+    from tylo.layouts.symbolic import assuming, dim, divides, divisible
+
+    m, lda = dim("M"), dim("lda")
+    with assuming(divisible(m, 2), lda >= 2 * m, divisible(lda, 4)):
+        assert divides(4, lda) is True
+        assert divides(2, lda) is True
+        assert divides(8, lda) is None
