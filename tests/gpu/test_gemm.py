@@ -76,7 +76,7 @@ def test_stage_buffers_reused_over_many_k_tiles(gpu_runtime, stages):
 def test_small_plan_and_rasterization(gpu_runtime):
     for group_m in (1, 3):
         cfg = gemm_config(SMALL_PLAN, stages=3, group_m=group_m)
-        verify(333, 517, 300, cfg=cfg)
+        verify(333, 517, 296, cfg=cfg)  # lda = 296: 16-byte copies
 
 
 @pytest.mark.parametrize(("alpha", "relu"), [(-0.5, False), (2.0, True), (-1.0, True)])
