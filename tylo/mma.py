@@ -285,13 +285,23 @@ class TiledMMA:
         return f"TiledMMA({self.atom}, warps={self.warps}, repeat={self.repeat}, k={self.k})"
 
 
-def size(plan: Any) -> tuple[int, ...]:
-    """The tile a plan covers: ``(M, N, K)`` of a :class:`TiledMMA`, the tile of a
-    :class:`~tylo.copy.CopyPlan`."""
-    s = getattr(plan, "size", None)
-    if s is None:
-        raise PlanError(f"size: {plan!r} is not a plan")
-    return s
+def size(x: Any) -> Any:
+    """The tile a plan covers (``(M, N, K)`` of a :class:`TiledMMA`, the tile of a
+    :class:`~tylo.copy.CopyPlan`); for anything else (a layout, a shape) the layout
+    algebra's :func:`tylo.layouts.size`, so one ``size`` serves both.
+
+    >>> from tylo.layouts import Layout
+    >>> size(TiledMMA(MMAAtom((16, 8, 16), dt.bf16), (2, 2), (2, 4), 32)), size(Layout((4, 8)))
+    ((64, 64, 32), 32)
+    """
+    if isinstance(x, (TiledMMA,)) or type(x).__name__ == "CopyPlan":
+        return x.size
+    from tylo.layouts import ComposedLayout, Layout
+    from tylo.layouts import size as layout_size
+
+    if not isinstance(x, (Layout, ComposedLayout, int, tuple)):
+        raise PlanError(f"size: {x!r} is neither a plan nor a layout or shape")
+    return layout_size(x)
 
 
 def threads(plan: Any) -> int:

@@ -140,3 +140,9 @@ def test_unaligned_shared_layout_is_rejected():
         loads.prove(padded)
     with pytest.raises(PlanError, match="contiguous"):
         loads.prove(composition(Swizzle(2, 2, 3), Layout((64, 32), (32, 1))))
+
+
+def test_size_serves_plans_and_layouts():
+    assert size(Layout((4, 8))) == 32 and size((2, 3)) == 6
+    with pytest.raises(PlanError, match="neither"):
+        size("x")
