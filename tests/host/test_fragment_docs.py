@@ -28,6 +28,7 @@ MODULES = [
     "tylo.tiles",
     "tylo.ptx_ops",
     "examples.gemm.kernel",
+    "examples.gemm.sass",
 ]
 
 
