@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-KERNEL = '''
+KERNEL = """
 import tylo
 import helper
 
@@ -29,14 +29,14 @@ def scaled_add(c, a, b, n):
     i = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x
     if i < n:
         c[i] = helper.combine(a[i], b[i]) * SCALE
-'''
+"""
 
-HELPER = '''
+HELPER = """
 def combine(x, y):
     return x {op} y
-'''
+"""
 
-SCRIPT = '''
+SCRIPT = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 sys.path.insert(0, sys.argv[2])
@@ -65,7 +65,7 @@ s = user_kernel.scaled_add.stats
 print(json.dumps({"traces": s.traces, "compiles": s.compiles, "disk_hits": s.disk_hits,
                   "cache": k.timings["cache"], "ptx": k.ptx, "result": result,
                   "elapsed": elapsed}))
-'''
+"""
 
 
 def write_project(path: Path, *, scale: str = "3.0", op: str = "+") -> None:
@@ -77,7 +77,10 @@ def run(tmp: Path, mode: str) -> dict:
     env = {**os.environ, "TYLO_CACHE_DIR": str(tmp / "cache")}
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(tmp / "src"), str(ROOT), mode],
-        capture_output=True, text=True, env=env, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])

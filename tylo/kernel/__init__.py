@@ -1,15 +1,22 @@
 """tylo.kernel: the tracer. Python functions become CUDA kernels.
 
 The public names are re-exported by :mod:`tylo` (``tylo.kernel``, ``tylo.range``,
-``tylo.thread_idx``, ...); the manual is ``docs/kernels.md``. Layers:
+``tylo.thread_idx``, ...); the manual is ``docs/kernels.md``. Modules:
 
-- :mod:`~tylo.kernel.decorator` (``@kernel``, ``Kernel.compile``), :mod:`~tylo.kernel.launch`
-  (specializations, the launch fast path), :mod:`~tylo.kernel.spec` (parameter kinds);
-- :mod:`~tylo.kernel.ast_rewrite` and :mod:`~tylo.kernel.control` (dynamic loops and
-  branches), :mod:`~tylo.kernel.trace` and :mod:`~tylo.kernel.context` (one trace);
-- :mod:`~tylo.kernel.lower` (index expressions to IR), :mod:`~tylo.kernel.values` and
-  :mod:`~tylo.kernel.mathfn` (data values), :mod:`~tylo.kernel.memory` (global and shared
-  memory), :mod:`~tylo.kernel.intrinsics` (indices, barriers, shuffles, inline PTX).
+- :mod:`~tylo.kernel.decorator` (``@kernel``, ``Kernel.compile``/``trace``),
+  :mod:`~tylo.kernel.launch` (specializations, the launch fast path),
+  :mod:`~tylo.kernel.spec` (parameter kinds and annotations), :mod:`~tylo.kernel.guards`
+  (facts stated in a kernel and checked at launch), :mod:`~tylo.kernel.diskcache` (the
+  first-level disk cache);
+- :mod:`~tylo.kernel.ast_rewrite` (the source rewrite), :mod:`~tylo.kernel.control`,
+  :mod:`~tylo.kernel.loops` and :mod:`~tylo.kernel.merge` (dynamic branches and loops),
+  :mod:`~tylo.kernel.tree` (the flatten protocol of carried containers),
+  :mod:`~tylo.kernel.trace` and :mod:`~tylo.kernel.context` (one trace);
+- :mod:`~tylo.kernel.facts` and :mod:`~tylo.kernel.lower` (index expressions: facts, and
+  lowering to IR), :mod:`~tylo.kernel.values` and :mod:`~tylo.kernel.mathfn` (data
+  values), :mod:`~tylo.kernel.memory` (global and shared memory),
+  :mod:`~tylo.kernel.intrinsics` (indices, barriers, shuffles, inline PTX);
+- :mod:`~tylo.kernel.errors` (``TraceError``, ``KernelArgumentError``).
 
 The package is callable: ``tylo.kernel`` is at once this package and the decorator
 (``@tylo.kernel``, ``@tylo.kernel(index_bits=32)``), so the spelling works whichever way

@@ -152,12 +152,16 @@ class Tensor:
             v = b.load(self._pointer(offset), align=self.dtype.nbytes or 1)
             return Value(self.dtype, self._from_memory(b, v))
         nbytes = vector * self.dtype.nbytes
-        if self.dtype.nbytes < 4:  # move 16-bit and smaller elements as 32-bit words
-            words = ir.VectorType(ir.IntType(32), nbytes // 4)
-            raw = b.load(self._pointer(offset, words), align=nbytes)
-            vec = b.bitcast(raw, ir.VectorType(mem, vector))
-        else:
-            vec = b.load(self._pointer(offset, ir.VectorType(mem, vector)), align=nbytes)
+        if self.dtype.nbytes < 4:
+            # Move 16-bit and smaller elements as 32-bit words and split the words with
+            # shifts: a bitcast to <8 x i16> lets LLVM split the access into two v4.u16.
+            wt = ir.VectorType(ir.IntType(32), nbytes // 4)
+            raw = b.load(self._pointer(offset, wt), align=nbytes)
+            return tuple(
+                Value(self.dtype, self._from_memory(b, e))
+                for e in _split_words(b, raw, wt.count, mem)
+            )
+        vec = b.load(self._pointer(offset, ir.VectorType(mem, vector)), align=nbytes)
         return tuple(
             Value(self.dtype, self._from_memory(b, b.extract_element(vec, ir.IntType(32)(k))))
             for k in range(vector)
@@ -181,15 +185,15 @@ class Tensor:
         if vector == 1:
             b.store(raw[0], self._pointer(offset), align=self.dtype.nbytes or 1)
             return
+        nbytes = vector * self.dtype.nbytes
+        if self.dtype.nbytes < 4:  # join into 32-bit words (see load)
+            wt = ir.VectorType(ir.IntType(32), nbytes // 4)
+            b.store(_join_words(b, raw, wt.count), self._pointer(offset, wt), align=nbytes)
+            return
         vec: ir.Value = ir.Constant(ir.VectorType(mem, vector), ir.Undefined)
         for k, r in enumerate(raw):
             vec = b.insert_element(vec, r, ir.IntType(32)(k))
-        nbytes = vector * self.dtype.nbytes
-        if self.dtype.nbytes < 4:
-            words = ir.VectorType(ir.IntType(32), nbytes // 4)
-            b.store(b.bitcast(vec, words), self._pointer(offset, words), align=nbytes)
-        else:
-            b.store(vec, self._pointer(offset, ir.VectorType(mem, vector)), align=nbytes)
+        b.store(vec, self._pointer(offset, ir.VectorType(mem, vector)), align=nbytes)
 
     def address(self, coord: Any) -> Value:
         """The address of the element at ``coord``: a u32 shared-window address for shared
@@ -303,6 +307,34 @@ class Tensor:
         vec_s = "" if len(regs) == 1 else f".v{len(regs)}"
         asm.line(f"st.global.{cache}{vec_s}.{ptype} [{addr}], {text};")
         asm.emit(b, side_effects=True, memory=True)
+
+
+def _split_words(b: ir.IRBuilder, words: ir.Value, count: int, elem: ir.Type) -> list[ir.Value]:
+    """The narrow elements of a ``<count x i32>`` value, lowest address first."""
+    per = 32 // elem.width
+    out = []
+    for k in range(count):
+        w = b.extract_element(words, ir.IntType(32)(k))
+        for j in range(per):
+            part = b.lshr(w, ir.IntType(32)(j * elem.width)) if j else w
+            out.append(b.trunc(part, elem))
+    return out
+
+
+def _join_words(b: ir.IRBuilder, elems: list[ir.Value], count: int) -> ir.Value:
+    """``<count x i32>`` holding the narrow ``elems``, lowest address first."""
+    width = elems[0].type.width
+    per = 32 // width
+    vec: ir.Value = ir.Constant(ir.VectorType(ir.IntType(32), count), ir.Undefined)
+    for k in range(count):
+        w: ir.Value | None = None
+        for j in range(per):
+            part = b.zext(elems[k * per + j], ir.IntType(32))
+            if j:
+                part = b.shl(part, ir.IntType(32)(j * width))
+            w = part if w is None else b.or_(w, part)
+        vec = b.insert_element(vec, w, ir.IntType(32)(k))
+    return vec
 
 
 def _coord(c: Any, name: str) -> Any:

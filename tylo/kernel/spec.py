@@ -25,6 +25,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from tylo import dtypes as dt
 from tylo.dtypes import DType
 from tylo.kernel.errors import KernelArgumentError, TraceError
@@ -181,18 +183,19 @@ def classify(annotation: Any, value: Any, name: str) -> ParamKind:
         return ParamKind.INT
     if isinstance(value, Float) or value is float or type(value) is float:
         return ParamKind.FLOAT
-    if type(value).__module__ == "numpy" and hasattr(value, "shape"):
+    if isinstance(value, np.ndarray):
         raise KernelArgumentError(
             f"argument {name!r}: a numpy array lives in host memory; copy it to the GPU "
             "first (tylo.DeviceBuffer.from_numpy(a), or a torch/CuPy device array)"
         )
+    if isinstance(value, np.bool_):
+        return ParamKind.STATIC
+    if isinstance(value, np.integer):
+        return ParamKind.INT
+    if isinstance(value, np.floating):
+        return ParamKind.FLOAT
     if is_array_like(value):
         return ParamKind.POINTER
-    if type(value).__module__ == "numpy":  # numpy scalars
-        if hasattr(value, "is_integer") and isinstance(value.item(), int):
-            return ParamKind.INT
-        if isinstance(value.item(), float):
-            return ParamKind.FLOAT
     if dataclasses.is_dataclass(value) or isinstance(value, (str, tuple, frozenset)):
         return ParamKind.STATIC
     try:
