@@ -137,6 +137,8 @@ def test_streams_and_bad_grids_take_the_checked_path(recorder):
     assert recorder[-1][0] == "direct" and recorder[-1][1] == (2, 3, 1)
     k[(0,), 32](array(), array(), 4)  # an invalid grid: the driver's checks report it
     assert recorder[-1][0] == "checked"
+    k[[3, 2], 32](array(), array(), 4)  # a list is fine too (not cached)
+    assert recorder[-1][1] == (3, 2, 1)
 
 
 def test_dynamic_shared_memory_is_checked(recorder):

@@ -158,7 +158,11 @@ class Kernel:
         return r
 
     def __getitem__(self, config: Any) -> Launcher:
-        launcher = self._launchers.get(config)
+        try:
+            launcher = self._launchers.get(config)
+            cacheable = True
+        except TypeError:  # an unhashable grid (a list): a fresh launcher each time
+            launcher, cacheable = None, False
         if launcher is None:
             if not isinstance(config, tuple) or len(config) != 2:
                 raise KernelArgumentError(
@@ -166,9 +170,10 @@ class Kernel:
                 )
             grid, block = config
             launcher = launcher_class(self.nparams)(self, grid, _block3(block))
-            if len(self._launchers) > 256:
-                self._launchers.clear()
-            self._launchers[config] = launcher
+            if cacheable:
+                if len(self._launchers) > 256:
+                    self._launchers.clear()
+                self._launchers[config] = launcher
         return launcher
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -38,7 +38,8 @@ from tylo import dtypes as dt
 from tylo.dtypes import DType
 from tylo.kernel.context import current
 from tylo.kernel.errors import TraceError
-from tylo.kernel.values import OPS, Value, as_value, convert, elementwise, ir_type
+from tylo.kernel.ops import OPS, elementwise
+from tylo.kernel.values import Value, as_value, convert, ir_type
 
 __all__ = [
     "abs",
