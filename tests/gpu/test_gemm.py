@@ -62,7 +62,7 @@ def test_padded_leading_dimensions(gpu_runtime, pad):
 def test_every_edge_combination(gpu_runtime, m, n, k):
     pad = (-k % 8, -k % 8, 0)  # keep 16-byte copies: the edges come from M, N, K alone
     cfg = choose_config(m, n, k, k + pad[0], k + pad[1])
-    assert cfg.bounded == (m % 128 or n % 256 or k % 32) > 0
+    assert cfg.bounded == ((m % 128 or n % 256 or k % 32) > 0)
     verify(m, n, k, pad=pad, cfg=cfg)
 
 
