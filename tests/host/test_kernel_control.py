@@ -198,4 +198,4 @@ def views(out, x, rows, cols, ld):
 
 def test_layout_views_with_runtime_strides():
     text = ir_of(views, F32, F32, int, int, int)
-    assert re.search(r'mul i64 %"?\.?\w*"?, %"ld"', text) or "%\"ld\"" in text
+    assert re.search(r'mul i64 %"?\.?\w*"?, %"ld"', text) or '%"ld"' in text

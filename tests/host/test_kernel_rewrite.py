@@ -37,8 +37,24 @@ def test_assigned_names_cover_every_binding_form_but_not_nested_scopes():
     __tylo_if1 = 0
     """
     assert _names(src) == sorted(
-        ["a", "b", "c", "d", "e", "f", "h", "i", "j", "k", "os", "p", "inner", "lam",
-         "comp", "leak"]
+        [
+            "a",
+            "b",
+            "c",
+            "d",
+            "e",
+            "f",
+            "h",
+            "i",
+            "j",
+            "k",
+            "os",
+            "p",
+            "inner",
+            "lam",
+            "comp",
+            "leak",
+        ]
     )
 
 
@@ -58,8 +74,7 @@ def test_rewrite_turns_control_flow_into_runtime_calls():
     line = sample.__code__.co_firstlineno  # the `def` line; the lines below are relative
     assert f"__tylo_rt__.loop_begin(tylo.range(n), {line + 2}, ('total',), 'k')" in text
     assert (
-        f"__tylo_rt__.if_begin(__tylo_rt__.and_(k < 3, lambda: x), {line + 3}, ('total',))"
-        in text
+        f"__tylo_rt__.if_begin(__tylo_rt__.and_(k < 3, lambda: x), {line + 3}, ('total',))" in text
     )
     assert f"__tylo_rt__.ifexp(x, lambda: 1, lambda: 2, {line + 7})" in text
     assert f"__tylo_rt__.check_exit(__tylo_depth__, 'return', {line + 8})" in text
