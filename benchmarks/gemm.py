@@ -4,7 +4,8 @@ restricted to ``mma.sync`` (Hopper's wgmma disabled), in one process, interleave
     PYTHONPATH=$PWD python3 benchmarks/gemm.py [--reps 30] [--shapes 4096,4096,4096 ...]
 
 For each shape (default: bf16 4096^3, 8192^3 and the odd 4099x4103x4097, the latter both
-with 16-byte aligned leading dimensions and with the unpadded, unaligned ones) it checks
+with 16-byte aligned leading dimensions and with the unpadded, unaligned ones: tylo then packs A and B into aligned scratch first and
+the time includes the packing, which is also timed alone) it checks
 every implementation against a float32 reference, then times them A, B, C, A, B, C, ...
 with CUDA events around each launch (inputs rotated through several copies when they would
 fit in L2) and prints medians, TFLOP/s, the ratio to cuBLAS, and registers, shared memory
@@ -149,10 +150,15 @@ def occupancy(compiled: Any, threads: int, shared: int) -> int | None:
 
 
 def tylo_runner(cfg: Any, stream: Any) -> Callable[..., Any]:
-    """A launcher of the GEMM for ``cfg`` on ``stream`` (torch's current stream)."""
+    """A launcher of the GEMM for ``cfg`` on ``stream`` (torch's current stream); with
+    ``cfg`` None, ``examples.gemm.host.gemm`` (which packs unaligned operands first)."""
+    from examples.gemm.host import gemm
     from examples.gemm.kernel import tiled_gemm_kernel
 
     def run(d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb: int, ldd: int) -> None:
+        if cfg is None:
+            gemm(d, a, b, m, n, k, lda, ldb, ldd, stream=stream)
+            return
         tiled_gemm_kernel[cfg.grid(m, n), cfg.plan.threads](
             cfg, d, a, b, m, n, k, lda, ldb, ldd, 1.0, False, shared=cfg.shared_bytes, stream=stream
         )
@@ -160,9 +166,31 @@ def tylo_runner(cfg: Any, stream: Any) -> Callable[..., Any]:
     return run
 
 
+def pack_runner(stream: Any) -> Callable[..., Any]:
+    """The packing alone (both operands, into the scratch ``gemm`` uses)."""
+    from examples.gemm.host import _scratch
+    from examples.gemm.pack import pack_rows, packed_ld
+
+    def run(a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb: int) -> None:
+        ldp = packed_ld(k)
+        pa = _scratch(("bench a",), m * ldp, tylo_dtype(a), 0)
+        pb = _scratch(("bench b",), n * ldp, tylo_dtype(b), 0)
+        pack_rows(pa, a, m, k, lda, stream=stream)
+        pack_rows(pb, b, n, k, ldb, stream=stream)
+
+    return run
+
+
+def tylo_dtype(x: Any) -> Any:
+    from tylo.arrays import as_device_array
+
+    return as_device_array(x).dtype
+
+
 def tylo_info(cfg: Any) -> dict[str, Any]:
     """Registers, spills, shared memory and resident blocks per SM of ``cfg``'s kernel."""
-    from examples.gemm.kernel import compile_gemm, sass_summary
+    from examples.gemm.host import compile_gemm
+    from examples.gemm.kernel import sass_summary
     from tylo.target import Target
 
     compiled = compile_gemm(cfg, Target.from_device(0))
@@ -235,14 +263,18 @@ def check(name: str, got: Any, want: Any) -> float:
     return err
 
 
-def config_for(base: Any, m: int, n: int, k: int, lda: int, ldb: int) -> Any:
+def config_for(base: Any, m: int, n: int, k: int, lda: int, ldb: int, ldd: int) -> Any:
     """The configuration for a problem: :func:`choose_config`'s, or ``base``'s plan, stages,
-    swizzle and rasterization adapted to the problem's edges (16-byte copies permitting),
-    unless the edge-handling form of ``base`` would spill registers."""
-    from examples.gemm.kernel import choose_config, compile_gemm, gemm_config, sass_summary
+    swizzle, rasterization and epilogue adapted to the problem's edges, unless the
+    edge-handling form of ``base`` would spill registers; None when the operands are not
+    16-byte aligned (``gemm()`` then packs them)."""
+    from examples.gemm.host import choose_config, compile_gemm
+    from examples.gemm.kernel import gemm_config, sass_summary
 
-    cfg = choose_config(m, n, k, lda, ldb)
-    if base is None or not cfg.vector:
+    cfg = choose_config(m, n, k, lda, ldb, ldd=ldd)
+    if not cfg.vector:
+        return None
+    if base is None:
         return cfg
     bm, bn, bk = base.tile
     full = m % bm == 0 and n % bn == 0 and k % bk == 0
@@ -253,6 +285,7 @@ def config_for(base: Any, m: int, n: int, k: int, lda: int, ldb: int) -> Any:
         group_m=base.group_m,
         bounded=not full,
         vector=True,
+        epilogue=base.epilogue if ldd % 4 == 0 else "direct",
     )
     if not full and any(sass_summary(compile_gemm(adapted, "sm_90a"))["spills"]):
         print(f"  ({adapted.describe()} spills at the edges; {m}x{n}x{k} uses {cfg.describe()})")
@@ -269,7 +302,7 @@ def bench_shape(
     copies = max(1, min(4, -(-2 * L2_BYTES // per_set)))
     sets = make_inputs(torch, shape, pad, copies)
     s0 = sets[0]
-    cfg = config_for(base, m, n, k, s0["lda"], s0["ldb"])
+    cfg = config_for(base, m, n, k, s0["lda"], s0["ldb"], s0["ldd"])
     stream = torch.cuda.current_stream()
     run = tylo_runner(cfg, stream)
     fns: dict[str, Callable[[int], Any]] = {
@@ -286,6 +319,16 @@ def bench_shape(
         ),
         "cuBLAS": lambda i: torch.matmul(sets[i % copies]["av"], sets[i % copies]["bv"].t()),
     }
+    if cfg is None:  # unaligned: gemm() packs; the packing alone, too
+        from examples.gemm.host import choose_config
+        from examples.gemm.pack import packed_ld
+
+        pack = pack_runner(stream)
+        fns["tylo (pack only)"] = lambda i: pack(
+            sets[i % copies]["a"], sets[i % copies]["b"], m, n, k, s0["lda"], s0["ldb"]
+        )
+        ldp = packed_ld(k)
+        cfg = choose_config(m, n, k, ldp, ldp, ldd=s0["ldd"])  # what gemm() runs after
     if triton_run is not None:
         fns["triton mma.sync"] = lambda i: triton_run(
             sets[i % copies]["a"],
@@ -329,8 +372,7 @@ def bench_shape(
                 **info.get(name, {}),
             }
         )
-    if cfg is not None:
-        rows[0]["config"] = cfg.describe()
+    rows[0]["config"] = cfg.describe() + (" (after packing)" if not pad else "")
     return rows
 
 
@@ -386,11 +428,15 @@ def main(argv: list[str] | None = None) -> int:
     for shape in shapes:
         odd = any(x % 8 for x in shape)
         for pad in (True, False) if odd else (True,):
+            before = len(rows)
             rows += bench_shape(torch, shape, pad, args.reps, base, triton_run)
-            print_rows(rows[-(3 if triton_run else 2) :])
+            print_rows(rows[-(len(rows) - before) :])
     if triton_run is not None:
         print(f"triton: {triton_info(triton_run)}")
     print()
+    for r in rows:
+        if r.get("config"):
+            print(f"{r['shape']} {r['lds']}: tylo {r['config']}")
     print_rows(rows)
     out = args.json or (
         os.path.join(os.environ["OUT"], "gemm.json") if os.environ.get("OUT") else None

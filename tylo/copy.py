@@ -15,7 +15,11 @@ Inside a kernel :func:`copy_async` issues one ``cp.async.cg`` per vector (PTX IS
 until at most ``n`` groups are pending. The bounded form (``origin=``, with the full
 source matrix as ``src``) copies vectors inside the matrix, zero-fills what lies outside
 (``cp.async`` with a source size below 16 bytes fills the rest with zeros; rows outside
-copy nothing and fill zeros), and handles the K edge inside a vector the same way. When the
+copy nothing and fill zeros), and handles the K edge inside a vector the same way. With
+``clamp_rows=True`` rows past the matrix read its last row instead (no predicate, the same
+pointers as a full tile: for GEMM operands, whose extra rows reach only outputs that are
+never stored); where the facts in force prove the columns inside (a whole K-tile), no
+column check is emitted either. When the
 source cannot be proved 16-byte aligned (a leading dimension that is not a multiple of
 the vector), vectors are never used: each element is loaded on its own (zero outside) and
 stored to shared memory.
@@ -278,13 +282,15 @@ def copy_async(
     *,
     origin: tuple | None = None,
     prefetch: int | None = None,
+    clamp_rows: bool = False,
 ) -> None:
     """Copy the tile from global ``src`` to shared ``dst`` by ``plan``: thread ``tid``
     issues its ``cp.async`` vectors (commit them with :func:`commit_copies`).
 
     Full form: ``src`` is the (M, K)-window of the tile, fully inside the matrix. Bounded
     form: ``src`` is the whole matrix (its shape is the bounds) and ``origin`` the tile's
-    corner; vectors are clipped and zero-filled at the edges.
+    corner; vectors are clipped and zero-filled at the edges, or, with ``clamp_rows``,
+    rows past the last one read the last row (columns are still clipped).
     """
     from tylo.kernel.context import current
     from tylo.ptx_ops import check_arch
@@ -302,6 +308,8 @@ def copy_async(
         raise PlanError(
             f"copy_async: the plan copies {plan.dtype}, the tiles hold {src.dtype} and {dst.dtype}"
         )
+    if clamp_rows and origin is None:
+        raise PlanError("copy_async: clamp_rows is for the bounded form (origin=...)")
     ctx = current()
     check_arch("cp.async", ctx.target)
     nv = plan.vectors_per_thread
@@ -310,10 +318,10 @@ def copy_async(
     tables = _dst_tables(plan, *key)
     dst_addr = class_addresses(dst, list(tables), coords)
     if not _source_aligned(plan, src, origin):
-        _copy_scalar(plan, src, dst_addr, coords, origin)
+        _copy_scalar(plan, src, dst_addr, coords, origin, clamp_rows)
         return
     for c, addr in zip(coords, dst_addr):
-        _copy_vector(ctx, plan, src, addr, c, origin, prefetch)
+        _copy_vector(ctx, plan, src, addr, c, origin, prefetch, clamp_rows)
 
 
 def _copy_vector(
@@ -324,9 +332,11 @@ def _copy_vector(
     c: tuple,
     origin: tuple | None,
     prefetch: int | None,
+    clamp_rows: bool = False,
 ) -> None:
     from llvmlite import ir
 
+    from tylo.kernel import facts
     from tylo.kernel.lower import lower_bool, lower_int
     from tylo.ptx_ops import cp_async
 
@@ -339,8 +349,10 @@ def _copy_vector(
     row, col = (o + x for o, x in zip(origin, c))
     rows, cols = src.shape
     row_ok = sympy.Lt(row, rows)
+    if clamp_rows:  # past the last row: read the last row (loop-invariant, no predicate)
+        row, row_ok = sympy.Min(row, rows - 1), sympy.true
     full = sympy.And(row_ok, sympy.Le(col + plan.vector, cols))
-    if full is sympy.true:
+    if facts.decide(full) is True:  # inside, by the facts in force (a whole K-tile, say)
         cp_async(
             b,
             addr,
@@ -351,6 +363,11 @@ def _copy_vector(
         return
     # bytes inside the matrix: (cols - col) elements, clipped to [0, vector]; 0 off the rows
     inside = sympy.Min(sympy.Max(cols - col, 0), plan.vector) * plan.dtype.nbytes
+    if clamp_rows:  # the full tile's pointer; a source size of 0 reads nothing
+        nbytes = lower_int(ctx, inside, 32)
+        ptr = _global_pointer(ctx, src, (row, col))
+        cp_async(b, addr, ptr, cp_size=plan.vector_bytes, src_size=nbytes, prefetch=prefetch)
+        return
     ok = lower_bool(ctx, sympy.And(row_ok, sympy.Lt(col, cols)))
     nbytes = lower_int(ctx, inside, 32)
     nbytes = b.select(ok, nbytes, ir.IntType(32)(0))
@@ -359,7 +376,12 @@ def _copy_vector(
 
 
 def _copy_scalar(
-    plan: CopyPlan, src: Any, dst_addr: list, coords: list, origin: tuple | None
+    plan: CopyPlan,
+    src: Any,
+    dst_addr: list,
+    coords: list,
+    origin: tuple | None,
+    clamp_rows: bool = False,
 ) -> None:
     """One element at a time: no vector is ever formed from an unaligned source."""
     from llvmlite import ir
@@ -381,6 +403,8 @@ def _copy_scalar(
             pred = None
             if origin is not None:
                 at = tuple(o + x for o, x in zip(origin, at))
+                if clamp_rows:
+                    at = (sympy.Min(at[0], src.shape[0] - 1), at[1])
                 rel = sympy.And(*(sympy.Lt(x, n) for x, n in zip(at, src.shape)))
                 if rel is not sympy.true:
                     pred = lower_bool(ctx, rel)

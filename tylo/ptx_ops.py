@@ -32,6 +32,7 @@ __all__ = [
     "cvt_pack_f32x2",
     "ld_global_b16",
     "ld_shared",
+    "ld_shared_vector",
     "ldmatrix",
     "mma_m16n8k16",
     "shfl_bfly",
@@ -268,6 +269,18 @@ def ld_shared(b: ir.IRBuilder, addr: ir.Value, ty: ir.Type) -> ir.Value:
     a = asm.input(addr)
     asm.line(f"ld.shared.{_PTX_TYPE[_bits(ty)]} {o}, [{a}];")
     return asm.emit(b, memory=True)[0]
+
+
+def ld_shared_vector(b: ir.IRBuilder, addr: ir.Value, ty: ir.Type, n: int) -> list:
+    """``ld.shared.v{n}.b32`` (PTX ISA 9.7.9.8 ld; n = 2 or 4) of 32-bit values from a
+    16-byte (v4) or 8-byte (v2) aligned 32-bit shared address; returns the values."""
+    if n not in (2, 4) or _bits(ty) != 32:
+        raise PTXOpError(f"ld.shared vector: 2 or 4 32-bit values, got {n} of {ty}")
+    asm = PTXAsm("ld.shared.v")
+    outs = [asm.output(ty) for _ in range(n)]
+    a = asm.input(addr)
+    asm.line(f"ld.shared.v{n}.b32 {{{', '.join(outs)}}}, [{a}];")
+    return asm.emit(b, memory=True)
 
 
 def ld_global_b16(b: ir.IRBuilder, ptr: ir.Value, pred: ir.Value | None = None) -> ir.Value:

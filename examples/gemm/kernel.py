@@ -17,19 +17,27 @@ Three layers, each a few lines (``docs/gemm.md`` walks through them):
    buffering), and refills the stage freed by the previous iteration. One barrier per
    K-tile.
 3. **The epilogue**: ``alpha * acc`` (and ReLU) on the accumulator fragment, stored by its
-   ownership, bounded at the matrix edges.
+   ownership (guarded at the matrix edges), or staged through the idle pipeline shared
+   memory and stored in 16-byte vectors along M (:mod:`examples.gemm.epilogue`).
+
+Edge tiles run the same main loop: rows past M or N read the matrix's last row (they reach
+only outputs that are never stored), and only the last, partial K-tile has its columns
+checked and zero-filled. The host side (choosing a configuration, launching, packing
+operands whose leading dimensions are not 16-byte multiples, verifying) is in
+:mod:`examples.gemm.host`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import sympy
 
 import tylo
+from examples.gemm.epilogue import StagedStore, staged_store
 from examples.gemm.sass import sass_summary
 from tylo.copy import CopyPlan, commit_copies, copy_async, wait_copies
 from tylo.layouts import ComposedLayout, Layout, Swizzle, composition
@@ -38,23 +46,25 @@ from tylo.mma import MMAAtom, PlanError, TiledMMA, load_operands, mma_atoms, siz
 from tylo.tiles import GlobalTile, SharedTile, store
 
 __all__ = [
+    "DEFAULT_EPILOGUE",
     "DEFAULT_PLAN",
     "DEFAULT_STAGES",
+    "EPILOGUES",
     "SMALL_PLAN",
     "GemmConfig",
-    "choose_config",
-    "compile_gemm",
-    "gemm",
     "gemm_config",
     "prefetch_stage",
-    "reference",
     "sass_summary",
     "tiled_gemm_kernel",
-    "verify",
 ]
 
-# pipeline depth of the large plan: 3 K-tiles in flight hide HBM latency (96 KiB of stages)
+# pipeline depth of the large plan: 3 K-tiles in flight hide HBM latency (192 KiB of stages)
 DEFAULT_STAGES = 4
+
+# "direct": the accumulator stored by its ownership; "staged": through shared memory, in
+# 16-byte vectors along M (needs ldd a multiple of 4 and a 16-byte aligned D)
+EPILOGUES = ("direct", "staged")
+DEFAULT_EPILOGUE = "staged"
 
 # the seed's plan: 64 x 64 CTA tile, 4 warps of 32 x 32; used for element-wise copies
 SMALL_PLAN = TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(2, 2), repeat=(2, 4), k=32)
@@ -63,8 +73,8 @@ SMALL_PLAN = TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(2, 2), repeat=(2, 
 # 32-bit where the values allow, 64-bit where products need it)
 Dim = tylo.Int(min=1, max=2**31 - 1)
 
-# 128 x 256 CTA tile, 8 warps of 64 x 64 (128 f32 accumulators per thread), K-tile 32
-DEFAULT_PLAN = TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(2, 4), repeat=(4, 8), k=32)
+# 128 x 256 CTA tile, 8 warps of 64 x 64 (128 f32 accumulators per thread), K-tile 64
+DEFAULT_PLAN = TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(2, 4), repeat=(4, 8), k=64)
 
 
 def _shared_layout(rows: int, bk: int, stages: int, dtype: Any, swizzle: bool) -> Any:
@@ -82,6 +92,11 @@ def _shared_layout(rows: int, bk: int, stages: int, dtype: Any, swizzle: bool) -
     return composition(Swizzle(bits, int(math.log2(vec)), 3), inner)
 
 
+@functools.lru_cache(maxsize=64)
+def _staged_store(plan: TiledMMA) -> StagedStore:
+    return StagedStore(plan)  # proved once, on the host (gemm_config)
+
+
 def _stage_layout(layout: Any) -> Any:
     """The 2-D layout of one stage (the first two modes)."""
     if isinstance(layout, ComposedLayout):
@@ -96,7 +111,7 @@ class GemmConfig:
     :func:`gemm_config`). ``bounded``: handle partial tiles at the matrix edges;
     ``vector``: 16-byte copies (leading dimensions multiples of 8 elements, 16-byte aligned
     pointers; launches check); ``group_m``: tiles of this many rows of tiles are
-    rasterized together (L2 reuse)."""
+    rasterized together (L2 reuse); ``epilogue``: one of :data:`EPILOGUES`."""
 
     plan: TiledMMA
     stages: int = 3
@@ -104,6 +119,7 @@ class GemmConfig:
     group_m: int = 8
     bounded: bool = True
     vector: bool = True
+    epilogue: str = "direct"
     proofs: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
@@ -135,9 +151,21 @@ class GemmConfig:
         return bn * bk * self.stages
 
     @property
-    def shared_bytes(self) -> int:
-        """Dynamic shared memory per block: A stages, then B stages."""
+    def staged(self) -> StagedStore | None:
+        """The staged epilogue's plan (None for the direct epilogue)."""
+        return _staged_store(self.plan) if self.epilogue == "staged" else None
+
+    @property
+    def pipeline_bytes(self) -> int:
+        """A stages, then B stages."""
         return (self.a_elements + self.b_elements) * self.dtype.nbytes
+
+    @property
+    def shared_bytes(self) -> int:
+        """Dynamic shared memory per block: the pipeline's stages, which the staged
+        epilogue reuses after the main loop (the larger of the two)."""
+        st = self.staged
+        return max(self.pipeline_bytes, st.shared_bytes if st else 0)
 
     @property
     def copy_a(self) -> CopyPlan:
@@ -174,7 +202,7 @@ class GemmConfig:
             f"{'swizzled' if self.swizzle else 'plain'} smem, group_m {self.group_m}, "
             f"{'bounded' if self.bounded else 'full tiles'}, "
             f"{'16-byte' if self.vector else 'element-wise'} copies, "
-            f"{self.shared_bytes // 1024} KiB smem"
+            f"{self.epilogue} epilogue, {self.shared_bytes // 1024} KiB smem"
         )
 
 
@@ -187,6 +215,7 @@ def gemm_config(
     group_m: int = 8,
     bounded: bool = True,
     vector: bool = True,
+    epilogue: str = "direct",
 ) -> GemmConfig:
     """Plan a GEMM on the host: shared layouts, copy plans and their proofs.
 
@@ -197,7 +226,9 @@ def gemm_config(
     """
     if type(stages) is not int or stages < 1:
         raise PlanError(f"gemm_config: stages must be an int >= 1, got {stages!r}")
-    cfg = GemmConfig(plan, stages, swizzle, group_m, bounded, vector)
+    if epilogue not in EPILOGUES:
+        raise PlanError(f"gemm_config: epilogue must be one of {EPILOGUES}, got {epilogue!r}")
+    cfg = GemmConfig(plan, stages, swizzle, group_m, bounded, vector, epilogue)
     if cfg.shared_bytes > 227 * 1024:
         raise PlanError(
             f"gemm_config: {cfg.shared_bytes} bytes of shared memory exceed the "
@@ -230,6 +261,8 @@ def gemm_config(
         proofs[f"MMA: {what}"] = v
     if vector:
         proofs.update(_source_proofs(cfg))
+    if cfg.staged is not None:
+        proofs.update({f"epilogue {k}": v for k, v in cfg.staged.proofs.items()})
     return cfg
 
 
@@ -252,16 +285,23 @@ def _source_proofs(cfg: GemmConfig) -> dict[str, Any]:
 
 # --8<-- [start:prefetch]
 @tylo.inline
-def prefetch_stage(cfg, A, B, sa, sb, tid, m0, n0, kt, stage):
-    """Issue (not commit) the cp.async copies of K-tile ``kt`` into pipeline ``stage``."""
+def prefetch_stage(cfg, A, B, sa, sb, tid, m0, n0, k, kt, stage):
+    """Issue (not commit) the cp.async copies of K-tile ``kt`` into pipeline ``stage``,
+    if that K-tile exists."""
     bm, bn, bk = cfg.tile
     k0 = kt * bk
-    if cfg.bounded:  # the whole matrices plus the tile's origin: clipped, zero-filled
-        copy_async(cfg.copy_a, A, sa.select(2, stage), tid, origin=(m0, k0))
-        copy_async(cfg.copy_b, B, sb.select(2, stage), tid, origin=(n0, k0))
-    else:
-        copy_async(cfg.copy_a, A.window((m0, k0), (bm, bk)), sa.select(2, stage), tid)
-        copy_async(cfg.copy_b, B.window((n0, k0), (bn, bk)), sb.select(2, stage), tid)
+    if k0 < k:
+        if not cfg.bounded:
+            copy_async(cfg.copy_a, A.window((m0, k0), (bm, bk)), sa.select(2, stage), tid)
+            copy_async(cfg.copy_b, B.window((n0, k0), (bn, bk)), sb.select(2, stage), tid)
+        else:
+            _copy_clamped(cfg, A, B, sa, sb, tid, m0, n0, k0, stage)
+
+
+def _copy_clamped(cfg, A, B, sa, sb, tid, m0, n0, k0, stage):
+    """The whole matrices plus the tile's origin; rows past M (N) read the last row."""
+    copy_async(cfg.copy_a, A, sa.select(2, stage), tid, origin=(m0, k0), clamp_rows=True)
+    copy_async(cfg.copy_b, B, sb.select(2, stage), tid, origin=(n0, k0), clamp_rows=True)
 
 
 # --8<-- [end:prefetch]
@@ -295,6 +335,9 @@ def tiled_gemm_kernel(
         )
     if not cfg.bounded:  # full tiles only
         tylo.assume(tylo.divisible(m, bm), tylo.divisible(n, bn), tylo.divisible(k, bk))
+    if cfg.epilogue == "staged":  # 16-byte stores of D along M
+        d = tylo.assume_aligned(d, 16)
+        tylo.assume(tylo.divisible(ldd, 4))
     tid = tylo.thread_idx.x
     tm, tn = cfg.tile_coords(tylo.block_idx.x, m, n)
     m0, n0 = tm * bm, tn * bn
@@ -306,13 +349,15 @@ def tiled_gemm_kernel(
         tylo.dynamic_shared(b.dtype, cfg.b_elements, offset_bytes=cfg.a_elements * a.dtype.nbytes),
         cfg.b_smem,
     )
+    if cfg.epilogue == "staged":  # reuses the pipeline's shared memory after the loop
+        scratch = tylo.dynamic_shared(tylo.f32, cfg.staged.elements)
     k_tiles = (k + bk - 1) // bk
     acc = zero_accumulator(plan)
     # --8<-- [end:setup]
     # --8<-- [start:pipeline]
     if stages == 1:  # no overlap: copy, wait, multiply, repeat
         for kt in tylo.range(k_tiles):
-            prefetch_stage(cfg, A, B, sa, sb, tid, m0, n0, kt, 0)
+            prefetch_stage(cfg, A, B, sa, sb, tid, m0, n0, k, kt, 0)
             commit_copies()
             wait_copies(0)
             tylo.sync_threads()
@@ -322,19 +367,17 @@ def tiled_gemm_kernel(
             tylo.sync_threads()
     else:
         for s in range(stages - 1):  # fill the pipeline: K-tiles 0 .. stages-2
-            if s * bk < k:  # K-tile s exists
-                prefetch_stage(cfg, A, B, sa, sb, tid, m0, n0, s, s)
+            prefetch_stage(cfg, A, B, sa, sb, tid, m0, n0, k, s, s)
             commit_copies()
         wait_copies(stages - 2)
         tylo.sync_threads()
         fa, fb = load_operands(plan, sa.select(2, 0), sb.select(2, 0), tid, 0)
         for kt in tylo.range(k_tiles):
             read = kt % stages
+            ahead = kt + stages - 1  # refills the stage every warp finished reading last iteration
             for ks in range(plan.k_steps):
-                if ks == 0:  # refill the stage every warp finished reading last iteration
-                    ahead = kt + stages - 1
-                    if ahead * bk < k:
-                        prefetch_stage(cfg, A, B, sa, sb, tid, m0, n0, ahead, ahead % stages)
+                if ks == 0 and plan.k_steps == 1:  # (one k-step: refill before the wait)
+                    prefetch_stage(cfg, A, B, sa, sb, tid, m0, n0, k, ahead, ahead % stages)
                     commit_copies()
                 if ks == plan.k_steps - 1:  # K-tile kt+1 must have landed: wait, barrier
                     wait_copies(stages - 2)
@@ -345,6 +388,9 @@ def tiled_gemm_kernel(
                     fa2, fb2 = load_operands(
                         plan, sa.select(2, read), sb.select(2, read), tid, ks + 1
                     )
+                if ks == 0 and plan.k_steps > 1:  # after the loads: ldmatrix need not wait
+                    prefetch_stage(cfg, A, B, sa, sb, tid, m0, n0, k, ahead, ahead % stages)
+                    commit_copies()
                 acc = mma_atoms(plan, fa, fb, acc)
                 fa, fb = fa2, fb2
         wait_copies(0)
@@ -353,210 +399,13 @@ def tiled_gemm_kernel(
     out = acc * alpha  # the epilogue, on the fragment: ownership kept
     if relu:
         out = tylo.maximum(out, 0.0)
-    if cfg.bounded:
-        store(plan, D, out, tid, origin=(m0, n0))
-    else:
+    if cfg.bounded and tylo.any_of(m0 + bm > m, n0 + bn > n):  # an edge tile
+        store(plan, D, out, tid, origin=(m0, n0))  # guarded element stores
+    elif cfg.epilogue == "staged":  # through shared memory: 16-byte stores along M
+        staged_store(cfg.staged, D.window((m0, n0), (bm, bn)), out, tid, scratch)
+    else:  # each element a thread holds, at its coordinate
         store(plan, D.window((m0, n0), (bm, bn)), out, tid)
     # --8<-- [end:epilogue]
 
 
 # --8<-- [end:kernel]
-
-
-# ---------------------------------------------------------------------------- host
-
-
-def choose_config(
-    m: int,
-    n: int,
-    k: int,
-    lda: int,
-    ldb: int,
-    aligned: bool = True,
-    plan: TiledMMA | None = None,
-    **kw: Any,
-) -> GemmConfig:
-    """The configuration for a problem: full tiles when M, N, K divide the tile, 16-byte
-    copies when the leading dimensions and pointers allow. Element-wise copies (unaligned
-    leading dimensions) use the smaller 64 x 64 plan, whose fewer loads per thread fit in
-    registers beside the accumulators."""
-    dtype = (plan or DEFAULT_PLAN).atom.dtype
-    vec = 16 // dtype.nbytes
-    vector = aligned and lda % vec == 0 and ldb % vec == 0
-    if plan is None:
-        base = DEFAULT_PLAN if vector else SMALL_PLAN
-        plan = TiledMMA(MMAAtom(base.atom.shape, dtype), base.warps, base.repeat, base.k)
-    bm, bn, bk = size(plan)
-    full = m % bm == 0 and n % bn == 0 and k % bk == 0
-    kw.setdefault("stages", DEFAULT_STAGES if plan.threads >= 256 else 3)
-    return gemm_config(plan, bounded=not full, vector=vector, **kw)
-
-
-def gemm(
-    d: Any,
-    a: Any,
-    b: Any,
-    m: int,
-    n: int,
-    k: int,
-    lda: int,
-    ldb: int,
-    ldd: int,
-    *,
-    alpha: float = 1.0,
-    relu: bool = False,
-    cfg: GemmConfig | None = None,
-    stream: Any = None,
-) -> GemmConfig:
-    """Launch ``D = alpha * A @ B`` (device arrays or pointers' owners: DeviceBuffer,
-    torch, ...; see the module docstring for the storage); returns the configuration."""
-    from tylo.arrays import as_device_array
-
-    if cfg is None:
-        pa, pb = as_device_array(a).ptr, as_device_array(b).ptr
-        cfg = choose_config(m, n, k, lda, ldb, aligned=pa % 16 == 0 and pb % 16 == 0)
-    tiled_gemm_kernel[cfg.grid(m, n), cfg.plan.threads](
-        cfg,
-        d,
-        a,
-        b,
-        m,
-        n,
-        k,
-        lda,
-        ldb,
-        ldd,
-        float(alpha),
-        relu,
-        shared=cfg.shared_bytes,
-        stream=stream,
-    )
-    return cfg
-
-
-def compile_gemm(cfg: GemmConfig, target: Any = "sm_90a", relu: bool = False) -> Any:
-    """Compile :func:`tiled_gemm_kernel` for ``cfg`` without a GPU."""
-    d = cfg.dtype
-    a_ptr = tylo.pointer(d, align=16) if cfg.vector else d
-    return tiled_gemm_kernel.compile(
-        cfg,
-        tylo.pointer(tylo.f32),
-        a_ptr,
-        a_ptr,
-        int,
-        int,
-        int,
-        int,
-        int,
-        int,
-        float,
-        relu,
-        block=cfg.plan.threads,
-        target=target,
-    )
-
-
-def reference(a: np.ndarray, b: np.ndarray, alpha: float = 1.0, relu: bool = False) -> np.ndarray:
-    """float64 ``alpha * a @ b`` (``a`` (M, K), ``b`` (K, N)), then ReLU."""
-    out = alpha * (a.astype(np.float64) @ b.astype(np.float64))
-    return np.maximum(out, 0.0) if relu else out
-
-
-def _bf16_bits(x: np.ndarray) -> np.ndarray:
-    """Round float32 to bfloat16 (nearest even), as uint16 bits."""
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def _bf16_value(bits: np.ndarray) -> np.ndarray:
-    return (bits.astype(np.uint32) << 16).view(np.float32)
-
-
-def _reference_on_device(a: np.ndarray, b: np.ndarray, alpha: float, relu: bool) -> Any:
-    """float64 ``alpha * a @ b`` through torch on the GPU (large problems), or None."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None
-    out = alpha * (torch.from_numpy(a).cuda().double() @ torch.from_numpy(b).cuda().double())
-    return (out.clamp_min(0.0) if relu else out).cpu().numpy()
-
-
-def verify(
-    m: int,
-    n: int,
-    k: int,
-    *,
-    dtype: str = "bf16",
-    alpha: float = 1.0,
-    relu: bool = False,
-    pad: tuple[int, int, int] = (0, 0, 0),
-    seed: int | None = None,
-    cfg: GemmConfig | None = None,
-    use_torch: bool = False,
-    tolerance: float = 1e-2,
-) -> dict[str, Any]:
-    """Run the GEMM on fresh random data (D poisoned with NaN first; leading dimensions
-    padded by ``pad``) and compare with the float64 reference. Returns the relative error,
-    the configuration and the seed; raises AssertionError when the error exceeds
-    ``tolerance`` or any element was left unwritten."""
-    import os
-
-    if seed is None:
-        seed = int.from_bytes(os.urandom(4), "little")
-    rng = np.random.default_rng(seed)
-    lda, ldb, ldd = k + pad[0], k + pad[1], m + pad[2]
-    a32 = rng.standard_normal((m, lda)).astype(np.float32)
-    b32 = rng.standard_normal((n, ldb)).astype(np.float32)  # B^T rows: (N, K) K-contiguous
-    if dtype == "bf16":
-        a_bits, b_bits = _bf16_bits(a32), _bf16_bits(b32)
-        a_val, b_val = _bf16_value(a_bits), _bf16_value(b_bits)
-        td = tylo.bf16
-    elif dtype == "f16":
-        a_bits = a32.astype(np.float16).view(np.uint16)
-        b_bits = b32.astype(np.float16).view(np.uint16)
-        a_val = a_bits.view(np.float16).astype(np.float32)
-        b_val = b_bits.view(np.float16).astype(np.float32)
-        td = tylo.f16
-    else:
-        raise ValueError(f"verify: dtype must be 'bf16' or 'f16', got {dtype!r}")
-    av, bv = np.ascontiguousarray(a_val[:, :k]), np.ascontiguousarray(b_val[:, :k].T)
-    ref = _reference_on_device(av, bv, alpha, relu) if m * n * k > 2**30 else None
-    if ref is None:
-        ref = reference(av, bv, alpha, relu)
-    if use_torch:
-        import torch
-
-        tdt = torch.bfloat16 if dtype == "bf16" else torch.float16
-        da = torch.from_numpy(a_bits.view(np.int16)).cuda().view(tdt)
-        db = torch.from_numpy(b_bits.view(np.int16)).cuda().view(tdt)
-        dd = torch.full((n, ldd), float("nan"), dtype=torch.float32, device="cuda")
-        cfg = gemm(dd, da, db, m, n, k, lda, ldb, ldd, alpha=alpha, relu=relu, cfg=cfg)
-        torch.cuda.synchronize()
-        got = dd.cpu().numpy()
-    else:
-        from tylo.arrays import DeviceBuffer
-        from tylo.backend import driver
-
-        da = DeviceBuffer.from_numpy(a_bits, dtype=td)
-        db = DeviceBuffer.from_numpy(b_bits, dtype=td)
-        dd = DeviceBuffer.empty((n, ldd), tylo.f32).fill_bytes(0xFF)  # NaN poison
-        cfg = gemm(dd, da, db, m, n, k, lda, ldb, ldd, alpha=alpha, relu=relu, cfg=cfg)
-        driver.synchronize()
-        got = dd.to_numpy()
-    d = got[:, :m].T.astype(np.float64)  # (M, N)
-    where = f"gemm {m}x{n}x{k} {dtype} seed {seed} ({cfg.describe()})"
-    if not np.isfinite(d).all():
-        bad = np.argwhere(~np.isfinite(d))
-        raise AssertionError(
-            f"{where}: {len(bad)} elements unwritten or not finite, first at {tuple(bad[0])}"
-        )
-    if pad[2] and not np.isnan(got[:, m:]).all():
-        raise AssertionError(f"{where}: the padding of D (rows {m}..{ldd - 1}) was written")
-    denom = np.linalg.norm(ref)
-    err = float(np.linalg.norm(d - ref) / denom) if denom > 0 else float(np.abs(d).max())
-    if not err <= tolerance:
-        raise AssertionError(f"{where}: relative error {err:.3g} > {tolerance}")
-    return {"error": err, "config": cfg, "seed": seed}

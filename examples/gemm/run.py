@@ -37,19 +37,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace) -> Any:
+    """The configuration ``gemm()`` runs (after packing, when the leading dimensions are
+    not multiples of 8 elements)."""
     import tylo
-    from examples.gemm.kernel import choose_config
-    from tylo.mma import MMAAtom, TiledMMA
+    from examples.gemm.host import choose_config
+    from examples.gemm.pack import packed_ld
 
     kw = {} if args.stages is None else {"stages": args.stages}
-    cfg = choose_config(args.m, args.n, args.k, args.k + args.pad, args.k + args.pad, **kw)
-    if args.dtype == "f16":
-        p = cfg.plan
-        plan = TiledMMA(MMAAtom(p.atom.shape, tylo.f16), p.warps, p.repeat, p.k)
-        cfg = choose_config(
-            args.m, args.n, args.k, args.k + args.pad, args.k + args.pad, plan=plan, **kw
-        )
-    return cfg
+    ld = args.k + args.pad
+    if ld % 8:
+        ld = packed_ld(args.k)  # gemm() packs A and B first
+    dtype = tylo.f16 if args.dtype == "f16" else tylo.bf16
+    return choose_config(args.m, args.n, args.k, ld, ld, ldd=args.m + args.pad, dtype=dtype, **kw)
 
 
 def _print_plan(cfg: Any, out: Any = sys.stdout) -> None:
@@ -61,7 +60,8 @@ def _print_plan(cfg: Any, out: Any = sys.stdout) -> None:
 
 
 def kernels(args: argparse.Namespace, target: Any) -> dict[str, Any]:
-    from examples.gemm.kernel import compile_gemm, sass_summary
+    from examples.gemm.host import compile_gemm
+    from examples.gemm.kernel import sass_summary
 
     cfg = _config(args)
     k = compile_gemm(cfg, target, relu=args.relu)
@@ -73,7 +73,7 @@ def kernels(args: argparse.Namespace, target: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> str:
-    from examples.gemm.kernel import verify
+    from examples.gemm.host import verify
 
     cfg = _config(args)
     _print_plan(cfg)
@@ -86,7 +86,8 @@ def run(args: argparse.Namespace) -> str:
         relu=args.relu,
         pad=(args.pad, args.pad, args.pad),
         seed=args.seed,
-        cfg=cfg,
+        # gemm() chooses the configuration printed above (packing first if needed)
+        cfg=cfg if args.stages is not None and (args.k + args.pad) % 8 == 0 else None,
         use_torch=args.torch,
     )
     return (

@@ -1,8 +1,9 @@
 # TEST_TARGET: cc>=8.0
 """examples/gemm on the GPU: relative error <= 1e-2 against float64 on fresh random data
 (outputs poisoned first) for the issue's shapes, padded leading dimensions, partial tiles at
-every edge combination, many K-tiles through every pipeline depth, element-wise copies for
-unaligned leading dimensions, f16, and the epilogues. The command line runs everywhere."""
+every edge combination, many K-tiles through every pipeline depth, both epilogues (by
+ownership and staged through shared memory), unaligned leading dimensions both packed and
+with element-wise copies, f16, and alpha/ReLU. The command line runs everywhere."""
 
 from __future__ import annotations
 
@@ -18,13 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from examples.gemm.kernel import (
-    DEFAULT_PLAN,
-    SMALL_PLAN,
-    choose_config,
-    gemm_config,
-    verify,
-)
+from examples.gemm.host import choose_config, verify
+from examples.gemm.kernel import DEFAULT_PLAN, SMALL_PLAN, gemm_config
 from tylo.mma import MMAAtom, TiledMMA
 
 RUN = [sys.executable, str(ROOT / "examples" / "gemm" / "run.py")]
@@ -50,27 +46,75 @@ def test_issue_shapes(gpu_runtime, shape):
     verify(*shape)
 
 
-@pytest.mark.parametrize("pad", [(8, 24, 3), (1, 3, 5)])  # aligned (16-byte) and unaligned
+@pytest.mark.parametrize("pad", [(8, 24, 3), (8, 16, 4), (1, 3, 5)])
 def test_padded_leading_dimensions(gpu_runtime, pad):
-    res = verify(300, 200, 152, pad=pad)
-    assert res["config"].vector == (pad[0] % 8 == 0 and pad[1] % 8 == 0)
+    res = verify(300, 200, 152, pad=pad)  # unaligned lda, ldb: packed first
+    assert res["config"].vector
+    assert res["config"].epilogue == ("staged" if (300 + pad[2]) % 4 == 0 else "direct")
+
+
+@pytest.mark.parametrize("pad", [(1, 3, 5), (3, 0, 0)])
+def test_unaligned_leading_dimensions_element_wise(gpu_runtime, pad):
+    res = verify(300, 200, 152, pad=pad, pack=False)
+    assert not res["config"].vector and res["config"].plan == SMALL_PLAN
+
+
+@pytest.mark.parametrize(
+    ("shape", "pad"),
+    [((333, 517, 301), (0, 0, 0)), ((1000, 1001, 1003), (5, 2, 1)), ((65, 97, 73), (0, 0, 0))],
+)
+def test_packed_operands(gpu_runtime, shape, pad):
+    """lda/ldb not multiples of 8: A and B are packed into aligned scratch, then the
+    aligned kernel runs (the scratch is reused by the next call: fresh data each time)."""
+    for _ in range(2):
+        res = verify(*shape, pad=pad)
+        assert res["config"].vector and res["config"].plan == DEFAULT_PLAN
+
+
+def test_packed_torch_tensors(gpu_runtime):
+    pytest.importorskip("torch", reason="torch is not installed")
+    res = verify(257, 129, 77, use_torch=True)
+    assert res["config"].vector
 
 
 @pytest.mark.parametrize("m", [256, 250])
 @pytest.mark.parametrize("n", [512, 500])
 @pytest.mark.parametrize("k", [256, 200])
 def test_every_edge_combination(gpu_runtime, m, n, k):
-    pad = (-k % 8, -k % 8, 0)  # keep 16-byte copies: the edges come from M, N, K alone
-    cfg = choose_config(m, n, k, k + pad[0], k + pad[1])
-    assert cfg.bounded == ((m % 128 or n % 256 or k % 32) > 0)
-    verify(m, n, k, pad=pad, cfg=cfg)
+    pad = (-k % 8, -k % 8, -m % 4)  # 16-byte copies and stores: edges from M, N, K alone
+    for epilogue in ("direct", "staged"):
+        cfg = choose_config(m, n, k, k + pad[0], k + pad[1], epilogue=epilogue)
+        assert cfg.bounded == ((m % 128 or n % 256 or k % 64) > 0)
+        verify(m, n, k, pad=pad, cfg=cfg)
+
+
+@pytest.mark.parametrize("shape", [(130, 260, 97), (129, 257, 1), (127, 255, 65), (7, 9, 4097)])
+def test_k_edge_inside_a_vector(gpu_runtime, shape):
+    """K not a multiple of 8 with 16-byte aligned rows: the last vector of a row is partly
+    past K (its source size zero-fills the rest); rows past M and N read the last row."""
+    m, n, k = shape
+    pad = (-k % 8 + 8, -k % 8, -m % 4)
+    for epilogue in ("direct", "staged"):
+        cfg = choose_config(m, n, k, k + pad[0], k + pad[1], epilogue=epilogue)
+        assert cfg.vector and cfg.bounded
+        verify(m, n, k, pad=pad, cfg=cfg)
 
 
 @pytest.mark.parametrize("stages", [1, 2, 3, 4])
 def test_stage_buffers_reused_over_many_k_tiles(gpu_runtime, stages):
     for bounded in (False, True):
-        cfg = gemm_config(DEFAULT_PLAN, stages=stages, bounded=bounded)
-        verify(256, 512, 2048 + (0 if not bounded else 24), cfg=cfg)
+        for epilogue in ("direct", "staged"):
+            cfg = gemm_config(DEFAULT_PLAN, stages=stages, bounded=bounded, epilogue=epilogue)
+            verify(256, 512, 2048 + (0 if not bounded else 24), cfg=cfg)
+
+
+def test_other_tiles_staged(gpu_runtime):
+    atom = DEFAULT_PLAN.atom
+    for warps, repeat, k, stages in (((4, 2), (4, 8), 64, 3), ((2, 4), (4, 8), 32, 4)):
+        plan = TiledMMA(atom, warps, repeat, k)
+        for shape, bounded in (((512, 512, 512), False), ((300, 301, 150), True)):
+            cfg = gemm_config(plan, stages=stages, bounded=bounded, epilogue="staged")
+            verify(*shape, pad=(-shape[2] % 8, -shape[2] % 8, 0), cfg=cfg)
 
 
 def test_small_plan_and_rasterization(gpu_runtime):
@@ -82,10 +126,11 @@ def test_small_plan_and_rasterization(gpu_runtime):
 @pytest.mark.parametrize(("alpha", "relu"), [(-0.5, False), (2.0, True), (-1.0, True)])
 def test_epilogues(gpu_runtime, alpha, relu):
     verify(200, 300, 96, alpha=alpha, relu=relu)
+    verify(256, 512, 128, alpha=alpha, relu=relu)  # full tiles: the staged epilogue
 
 
 def test_f16(gpu_runtime):
-    plan = TiledMMA(MMAAtom((16, 8, 16), tylo.f16), DEFAULT_PLAN.warps, DEFAULT_PLAN.repeat, 32)
+    plan = TiledMMA(MMAAtom((16, 8, 16), tylo.f16), DEFAULT_PLAN.warps, DEFAULT_PLAN.repeat, 64)
     verify(384, 256, 512, dtype="f16", cfg=gemm_config(plan, stages=4, bounded=False))
     verify(77, 99, 120, dtype="f16", cfg=choose_config(77, 99, 120, 120, 120, plan=plan))
 
@@ -101,6 +146,14 @@ def test_full_tile_config_rejects_partial_tiles(gpu_runtime):
     cfg = gemm_config(DEFAULT_PLAN, stages=3, bounded=False)
     with pytest.raises(KernelArgumentError, match="divisible|assuming"):
         verify(130, 256, 64, cfg=cfg)
+
+
+def test_staged_epilogue_rejects_unaligned_ldd(gpu_runtime):
+    from tylo.kernel.errors import KernelArgumentError
+
+    cfg = gemm_config(DEFAULT_PLAN, stages=4, bounded=False, epilogue="staged")
+    with pytest.raises(KernelArgumentError, match="divisible|assuming"):
+        verify(128, 256, 64, pad=(0, 0, 1), cfg=cfg)
 
 
 def test_cli_runs_and_verifies(gpu_runtime):

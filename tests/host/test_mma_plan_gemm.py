@@ -13,7 +13,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import tylo
-from examples.gemm.kernel import DEFAULT_PLAN, SMALL_PLAN, choose_config, gemm_config
+from examples.gemm.host import choose_config
+from examples.gemm.kernel import DEFAULT_PLAN, SMALL_PLAN, gemm_config
 from tylo.mma import MMAAtom, PlanError, TiledMMA
 
 
@@ -44,7 +45,10 @@ def test_config_errors():
 
 
 def test_choose_config():
-    assert not choose_config(4096, 4096, 4096, 4096, 4096).bounded
+    full = choose_config(4096, 4096, 4096, 4096, 4096)
+    assert not full.bounded and full.plan == DEFAULT_PLAN and full.epilogue == "staged"
+    assert choose_config(4096, 4096, 4096, 4096, 4096, ldd=4098).epilogue == "direct"
+    assert choose_config(4096, 4096, 4096, 4096, 4096, d_aligned=False).epilogue == "direct"
     c = choose_config(4099, 4103, 4097, 4104, 4104)
     assert c.bounded and c.vector and c.plan == DEFAULT_PLAN
     u = choose_config(65, 97, 73, 73, 73)
@@ -67,3 +71,39 @@ def test_rasterization_is_a_bijection(group_m, m, n):
         assert 0 <= tm * bm < m and 0 <= tn * bn < n
         seen.add((tm, tn))
     assert len(seen) == grid
+
+
+def test_staged_store_plan():
+    from examples.gemm.epilogue import StagedStore
+
+    st = StagedStore(DEFAULT_PLAN)
+    statuses = {k: getattr(v, "status", v) for k, v in st.proofs.items()}
+    assert all(x in ("proved", 0) for x in statuses.values()), statuses
+    assert st.shared_bytes == (128 + 4) * 256 * 4
+    assert StagedStore(DEFAULT_PLAN, pad=0).write_conflicts() == 3  # 4 columns, one bank set
+    with pytest.raises(PlanError, match="multiples of 4"):
+        StagedStore(DEFAULT_PLAN, pad=2)
+    cfg = gemm_config(DEFAULT_PLAN, stages=2, epilogue="staged")
+    assert cfg.shared_bytes == st.shared_bytes > cfg.pipeline_bytes  # the larger of the two
+    assert any(k.startswith("epilogue global stores") for k in cfg.proofs)
+    with pytest.raises(PlanError, match="epilogue"):
+        gemm_config(DEFAULT_PLAN, epilogue="fast")
+
+
+@pytest.mark.parametrize(
+    "name", ["examples.gemm.epilogue", "examples.gemm.host", "examples.gemm.pack"]
+)
+def test_module_doctests_and_all(name):
+    import doctest
+    import importlib
+
+    mod = importlib.import_module(name)
+    assert doctest.testmod(mod, optionflags=doctest.ELLIPSIS).failed == 0
+    assert list(mod.__all__) == sorted(mod.__all__, key=lambda n: (not n.isupper(), n))
+    assert all(hasattr(mod, n) for n in mod.__all__)
+
+
+def test_packed_leading_dimension():
+    from examples.gemm.pack import packed_ld
+
+    assert [packed_ld(k) for k in (1, 8, 9, 4097)] == [8, 8, 16, 4104]

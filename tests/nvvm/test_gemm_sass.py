@@ -16,12 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from examples.gemm.kernel import (
-    DEFAULT_PLAN,
-    compile_gemm,
-    gemm_config,
-    sass_summary,
-)
+from examples.gemm.host import compile_gemm
+from examples.gemm.kernel import DEFAULT_PLAN, gemm_config, sass_summary
 from tylo.mma import MMAAtom, TiledMMA
 
 SEED = TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(2, 2), repeat=(2, 4), k=32)
@@ -47,10 +43,38 @@ def test_default_plan_full_tiles(target):
     sass = _check_common(k, s)
     assert LDGSTS.search(sass)
     loop = s["loop"]
-    # one K-tile per iteration: 8 warps' 64x64 tiles are 4x8 atoms, 2 k-steps
-    assert loop["HMMA"] == 64 and loop["LDSM"] == 16 and loop["LDGSTS"] == 6
+    # one K-tile per iteration: 8 warps' 64x64 tiles are 4x8 atoms, 4 k-steps
+    assert loop["HMMA"] == 128 and loop["LDSM"] == 32 and loop["LDGSTS"] == 12
     assert loop["BAR"] == 1
-    assert loop["instructions"] <= 150  # index math stays out of the loop
+    assert loop["instructions"] <= 250  # index math stays out of the loop
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_default_plan_edge_form_is_spill_free(target):
+    """The bounded form runs the full tile's loop: rows clamped (no predicate), only the
+    source size of the copies zero-fills past K; the edge tiles' stores are guarded."""
+    cfg = gemm_config(DEFAULT_PLAN, stages=4, bounded=True, epilogue="staged")
+    k = compile_gemm(cfg, target)
+    s = sass_summary(k)
+    sass = _check_common(k, s)
+    loop = s["loop"]
+    assert loop["HMMA"] == 128 and loop["LDSM"] == 32 and loop["LDGSTS"] == 12
+    assert loop["BAR"] == 1 and loop["instructions"] <= 280
+    assert re.search(r"LDGSTS\.E\.BYPASS(\.LTC128B)?\.128\.ZFILL", sass)
+    assert "STG.E.128" in sass and "LDS.128" in sass  # the staged epilogue (full tiles)
+
+
+def test_staged_epilogue_stores_16_bytes():
+    cfg = gemm_config(DEFAULT_PLAN, stages=4, bounded=False, epilogue="staged")
+    k = compile_gemm(cfg, "sm_90a")
+    s = sass_summary(k)
+    _check_common(k, s)
+    ops = " ".join(s["opcodes"])
+    bm, bn, _ = cfg.tile
+    # 128 accumulators per thread into shared memory, 32 vectors of 4 back out
+    assert s["total"]["STS"] == bm * bn // cfg.plan.threads
+    assert s["total"]["STG"] == bm * bn // cfg.plan.threads // 4 and "STG.E.128" in ops
+    assert "LDS.128" in ops and s["total"]["BAR"] >= 3
 
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
@@ -78,6 +102,17 @@ def test_f16_single_stage_and_relu():
     sass = k.module.sass_for(k.entry)
     assert "HMMA.16816.F32 " in sass and "BF16" not in sass
     assert "FMNMX" in sass  # the ReLU
+
+
+def test_pack_kernel_writes_16_bytes():
+    from examples.gemm.pack import BLOCK, pack_rows_kernel
+
+    k = pack_rows_kernel.compile(
+        tylo.pointer(tylo.bf16, align=16), tylo.bf16, int, int, int, block=BLOCK, target="sm_90a"
+    )
+    sass = k.module.sass_for(k.entry)
+    assert "STG.E.128" in sass and "LDG.E.U16.CONSTANT" in sass
+    assert "LDL" not in sass and "STL" not in sass
 
 
 def test_compile_is_fast_from_the_disk_cache():
