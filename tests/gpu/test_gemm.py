@@ -132,7 +132,8 @@ def test_epilogues(gpu_runtime, alpha, relu):
 def test_f16(gpu_runtime):
     plan = TiledMMA(MMAAtom((16, 8, 16), tylo.f16), DEFAULT_PLAN.warps, DEFAULT_PLAN.repeat, 64)
     verify(384, 256, 512, dtype="f16", cfg=gemm_config(plan, stages=4, bounded=False))
-    verify(77, 99, 120, dtype="f16", cfg=choose_config(77, 99, 120, 120, 120, plan=plan))
+    cfg = choose_config(77, 99, 120, 120, 120, plan=plan, ldd=77)
+    verify(77, 99, 120, dtype="f16", cfg=cfg)
 
 
 def test_torch_tensors(gpu_runtime):
