@@ -40,7 +40,13 @@ ROTATE_BYTES = 4 * L2_BYTES  # total bytes of the rotated inputs (and as many ou
 
 def variants(rows: int, cols: int, dtype: str, sweep: bool) -> dict[str, Any]:
     """name -> configuration (None: the one softmax() picks)."""
-    from examples.softmax.plan import SoftmaxError, make_config, vector_width
+    from examples.softmax.plan import (
+        PREFETCH_SHARED,
+        SoftmaxError,
+        make_config,
+        prefetch_bytes,
+        vector_width,
+    )
 
     itemsize = 4 if dtype == "f32" else 2
     vec = vector_width(itemsize, cols, True)
@@ -56,6 +62,11 @@ def variants(rows: int, cols: int, dtype: str, sweep: bool) -> dict[str, Any]:
     }
     if t < 1024:
         alts[f"warp t={2 * t}"] = {"threads_per_row": 2 * t}
+        alts[f"warp t={2 * t} ld.cs st.cs"] = {
+            "threads_per_row": 2 * t,
+            "load_cache": "cs",
+            "store_cache": "cs",
+        }
     if t >= 64:
         alts[f"warp t={t // 2} (2x values/thread)"] = {"threads_per_row": t // 2, "passes": 1}
     if t <= 32:
@@ -67,6 +78,21 @@ def variants(rows: int, cols: int, dtype: str, sweep: bool) -> dict[str, Any]:
             out[name] = make_config("warp", cols, vec=vec, **kw)
         except SoftmaxError as err:  # a variant that does not apply to this shape
             print(f"  (variant {name} skipped: {err})")
+    if t >= 256:  # the persistent kernel with the next row streamed into shared memory
+        for name, kw in (
+            (f"warp t={t} prefetch", {"prefetch": True}),
+            (f"warp t={t} prefetch 2 stages", {"prefetch": True, "stages": 2}),
+            (f"warp t={t} no prefetch", {"prefetch": False}),
+        ):
+            try:
+                cfg = make_config("warp", cols, vec=vec, threads_per_row=t, **kw)
+            except SoftmaxError:
+                continue
+            if not cfg.prefetch or prefetch_bytes(cfg, itemsize) <= PREFETCH_SHARED:
+                out[name] = cfg
+    out["default config again (noise)"] = make_config(
+        "warp", cols, vec=vec, prefetch=t == 1024 and itemsize == 2
+    )
     out["mma (two-pass, 64-col tiles)"] = make_config("mma", cols, vec=2)
     return out
 
@@ -111,16 +137,17 @@ def run_shape(rows: int, cols: int, dtype: str, reps: int, sweep: bool) -> list[
             fn(i % sets)
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for r in range(reps):
+    for _ in range(reps):
         for name, fn in cases.items():
-            # keep the GPU busy while the host issues the launch, so that the events
-            # time the kernel and not the host's argument checks
-            torch.cuda._sleep(100_000)
+            # the GPU sleeps while the host issues `sets` launches (one per rotated input),
+            # so the events time the kernels back to back, not the host's launch path
+            torch.cuda._sleep(2_000_000)
             start.record()
-            fn(r % sets)
+            for i in range(sets):
+                fn(i)
             end.record()
             end.synchronize()
-            times[name].append(start.elapsed_time(end) * 1e-3)
+            times[name].append(start.elapsed_time(end) * 1e-3 / sets)
     med = {k: statistics.median(v) for k, v in times.items()}
     moved = 2 * nbytes  # x read once, out written once (same dtype)
     copy_bw = moved / med["copy (dst.copy_(src))"]

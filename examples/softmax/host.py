@@ -8,24 +8,38 @@ reference and verification on fresh random data.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 from typing import Any
 
 import numpy as np
 
 import tylo
-from examples.softmax.kernel import mma_softmax_kernel, online_softmax_kernel, row_softmax_kernel
+from examples.softmax.kernel import (
+    mma_softmax_kernel,
+    online_softmax_kernel,
+    prefetch_softmax_kernel,
+    row_softmax_kernel,
+)
 from examples.softmax.plan import (
+    PREFETCH_MIN_CC,
+    PREFETCH_SHARED,
+    SMS,
     SoftmaxConfig,
     SoftmaxError,
     choose_config,
+    prefetch_bytes,
     vector_width,
 )
 
 __all__ = [
     "compile_softmax",
+    "device_cc",
     "kernel_for",
+    "launch_shape",
     "make_inputs",
+    "multiprocessors",
     "plan_launch",
     "reference",
     "softmax",
@@ -40,6 +54,8 @@ def kernel_for(cfg: SoftmaxConfig) -> Any:
     online two-pass kernel (warp style, long rows) or the MMA-layout kernel."""
     if cfg.style == "mma":
         return mma_softmax_kernel
+    if cfg.prefetch:
+        return prefetch_softmax_kernel
     return online_softmax_kernel if cfg.passes == 2 else row_softmax_kernel
 
 
@@ -125,9 +141,67 @@ def plan_launch(
         ma = _array(mask, "mask")
         while vec >= 4 and (ma.ptr % vec or ldm % vec):
             vec //= 2
-    cfg = choose_config(rows, cols, vec=vec, mask=kind, style=style) if cols else None
-    values = {"rows": rows, "cols": cols, "ldo": ldo, "ldx": ldx, "ldm": ldm, "aux": aux}
+    cfg = None
+    if cols:
+        cfg = choose_config(
+            rows,
+            cols,
+            vec=vec,
+            itemsize=xa.dtype.nbytes,
+            mask=kind,
+            style=style,
+            cc=device_cc(xa.device or 0),
+        )
+        if cfg.prefetch and not _fits_31_bits(rows, cols, ldx, ldo, ldm):
+            cfg = dataclasses.replace(cfg, prefetch=False)  # its index math is 32-bit
+    values = {
+        "rows": rows,
+        "cols": cols,
+        "ldo": ldo,
+        "ldx": ldx,
+        "ldm": ldm,
+        "aux": aux,
+        "itemsize": xa.dtype.nbytes,
+    }
     return cfg, values  # type: ignore[return-value]
+
+
+def _fits_31_bits(rows: int, cols: int, *lds: int) -> bool:
+    return all(rows * ld + cols < 2**31 for ld in lds)
+
+
+def launch_shape(cfg: SoftmaxConfig, rows: int, itemsize: int) -> tuple[int, int]:
+    """(blocks, dynamic shared bytes) of a launch: one block per ``block_rows`` rows, or
+    for ``prefetch`` a persistent grid of one block per SM (each walks rows ``bid, bid +
+    grid, ...``) with two row stages of shared memory."""
+    if not cfg.prefetch:
+        return cfg.grid(rows), 0
+    shared = prefetch_bytes(cfg, itemsize)
+    # resident blocks per SM: threads (2048), shared memory (227 KB), registers (64 each)
+    per_sm = max(1, min(2048 // cfg.threads, (227 * 1024) // shared, 65536 // (64 * cfg.threads)))
+    return min(rows, per_sm * multiprocessors()), shared
+
+
+@functools.lru_cache(maxsize=8)
+def device_cc(ordinal: int = 0) -> tuple[int, int]:
+    """The device's compute capability ((9, 0) without a device: plan for the H200)."""
+    from tylo.target import Target
+
+    try:
+        return Target.from_device(ordinal).cc
+    except Exception:  # noqa: BLE001 - no driver or no device
+        return (9, 0)
+
+
+@functools.lru_cache(maxsize=8)
+def multiprocessors(ordinal: int = 0) -> int:
+    """The device's SM count (:data:`~examples.softmax.plan.SMS` without a device)."""
+    from tylo.backend import driver
+
+    try:  # tylo has no public query for this yet (see docs/softmax.md)
+        return driver._device_attribute(ordinal, "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT")
+    except Exception:  # noqa: BLE001 - no driver or no device: the H200's count
+        return SMS
 
 
 def softmax(
@@ -163,8 +237,33 @@ def softmax(
                 f"softmax: the configuration ({cfg.describe()}) cannot take rows of "
                 f"{v['cols']} elements with vectors of at most {chosen.vec}"
             )
-    kernel_for(cfg)[cfg.grid(v["rows"]), cfg.threads](
-        cfg, out, x, v["aux"], v["rows"], v["cols"], v["ldo"], v["ldx"], v["ldm"], stream=stream
+    if cfg.prefetch:
+        if cfg.vec * v["itemsize"] < 4:
+            raise SoftmaxError(
+                "softmax: prefetching copies vectors of at least 4 bytes; these rows allow "
+                f"{cfg.vec * v['itemsize']}-byte accesses"
+            )
+        if prefetch_bytes(cfg, v["itemsize"]) > PREFETCH_SHARED:
+            raise SoftmaxError(
+                f"softmax: prefetching rows of {cfg.tile_cols} elements needs "
+                f"{prefetch_bytes(cfg, v['itemsize'])} bytes of shared memory (at most "
+                f"{PREFETCH_SHARED})"
+            )
+        if not _fits_31_bits(v["rows"], v["cols"], v["ldx"], v["ldo"], v["ldm"]):
+            raise SoftmaxError("softmax: the prefetch kernel's offsets must fit in 31 bits")
+    grid, shared = launch_shape(cfg, v["rows"], v["itemsize"])
+    kernel_for(cfg)[grid, cfg.threads](
+        cfg,
+        out,
+        x,
+        v["aux"],
+        v["rows"],
+        v["cols"],
+        v["ldo"],
+        v["ldx"],
+        v["ldm"],
+        shared=shared,
+        stream=stream,
     )
     return cfg
 
@@ -174,18 +273,26 @@ def compile_softmax(
 ) -> Any:
     """Compile the kernel of ``cfg`` for ``dtype`` input and ``out_dtype`` output (default:
     the same) without a GPU; returns the :class:`~tylo.kernel.CompiledKernel`."""
+    from tylo.target import Target
+
+    if cfg.prefetch and Target.parse(target).cc < PREFETCH_MIN_CC:
+        raise SoftmaxError(
+            f"softmax: the prefetch kernel is for sm_90 and newer, not {target} (ptxas for "
+            "older targets duplicates its loop and spills); use prefetch=False"
+        )
     d = _DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype
     od = d if out_dtype is None else (_DTYPES.get(out_dtype, out_dtype))
-    align = 16 if cfg.vec > 1 else None
+    # pointer specs as a launch binds them (no alignment known): the kernel states what
+    # it needs (tylo.assume_aligned), exactly as when it runs
     aux = None
     if cfg.mask == "length":
         aux = tylo.pointer(tylo.i32)
     elif cfg.mask == "bool":
-        aux = tylo.pointer(tylo.bool_, align=16 if cfg.vec >= 4 else None)
+        aux = tylo.pointer(tylo.bool_)
     return kernel_for(cfg).compile(
         cfg,
-        tylo.pointer(od, align=align),
-        tylo.pointer(d, align=align),
+        tylo.pointer(od),
+        tylo.pointer(d),
         aux,
         int,
         int,

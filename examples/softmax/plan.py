@@ -9,9 +9,10 @@ names the *ownership style* and the numbers that fix the register tile:
   each holding ``chunks`` vectors of ``vec`` consecutive elements strided
   ``threads_per_row * vec`` apart (coalesced 16-byte accesses); the reductions fold in the
   thread, then butterfly shuffles over the lanes, then (several warps) a shared-memory
-  exchange. ``passes=1`` keeps the whole row in registers
-  (read once, write once); ``passes=2`` is the online variant for rows that do not fit:
-  one streaming pass for the running maximum and sum, one pass that normalizes;
+  exchange. ``passes=1`` keeps the whole row in registers (read once, write once), and
+  ``prefetch`` adds a persistent grid that streams each block's next ``stages - 1`` rows
+  into shared memory meanwhile; ``passes=2`` is the online variant for rows that do not
+  fit: one streaming pass for the running maximum and sum, one pass that normalizes;
 - ``mma``: the accumulator layout of ``mma.sync.m16n8k16`` (each row's values spread over
   the 4 lanes of a quad), as attention holds its scores; rows are swept in tiles of
   ``8 * repeat_n`` columns with an online maximum and sum carried between tiles.
@@ -23,6 +24,7 @@ anything is compiled or launched.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,18 +32,20 @@ import tylo
 from tylo.errors import TyloError
 from tylo.mma import MMAAtom, TiledMMA
 from tylo.ownership import Ownership
-from tylo.reduce import reduction_plan
 
 __all__ = [
     "DTYPES",
     "MASKS",
     "MAX_VALUES",
+    "PREFETCH_MIN_CC",
+    "PREFETCH_SHARED",
     "SMS",
     "STYLES",
     "SoftmaxConfig",
     "SoftmaxError",
     "choose_config",
     "make_config",
+    "prefetch_bytes",
     "vector_width",
 ]
 
@@ -53,6 +57,11 @@ SMS = 132  # streaming multiprocessors of the H200 (the grid heuristics' default
 MAX_VALUES = 32  # f32 values a thread keeps of one row (registers: about 2x this in all)
 LANE_MAX_COLS = 16  # longest row the lane style takes when the style is picked for you
 _BLOCK_LANE = 128  # threads per block of the lane style (one row each)
+PREFETCH_SHARED = 200 * 1024  # shared bytes a prefetching block may take (227 KB per SM)
+# ptxas for sm_80 duplicates the prefetch loop's body for warps it cannot prove converged
+# at the shuffles (BRA.DIV) and spills at the 64 registers a 1024-thread block allows; the
+# sm_90 compiler does not, so prefetching is a Hopper-and-newer choice
+PREFETCH_MIN_CC = (9, 0)
 
 
 class SoftmaxError(TyloError, ValueError):
@@ -69,7 +78,10 @@ class SoftmaxConfig:
     MMA atoms along a row (``mma``: a column tile of ``8 * repeat_n``); ``warps``: warps per
     block (``mma``); ``mask``: 'none', 'length' (a valid length per row) or 'bool' (a
     boolean array, True keeps); ``full``: the row length equals the register tile's (no
-    column guards); ``cache``: PTX cache qualifiers of the input loads and output stores.
+    column guards); ``load_cache`` / ``store_cache``: PTX cache qualifiers of the input
+    loads and output stores; ``prefetch``: the persistent kernel that copies the next
+    ``stages - 1`` rows into shared memory while normalizing one (``warp``, one pass, one
+    row per block, sm_90 and newer).
     """
 
     style: str
@@ -84,13 +96,23 @@ class SoftmaxConfig:
     warps: int = 4
     load_cache: str | None = None
     store_cache: str | None = None
+    prefetch: bool = False
+    stages: int = 3
 
     def __post_init__(self) -> None:
         if self.style not in STYLES:
             raise SoftmaxError(f"softmax: style must be one of {STYLES}, got {self.style!r}")
         if self.mask not in MASKS:
             raise SoftmaxError(f"softmax: mask must be one of {MASKS}, got {self.mask!r}")
-        for name in ("vec", "chunks", "threads_per_row", "rows_per_block", "repeat_n", "warps"):
+        for name in (
+            "vec",
+            "chunks",
+            "threads_per_row",
+            "rows_per_block",
+            "repeat_n",
+            "warps",
+            "stages",
+        ):
             v = getattr(self, name)
             if type(v) is not int or v < 1:
                 raise SoftmaxError(f"SoftmaxConfig: {name} must be a positive int, got {v!r}")
@@ -107,6 +129,11 @@ class SoftmaxConfig:
             raise SoftmaxError(
                 "SoftmaxConfig: threads_per_row must be a power of two >= 2 (lanes of one "
                 f"warp, or whole warps), got {t}"
+            )
+        if self.prefetch and (self.style != "warp" or self.passes != 1 or self.rows_per_block != 1):
+            raise SoftmaxError(
+                "SoftmaxConfig: prefetch (the next row streamed into shared memory) is for "
+                "one-pass warp-striped rows, one row per block"
             )
         if self.style == "mma" and self.vec != 2:
             raise SoftmaxError("SoftmaxConfig: the mma style moves element pairs (vec=2)")
@@ -212,10 +239,45 @@ class SoftmaxConfig:
         )
 
     @property
-    def scratch_elements(self) -> int:
-        """Shared f32 elements one cross-warp reduction needs (0: none)."""
-        own = self.thread_ownership if self.passes == 2 else self.ownership
-        return reduction_plan(own, 1).scratch_elements
+    def row_warps(self) -> int:
+        """Warps sharing one row (1: the row's lanes are within one warp)."""
+        return max(1, self.row_threads // WARP)
+
+    def warp_view(self, own: Ownership) -> Ownership:
+        """``own`` (:attr:`ownership` or :attr:`thread_ownership` of a row shared by
+        several warps) seen as ``(rows, warps, columns of one warp)``: the warp digit of
+        the thread index moves along axis 1, so a reduction along axis 2 folds and
+        shuffles within each warp only (the first level of :func:`~examples.softmax.kernel.
+        reduce_rows`)."""
+        w, rows = self.row_warps, self.rows_per_block
+        lanes = [m for m in own.thread_modes if m.axis == 1]
+        vec = lanes[0].step if lanes else 1
+        per_thread = [
+            (m.extent, 2, m.step if m.step < WARP * w * vec else m.step // w)
+            for m in own.value_modes
+            if m.axis == 1
+        ]
+        width = WARP * vec * max(1, own.values // vec)
+        return Ownership.from_modes(
+            (rows, w, width),
+            [(WARP, 2, vec), (w, 1, 1), (rows, 0, 1)],
+            per_thread,
+            name=f"{own.name or 'fragment'} by warp",
+        )
+
+    @property
+    def exchange_ownership(self) -> Ownership:
+        """One partial result per warp, ``(rows, warps)``: lane ``l`` of every warp of a row
+        holds the partial of warp ``l % warps`` (read back from shared memory), so the
+        second level of :func:`~examples.softmax.kernel.reduce_rows` is ``log2(warps)``
+        butterflies."""
+        w, rows = self.row_warps, self.rows_per_block
+        return Ownership.from_modes(
+            (rows, w),
+            [(w, 1, 1), (WARP // w, None, 0), (w, None, 0), (rows, 0, 1)],
+            [],
+            name="one partial per warp",
+        )
 
     def describe(self) -> str:
         """One line for logs and tables."""
@@ -231,7 +293,8 @@ class SoftmaxConfig:
         return (
             f"{self.style}: {shape}, vec {self.vec} x {self.chunks}, "
             f"{'one pass' if self.passes == 1 else 'online two-pass'}, mask {self.mask}"
-            f"{', full rows' if self.full else ''}{cache}"
+            f"{', full rows' if self.full else ''}{', next row prefetched' if self.prefetch else ''}"
+            f"{cache}"
         )
 
 
@@ -329,12 +392,37 @@ def _pow2_ceil(n: int) -> int:
 
 
 def choose_config(
-    rows: int, cols: int, *, vec: int, mask: str = "none", style: str | None = None
+    rows: int,
+    cols: int,
+    *,
+    vec: int,
+    itemsize: int = 4,
+    mask: str = "none",
+    style: str | None = None,
+    cc: tuple[int, int] = (9, 0),
 ) -> SoftmaxConfig:
     """The configuration for a shape: ``style`` if given, else the best one for the row
     length (lane-local rows up to :data:`LANE_MAX_COLS` elements, warp-striped rows
-    otherwise: one pass up to ``32 * 32 * MAX_VALUES`` = 32,768 elements, online above)."""
+    otherwise: one pass up to ``32 * 32 * MAX_VALUES`` = 32,768 elements, online above).
+    Rows that take a whole 1024-thread block and whose two copies fit in shared memory
+    (16-bit elements) stream the next row in while normalizing one (``prefetch``; compute
+    capability ``cc`` 9.0 or newer, see :data:`PREFETCH_MIN_CC`)."""
     if style is None:
         style = "lane" if cols <= LANE_MAX_COLS else "warp"
-    del rows  # the heuristics depend on the row length only
-    return make_config(style, cols, vec=vec, mask=mask)
+    cfg = make_config(style, cols, vec=vec, mask=mask)
+    if (
+        cfg.style == "warp"
+        and cfg.passes == 1
+        and cfg.threads_per_row == 1024
+        and prefetch_bytes(cfg, itemsize) <= PREFETCH_SHARED
+        and rows > 1
+        and tuple(cc) >= PREFETCH_MIN_CC
+        and vec * itemsize == 16
+    ):
+        cfg = dataclasses.replace(cfg, prefetch=True)
+    return cfg
+
+
+def prefetch_bytes(cfg: SoftmaxConfig, itemsize: int) -> int:
+    """Dynamic shared memory of a ``prefetch`` launch: ``stages`` rows."""
+    return cfg.stages * cfg.tile_cols * itemsize

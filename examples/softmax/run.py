@@ -54,7 +54,14 @@ def config(args: argparse.Namespace) -> Any:
         vec = 2
     if args.mask == "bool" and vec >= 4 and ld % vec:
         vec = 2 if args.cols % 2 == 0 else 1
-    return choose_config(args.rows, args.cols, vec=vec, mask=args.mask, style=args.style)
+    cc = (9, 0)
+    if args.target:
+        from tylo.target import Target
+
+        cc = Target.parse(args.target).cc
+    return choose_config(
+        args.rows, args.cols, vec=vec, itemsize=itemsize, mask=args.mask, style=args.style, cc=cc
+    )
 
 
 def kernels(args: argparse.Namespace, target: Any) -> dict[str, Any]:

@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from examples.softmax.host import softmax, verify
-from examples.softmax.plan import SoftmaxError, make_config
+from examples.softmax.plan import PREFETCH_MIN_CC, SoftmaxError, make_config, vector_width
 
 RUN = [sys.executable, str(ROOT / "examples" / "softmax" / "run.py")]
 MASKS = ("none", "length", "bool")
@@ -73,6 +73,37 @@ def test_warp_online_forced(gpu_runtime, threads, cols, mask):
 
 
 @pytest.mark.parametrize("mask", MASKS)
+@pytest.mark.parametrize(
+    "dtype,cols,threads",
+    [
+        ("bf16", 32768, 1024),
+        ("bf16", 17000, 1024),
+        ("bf16", 20000, 1024),
+        ("f32", 1000, 64),
+        ("f32", 4100, 256),
+    ],
+)
+def test_prefetch(gpu_runtime, dtype, cols, threads, mask):
+    """The persistent kernel that streams each block's next row into shared memory: 300
+    rows over the grid, so blocks walk 1 to 3 rows and stages alternate."""
+    if gpu_runtime.cc < PREFETCH_MIN_CC:
+        pytest.skip(f"prefetch is for sm_90 and newer (found {gpu_runtime.sm})")
+    vec = vector_width(4 if dtype == "f32" else 2, cols, True)
+    for stages in (3, 2):
+        cfg = make_config(
+            "warp",
+            cols,
+            vec=vec,
+            mask=mask,
+            threads_per_row=threads,
+            rows_per_block=1,
+            prefetch=True,
+            stages=stages,
+        )
+        verify(300, cols, dtype=dtype, mask=mask, cfg=cfg)
+
+
+@pytest.mark.parametrize("mask", MASKS)
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
 @pytest.mark.parametrize("shape", MMA_SHAPES)
 def test_mma(gpu_runtime, shape, dtype, mask):
@@ -102,6 +133,10 @@ def test_padded_rows(gpu_runtime, style, pad):
     """Rows that do not start 16-byte aligned fall back to narrower accesses; the padding
     is never written."""
     cols = 14 if style == "lane" else 258
+    if style == "mma" and pad % 2:  # MMA rows move element pairs: odd row strides refused
+        with pytest.raises(SoftmaxError, match="element pairs"):
+            verify(19, cols, style=style, dtype="f32", pad=pad)
+        return
     verify(19, cols, style=style, dtype="f32", mask="length", pad=pad)
     verify(19, cols, style=style, dtype="bf16", mask="none", pad=pad)
 

@@ -20,7 +20,16 @@ FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 PAGE = ROOT / "docs" / "softmax.md"
 INCLUDE = re.compile(r'^--8<-- "([^":]+):([\w-]+)"$', re.MULTILINE)
 KERNEL = "examples/softmax/kernel.py"
-SECTIONS = {"load", "normalize", "row_kernel", "online_kernel", "mma_kernel"}
+SECTIONS = {
+    "load",
+    "normalize",
+    "across_warps",
+    "online_update",
+    "row_kernel",
+    "prefetch_kernel",
+    "online_kernel",
+    "mma_kernel",
+}
 MODULES = ["examples.softmax.plan", "examples.softmax.kernel", "examples.softmax.host"]
 
 

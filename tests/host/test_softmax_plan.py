@@ -52,8 +52,10 @@ def arr(shape, dtype=tylo.f32, strides=None, offset=0):
     ],
 )
 def test_issue_shapes_are_one_pass_full_rows(cols, itemsize, threads, vec, chunks):
-    cfg = choose_config(4096, cols, vec=vector_width(itemsize, cols, True))
+    cfg = choose_config(4096, cols, vec=vector_width(itemsize, cols, True), itemsize=itemsize)
     assert (cfg.style, cfg.passes, cfg.full) == ("warp", 1, True)
+    # a 1024-thread row of 16-bit elements streams the next row into shared memory
+    assert cfg.prefetch == (threads == 1024 and itemsize == 2)
     assert (cfg.threads_per_row, cfg.vec, cfg.chunks) == (threads, vec, chunks)
     assert cfg.vec * itemsize == 16  # 16-byte vectors
     assert cfg.vec * cfg.chunks <= 32  # at most 32 values of the row per thread
@@ -131,7 +133,12 @@ def test_warp_rows_shuffle_then_share(cols, vec, masks, warps):
     cfg = make_config("warp", cols, vec=vec)
     p = reduction_plan(cfg.ownership, 1)
     assert p.lane_masks == masks and p.warps == warps
-    assert cfg.scratch_elements == (cfg.rows_per_block * warps if warps > 1 else 0)
+    assert cfg.row_warps == warps
+    if warps > 1:  # the two-level step between warps: shuffles within each warp first
+        assert reduction_plan(cfg.warp_view(cfg.ownership), 2).lane_masks == masks
+        assert reduction_plan(cfg.warp_view(cfg.ownership), 2).warps == 1
+        q = reduction_plan(cfg.exchange_ownership, 1)
+        assert q.lane_masks == tuple(1 << b for b in range(warps.bit_length() - 1))
     own = cfg.ownership
     # a thread's slots: vec consecutive elements, then the next chunk t * vec further on
     t = cfg.threads_per_row
@@ -258,3 +265,29 @@ def test_reference_rules():
     r = reference(x, lengths=np.array([1, 3, -1]))
     assert list(r[0]) == [1.0, 0.0, 0.0] and (r[2] == 0).all()
     assert not np.isnan(reference(np.full((2, 5), -np.inf))).any()
+
+
+def _two_level(cfg, own, data, op):
+    """WarpExchange.reduce of examples/softmax/kernel.py on the host: shuffles within each
+    warp (cfg.warp_view), one partial per warp, then shuffles over the partials."""
+    first = reduction_plan(cfg.warp_view(own), 2).simulate(op, data)
+    slots = {t // 32: first[t][0] for t in range(own.threads)}
+    w = cfg.row_warps
+    ex = [[slots[(t // (32 * w)) * w + (t % 32) % w]] for t in range(own.threads)]
+    return reduction_plan(cfg.exchange_ownership, 1).simulate(op, ex)
+
+
+@pytest.mark.parametrize("cols,threads,rows", [(256, 64, 2), (8192, 256, 1), (1024, 1024, 1)])
+def test_two_level_exchange_reduces_rows(cols, threads, rows):
+    cfg = make_config("warp", cols, vec=1, threads_per_row=threads, rows_per_block=rows)
+    own = cfg.ownership
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((rows, cfg.tile_cols))
+    table = own.table()
+    data = [[x[tuple(table[t, v])] for v in range(own.values)] for t in range(own.threads)]
+    got_max = _two_level(cfg, own, data, max)
+    got_sum = _two_level(cfg, own, data, operator.add)
+    for t in range(own.threads):
+        r = t // threads
+        assert got_max[t][0] == x[r].max()
+        assert got_sum[t][0] == pytest.approx(x[r].sum(), rel=1e-12, abs=1e-12)

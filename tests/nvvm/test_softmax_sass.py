@@ -18,7 +18,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from examples.softmax.host import compile_softmax
-from examples.softmax.plan import make_config, vector_width
+from examples.softmax.plan import SoftmaxError, make_config, vector_width
 
 TARGETS = ["sm_80", "sm_90a"]
 _OPCODE = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", re.MULTILINE)
@@ -57,6 +57,11 @@ CASES = [
     ("mma", 64, "f32", "none", {}),
     ("mma", 64, "bf16", "bool", {}),
     ("mma", 1000, "f32", "length", {}),  # two-pass
+    # the next row streamed into shared memory (sm_90 and newer only)
+    ("warp", 32768, "bf16", "none", {"prefetch": True}),
+    ("warp", 30000, "bf16", "length", {"prefetch": True}),
+    ("warp", 32768, "bf16", "bool", {"prefetch": True, "stages": 2}),
+    ("warp", 1000, "f32", "none", {"threads_per_row": 64, "rows_per_block": 1, "prefetch": True}),
 ]
 
 
@@ -64,6 +69,10 @@ CASES = [
 @pytest.mark.parametrize("style,cols,dtype,mask,kw", CASES)
 def test_no_local_memory(target, style, cols, dtype, mask, kw):
     cfg = cfg_for(style, cols, dtype, mask, **kw)
+    if cfg.prefetch and target == "sm_80":
+        with pytest.raises(SoftmaxError, match="sm_90 and newer"):
+            compile_softmax(cfg, dtype, target=target)
+        return
     k = compile_softmax(cfg, dtype, target=target)
     ops = opcodes(k)
     check_no_local_memory(k, ops)
@@ -86,11 +95,14 @@ def test_issue_shapes(target, dtype, cols):
     ops = opcodes(k)
     check_no_local_memory(k, ops)
     per_thread = cfg.vec * cfg.chunks
-    assert ops["LDG.E.128"] + ops.get("LDG.E.128.CONSTANT", 0) == cfg.chunks
+    assert ops["LDG.E.128"] == cfg.chunks
     assert ops["STG.E.128"] == cfg.chunks
     assert ops["MUFU.EX2"] == per_thread
-    assert ops["SHFL.BFLY"] == 10  # 5 lane bits, max and sum
-    assert family(ops, "BAR") == (0 if cfg.threads_per_row <= 32 else 2)
+    # 5 lane bits, max and sum; warps sharing a row: log2(warps) more on their partials
+    warps = cfg.threads_per_row // 32
+    assert ops["SHFL.BFLY"] == 2 * (5 + max(warps, 1).bit_length() - 1)
+    assert family(ops, "BAR") == (0 if warps <= 1 else 2)  # one per reduction
+    assert family(ops, "LDS") == (0 if warps <= 1 else 2)  # one partial read per reduction
     assert k.resources.registers <= 64  # 256-thread blocks: 4 per SM; 1024: one
     sass = k.sass
     loads = [m.start() for m in re.finditer(r"LDG\.E\.128", sass)]
@@ -136,3 +148,21 @@ def test_command_line_compiles_without_a_gpu(argv):
         assert "spills 0/0 B" in r.stdout
     else:
         assert ".visible .entry online_softmax_kernel" in r.stdout
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_90"])
+def test_prefetch_streams_the_next_row_through_shared_memory(target):
+    """bf16 rows of 32,768: while one row is normalized the next arrives by cp.async
+    (LDGSTS, 16 bytes, bypassing L1), read back with 16-byte shared loads; the copies need
+    no barrier (each thread reads what it copied): the only two are the reductions'."""
+    cfg = make_config("warp", 32768, vec=8, prefetch=True)
+    k = compile_softmax(cfg, "bf16", target=target)
+    ops = opcodes(k)
+    check_no_local_memory(k, ops)
+    # the prologue's rows, and the loop's (bounded: a row past the last reads nothing)
+    assert family(ops, "LDGSTS") == cfg.stages * cfg.chunks
+    assert all(".128" in op for op in ops if op.startswith("LDGSTS"))
+    assert ops["LDS.128"] == cfg.chunks and ops["STG.E.128"] == cfg.chunks
+    assert family(ops, "LDG") == 0  # every input byte arrives through shared memory
+    assert family(ops, "BAR") == 2
+    assert k.resources.registers <= 64 and k.dynamic_shared_bytes == cfg.stages * 32768 * 2
