@@ -19,6 +19,7 @@ The epilogue is staged through shared memory when ``ldd`` is a multiple of 4 and
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -63,13 +64,28 @@ def choose_config(
     vector = aligned and lda % vec == 0 and ldb % vec == 0
     if plan is None:
         base = DEFAULT_PLAN if vector else SMALL_PLAN
-        plan = TiledMMA(MMAAtom(base.atom.shape, dtype), base.warps, base.repeat, base.k)
+        plan = _plan_in(base, dtype)
     bm, bn, bk = size(plan)
     full = m % bm == 0 and n % bn == 0 and k % bk == 0
     kw.setdefault("stages", DEFAULT_STAGES if plan.threads >= 256 else 3)
     staged = d_aligned and (ldd is None or ldd % 4 == 0)
     kw.setdefault("epilogue", DEFAULT_EPILOGUE if staged else "direct")
-    return gemm_config(plan, bounded=not full, vector=vector, **kw)
+    return _planned(plan, not full, vector, tuple(sorted(kw.items())))
+
+
+@functools.lru_cache(maxsize=64)
+def _plan_in(base: TiledMMA, dtype: Any) -> TiledMMA:
+    # TiledMMA proves its ownerships on construction: build each (plan, dtype) once.
+    if base.atom.dtype == dtype:
+        return base
+    return TiledMMA(MMAAtom(base.atom.shape, dtype), base.warps, base.repeat, base.k)
+
+
+@functools.lru_cache(maxsize=256)
+def _planned(plan: TiledMMA, bounded: bool, vector: bool, options: tuple) -> GemmConfig:
+    # Planning proves every layout the kernel relies on (tens of milliseconds); the
+    # configuration depends only on these arguments, so each one is planned once.
+    return gemm_config(plan, bounded=bounded, vector=vector, **dict(options))
 
 
 _SCRATCH: dict[tuple, Any] = {}
