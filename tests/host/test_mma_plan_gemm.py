@@ -112,12 +112,7 @@ def test_packed_leading_dimension():
 def test_choose_config_plans_each_configuration_once():
     # gemm() calls choose_config on every launch: planning (which proves the layouts)
     # must not run again for a configuration already planned.
-    import time
-
     from examples.gemm.host import choose_config
 
     first = choose_config(4099, 4103, 4097, 4104, 4104, ldd=4099)
-    t0 = time.perf_counter()
-    again = choose_config(4099, 4103, 4097, 4104, 4104, ldd=4099)
-    assert again is first
-    assert time.perf_counter() - t0 < 0.05  # planning itself takes ~100 ms
+    assert choose_config(4099, 4103, 4097, 4104, 4104, ldd=4099) is first
