@@ -46,18 +46,27 @@ def same(a: Any, b: Any) -> bool:
     return decide_cmp(a, "==", b) is True
 
 
+def _static_coalesced(fs: tuple, fd: tuple) -> tuple[list, list]:
+    """Merge adjacent static modes (``s1:d1, s2:s1*d1`` -> ``s1*s2:d1``), dropping extent-1
+    modes; never empty (``[1], [0]`` for a layout of size 1)."""
+    rs: list = []
+    rd: list = []
+    for s, d in zip(fs, fd):
+        if s == 1:
+            continue
+        if rs and rs[-1] * rd[-1] == d:
+            rs[-1] *= s
+        else:
+            rs.append(s)
+            rd.append(d)
+    return (rs, rd) if rs else ([1], [0])
+
+
 def _coalesce_flat(fs: tuple, fd: tuple, static: bool) -> tuple[Any, Any]:
     rs: list = []
     rd: list = []
     if static:
-        for s, d in zip(fs, fd):
-            if s == 1:
-                continue
-            if rs and rs[-1] * rd[-1] == d:
-                rs[-1] *= s
-            else:
-                rs.append(s)
-                rd.append(d)
+        rs, rd = _static_coalesced(fs, fd)
     else:
         for s, d in zip(fs, fd):
             if is_one(s):

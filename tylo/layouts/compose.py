@@ -19,7 +19,13 @@ from typing import Any
 
 import sympy
 
-from tylo.layouts.algebra import coalesce, is_one, is_zero, undecided_simplification
+from tylo.layouts.algebra import (
+    _static_coalesced,
+    coalesce,
+    is_one,
+    is_zero,
+    undecided_simplification,
+)
 from tylo.layouts.errors import CompositionError, LayoutError, ShapeError, UndecidableError
 from tylo.layouts.inttuple import fmt, vmul
 from tylo.layouts.layout import Layout
@@ -122,20 +128,6 @@ def _compose_layout(a: Layout, fs: tuple, fd: tuple, bs: Any, bd: Any, b_text: A
         parts = [_compose_layout(a, fs, fd, s, d, b_text) for s, d in zip(bs, bd)]
         return tuple(p[0] for p in parts), tuple(p[1] for p in parts)
     return _compose_mode(a, fs, fd, bs, bd, b_text)
-
-
-def _static_coalesced(fs: tuple, fd: tuple) -> tuple[list, list]:
-    rs: list = []
-    rd: list = []
-    for s, d in zip(fs, fd):
-        if s == 1:
-            continue
-        if rs and rs[-1] * rd[-1] == d:
-            rs[-1] *= s
-        else:
-            rs.append(s)
-            rd.append(d)
-    return (rs, rd) if rs else ([1], [0])
 
 
 def _static_mode(fs: list, fd: list, s: int, d: int) -> Any:
@@ -275,22 +267,33 @@ def _composition(a: Any, b: Any) -> Any:
 
 
 def _by_mode(a: Layout, tiler: tuple) -> Layout:
+    def head() -> str:
+        return f"composition({a}, <{','.join(_tiler_text(t) for t in tiler)}>)"
+
+    return by_mode(composition, "composition", a, tiler, error=CompositionError, head=head)
+
+
+def by_mode(
+    fn: Any, op: str, a: Layout, tiler: tuple, *, error: type = ShapeError, head: Any = None
+) -> Layout:
+    """Apply ``fn(mode_i, tiler[i])`` to the first ``len(tiler)`` modes of ``a`` (a by-mode
+    tiler, as composition, the divides and the products take it); other modes stay.
+    ``head()`` renders the operation for an error message (default ``op(a, tiler)``)."""
     shape = a.shape if type(a.shape) is tuple else (a.shape,)
     stride = a.stride if type(a.stride) is tuple else (a.stride,)
     n = len(tiler)
     if n > len(shape):
-        raise CompositionError(
-            f"composition({a}, <{','.join(_tiler_text(t) for t in tiler)}>): the tiler has "
-            f"{n} modes but the layout only {len(shape)}; give at most one tiler "
-            "entry per mode"
+        raise error(
+            f"{head() if head else f'{op}({a}, {tiler})'}: the tiler has {n} modes but the layout only "
+            f"{len(shape)}; give at most one tiler entry per mode"
         )
     rs = []
     rd = []
     for i in range(n):
         try:
-            m = composition(Layout._make(shape[i], stride[i]), tiler[i])
+            m = fn(Layout._make(shape[i], stride[i]), tiler[i])
         except LayoutError as e:
-            raise e.within(f"composition({a}, {_tiler_text(tiler)}), mode {i}") from None
+            raise e.within(f"{op}({a}, {_tiler_text(tiler)}), mode {i}") from None
         rs.append(m.shape)
         rd.append(m.stride)
     return Layout._make(tuple(rs) + shape[n:], tuple(rd) + stride[n:])

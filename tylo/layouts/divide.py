@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tylo.layouts.algebra import complement
-from tylo.layouts.compose import _tiler_text, composition
+from tylo.layouts.compose import by_mode, composition
 from tylo.layouts.errors import LayoutError, ShapeError
 from tylo.layouts.layout import Layout, _as_layout, make_layout, size
 from tylo.layouts.swizzle import ComposedLayout
@@ -57,24 +57,7 @@ def logical_divide(a: Any, tiler: Any) -> Any:
 
 
 def _by_mode(fn: Any, op: str, a: Layout, tiler: tuple) -> Layout:
-    shape = a.shape if type(a.shape) is tuple else (a.shape,)
-    stride = a.stride if type(a.stride) is tuple else (a.stride,)
-    n = len(tiler)
-    if n > len(shape):
-        raise ShapeError(
-            f"{op}({a}, {tiler}): the tiler has {n} modes but the layout only "
-            f"{len(shape)}; give at most one tiler entry per mode"
-        )
-    rs = []
-    rd = []
-    for i in range(n):
-        try:
-            m = fn(Layout._make(shape[i], stride[i]), tiler[i])
-        except LayoutError as e:
-            raise e.within(f"{op}({a}, {_tiler_text(tiler)}), mode {i}") from None
-        rs.append(m.shape)
-        rd.append(m.stride)
-    return Layout._make(tuple(rs) + shape[n:], tuple(rd) + stride[n:])
+    return by_mode(fn, op, a, tiler)
 
 
 def unzip_modes(fn: Any, a: Any, tiler: Any) -> Any:
