@@ -25,12 +25,12 @@ Python (host emulation, used by tests and documentation).
 
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from tylo import dtypes as dt
+from tylo.hostmath import HOST_MATH
 from tylo.ownership import Ownership, OwnershipError, broadcast_map
 
 __all__ = ["Fragment", "FragmentError", "full", "ptx", "zeros"]
@@ -76,12 +76,7 @@ _HOST: dict[str, Callable[..., Any]] = {
     "ne": operator.ne,
     "maximum": max,
     "minimum": min,
-    "exp": math.exp,
-    "exp2": lambda x: 2.0**x,
-    "log": math.log,
-    "log2": math.log2,
-    "sqrt": math.sqrt,
-    "rsqrt": lambda x: 1.0 / math.sqrt(x),
+    **HOST_MATH,
     "fma": lambda a, b, c: a * b + c,
     "select": lambda c, a, b: a if c else b,
 }

@@ -28,7 +28,6 @@ f32 or use :func:`tylo.ptx` with an instruction of your choice.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import sympy
@@ -36,6 +35,7 @@ from llvmlite import ir
 
 from tylo import dtypes as dt
 from tylo.dtypes import DType
+from tylo.hostmath import HOST_MATH
 from tylo.kernel.context import current
 from tylo.kernel.errors import TraceError
 from tylo.kernel.ops import OPS, elementwise
@@ -150,14 +150,7 @@ def _has_value(args: tuple[Any, ...]) -> bool:
     return any(isinstance(a, Value) or hasattr(type(a), "__tylo_elementwise__") for a in args)
 
 
-_PY_MATH = {
-    "exp": math.exp,
-    "exp2": lambda x: 2.0**x,
-    "log": math.log,
-    "log2": math.log2,
-    "sqrt": math.sqrt,
-    "rsqrt": lambda x: 1.0 / math.sqrt(x),
-}
+_PY_MATH = HOST_MATH
 
 
 def _math(name: str, x: Any) -> Any:
