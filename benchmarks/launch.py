@@ -7,8 +7,10 @@
 2. the disk-cache hit time in a fresh process (no trace: the first-level cache), and the
    time to the first launch there when a GPU is present;
 3. per-launch host overhead of a cached kernel (median over 10,000 launches), from tylo
-   DeviceBuffers and from torch tensors, beside torch's launch of a trivial op; without a
-   GPU only the host path up to ``cuLaunchKernel`` (driver call stubbed) is measured;
+   DeviceBuffers and from torch tensors, beside torch's launch of a trivial op, the bare
+   driver calls from Python, and the driver's own floor measured from C
+   (``launch_floor.c``, built with the system C compiler); without a GPU only the host
+   path up to the driver call (replaced by a no-op) is measured;
 4. row_reduce (sum and max) on 8192 x 8192 f32 against ``torch.sum``/``torch.amax`` along
    rows and against a device-to-device copy, interleaved, CUDA events around batches of
    back-to-back calls (host issue time overlapped), medians, each sample starting from a
@@ -184,8 +186,25 @@ def cache_hit(target: str, gpu: bool) -> None:
 # ---------------------------------------------------------------------------- launch
 
 
-def median_per_call(fn: Any, n: int = 10_000, chunk: int = 100) -> float:
-    """Median over chunks of the mean wall time of one call (seconds)."""
+def host_per_call(fn: Any, n: int = 10_000, depth: int = 64) -> float:
+    """Host time of one call (seconds), the GPU's queue kept shallow: a synchronize
+    every ``depth`` calls, outside the timed region, so no call waits for queue space.
+    The median over ``n`` calls of the mean of each run of ``depth``."""
+    from tylo.backend import driver
+
+    times = []
+    for _ in range(n // depth):
+        driver.synchronize()
+        t = time.perf_counter()
+        for _ in range(depth):
+            fn()
+        times.append((time.perf_counter() - t) / depth)
+    return statistics.median(times)
+
+
+def back_to_back(fn: Any, n: int = 10_000, chunk: int = 100) -> float:
+    """Wall time of one call (seconds) with no synchronize: once the queue is full a
+    call also waits for the GPU to retire a kernel. Median over chunks of ``chunk``."""
     times = []
     for _ in range(n // chunk):
         t = time.perf_counter()
@@ -195,8 +214,36 @@ def median_per_call(fn: Any, n: int = 10_000, chunk: int = 100) -> float:
     return statistics.median(times)
 
 
+def c_floor(entry: Any, n: int = 10_000) -> list[list[str]]:
+    """The driver's own cost per launch, from C (benchmarks/launch_floor.c, built with
+    the system C compiler), on the same cubin and entry as the Python rows."""
+    import shutil
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return [["C: cuLaunchKernel (driver floor)", "no C compiler here: skipped", "", ""]]
+    with tempfile.TemporaryDirectory() as tmp:
+        exe, cubin = os.path.join(tmp, "launch_floor"), os.path.join(tmp, "k.cubin")
+        src = os.path.join(ROOT, "benchmarks", "launch_floor.c")
+        subprocess.run([cc, "-O2", "-o", exe, src, "-ldl"], check=True)
+        with open(cubin, "wb") as f:
+            f.write(entry.cubin)
+        int_bytes = 8 if entry.index_bits == 64 else 4
+        out = subprocess.run(
+            [exe, cubin, entry.entry, "3", str(int_bytes), str(n)],
+            capture_output=True, text=True, check=True,
+        ).stdout
+    rows = []
+    for line in out.splitlines():
+        name, med, p10, p90 = line.split()
+        how = "back to back" if name.endswith("back_to_back") else "queue shallow"
+        rows.append([f"C: {name.removesuffix('_back_to_back')} alone, {how} (driver floor)",
+                     f"{float(med):.2f}", f"p10 {float(p10):.2f}, p90 {float(p90):.2f}", ""])
+    return rows
+
+
 def launch_overhead(gpu: bool) -> None:
-    from tylo.backend import driver
+    from tylo.backend import driver, launchex
 
     rows = []
     n = 1
@@ -208,17 +255,23 @@ def launch_overhead(gpu: bool) -> None:
         a = DeviceBuffer.from_numpy(np.ones(256, np.float32))
         c = DeviceBuffer.empty(256, F32)
         launcher = vector_add[1, VA_BLOCK]
-        launcher(c, a, a, n)
-        launcher(c, a, a, n)  # the second launch in the thread takes the fast path
+        for _ in range(3):  # checked, then the reader path, then the inline path
+            launcher(c, a, a, n)
         hot = next(iter(vector_add.cache.values()))
-        handle, address = hot.handle, hot.address
+        record = next(iter(hot.records.values()))
+        ex, handle = launchex.launch_ex(), hot.handle
+        pack = hot.entry.argpack().pack(c.ptr, a.ptr, a.ptr, n)
+        fn = hot.entry.function(0).handle
         cases: dict[str, Any] = {
             "tylo vector_add, DeviceBuffers": lambda: launcher(c, a, a, n),
             "  same, kern[grid, block] spelled each time": lambda: vector_add[1, VA_BLOCK](
                 c, a, a, n
             ),
-            "cuLaunchKernel alone (cuda-python; the floor)": lambda: cu.cuLaunchKernel(
-                handle, 1, 1, 1, VA_BLOCK, 1, 1, 0, 0, address, 0
+            "cuLaunchKernelEx alone, ctypes (tylo's driver call)": lambda: ex(
+                record.config, handle, record.params, None
+            ),
+            "cuLaunchKernel alone, cuda.bindings": lambda: cu.cuLaunchKernel(
+                fn, 1, 1, 1, VA_BLOCK, 1, 1, 0, 0, pack.address, 0
             ),
         }
         try:
@@ -228,20 +281,23 @@ def launch_overhead(gpu: bool) -> None:
         if torch is not None and torch.cuda.is_available():
             ta = torch.ones(256, device="cuda")
             tc = torch.empty(256, device="cuda")
-            launcher(tc, ta, ta, n)
+            for _ in range(3):
+                launcher(tc, ta, ta, n)
             cases["tylo vector_add, torch tensors"] = lambda: launcher(tc, ta, ta, n)
             cases["torch.add(a, b, out=c) (reference)"] = lambda: torch.add(ta, ta, out=tc)
-        results: dict[str, list[float]] = {name: [] for name in cases}
+        results: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in cases}
         for _ in range(3):  # rounds, interleaved; the median of the rounds is reported
-            for name, fn in cases.items():
+            for name, fn_ in cases.items():
+                results[name][0].append(host_per_call(fn_, n=3_392))
                 driver.synchronize()
-                results[name].append(median_per_call(fn, n=3_400))
-        driver.synchronize()
-        for name, times in results.items():
-            per = statistics.median(times)
+                results[name][1].append(back_to_back(fn_, n=3_400))
+                driver.synchronize()
+        for name, (shallow, deep) in results.items():
+            per = statistics.median(shallow)
             ok = ("yes" if per <= 5e-6 else "NO") if name.startswith("tylo") else ""
-            rows.append([name, f"{1e6 * per:.2f}", ok])
-    # the host path alone: everything up to cuLaunchKernel, with the call stubbed out
+            rows.append([name, f"{1e6 * per:.2f}", f"{1e6 * statistics.median(deep):.2f}", ok])
+        rows += c_floor(hot.entry)
+    # the host path alone: everything up to the driver call, which a Python no-op replaces
     from types import SimpleNamespace
 
     from tylo.arrays import DeviceArray
@@ -252,23 +308,31 @@ def launch_overhead(gpu: bool) -> None:
     entry = k.compile(F32, F32, F32, int, block=VA_BLOCK, target="sm_90a")
     launch_mod._targets.setdefault(0, tylo.Target.parse("sm_90a"))
     entry._functions[0] = SimpleNamespace(handle=0)
-    real = driver.launch, launch_mod._CU_LAUNCH
-    driver.launch = lambda *a, **kw: None
-    launch_mod._CU_LAUNCH = lambda *a: (0,)
+    ordinal = getattr(driver._tls, "ordinal", None)
+
+    def checked(*args: Any, **kwargs: Any) -> None:
+        driver._tls.ordinal = 0  # as the real one: the device's context is current
+
+    real = driver.launch, launchex._launch_ex
+    driver.launch, launchex._launch_ex = checked, lambda config, fn, params, extra: 0
     try:
         launcher = k[1, VA_BLOCK]
-        launcher(fake, fake, fake, n)
-        per = median_per_call(lambda: launcher(fake, fake, fake, n))
+        for _ in range(3):
+            launcher(fake, fake, fake, n)
+        per = back_to_back(lambda: launcher(fake, fake, fake, n))
     finally:
-        driver.launch, launch_mod._CU_LAUNCH = real
-    rows.append(["tylo host path (cuLaunchKernel stubbed)", f"{1e6 * per:.2f}", ""])
+        driver.launch, launchex._launch_ex = real
+        driver._tls.ordinal = ordinal
+    rows.append(["tylo host path (the driver call a Python no-op)", f"{1e6 * per:.2f}", "", ""])
     title = (
-        "per-launch host overhead (us; median over ~10,000 launches in 3 interleaved "
-        "rounds; target <= 5 us)"
+        "per-launch host overhead (us; median over ~10,000 launches in 3 interleaved rounds; "
+        "target <= 5 us). 'queue shallow': host time per call with a synchronize every 64 "
+        "calls, outside the timed region; 'back to back': no synchronize, so a call may also "
+        "wait for queue space"
     )
     if not gpu:
         title += " -- no GPU here: real launches need one"
-    table(title, ["what", "us per launch", "ok"], rows)
+    table(title, ["what", "queue shallow", "back to back", "ok"], rows)
 
 
 # ---------------------------------------------------------------------------- bandwidth

@@ -5,13 +5,15 @@ before a launch, and the fast path after the first checked launch are all exerci
 from __future__ import annotations
 
 import ctypes
+import struct
 from types import SimpleNamespace
 
 import pytest
 
 import tylo
 from tylo.arrays import DeviceArray
-from tylo.backend import driver
+from tylo.backend import driver, launchex
+from tylo.kernel import fastpath
 from tylo.kernel import launch as launch_mod
 
 F32, F16 = tylo.f32, tylo.f16
@@ -21,36 +23,72 @@ def array(ptr=0x7F00_0000_0000, n=256, dtype=F32, device=0):
     return DeviceArray(ptr, (n,), (1,), dtype, device)
 
 
-@pytest.fixture
-def recorder(monkeypatch):
-    """Replace the driver: checked launches and direct cuLaunchKernel calls are recorded
-    with the packed argument bytes they would pass."""
-    calls: list[tuple] = []
-    sizes: dict[int, tuple[int, ...]] = {}  # ArgPack address -> parameter sizes
+HANDLE = 0x1000  # the recorder's function handle on device 0 (1 on device 1...)
+
+
+class Calls(list):
+    """Recorded launches; ``streams`` holds the stream of each direct launch."""
+
+    def __init__(self):
+        super().__init__()
+        self.streams: list[int] = []
+
+
+@pytest.fixture(params=["python", "c"])
+def recorder(monkeypatch, request):
+    """Replace the driver: checked launches and direct cuLaunchKernelEx calls are recorded
+    with the launch configuration and the argument bytes the driver would read."""
+    if request.param == "c" and fastpath._accel is None:
+        pytest.skip("the C inline launch path (tylo._launch) is not built here")
+    monkeypatch.setattr(fastpath, "ACCELERATED", request.param == "c")
+    calls = Calls()
+    sizes: dict[int, tuple[int, ...]] = {}  # kernelParams address -> parameter sizes
+    sizes_c = [()]  # the C path's own kernelParams: the sizes of the last checked launch
+
+    class Record(launchex.LaunchRecord):
+        __slots__ = ()
+
+        def __init__(self, params):
+            super().__init__(params)
+            sizes[self.params] = tuple(p.size for p in params)
 
     def checked(fn, grid, block, pack, *, shared_bytes=0, stream=None):
-        sizes[pack.address] = pack.sizes
+        driver._tls.ordinal = fn.handle - HANDLE  # as the real one: the context is current
+        sizes_c[0] = pack.sizes
         calls.append(("checked", grid, block, shared_bytes, pack.values()))
 
-    def direct(handle, gx, gy, gz, bx, by, bz, shared, stream, address, extra):
-        n = sizes[address]  # what the driver reads: kernelParams[i] -> n[i] bytes
-        ptrs = (ctypes.c_void_p * len(n)).from_address(address)
-        raw = tuple(
-            int.from_bytes(ctypes.string_at(ptrs[i], n[i]), "little", signed=True)
-            for i in range(len(n))
-        )
-        calls.append(("direct", (gx, gy, gz), (bx, by, bz), shared, raw))
-        return (0,)
+    def direct(config, handle, params, extra):
+        try:
+            gx, gy, gz, bx, by, bz, shared, stream = struct.unpack_from(
+                "<7I4xQ", ctypes.string_at(config, 40)
+            )
+            n = sizes.get(params) or sizes_c[0]  # kernelParams[i] -> n[i] bytes
+            ptrs = (ctypes.c_void_p * len(n)).from_address(params)
+            raw = tuple(
+                int.from_bytes(ctypes.string_at(ptrs[i], n[i]), "little", signed=True)
+                for i in range(len(n))
+            )
+            assert extra is None and handle == HANDLE + driver._tls.ordinal
+            calls.append(("direct", (gx, gy, gz), (bx, by, bz), shared, raw))
+            calls.streams.append(stream)
+        except Exception as exc:  # a ctypes callback cannot raise: record it instead
+            calls.append(("error", repr(exc)))
+        return 0
 
     monkeypatch.setattr(driver, "launch", checked)
-    monkeypatch.setattr(launch_mod, "_CU_LAUNCH", direct)
+    keep = launchex.LAUNCH_EX_TYPE(direct)  # called from C by the C path
+    calls.keep = keep
+    monkeypatch.setattr(launchex, "_launch_ex", keep)
+    monkeypatch.setattr(launchex, "LaunchRecord", Record)
     monkeypatch.setattr(launch_mod, "_DRIVER", driver)
     monkeypatch.setitem(launch_mod._targets, 0, tylo.Target.parse("sm_90a"))
     monkeypatch.setitem(launch_mod._targets, 1, tylo.Target.parse("sm_80"))
     monkeypatch.setattr(
         launch_mod.CompiledKernel,
         "function",
-        lambda self, ordinal=0: SimpleNamespace(handle=ordinal),
+        lambda self, ordinal=0: SimpleNamespace(
+            handle=HANDLE + ordinal, set_max_dynamic_shared_memory=lambda n: None
+        ),
     )
     return calls
 
@@ -154,3 +192,100 @@ def test_dynamic_shared_memory_is_checked(recorder):
         uses_smem[1, 256](array(), shared=512)
     uses_smem[1, 256](array(), shared=1024)
     assert recorder[-1][3] == 1024
+
+
+def test_repeated_launches_take_the_inline_path(recorder):
+    k = make_kernel()
+    launcher = k[4, 256]
+    out, x = array(0x1000), array(0x2000)
+    launcher(out, x, 10)  # checked
+    assert launcher.inline is None
+    launcher(out, x, 11)  # reader path: makes the inline function
+    assert launcher.inline is not None
+    for n in (12, 13):
+        assert launcher.inline(launcher.dims, (out, x, n), 0, None) is True
+    launcher(out, array(0x3000), 14, stream=5)
+    assert [c[0] for c in recorder] == ["checked"] + ["direct"] * 4
+    assert [c[4] for c in recorder[1:]] == [
+        (0x1000, 0x2000, 11), (0x1000, 0x2000, 12), (0x1000, 0x2000, 13), (0x1000, 0x3000, 14)
+    ]
+    assert recorder.streams == [0, 0, 0, 5]
+    assert all(c[1:4] == ((4, 1, 1), (256, 1, 1), 0) for c in recorder[1:])
+
+
+def test_inline_guards_send_other_arguments_elsewhere(recorder):
+    k = make_kernel()
+    launcher = k[1, 64]
+    for n in (5, 6):
+        launcher(array(), array(), n)
+    first = launcher.inline
+    assert first is not None
+    assert first(launcher.dims, (array(dtype=F16), array(dtype=F16), 5), 0, None) is False
+    assert first(launcher.dims, (array(device=1), array(device=1), 5), 0, None) is False
+    assert first(launcher.dims, (array(), array(), 5.0), 0, None) is False  # a float
+    assert first(launcher.dims, (array(), array(), 0), 0, None) is False  # n >= 1 fails
+    assert first(launcher.dims, (array(), array()), 0, None) is False  # too few
+    assert first(launcher.dims, (array(), array(), 5), 0, object()) is False  # a stream
+    assert first(launcher.dims, (array(), array(), 5), 50_000, None) is False  # > 48 KB
+    assert len(recorder) == 2  # none of those launched
+    launcher(array(dtype=F16), array(dtype=F16), 7)  # another specialization: checked
+    assert recorder[-1][0] == "checked" and k.stats.compiles == 2
+    with pytest.raises(tylo.KernelArgumentError, match="must be positive"):
+        launcher(array(), array(), 0)
+    launcher(out=array(0x10), x=array(0x20), n=9)  # keywords: the reader path
+    assert recorder[-1] == ("direct", (1, 1, 1), (64, 1, 1), 0, (0x10, 0x20, 9))
+
+
+def test_inline_path_keeps_statics_floats_and_alignment(recorder):
+    @tylo.kernel
+    def scaled(out, x: tylo.Ptr(align=16), s: float, n: tylo.Int(), vec: tylo.Static):
+        if vec > 1:
+            tylo.assume(tylo.divisible(n, vec))
+        i = tylo.thread_idx.x
+        if i < n:
+            out[i] = x[i] * s
+
+    launcher = scaled[1, 32]
+    for n in (8, 16, 24):
+        launcher(array(), array(0x1000), 2, n, 4)  # s given as an int: passed as a float
+    assert launcher.inline is not None and scaled.stats.compiles == 1
+    got = [c[4] for c in recorder[1:]]
+    as_f32 = int.from_bytes(struct.pack("<f", 2.0), "little")
+    assert got == [(0x7F00_0000_0000, 0x1000, as_f32, n) for n in (16, 24)]
+    with pytest.raises(tylo.KernelArgumentError, match="compiled assuming 4 | n"):
+        launcher(array(), array(0x1000), 2, 10, 4)
+    with pytest.raises(tylo.KernelArgumentError, match="not aligned to 16 bytes"):
+        launcher(array(), array(0x1008), 2, 8, 4)
+    launcher(array(), array(0x1000), 2, 10, 1)  # another static value: a new specialization
+    assert scaled.stats.compiles == 2 and recorder[-1][0] == "checked"
+
+
+def test_each_thread_starts_with_a_checked_launch(recorder):
+    import threading
+
+    k = make_kernel()
+    launcher = k[1, 32]
+    for n in (1, 2, 3):
+        launcher(array(), array(), n)
+    worker = threading.Thread(target=lambda: [launcher(array(), array(), n) for n in (4, 5)])
+    worker.start()
+    worker.join()
+    assert [c[0] for c in recorder] == ["checked", "direct", "direct", "checked", "direct"]
+
+
+def test_large_dynamic_shared_memory_takes_the_fast_path_once_allowed(recorder):
+    @tylo.kernel
+    def big_smem(out):
+        t = tylo.thread_idx.x
+        buf = tylo.dynamic_shared(F32, 256)
+        buf[t] = 1.0
+        tylo.sync_threads()
+        out[t] = buf[255 - t]
+
+    launcher = big_smem[1, 256]
+    for _ in range(3):
+        launcher(array(), shared=100_000)
+    assert [c[0] for c in recorder] == ["checked", "direct", "direct"]
+    assert recorder[-1][3] == 100_000
+    launcher(array(), shared=120_000)  # above the raised limit: checked again
+    assert recorder[-1][0] == "checked"

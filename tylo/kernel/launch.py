@@ -1,28 +1,32 @@
-"""Compiled specializations and the per-launch fast path.
+"""Compiled specializations and the launcher.
 
 A :class:`CompiledKernel` is one specialization: its compiled module (every stage), the
 entry name, which Python parameters are runtime arguments, the checks launches must pass,
 and (once launched) the loaded function and a prebuilt
 :class:`~tylo.backend.driver.ArgPack`.
 
-The launch path (``kern[grid, block](*args)``) is: one pass over the arguments with a
-reader chosen per (parameter, argument type) that returns a key part and the value to
-pass (``(dtype, device)`` and ``data_ptr()`` for a torch tensor, ``None`` and the int for
-an int...), one dict lookup of the specialization, the checks (int facts, alignment,
-dynamic shared memory), one ``struct.pack_into`` and ``cuLaunchKernel``.
+The launch path (``kern[grid, block](*args)``): the launcher first tries the inline
+function it last used (:mod:`tylo.kernel.fastpath`); otherwise one pass over the
+arguments with a reader chosen per (parameter, argument type) (:mod:`tylo.kernel.readers`)
+gives the specialization key and the values, one dict lookup finds the specialization,
+the generated checks run (int facts, alignment, guards, dynamic shared memory), and the
+thread's launch record is packed and launched with ``cuLaunchKernelEx``
+(:mod:`tylo.backend.launchex`). The first launch in a thread is the fully checked one.
 """
 
 from __future__ import annotations
 
-import functools
 import operator
+import struct
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
 from tylo.kernel.guards import check_guards
-from tylo.kernel.spec import Int, ParamKind, Ptr, classify, static_key
+from tylo.kernel.fastpath import Hot
+from tylo.kernel.readers import make_reader
+from tylo.kernel.spec import Int, ParamKind, Ptr
 from tylo.kernel.trace import Binding
 
 __all__ = ["CompiledKernel", "Launcher", "make_reader"]
@@ -90,10 +94,10 @@ class CompiledKernel:
         getter = operator.itemgetter(*self.runtime) if self.runtime else (lambda v: ())
         self._runtime_values = (lambda v: (getter(v),)) if len(self.runtime) == 1 else getter
 
-    def _make_fast_check(self) -> Callable[[Sequence[Any], int], bool]:
-        """One generated function that is True when every launch check passes (the slow
-        :meth:`check` then runs only to explain a failure)."""
-        terms = [f"{_DEFAULT_SMEM_LIMIT} >= shared >= {self.dynamic_shared_bytes}"]
+    def check_terms(self) -> list[str]:
+        """The launch checks on the values ``v[i]`` as Python expressions (int facts,
+        alignment, guards); all true means the checked path would accept them."""
+        terms = []
         limit = (1 << (self.index_bits - 1)) - 1
         for i, _, check in self._checks:
             if isinstance(check, Ptr):
@@ -104,9 +108,36 @@ class CompiledKernel:
                 terms.append(f"{check.min} <= v[{i}] <= {hi}")
                 if check.multiple_of > 1:
                     terms.append(f"v[{i}] % {check.multiple_of} == 0")
-        terms += [f"({g.source})" for g in self.guards]
-        source = f"lambda v, shared: {' and '.join(terms)}"
-        return eval(source, {"__builtins__": {"min": min, "max": max}})
+        return terms + [f"({g.source})" for g in self.guards]
+
+    def check_values(self) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int]]]:
+        """The launch checks as data (the guards aside): ``(index, lo, hi, multiple)``
+        per runtime int and ``(index, align)`` per aligned pointer (the C inline path)."""
+        ints, aligns = [], []
+        limit = (1 << (self.index_bits - 1)) - 1
+        for i, _, check in self._checks:
+            if isinstance(check, Ptr):
+                if check.align is not None:
+                    aligns.append((i, check.align))
+            else:
+                hi = limit if check.max is None else min(limit, check.max)
+                ints.append((i, check.min, hi, check.multiple_of))
+        return ints, aligns
+
+    def _make_fast_check(self) -> Callable[[Sequence[Any], int, int], bool]:
+        """One generated function ``(values, shared, ordinal)`` that is True when every
+        launch check passes (the slow :meth:`check` then runs only to explain a
+        failure). Dynamic shared memory may exceed 48 KB once the function's limit was
+        raised on that device."""
+        dyn = self.dynamic_shared_bytes
+        terms = [
+            f"({dyn} <= shared <= {_DEFAULT_SMEM_LIMIT} or "
+            f"{dyn} <= shared <= smem.get(ordinal, 0))",
+            *self.check_terms(),
+        ]
+        source = f"lambda v, shared, ordinal: {' and '.join(terms)}"
+        scope = {"__builtins__": {"min": min, "max": max}, "smem": self._smem_limit}
+        return eval(source, scope)
 
     # ------------------------------------------------------------------ stages
 
@@ -196,7 +227,7 @@ class CompiledKernel:
         self, grid: Any, values: Sequence[Any], shared: int, stream: Any, ordinal: int
     ) -> None:
         """Check ``values`` (one per Python parameter), pack the runtime ones, launch."""
-        if not self._fast_check(values, shared):
+        if not self._fast_check(values, shared, ordinal):
             self.check(values, shared, ordinal)
         fn = self._functions.get(ordinal) or self.function(ordinal)
         pack = self._packs.get(threading.get_ident()) or self.argpack()
@@ -218,143 +249,13 @@ def _driver() -> Any:
 _DRIVER: Any = None
 
 
-class Hot:
-    """A specialization bound to a device: what the launch fast path needs at hand.
-
-    The first launch in a thread goes through :meth:`CompiledKernel.launch` (every check,
-    the toolchain's :func:`~tylo.backend.driver.launch`, which makes the device's context
-    current and checks the packed arguments against the kernel); it then records the
-    function handle and that thread's ArgPack, so later launches from the thread with
-    the legacy default stream (or an int stream handle) are: the generated checks, one
-    ``pack_into``, one ``cuLaunchKernel``.
-    """
-
-    __slots__ = ("address", "entry", "fast", "handle", "ordinal", "pack", "thread", "values_of")
-
-    def __init__(self, entry: CompiledKernel, ordinal: int) -> None:
-        self.entry = entry
-        self.ordinal = ordinal
-        self.fast = entry._fast_check
-        self.values_of = entry._runtime_values
-        self.thread = -1  # no fast launches before a checked one in the same thread
-        self.handle: Any = None
-        self.pack: Any = None
-        self.address = 0
-
-    def slow(self, grid: Any, values: Sequence[Any], shared: int, stream: Any) -> None:
-        """A fully checked launch; afterwards this thread may take the fast path."""
-        self.entry.launch(grid, values, shared, stream, self.ordinal)
-        pack = self.entry.argpack()
-        self.handle = self.entry.function(self.ordinal).handle
-        self.pack, self.address = _packer(pack), pack.address
-        self.thread = threading.get_ident()
-
-    def failed(self, err: Any) -> None:
-        _driver().check((err,), "cuLaunchKernel")
-
-
-def _packer(pack: Any) -> Callable[..., Any]:
-    """``pack.pack`` without its per-call checks: ``struct.pack_into`` bound to the
-    ArgPack's buffer (the values passed the generated launch checks already). Falls back
-    to ``pack.pack`` if the ArgPack does not expose its struct and buffer."""
-    packer = getattr(pack, "_struct", None)
-    buffer = getattr(pack, "_buffer", None)
-    if packer is None or buffer is None or getattr(pack, "_raw", ()):
-        return pack.pack
-    return functools.partial(packer.pack_into, buffer, 0)
-
-
-def cu_launch() -> Any:
-    """``cuda.bindings.driver.cuLaunchKernel`` (imported on first use)."""
-    global _CU_LAUNCH
-    if _CU_LAUNCH is None:
-        from cuda.bindings import driver as cu
-
-        _CU_LAUNCH = cu.cuLaunchKernel
-    return _CU_LAUNCH
-
-
-_CU_LAUNCH: Any = None
-
-
 def launch_dims(grid: Any, block: tuple[int, int, int]) -> tuple[int, ...] | None:
     """``(gx, gy, gz, bx, by, bz)`` for a valid grid, else None (the checked path then
     reports the problem)."""
     dims = (grid,) if type(grid) is int else tuple(grid) if isinstance(grid, (tuple, list)) else ()
-    if not 1 <= len(dims) <= 3 or not all(type(d) is int and d > 0 for d in dims):
+    if not 1 <= len(dims) <= 3 or not all(type(d) is int and 0 < d < 1 << 32 for d in dims):
         return None
     return (*dims, 1, 1)[:3] + block
-
-
-# ---------------------------------------------------------------------------- readers
-
-Reader = Callable[[Any], tuple[Any, Any]]
-
-
-def _read_int(a: Any) -> tuple[Any, Any]:
-    return int, a
-
-
-def _read_float(a: Any) -> tuple[Any, Any]:
-    return float, float(a)
-
-
-def _read_buffer(a: Any) -> tuple[Any, Any]:
-    return (a.dtype.name, a.device), a.ptr
-
-
-def _read_torch(a: Any) -> tuple[Any, Any]:
-    return (a.dtype, a.get_device()), a.data_ptr()
-
-
-def _array_reader(name: str) -> Reader:
-    def read(a: Any) -> tuple[Any, Any]:
-        from tylo.arrays import ArrayError, as_device_array
-
-        try:
-            arr = as_device_array(a)
-        except ArrayError as err:
-            raise KernelArgumentError(f"argument {name!r}: {err}") from None
-        return (arr.dtype.name, arr.device), arr.ptr
-
-    return read
-
-
-def make_reader(annotation: Any, arg: Any, name: str) -> tuple[ParamKind, Reader]:
-    """The reader for arguments of ``type(arg)`` given to parameter ``name``."""
-    kind = classify(annotation, arg, name)
-    t = type(arg)
-    if kind is ParamKind.STATIC:
-        return kind, lambda a: (static_key(name, a), a)
-    if kind is ParamKind.INT:
-        if t is bool or not _is_int(arg):
-            raise KernelArgumentError(
-                f"argument {name!r}: expected a Python int (a runtime integer), got "
-                f"{t.__name__} {arg!r}"
-            )
-        return kind, (_read_int if t is int else lambda a: (int, int(a)))
-    if kind is ParamKind.FLOAT:
-        if t is bool or not isinstance(arg, (int, float)) and not hasattr(arg, "__float__"):
-            raise KernelArgumentError(
-                f"argument {name!r}: expected a float, got {t.__name__} {arg!r}"
-            )
-        return kind, _read_float
-    # pointers
-    from tylo.arrays import DeviceArray, DeviceBuffer
-
-    if t is DeviceBuffer or t is DeviceArray:
-        return kind, _read_buffer
-    if t.__module__.startswith("torch") and hasattr(arg, "data_ptr"):
-        return kind, _read_torch
-    return kind, _array_reader(name)
-
-
-def _is_int(x: Any) -> bool:
-    try:
-        operator.index(x)
-        return True
-    except TypeError:
-        return False
 
 
 # ---------------------------------------------------------------------------- launcher
@@ -364,18 +265,20 @@ class Launcher:
     """``kern[grid, block]``: call it with the kernel's arguments to launch.
 
     Each kernel gets its own subclass whose ``__call__`` is generated for its number of
-    parameters (:func:`launcher_class`): the per-argument reads are unrolled, so a launch
-    of a cached specialization is a handful of dict lookups and attribute reads before
-    packing and ``cuLaunchKernel``.
+    parameters (:func:`launcher_class`): the per-argument reads are unrolled. A launcher
+    remembers the inline launch function it last used (:mod:`tylo.kernel.fastpath`) and
+    tries it first, so a repeated launch of a cached specialization is a few identity
+    tests and attribute reads, one ``pack_into`` and ``cuLaunchKernelEx``.
     """
 
-    __slots__ = ("block", "dims", "grid", "kernel")
+    __slots__ = ("block", "dims", "grid", "inline", "kernel")
 
     def __init__(self, kernel: Any, grid: Any, block: tuple[int, int, int]) -> None:
         self.kernel = kernel
         self.grid = grid
         self.block = block
         self.dims = launch_dims(grid, block)
+        self.inline: Any = None
 
     def __repr__(self) -> str:
         return f"{self.kernel.name}[{self.grid}, {self.block}]"
@@ -391,6 +294,9 @@ class Launcher:
 
 _CALL_TEMPLATE = """
 def __call__(self, *args, shared=0, stream=None, **kwargs):
+    inline = self.inline
+    if inline is not None and not kwargs and inline(self.dims, args, shared, stream):
+        return
     k = self.kernel
     if kwargs or len(args) != {n}:
         args = k.bind(args, kwargs)
@@ -402,12 +308,18 @@ def __call__(self, *args, shared=0, stream=None, **kwargs):
     if hot is None:
         hot = self._miss(args, spec)
     v = ({values})
-    if (hot.thread == get_ident() and (stream is None or type(stream) is int)
-            and self.dims is not None and hot.fast(v, shared)):
-        hot.pack(*hot.values_of(v))
-        err, = launch(hot.handle, *self.dims, shared, stream, hot.address, 0)
+    record = hot.records.get(get_ident())
+    if (record is not None and (stream is None or type(stream) is int)
+            and self.dims is not None and tls.ordinal == hot.ordinal
+            and hot.fast(v, shared, hot.ordinal)):
+        try:
+            record.pack(*self.dims, shared, stream or 0, *hot.values_of(v))
+        except struct_error:  # a value the parameter cannot hold: the checked path says so
+            return hot.slow(self.grid, v, shared, stream)
+        err = hot.launch(record.config, hot.handle, record.params, None)
         if err:
             hot.failed(err)
+        self.inline = hot.inline_launch(readers, args)
     else:
         hot.slow(self.grid, v, shared, stream)
 """
@@ -420,11 +332,12 @@ _READ_TEMPLATE = """    r = readers[{i}].get(type(a{i}))
 
 def launcher_class(nparams: int) -> type[Launcher]:
     """A :class:`Launcher` subclass with ``__call__`` unrolled for ``nparams`` arguments
-    (made on the first launch of a kernel with that many parameters; it binds
-    ``cuLaunchKernel``, so compiling alone never imports the driver bindings)."""
-    launch = cu_launch()
-    cls = _LAUNCHERS.get((nparams, launch))
+    (made once per number of parameters; it loads no CUDA library, so compiling alone
+    never needs the driver)."""
+    cls = _LAUNCHERS.get(nparams)
     if cls is None:
+        from tylo.backend import driver
+
         n = nparams
         source = _CALL_TEMPLATE.format(
             n=n,
@@ -433,13 +346,17 @@ def launcher_class(nparams: int) -> type[Launcher]:
             keys="".join(f"k{i}, " for i in range(n)),
             values="".join(f"v{i}, " for i in range(n)),
         )
-        namespace: dict[str, Any] = {"get_ident": threading.get_ident, "launch": launch}
+        namespace: dict[str, Any] = {
+            "get_ident": threading.get_ident,
+            "tls": driver._tls,
+            "struct_error": struct.error,
+        }
         exec(compile(source, f"<tylo launcher/{n}>", "exec"), namespace)  # noqa: S102
         cls = type(
             f"Launcher{n}", (Launcher,), {"__call__": namespace["__call__"], "__slots__": ()}
         )
-        _LAUNCHERS[(nparams, launch)] = cls
+        _LAUNCHERS[nparams] = cls
     return cls
 
 
-_LAUNCHERS: dict[tuple[int, Any], type[Launcher]] = {}
+_LAUNCHERS: dict[int, type[Launcher]] = {}

@@ -1,0 +1,238 @@
+"""What repeated launches of a cached specialization do.
+
+A :class:`Hot` is a specialization bound to a device. The first launch of it in a thread
+is fully checked (:meth:`CompiledKernel.launch
+<tylo.kernel.launch.CompiledKernel.launch>`: every check, the driver's checked launch,
+which makes the device's context current and checks the packed arguments against the
+kernel). It then gives the thread a :class:`~tylo.backend.launchex.LaunchRecord`, and
+later launches from that thread take one of two fast paths:
+
+- the *reader path*: the launcher reads the arguments (a reader per argument type),
+  looks the specialization up, runs the generated checks, packs the record and calls
+  ``cuLaunchKernelEx``;
+- the *inline path*: a function generated per (specialization, thread, argument types)
+  (:meth:`Hot.inline_launch`) that tests the arguments against what was seen (types,
+  dtypes, devices, static values), reads the values, runs the same checks and launches:
+  about 0.6 us of Python on a 2-core CPU. The launcher keeps the last one it used and
+  tries it first; when its guards fail it returns False and the reader path decides.
+
+Only the legacy default stream (``stream=None`` or 0) and integer stream handles take the
+fast paths; any other stream object, an invalid grid, or a failed check goes through the
+checked launch, which converts or reports it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tylo.kernel.readers import ArgSpec, inline_spec
+
+__all__ = ["ACCELERATED", "Hot", "make_inline"]
+
+_MISSING = object()
+_VALUE_INDEX = re.compile(r"\bv\[(\d+)\]")
+
+
+class Hot:
+    """A specialization bound to a device (see the module doc)."""
+
+    __slots__ = (
+        "entry", "fast", "handle", "inline", "launch", "ordinal", "records", "values_of"
+    )
+
+    def __init__(self, entry: Any, ordinal: int) -> None:
+        self.entry = entry
+        self.ordinal = ordinal
+        self.fast = entry._fast_check
+        self.values_of = entry._runtime_values
+        self.handle = 0
+        self.launch: Any = None  # cuLaunchKernelEx, once a checked launch succeeded
+        self.records: dict[int, Any] = {}  # thread id -> LaunchRecord
+        self.inline: dict[tuple[Any, ...], Any] = {}  # (thread, types) -> function or None
+
+    def slow(self, grid: Any, values: Sequence[Any], shared: int, stream: Any) -> None:
+        """A fully checked launch; afterwards this thread may take the fast paths."""
+        self.entry.launch(grid, values, shared, stream, self.ordinal)
+        tid = threading.get_ident()
+        if tid not in self.records:
+            from tylo.backend import launchex
+
+            signature = self.entry.argpack().signature
+            self.launch = launchex.launch_ex()
+            if self.launch is not None and all(p.kind != "raw" for p in signature):
+                self.handle = int(self.entry.function(self.ordinal).handle)
+                if len(self.records) > 64:  # threads come and go
+                    self.records.clear()
+                    self.inline.clear()
+                self.records[tid] = launchex.LaunchRecord(signature)
+
+    def failed(self, err: Any) -> None:
+        from tylo.backend import driver
+
+        driver.check((err,), "cuLaunchKernelEx")
+
+    def inline_launch(self, readers: Sequence[Any], args: Sequence[Any]) -> Any:
+        """The inline launch function for arguments like ``args`` from this thread (made
+        once per argument types), or None if one of them cannot be inlined."""
+        key = (threading.get_ident(), *map(type, args))
+        fn = self.inline.get(key, _MISSING)
+        if fn is _MISSING:
+            specs = []
+            for i, a in enumerate(args):
+                reader = readers[i].get(type(a))
+                spec = None if reader is None else inline_spec(reader, a)
+                if spec is None:
+                    break
+                specs.append(spec)
+            else:
+                record = self.records.get(key[0])
+                if record is not None:
+                    fn = make_inline(self, record, key[0], specs)
+            if fn is _MISSING:
+                fn = None
+            self.inline[key] = fn
+        return fn
+
+
+def make_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) -> Any:
+    """The inline launch function ``f(dims, args, shared, stream) -> bool`` for one
+    specialization, thread and argument types: the C one (:data:`ACCELERATED`) or the
+    generated Python one, which do the same."""
+    if ACCELERATED and all(
+        s.kind not in ("buffer", "torch") or type(s.device) is int for s in specs
+    ):
+        return _c_inline(hot, record, tid, specs)
+    return _python_inline(hot, record, tid, specs)
+
+
+def _c_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) -> Any:
+    from tylo.backend import driver, launchex
+
+    entry = hot.entry
+    ints, aligns = entry.check_values()
+    guard = None
+    if entry.guards:
+        body = " and ".join(f"({g.source})" for g in entry.guards)
+        guard = eval(f"lambda v: {body}", {"__builtins__": {"min": min, "max": max}})
+    slots = tuple(
+        (i, p.code, off) for i, p, off in zip(entry.runtime, record.signature, record.offsets)
+    )
+    return _accel.InlineLaunch(
+        launchex.launch_ex_address(),
+        hot.handle,
+        tid,
+        hot.ordinal,
+        driver._tls,
+        hot.failed,
+        guard,
+        entry._smem_limit,
+        entry.dynamic_shared_bytes,
+        driver.DEFAULT_DYNAMIC_SHARED_LIMIT,
+        tuple((_KINDS[s.kind], s.type, s.dtype, s.device, s.value) for s in specs),
+        slots,
+        tuple(ints),
+        tuple(aligns),
+        record.nbytes,
+    )
+
+
+_KINDS = {"buffer": 0, "torch": 1, "int": 2, "float": 3, "static": 4}
+
+# (guard, value) per argument kind; {a} is the argument, {c} the prefix of its constants
+_PY_FORMS = {
+    "buffer": ("type({a}) is {c}t and {a}.dtype is {c}d and {a}.device == {c}e", "{a}.ptr"),
+    "torch": (
+        "type({a}) is {c}t and {a}.dtype is {c}d and {a}.get_device() == {c}e",
+        "{a}.data_ptr()",
+    ),
+    "int": ("type({a}) is int", "{a}"),
+    "float": ("type({a}) is {c}t", "float({a})"),
+    "static": ("type({a}) is {c}t and ({a} is {c}v or {a} == {c}v)", "{a}"),
+}
+
+_TEMPLATE = """
+def launch_inline(dims, args, shared, stream):
+    if len(args) != {n} or get_ident() != TID or tls.ordinal != ORDINAL:
+        return False
+    {unpack}
+    if not ({guards}):
+        return False
+    if stream is None:
+        stream = 0
+    elif type(stream) is not int:
+        return False
+{values}
+    if not ({checks}):
+        return False
+    try:
+        pack(*dims, shared, stream{packed})
+    except struct_error:  # a value the parameter cannot hold: the checked path says so
+        return False
+    err = launch(CONFIG, HANDLE, PARAMS, None)
+    if err:
+        failed(err)
+    return True
+"""
+
+
+def _python_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) -> Any:
+    from tylo.backend import driver
+    from tylo.backend.driver import DEFAULT_DYNAMIC_SHARED_LIMIT
+
+    entry = hot.entry
+    n = len(specs)
+    names: dict[str, Any] = {
+        "get_ident": threading.get_ident,
+        "tls": driver._tls,
+        "TID": tid,
+        "ORDINAL": hot.ordinal,
+        "pack": record.pack,
+        "launch": hot.launch,
+        "CONFIG": record.config,
+        "HANDLE": hot.handle,
+        "PARAMS": record.params,
+        "failed": hot.failed,
+        "SMEM": entry._smem_limit,
+        "struct_error": struct.error,
+    }
+    guards, values = [], []
+    for i, spec in enumerate(specs):
+        prefix = f"c{i}_"
+        guard, value = _PY_FORMS[spec.kind]
+        if spec.kind == "float" and spec.type is float:
+            value = "{a}"
+        guards.append(guard.format(a=f"a{i}", c=prefix))
+        values.append(f"    v{i} = {value.format(a=f'a{i}', c=prefix)}\n")
+        consts = {"t": spec.type, "d": spec.dtype, "e": spec.device, "v": spec.value}
+        names.update({prefix + k: v for k, v in consts.items()})
+    checks = [_VALUE_INDEX.sub(r"v\1", t) for t in entry.check_terms()]
+    dyn = entry.dynamic_shared_bytes
+    checks.append(
+        ("shared == 0 or " if dyn == 0 else "")
+        + f"({dyn} <= shared <= {DEFAULT_DYNAMIC_SHARED_LIMIT} or "
+        f"{dyn} <= shared <= SMEM.get(ORDINAL, 0))"
+    )
+    source = _TEMPLATE.format(
+        n=n,
+        unpack=(", ".join(f"a{i}" for i in range(n)) + ", = args") if n else "pass",
+        guards=" and ".join(f"({g})" for g in guards) or "True",
+        values="".join(values),
+        checks=" and ".join(f"({c})" for c in checks),
+        packed="".join(f", v{i}" for i in entry.runtime),
+    )
+    exec(compile(source, f"<tylo inline launch of {entry.name}>", "exec"), names)  # noqa: S102
+    return names["launch_inline"]
+
+
+try:
+    from tylo import _launch as _accel
+except ImportError:  # not built (no C compiler at install): the Python function is used
+    _accel = None
+
+#: True when the inline launch path runs in C (the optional extension ``tylo._launch``).
+ACCELERATED = _accel is not None and os.environ.get("TYLO_PURE_PYTHON_LAUNCH", "") != "1"
