@@ -23,6 +23,7 @@ row_reduce >= 1.0x torch.sum and >= 0.85x copy bandwidth.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import statistics
@@ -313,8 +314,12 @@ def launch_overhead(gpu: bool) -> None:
     def checked(*args: Any, **kwargs: Any) -> None:
         driver._tls.ordinal = 0  # as the real one: the device's context is current
 
+    # A C function that takes no time and returns 0 (CUDA_SUCCESS) when called with the
+    # GIL released, as both inline paths call the driver: PyGILState_Check. Extra
+    # arguments are ignored under the C calling convention.
+    noop = ctypes.cast(ctypes.pythonapi.PyGILState_Check, ctypes.c_void_p).value
     real = driver.launch, launchex._launch_ex
-    driver.launch, launchex._launch_ex = checked, lambda config, fn, params, extra: 0
+    driver.launch, launchex._launch_ex = checked, launchex.LAUNCH_EX_TYPE(noop)
     try:
         launcher = k[1, VA_BLOCK]
         for _ in range(3):
@@ -323,7 +328,7 @@ def launch_overhead(gpu: bool) -> None:
     finally:
         driver.launch, launchex._launch_ex = real
         driver._tls.ordinal = ordinal
-    rows.append(["tylo host path (the driver call a Python no-op)", f"{1e6 * per:.2f}", "", ""])
+    rows.append(["tylo host path (the driver call a C no-op)", f"{1e6 * per:.2f}", "", ""])
     title = (
         "per-launch host overhead (us; median over ~10,000 launches in 3 interleaved rounds; "
         "target <= 5 us). 'queue shallow': host time per call with a synchronize every 64 "
@@ -419,14 +424,32 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=8192)
     parser.add_argument("--cols", type=int, default=8192)
     parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument(
+        "--only",
+        choices=["compile", "cache", "launch", "bandwidth"],
+        action="append",
+        help="run only these sections (repeatable; default: all)",
+    )
     args = parser.parse_args()
+    only = set(args.only or ["compile", "cache", "launch", "bandwidth"])
     gpu = have_gpu()
     target = args.target or (tylo.Target.from_device(0).sm if gpu else "sm_90a")
-    print(f"# tylo launch benchmark: target {target}, GPU: {'yes' if gpu else 'none'}")
-    cold_compile(target)
-    cache_hit(target, gpu)
-    launch_overhead(gpu)
-    if gpu:
+    from tylo.kernel import fastpath
+
+    path = "C (tylo._launch)" if fastpath.ACCELERATED else "Python"
+    print(
+        f"# tylo launch benchmark: target {target}, GPU: {'yes' if gpu else 'none'}, "
+        f"inline launch path: {path}"
+    )
+    if "compile" in only:
+        cold_compile(target)
+    if "cache" in only:
+        cache_hit(target, gpu)
+    if "launch" in only:
+        launch_overhead(gpu)
+    if "bandwidth" not in only:
+        pass
+    elif gpu:
         row_reduce_bandwidth(args.rows, args.cols, args.reps)
     else:
         print("\n## row_reduce bandwidth: needs a GPU; skipped")

@@ -289,3 +289,30 @@ def test_large_dynamic_shared_memory_takes_the_fast_path_once_allowed(recorder):
     assert recorder[-1][3] == 100_000
     launcher(array(), shared=120_000)  # above the raised limit: checked again
     assert recorder[-1][0] == "checked"
+
+
+def test_the_c_inline_launch_rejects_malformed_input():
+    accel = fastpath._accel
+    if accel is None:
+        pytest.skip("the C inline launch path (tylo._launch) is not built here")
+    noop = ctypes.cast(ctypes.pythonapi.PyGILState_Check, ctypes.c_void_p).value
+
+    def make(args=((2, int, None, None, None),), slots=((0, "q", 56),), size=64, launch=noop):
+        return accel.InlineLaunch(
+            launch, 1, 0, 0, driver._tls, lambda err: None, None, {}, 0, 49152,
+            args, slots, ((0, 1, 100, 1),), (), size,
+        )
+
+    with pytest.raises(ValueError, match="malformed"):
+        make(args=((9, int, None, None, None),))  # no such kind
+    with pytest.raises(ValueError, match="malformed"):
+        make(slots=((0, "x", 56),))  # no such struct code
+    with pytest.raises(ValueError, match="malformed"):
+        make(slots=((3, "q", 56),))  # no such argument
+    with pytest.raises(ValueError, match="bad launch"):
+        make(launch=0)
+    f = make()
+    with pytest.raises(TypeError):
+        f((1, 1, 1, 32, 1, 1), (5,), 0)  # three arguments, not four
+    # another thread's function never launches here
+    assert f((1, 1, 1, 32, 1, 1), (5,), 0, None) is False
