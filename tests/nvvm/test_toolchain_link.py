@@ -116,6 +116,29 @@ def test_parse_ptxas_log_formats() -> None:
     assert parse_ptxas_log("") == {}
 
 
+def test_parse_nvjitlink_summary_when_ptxas_lines_are_missing() -> None:
+    log = (
+        "info    : 0 bytes gmem\n"
+        "info    : Function properties for 'k':\n"
+        "info    : used 24 registers, used 5 barriers, 0 stack, 0 bytes smem, "
+        "592 bytes cmem[0], 0 bytes lmem\n"
+        "info    : Function properties for 'spilly':\n"
+        "info    : used 255 registers, used 1 barriers, 64 stack, 1024 bytes smem, "
+        "592 bytes cmem[0], 64 bytes lmem\n"
+        "ptxas info    : Compiling entry function 'both' for 'sm_90a'\n"
+        "ptxas info    : Function properties for both\n"
+        "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        "ptxas info    : Used 8 registers, used 0 barriers\n"
+        "info    : Function properties for 'both':\n"
+        "info    : used 8 registers, used 5 barriers, 0 stack, 0 bytes smem, "
+        "592 bytes cmem[0], 0 bytes lmem"
+    )
+    got = parse_ptxas_log(log)
+    assert got["k"] == Resources(24, 0, 0, 0, 0, None, source="nvjitlink")
+    assert got["spilly"].spill_stores is None and got["spilly"].stack_bytes == 64
+    assert got["both"].source == "ptxas" and got["both"].barriers == 0
+
+
 def _ptxas_release(ptxas: str) -> tuple[int, int]:
     out = subprocess.run([ptxas, "--version"], capture_output=True, text=True, check=False).stdout
     m = re.search(r"release (\d+)\.(\d+)", out)

@@ -91,6 +91,11 @@ _FRAME_RE = re.compile(
 _USED_RE = re.compile(r"Used (\d+) registers")
 _BARRIERS_RE = re.compile(r"used (\d+) barriers")
 _SMEM_RE = re.compile(r"(\d+) bytes smem")
+# nvJitLink's own summary: "info    : used 24 registers, used 5 barriers, 0 stack,
+# 0 bytes smem, 592 bytes cmem[0], 0 bytes lmem"
+_NVJL_USED_RE = re.compile(
+    r"used (\d+) registers,.*?(\d+) stack, (\d+) bytes smem,.*?(\d+) bytes lmem"
+)
 
 
 def parse_ptxas_log(log: str) -> dict[str, Resources]:
@@ -98,14 +103,32 @@ def parse_ptxas_log(log: str) -> dict[str, Resources]:
 
     Reads ptxas' lines as nvJitLink relays them (``ptxas info    : ...``) and as ptxas
     prints them itself (the stack/spill line indented, without prefix). nvJitLink's own
-    ``info    :`` lines are skipped: their shared-memory figure includes the
-    system-reserved part on sm_90.
+    ``info    :`` summary is used only for an entry ptxas' lines do not report (nvJitLink
+    sometimes leaves them out): it gives registers, stack and local memory but no spill
+    counts, so spills are 0 when the entry uses no local memory at all and unknown
+    otherwise, and its barrier count includes the system's.
     """
     found: dict[str, Resources] = {}
     frames: dict[str, tuple[int, int, int]] = {}
-    entry = props = None
+    summaries: dict[str, Resources] = {}
+    entry = props = summary = None
     for line in log.splitlines():
         if line.lstrip().startswith("info"):
+            if m := _PROPERTIES_RE.search(line):
+                summary = m.group(1)
+            elif summary is not None and (m := _NVJL_USED_RE.search(line)):
+                regs, stack, smem, lmem = (int(g) for g in m.groups())
+                no_local = stack == 0 and lmem == 0  # then nothing can have spilled
+                summaries[summary] = Resources(
+                    registers=regs,
+                    shared_bytes=smem,
+                    spill_stores=0 if no_local else None,
+                    spill_loads=0 if no_local else None,
+                    stack_bytes=stack,
+                    barriers=None,  # counts the system's barriers too
+                    source="nvjitlink",
+                )
+                summary = None
             continue
         if m := _COMPILING_RE.search(line):
             entry = m.group(1)
@@ -127,6 +150,8 @@ def parse_ptxas_log(log: str) -> dict[str, Resources]:
                 source="ptxas",
             )
             entry = None
+    for name, res in summaries.items():
+        found.setdefault(name, res)
     return found
 
 
