@@ -316,3 +316,27 @@ def test_the_c_inline_launch_rejects_malformed_input():
         f((1, 1, 1, 32, 1, 1), (5,), 0)  # three arguments, not four
     # another thread's function never launches here
     assert f((1, 1, 1, 32, 1, 1), (5,), 0, None) is False
+
+
+def test_a_thread_new_to_the_driver_takes_the_checked_path(recorder):
+    """A thread that never launched has no current device yet: even if a record exists
+    for its thread id (ids are reused), its first launch is the checked one."""
+    import threading
+
+    k = make_kernel()
+    launcher = k[1, 32]
+    for n in (1, 2, 3):
+        launcher(array(), array(), n)
+    hot = next(iter(k.cache.values()))
+    seen = {}
+
+    def fresh_thread():
+        seen["ordinal"] = driver._tls.ordinal
+        hot.records[threading.get_ident()] = next(iter(hot.records.values()))  # a reused id
+        launcher(array(), array(), 4)
+
+    worker = threading.Thread(target=fresh_thread)
+    worker.start()
+    worker.join()
+    assert seen["ordinal"] is None
+    assert [c[0] for c in recorder] == ["checked", "direct", "direct", "checked"]

@@ -64,7 +64,15 @@ _init_error: str | None = None
 _initialized = False
 _lock = threading.Lock()
 _contexts: dict[int, Any] = {}
-_tls = threading.local()
+class _ThreadState(threading.local):
+    """Per thread: the context made current by tylo and its device (None until then).
+    The launch fast paths read ``ordinal`` directly, so it always exists."""
+
+    ctx: Any = None
+    ordinal: int | None = None
+
+
+_tls = _ThreadState()
 
 
 def _cuda() -> Any:
