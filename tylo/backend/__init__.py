@@ -3,7 +3,8 @@
 Importing this package loads no CUDA library; the names below resolve lazily. The
 toolchain half: :func:`compile_ir` (IR -> PTX -> cubin, cached, no GPU needed),
 :func:`compile_nvvm`, :func:`link_cubin`, :func:`disassemble`, :class:`Resources`; the
-driver half lives in :mod:`tylo.backend.driver`.
+driver half lives in :mod:`tylo.backend.driver`, and :func:`device_properties` says what a
+device is (SM count, shared memory, L2, ...).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ _LAZY: dict[str, str] = {
     "CompileWarning": "tylo.backend.errors",
     "CompiledModule": "tylo.backend.pipeline",
     "CudaError": "tylo.backend.errors",
+    "DeviceProperties": "tylo.backend.device",
     "LaunchError": "tylo.backend.errors",
     "LinkError": "tylo.backend.errors",
     "LinkResult": "tylo.backend.link",
@@ -26,6 +28,7 @@ _LAZY: dict[str, str] = {
     "ToolchainError": "tylo.backend.errors",
     "compile_ir": "tylo.backend.pipeline",
     "compile_nvvm": "tylo.backend.nvvm",
+    "device_properties": "tylo.backend.device",
     "disassemble": "tylo.backend.sass",
     "link_cubin": "tylo.backend.link",
     "nvvm_version": "tylo.backend.nvvm",
@@ -38,6 +41,7 @@ __all__ = [
     "CompileWarning",
     "CompiledModule",
     "CudaError",
+    "DeviceProperties",
     "LaunchError",
     "LinkError",
     "LinkResult",
@@ -46,6 +50,7 @@ __all__ = [
     "ToolchainError",
     "compile_ir",
     "compile_nvvm",
+    "device_properties",
     "disassemble",
     "link_cubin",
     "nvvm_version",
