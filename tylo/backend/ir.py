@@ -11,7 +11,9 @@ llvmlite does not know about (verified facts in ``shared/design/TOOLCHAIN.md``):
 - shared memory globals: static ``internal addrspace(3) global [N x T] undef`` and the one
   dynamic ``external addrspace(3) global [0 x i8], align 16``;
 - declarations of the special-register intrinsics ``llvm.nvvm.read.ptx.sreg.*``;
-- the bare ``byval`` attribute the LLVM 7 parser wants (llvmlite prints ``byval(<T>)``).
+- the bare ``byval`` attribute the LLVM 7 parser wants (llvmlite prints ``byval(<T>)``);
+- loop identifiers (``!llvm.loop``), distinct self-referential metadata nodes that llvmlite
+  cannot build, carrying the ``llvm.loop.unroll.*`` hints libNVVM's unroller honours.
 
 Only intrinsics known to lower on the LLVM 7 path belong here; anything newer (cp.async,
 ldmatrix, mma, ...) goes through :mod:`tylo.backend.inline_ptx`, because unknown
@@ -60,11 +62,37 @@ SREGS = frozenset(
 )
 
 _I32 = ir.IntType(32)
+# Loop hints libNVVM honours (LLVM LangRef, "'llvm.loop.unroll' Metadata"; the unrolled PTX
+# carries `.pragma "nounroll"` so ptxas does not unroll again): checked by tests/nvvm.
+LOOP_HINTS = frozenset(
+    ["llvm.loop.unroll.count", "llvm.loop.unroll.disable", "llvm.loop.unroll.full"]
+)
 _BYVAL_RE = re.compile(r"byval\((?:[^()]|\([^()]*\))*\)")
 
 
 class IRError(TyloError):
     """The IR builder was asked for something NVVM cannot express."""
+
+
+class _LoopID(ir.values.MDValue):
+    """A loop identifier: ``!N = distinct !{!N, hints...}`` (LLVM LangRef, "'llvm.loop'").
+
+    The first operand is the node itself, which makes every loop's identifier unique; the
+    structural hash and equality of llvmlite's metadata would recurse on it, so a loop
+    identifier compares by identity."""
+
+    def descr(self, buf: list[str]) -> None:
+        buf.append("distinct ")
+        super().descr(buf)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+    def __hash__(self) -> int:
+        return id(self)
 
 
 class NVVMModule:
@@ -164,6 +192,27 @@ class NVVMModule:
             )
         fn = self.intrinsic(f"llvm.nvvm.read.ptx.sreg.{name}", _I32, [])
         return builder.call(fn, [], name=name.replace(".", "_"))
+
+    # ------------------------------------------------------------------ loops
+
+    def loop_id(self, *hints: tuple[str, ...] | tuple[str, int]) -> ir.values.MDValue:
+        """A new loop identifier carrying ``hints``, for the ``!llvm.loop`` metadata of a
+        loop's back-edge branch: ``("llvm.loop.unroll.count", 4)``,
+        ``("llvm.loop.unroll.disable",)`` or ``("llvm.loop.unroll.full",)``.
+
+        >>> m = NVVMModule("demo")
+        >>> str(m.loop_id(("llvm.loop.unroll.count", 4))).strip()
+        '!1 = distinct !{ !1, !0 }'
+        """
+        props: list[ir.values.MDValue] = []
+        for hint in hints:
+            name, *args = hint
+            if name not in LOOP_HINTS or any(type(a) is not int for a in args):
+                raise IRError(f"NVVMModule.loop_id: unknown loop hint {hint!r}")
+            props.append(self.module.add_metadata([name, *(_I32(a) for a in args)]))
+        node = _LoopID(self.module, (), name=str(len(self.module.metadata)))
+        node.operands = (node, *props)
+        return node
 
     # ------------------------------------------------------------------ shared memory
 

@@ -9,11 +9,16 @@ symbolic); a Python float becomes an f32 Value and a bool a bool Value; any othe
 must be the same object at the end of the body. The index is a phi of 32 bits when the
 bounds fit, else of the index width; inside the body it is an index symbol with the facts
 ``start <= i < stop`` (for a positive step).
+
+Unrolling is libNVVM's, steered by ``unroll=``: a loop identifier with an
+``llvm.loop.unroll.*`` hint on the back-edge branch (see
+:meth:`tylo.backend.ir.NVVMModule.loop_id`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import operator
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,7 +32,7 @@ from tylo.kernel.errors import TraceError, Undefined
 from tylo.kernel.lower import bounds, lower_int
 from tylo.kernel.merge import kind_of, materialize, same, wrap_phi
 from tylo.kernel.tree import flatten, unflatten
-from tylo.kernel.values import to_index
+from tylo.kernel.values import Value, to_index
 
 __all__ = ["DynamicLoop", "StaticLoop", "loop_begin", "range"]
 
@@ -40,14 +45,20 @@ class range:  # spelled like the builtin it stands for
     Inside the body ``i`` is the index expression ``start + step * k`` over the iteration
     counter ``k`` (an index symbol, ``0 <= k < trips``), with the fact ``i < stop`` (for a
     positive step), so layouts, alignment and comparisons over it can be reasoned about.
+
+    ``unroll`` asks libNVVM to unroll the loop: ``None`` (the default) leaves it to the
+    compiler's heuristics; an int ``N >= 1`` unrolls by ``N`` (a remainder loop runs the
+    iterations a trip count not divisible by ``N`` leaves; ``1`` disables unrolling);
+    ``True`` unrolls completely and needs a trip count known at trace time.
     """
 
-    __slots__ = ("start", "step", "stop")
+    __slots__ = ("start", "step", "stop", "unroll")
 
-    def __init__(self, start: Any, stop: Any = None, step: Any = 1) -> None:
+    def __init__(self, start: Any, stop: Any = None, step: Any = 1, *, unroll: Any = None) -> None:
         if stop is None:
             start, stop = 0, start
         self.start, self.stop, self.step = start, stop, step
+        self.unroll = _check_unroll(unroll)
 
     def __iter__(self) -> Iterator[Any]:
         raise TraceError(
@@ -56,7 +67,33 @@ class range:  # spelled like the builtin it stands for
         )
 
     def __repr__(self) -> str:
-        return f"tylo.range({self.start}, {self.stop}, {self.step})"
+        unroll = "" if self.unroll is None else f", unroll={self.unroll!r}"
+        return f"tylo.range({self.start}, {self.stop}, {self.step}{unroll})"
+
+
+_MAX_UNROLL = 2**31 - 1  # the count is an i32 in the loop metadata
+
+
+def _check_unroll(unroll: Any) -> int | bool | None:
+    """``unroll`` as ``tylo.range`` keeps it: None, True, or an int in 1.._MAX_UNROLL."""
+    if unroll is None or unroll is True:
+        return unroll
+    count: int | None = None
+    if not isinstance(unroll, bool):
+        with contextlib.suppress(TypeError):
+            count = operator.index(unroll)  # ints, numpy ints; not floats or symbols
+    if count is not None and 1 <= count <= _MAX_UNROLL:
+        return count
+    if unroll is False or count == 0:
+        fix = "; unroll=1 disables unrolling"
+    elif isinstance(unroll, (sympy.Basic, Value)):
+        fix = "; the count must be a Python int known at trace time (a static argument)"
+    else:
+        fix = ""
+    raise TraceError(
+        f"tylo.range: unroll={unroll!r} is not an unroll request; give an int N >= 1 "
+        f"(unroll by N), True (unroll completely) or None (the compiler decides){fix}"
+    )
 
 
 class StaticLoop:
@@ -106,6 +143,7 @@ class DynamicLoop:
                 lineno=line,
             )
         self.up = up is True
+        self.unroll = rng.unroll
         self.carried_names: list[str] = []
         self.plans: list[Any] = []
         self.phis: list[ir.Value] = []
@@ -120,6 +158,12 @@ class DynamicLoop:
             trips = stop - start
         else:
             trips = sympy.ceiling((stop - start) / step)
+        if self.unroll is True and not trips.is_Integer:
+            raise TraceError(
+                f"tylo.range(..., unroll=True): the trip count {trips} is not known at trace "
+                "time; unroll by a count instead (unroll=4)",
+                lineno=self.line,
+            )
         narrow = _fits_i32(ctx, trips) and (bounds(ctx, trips)[1] or 0) < 2**31 - 1
         kty = ir.IntType(32 if narrow else ctx.index_bits)
         trips_v = lower_int(ctx, trips, kty.width)
@@ -238,7 +282,9 @@ class DynamicLoop:
                 phi.add_incoming(_latch_value(ctx, name, leaf, plan), b.block)  # type: ignore[union-attr]
         nxt = b.add(self.iv, self.iv.type(1), name=ctx.unique("next"))
         self.iv.add_incoming(nxt, b.block)
-        b.branch(self.iv.parent)
+        back_edge = b.branch(self.iv.parent)
+        if self.unroll is not None:
+            back_edge.set_metadata("llvm.loop", ctx.module.loop_id(_unroll_hint(self.unroll)))
         ctx.pop_scope(self.scope)
         b.position_at_end(self.exit)
         self.latched = True
@@ -257,6 +303,15 @@ class DynamicLoop:
             )
         )
         return tuple(out)
+
+
+def _unroll_hint(unroll: int | bool) -> tuple[str, ...] | tuple[str, int]:
+    """The hint on a loop's back edge for ``tylo.range(..., unroll=unroll)``."""
+    if unroll is True:
+        return ("llvm.loop.unroll.full",)
+    if unroll == 1:
+        return ("llvm.loop.unroll.disable",)
+    return ("llvm.loop.unroll.count", unroll)
 
 
 def _carry_plan(name: str, leaf: Any) -> tuple[str, Any]:

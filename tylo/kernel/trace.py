@@ -47,6 +47,21 @@ class Binding:
     dtype: DType | None = None
     static: Any = None
     check: Any = None
+    # the static value's types, so that `True`, `1` and `1.0` (equal in Python) select
+    # different specializations: a trace may branch on the type
+    static_types: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "static_types", _types_of(self.static))
+
+
+def _types_of(value: Any) -> Any:
+    """``type(value)``, through tuples, lists and frozensets (their items' types too)."""
+    if isinstance(value, (tuple, list)):
+        return (type(value), tuple(_types_of(v) for v in value))
+    if isinstance(value, frozenset):
+        return (frozenset, frozenset(_types_of(v) for v in value))
+    return type(value)
 
 
 @dataclass
