@@ -223,10 +223,12 @@ def wait_copies(n: int = 0) -> None:
 
 def _split(ctx: Any, expr: Any) -> tuple[Any, Any]:
     """(part over kernel parameters and thread indices only, the rest)."""
+    from tylo.kernel.lower import free_symbols
+
     expr = sympy.expand(sympy.sympify(expr))
     terms = expr.args if expr.is_Add else (expr,)
-    inv = [t for t in terms if t.free_symbols <= ctx.prologue_symbols]
-    var = [t for t in terms if not t.free_symbols <= ctx.prologue_symbols]
+    inv = [t for t in terms if free_symbols(t) <= ctx.prologue_symbols]
+    var = [t for t in terms if not free_symbols(t) <= ctx.prologue_symbols]
     return sympy.Add(*inv), sympy.Add(*var)
 
 
@@ -350,7 +352,7 @@ def _copy_vector(
     rows, cols = src.shape
     row_ok = sympy.Lt(row, rows)
     if clamp_rows:  # past the last row: read the last row (loop-invariant, no predicate)
-        row, row_ok = sympy.Min(row, rows - 1), sympy.true
+        row, row_ok = facts.minimum(row, rows - 1), sympy.true
     full = sympy.And(row_ok, sympy.Le(col + plan.vector, cols))
     if facts.decide(full) is True:  # inside, by the facts in force (a whole K-tile, say)
         cp_async(
@@ -362,7 +364,7 @@ def _copy_vector(
         )
         return
     # bytes inside the matrix: (cols - col) elements, clipped to [0, vector]; 0 off the rows
-    inside = sympy.Min(sympy.Max(cols - col, 0), plan.vector) * plan.dtype.nbytes
+    inside = facts.minimum(facts.maximum(cols - col, 0), plan.vector) * plan.dtype.nbytes
     if clamp_rows:  # the full tile's pointer; a source size of 0 reads nothing
         nbytes = lower_int(ctx, inside, 32)
         ptr = _global_pointer(ctx, src, (row, col))
@@ -386,6 +388,7 @@ def _copy_scalar(
     """One element at a time: no vector is ever formed from an unaligned source."""
     from llvmlite import ir
 
+    from tylo.kernel import facts
     from tylo.kernel.context import current
     from tylo.kernel.lower import lower_bool
     from tylo.ptx_ops import ld_global_b16, st_shared
@@ -404,7 +407,7 @@ def _copy_scalar(
             if origin is not None:
                 at = tuple(o + x for o, x in zip(origin, at))
                 if clamp_rows:
-                    at = (sympy.Min(at[0], src.shape[0] - 1), at[1])
+                    at = (facts.minimum(at[0], src.shape[0] - 1), at[1])
                 rel = sympy.And(*(sympy.Lt(x, n) for x, n in zip(at, src.shape)))
                 if rel is not sympy.true:
                     pred = lower_bool(ctx, rel)

@@ -214,9 +214,14 @@ class OperandLoads:
         return worst
 
 
-@functools.lru_cache(maxsize=128)
 def operand_loads(plan: Any, operand: str, axis: int = 1) -> OperandLoads:
     """The (cached) :class:`OperandLoads` of ``operand`` of ``plan``."""
+    # one cache key however the axis is passed (planning leaves it out, kernels name it)
+    return _operand_loads(plan, operand, axis)
+
+
+@functools.lru_cache(maxsize=128)
+def _operand_loads(plan: Any, operand: str, axis: int) -> OperandLoads:
     loads = OperandLoads(plan, operand, axis)
     _ = loads.source
     return loads

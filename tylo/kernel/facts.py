@@ -14,6 +14,7 @@ from typing import Any
 
 import sympy
 
+from tylo.kernel.minmax import maximum, minimum
 from tylo.layouts import symbolic as _sym
 
 __all__ = [
@@ -24,6 +25,8 @@ __all__ = [
     "implied",
     "index_symbol",
     "integer_symbol",
+    "maximum",
+    "minimum",
     "symbol_bounds",
 ]
 
@@ -94,3 +97,4 @@ def symbol_bounds(
     if symbol.is_nonnegative:
         return 0, int_max
     return -int_max - 1, int_max
+

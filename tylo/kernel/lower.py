@@ -22,6 +22,7 @@ module turns such an expression into IR, with these rules:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -96,7 +97,7 @@ def _bounds(ctx: TraceContext, e: sympy.Basic) -> Bounds:
     if e.is_Mul:
         acc = (1, 1)
         for a in e.args:
-            if not (a.is_Integer or a.is_integer):
+            if not (a.is_Integer or _is_integer(a)):
                 return None, None
             acc = _mul_b(acc, bounds(ctx, a))
         return acc
@@ -145,6 +146,37 @@ def _bounds(ctx: TraceContext, e: sympy.Basic) -> Bounds:
     if e.is_nonnegative:
         return 0, None
     return None, None
+
+
+def _is_integer(e: sympy.Basic) -> bool:
+    """``e.is_integer is True``, answered from the structure where it can be: sums,
+    products, minima and maxima of integers are integers, so is ``Mod(p, q)`` of integers
+    with ``q`` non-zero, and ``floor``/``ceiling`` of a rational combination (sympy's own
+    rules say the same). Asking sympy's assumption system instead about a new expression
+    such as ``Min(8, Max(0, k - 8*Mod(t, 8)))`` costs milliseconds."""
+    if e.is_Integer:
+        return True
+    if e.is_Symbol:
+        return e.is_integer is True
+    if e.is_Add or e.is_Mul or isinstance(e, (sympy.Min, sympy.Max)):
+        if all(_is_integer(a) for a in e.args):
+            return True
+    elif isinstance(e, sympy.Mod):
+        p, q = e.args
+        if _is_integer(p) and (q.is_Integer and q != 0 or q.is_Symbol and q.is_positive):
+            return True
+    elif isinstance(e, (sympy.floor, sympy.ceiling)) and _is_rational(e.args[0]):
+        return True
+    return e.is_integer is True
+
+
+def _is_rational(e: sympy.Basic) -> bool:
+    """Whether ``e`` is a sum or product of rationals and integer expressions."""
+    if e.is_Rational:
+        return True
+    if e.is_Add or e.is_Mul:
+        return all(_is_rational(a) for a in e.args)
+    return _is_integer(e)
 
 
 def is_nonnegative(ctx: TraceContext, expr: Any) -> bool:
@@ -219,14 +251,40 @@ def lower_bool(ctx: TraceContext, expr: Any) -> ir.Value:
     return value
 
 
+def free_symbols(e: sympy.Basic) -> frozenset[sympy.Symbol]:
+    """``e.free_symbols``, memoized per sub-expression: sympy walks the whole tree on every
+    call, and lowering asks for every node of every index expression."""
+    got = _FREE.get(e)
+    if got is None:
+        if e.args and _unions_args(type(e)):
+            got = frozenset().union(*map(free_symbols, e.args))
+        else:  # symbols, atoms, and classes with bound variables (Lambda, Sum, ...)
+            got = frozenset(e.free_symbols)
+        if len(_FREE) > 100_000:
+            _FREE.clear()
+        _FREE[e] = got
+    return got
+
+
+_FREE: dict[sympy.Basic, frozenset[sympy.Symbol]] = {}
+
+
+@functools.cache
+def _unions_args(cls: type) -> bool:
+    """Whether ``cls`` keeps sympy's default ``free_symbols``, the union of its args' (the
+    MRO is searched: a class attribute lookup would find the metaclass' property)."""
+    owner = next(k for k in cls.__mro__ if "free_symbols" in k.__dict__)
+    return owner is sympy.Basic
+
+
 def _builder_for(ctx: TraceContext, e: sympy.Basic) -> ir.IRBuilder:
-    if e.free_symbols <= ctx.prologue_symbols:
+    if free_symbols(e) <= ctx.prologue_symbols:
         return ctx.prologue
     return ctx.builder
 
 
 def _cache_for(ctx: TraceContext, e: sympy.Basic) -> dict[Any, ir.Value]:
-    if e.free_symbols <= ctx.prologue_symbols:
+    if free_symbols(e) <= ctx.prologue_symbols:
         return ctx.root.cache
     return ctx.scope.cache
 

@@ -36,6 +36,7 @@ from llvmlite import ir
 from tylo import dtypes as dt
 from tylo.dtypes import DType
 from tylo.hostmath import HOST_MATH
+from tylo.kernel import facts
 from tylo.kernel.context import current
 from tylo.kernel.errors import TraceError
 from tylo.kernel.ops import OPS, elementwise
@@ -206,7 +207,7 @@ def maximum(a: Any, b: Any) -> Any:
     if _has_value((a, b)):
         return elementwise("maximum", a, b)
     if isinstance(a, sympy.Basic) or isinstance(b, sympy.Basic):
-        return sympy.Max(a, b)
+        return facts.maximum(a, b)
     return max(a, b)
 
 
@@ -215,7 +216,7 @@ def minimum(a: Any, b: Any) -> Any:
     if _has_value((a, b)):
         return elementwise("minimum", a, b)
     if isinstance(a, sympy.Basic) or isinstance(b, sympy.Basic):
-        return sympy.Min(a, b)
+        return facts.minimum(a, b)
     return min(a, b)
 
 

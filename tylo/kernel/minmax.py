@@ -1,0 +1,133 @@
+"""``sympy.Min`` / ``sympy.Max`` of index expressions, built as sympy builds them, faster.
+
+sympy evaluates ``Min(a, b)`` by asking whether ``a - b`` has a known sign: relational
+evaluation through the assumption system, then ``factor_terms`` and again. On the index
+expressions of a bounded tile copy (``Min(m0 + r, m - 1)``, ``Min(Max(k - c, 0), 8)``) that
+is several milliseconds per call, and a bounded GEMM's trace builds ~150 of them.
+
+Two shortcuts, both exact (the result is the expression sympy would return):
+
+- a memo on the arguments: the result depends only on their structure (a symbol's facts
+  are part of its identity), never on the facts in force;
+- a *sign witness*: when ``a - b`` is positive for one assignment of its symbols and
+  negative for another (each assignment satisfying the symbols' sympy assumptions), sympy,
+  which is sound, cannot settle ``a <= b`` either way, so ``Min(a, b)`` stays as it is:
+  the unevaluated node, with the same ordered arguments. Only argument shapes whose
+  evaluation provably changes nothing else take this path (see :func:`_shape_is_kept`);
+  everything else is left to sympy.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import sympy
+
+__all__ = ["maximum", "minimum"]
+
+_MAX_SYMBOLS = 12
+# candidate values for a symbol, small to large; each is checked against its assumptions
+_SMALL = (0, 1, 2, -1, -2)
+_LARGE = (1_000_003, 1_000_000, -1_000_003, -1_000_000)
+
+
+def minimum(*args: Any) -> Any:
+    """``sympy.Min(*args)``.
+
+    >>> m, r = sympy.symbols("m r", integer=True, positive=True)
+    >>> minimum(r, m - 1) == sympy.Min(r, m - 1), minimum(r, r + 1)
+    (True, r)
+    """
+    return _extreme(sympy.Min, tuple(map(sympy.sympify, args)))
+
+
+def maximum(*args: Any) -> Any:
+    """``sympy.Max(*args)``."""
+    return _extreme(sympy.Max, tuple(map(sympy.sympify, args)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _extreme(cls: Any, args: tuple[Any, ...]) -> Any:
+    if len(args) == 2 and _shape_is_kept(cls, *args) and _sign_changes(args[0] - args[1]):
+        return cls(*args, evaluate=False)
+    return cls(*args)
+
+
+def _plain(x: Any) -> bool:
+    """An expression that sympy's Min/Max argument filters pass through untouched: not a
+    number, not itself a Min or Max (those inside a sum or product are not looked at)."""
+    return isinstance(x, sympy.Expr) and not x.is_number and not isinstance(x, _MINMAX)
+
+
+_MINMAX = (sympy.Min, sympy.Max)
+
+
+def _shape_is_kept(cls: Any, a: Any, b: Any) -> bool:
+    """Whether ``cls(a, b)``'s argument filters (flattening, identities, numeric and
+    symbolic redundancy, factoring; sympy's ``MinMaxBase.__new__``) keep both arguments as
+    they are, so that the outcome rests on the comparison of ``a`` and ``b`` alone.
+
+    Kept: two plain expressions; an integer and a plain expression; an integer ``c`` and
+    ``Max(d, x)`` (for Min; ``Min(d, x)`` for Max) with an integer ``d`` on the near side of
+    ``c`` and ``x`` plain (``Min(8, Max(0, k - c))``)."""
+    if _plain(a) and _plain(b):
+        return True
+    if b.is_Integer:
+        a, b = b, a
+    if not a.is_Integer:
+        return False
+    if _plain(b):
+        return True
+    other = sympy.Max if cls is sympy.Min else sympy.Min
+    if not isinstance(b, other) or len(b.args) != 2:
+        return False
+    d, x = b.args
+    if not d.is_Integer or not _plain(x):
+        return False
+    return d < a if cls is sympy.Min else d > a
+
+
+def _sign_changes(diff: Any) -> bool:
+    """Whether ``diff`` is positive at one assignment of its symbols and negative at
+    another, each value allowed by its symbol's assumptions (a sufficient test; False
+    means "not shown")."""
+    symbols = sorted(diff.free_symbols, key=sympy.default_sort_key)
+    if not symbols or len(symbols) > _MAX_SYMBOLS:
+        return False
+    small, large = [], []
+    for s in symbols:
+        allowed = _values(s)
+        lo = [v for v in allowed if v in _SMALL]
+        hi = [v for v in allowed if v in _LARGE]
+        if not lo or not hi:
+            return False
+        small.append(lo[0])
+        large.append(hi[0])
+    trials = [small, large]
+    for k in range(len(symbols)):  # one symbol large, the others small; and the reverse
+        trials.append(small[:k] + [large[k]] + small[k + 1 :])
+        trials.append(large[:k] + [small[k]] + large[k + 1 :])
+    seen = set()
+    for values in trials:
+        v = diff.xreplace({s: sympy.Integer(x) for s, x in zip(symbols, values)})
+        if not v.is_Integer:
+            return False
+        seen.add((int(v) > 0) - (int(v) < 0))
+        if 1 in seen and -1 in seen:
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=1024)
+def _values(symbol: Any) -> tuple[int, ...]:
+    """The candidate values that satisfy every assumption of ``symbol``."""
+    facts = symbol.assumptions0
+    if facts.get("integer") is not True:
+        return ()
+    ok = []
+    for v in _SMALL + _LARGE:
+        n = sympy.Integer(v)
+        if all(getattr(n, f"is_{key}") == want for key, want in facts.items()):
+            ok.append(v)
+    return tuple(ok)
