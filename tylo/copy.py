@@ -223,9 +223,10 @@ def wait_copies(n: int = 0) -> None:
 
 def _split(ctx: Any, expr: Any) -> tuple[Any, Any]:
     """(part over kernel parameters and thread indices only, the rest)."""
+    from tylo.kernel.expand import expand
     from tylo.kernel.lower import free_symbols
 
-    expr = sympy.expand(sympy.sympify(expr))
+    expr = expand(expr)
     terms = expr.args if expr.is_Add else (expr,)
     inv = [t for t in terms if free_symbols(t) <= ctx.prologue_symbols]
     var = [t for t in terms if not free_symbols(t) <= ctx.prologue_symbols]

@@ -1,6 +1,6 @@
 """The tracer's fast paths over sympy give exactly sympy's answers: ``minimum``/``maximum``
 (memo and sign witness) equal ``sympy.Min``/``sympy.Max``, ``free_symbols`` equals sympy's,
-and the structural integrality test never claims more than sympy's ``is_integer``."""
+and the structural integrality test agrees with sympy's ``is_integer``, ``expand`` is sympy's."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tylo.kernel import minmax
+from tylo.kernel.expand import expand
 from tylo.kernel.lower import _is_integer, free_symbols
 from tylo.layouts.symbolic import dim, index_symbol
 
@@ -87,3 +88,16 @@ def test_structural_integrality_agrees_with_sympy(e) -> None:
     q = e / 3 + sympy.Rational(1, 2) * M
     for x in (e, q, sympy.floor(q), sympy.Mod(e, N), sympy.Min(e, q)):
         assert _is_integer(x) == (x.is_integer is True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(exprs(), exprs())
+def test_expand_is_sympys(a, b) -> None:
+    for e in (a * b, (a + 3) * (b - M) * 2, sympy.Min(a * (b + 1), M) * (a + T), (a + b) ** 2):
+        assert same(expand(e), sympy.expand(e))
+
+
+def test_expand_of_atoms_and_relations() -> None:
+    assert expand(3) == 3 and expand(M) == M
+    rel = sympy.Lt((M + 1) * (T + 2), N)
+    assert expand(rel) == sympy.expand(rel)

@@ -120,7 +120,7 @@ class Layout:
     Layout(shape=(2, (2, 2)), stride=(1, (2, 4)))
     """
 
-    __slots__ = ("_flat", "_hash", "_static", "shape", "stride")
+    __slots__ = ("_flat", "_hash", "_modes", "_static", "shape", "stride")
 
     shape: Any
     stride: Any
@@ -142,6 +142,7 @@ class Layout:
         self._flat = None
         self._hash = None
         self._static = None
+        self._modes = None
         if not self.is_static:
             _check_extents(shape, fmt(shape))
             _check_strides(stride, str(self))
@@ -162,6 +163,7 @@ class Layout:
         obj._flat = None
         obj._hash = None
         obj._static = None
+        obj._modes = None
         return obj
 
     @classmethod
@@ -239,6 +241,26 @@ class Layout:
         elif not args:
             raise ShapeError(f"{self}: give a coordinate or an index to evaluate the layout")
         else:
+            modes = self._modes
+            if modes is None and self.is_static and type(self.shape) is tuple:
+                modes = self._modes = tuple(
+                    (flatten_tuple(s), flatten_tuple(d)) for s, d in zip(self.shape, self.stride)
+                )
+            if modes is not None and len(args) == len(modes):
+                # static: each integer coordinate split over its mode's leaves, the last
+                # unbounded (crd2idx's result, without its recursion)
+                r = 0
+                for crd, (fs, fd) in zip(args, modes):
+                    if type(crd) is not int:
+                        break
+                    n = len(fs) - 1
+                    for k in range(n):
+                        s = fs[k]
+                        r += (crd % s) * fd[k]
+                        crd //= s
+                    r += crd * fd[n]
+                else:
+                    return r
             crd = args
         if type(crd) is not tuple and type(crd) is not int:
             crd = to_value(crd)

@@ -177,6 +177,10 @@ class ComposedLayout:
 
     def __call__(self, *args: Any) -> Any:
         v = self.inner(*args)
+        outer, offset = self.outer, self.offset
+        if type(v) is int and type(offset) is int and type(outer) is Swizzle:
+            # static: the common case of enumerating a swizzled shared tile
+            return _apply(v + offset, outer.bits, outer.base, outer.shift)
         if self.offset != 0:
             v = (
                 v + self.offset
