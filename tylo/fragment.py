@@ -363,7 +363,9 @@ class Fragment:
     # -- reductions (tylo.reduce) ----------------------------------------------------------
 
     def reduce(self, op: str, axis: int, **kwargs: Any) -> Fragment:
-        """Reduce along ``axis`` with ``op`` ('add', 'maximum', 'minimum', ...); see
+        """Reduce along ``axis`` with ``op`` ('add', 'maximum', 'minimum', ...): the
+        thread's values folded pairwise, then shuffles and, across warps, shared memory
+        (``scratch=``, ``sync=``), as the ownership requires; see
         :func:`tylo.reduce.reduce`."""
         from tylo.reduce import reduce
 

@@ -13,7 +13,7 @@ from tylo.layouts import Layout
 from tylo.layouts.tv import MMA_M16N8K16_C_TV
 from tylo.mma import MMAAtom, TiledMMA
 from tylo.ownership import Ownership
-from tylo.reduce import reduction_plan
+from tylo.reduce import reduction_plan, reduction_scratch
 from tylo.tiles import GlobalTile, load, store
 
 C = Ownership(MMA_M16N8K16_C_TV, (16, 8))
@@ -101,3 +101,44 @@ def test_pack_bf16(gpu_runtime):
                 got = np.array([int(half) << 16], dtype=np.uint32).view(np.float32)[0]
                 want = 2 * x[C.coord(t, v)]
                 assert abs(got - want) <= abs(want) * 2**-8 + 1e-30
+
+
+# rows shared by many warps: the two-level step (one partial per warp, one barrier, each
+# lane reads one partial, log2(warps) butterflies); fewer lane bits than warps (the MMA
+# accumulator with 8 warps along its rows: each lane reads 2 partials); 3 warps (every
+# lane reads every partial); columns
+WIDE = Ownership.from_modes((2, 4096), [(512, 1, 8), (2, 0, 1)], [(8, 1, 1)])
+STRIPED = Ownership.from_modes((4, 256), [(64, 1, 4), (4, 0, 1)], [(4, 1, 1)])
+THREE = Ownership.from_modes((2, 192), [(32, 1, 1), (3, 1, 32), (2, 0, 1)], [(2, 1, 96)])
+MMA8 = TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(1, 8), repeat=(1, 2), k=16).acc_ownership
+
+
+@tylo.kernel
+def alternating_softmax(out, x, own: tylo.Static):
+    """max then sum, each with its own scratch and no leading barrier (sync=False)."""
+    tid = tylo.thread_idx.x
+    f = load(_colmajor(x, own.shape), own, tid)
+    a = reduction_scratch(own, 1, tylo.f32, name="a")
+    b = reduction_scratch(own, 1, tylo.f32, name="b")
+    for _ in range(2):  # reuse both arrays: the alternation keeps one barrier each
+        e = tylo.exp(f - f.max(axis=1, scratch=a, sync=False))
+        f = e / e.sum(axis=1, scratch=b, sync=False)
+    store(None, _colmajor(out, own.shape), f, tid)
+
+
+@pytest.mark.parametrize("own", [WIDE, STRIPED, THREE, MMA8], ids=["16w", "2w", "3w", "mma8"])
+def test_rows_across_warps_two_level(gpu_runtime, own):
+    x = np.random.default_rng().standard_normal(own.shape).astype(np.float32) * 4
+    got = _run(alternating_softmax, own, x, threads=own.threads)
+    want = x.astype(np.float64)
+    for _ in range(2):
+        e = np.exp(want - want.max(axis=1, keepdims=True))
+        want = e / e.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("own", [WIDE.transpose(), MMA8], ids=["16w", "mma8"])
+def test_column_max_across_warps(gpu_runtime, own):
+    x = np.random.default_rng().standard_normal(own.shape).astype(np.float32)
+    got = _run(column_max, own, x, threads=own.threads)
+    np.testing.assert_array_equal(got, np.broadcast_to(x.max(axis=0), x.shape))
