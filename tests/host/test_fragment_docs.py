@@ -22,6 +22,7 @@ MODULES = [
     "tylo.ownership",
     "tylo.fragment",
     "tylo.reduce",
+    "tylo.fragment_io",
     "tylo.mma",
     "tylo.ldmatrix",
     "tylo.copy",
