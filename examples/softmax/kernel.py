@@ -5,9 +5,11 @@ Every kernel here loads a register *fragment* of the input (values placed by an
 fragment's layout-derived reductions (``f.max(axis=1)``, ``f.sum(axis=1)``), and stores the
 normalized fragment by the same ownership. What differs between the styles is only the
 ownership, and therefore the communication the reductions derive from it (see
-``docs/softmax.md`` and :mod:`examples.softmax.plan`). When warps share a row, the step
-between them is :class:`WarpExchange` (one shared slot per warp, then shuffles), built on
-the same fragment reductions by re-viewing the ownership.
+``docs/softmax.md`` and :mod:`examples.softmax.plan`): in-thread folds, butterfly
+shuffles, and, when warps share a row, tylo's two-level step between warps (one shared
+slot per warp, one barrier, ``log2(warps)`` more shuffles; :mod:`tylo.reduce`). Loads and
+stores are tylo's by-ownership vector accesses (:mod:`tylo.fragment_io`); this module
+adds only the softmax's policy: masked and missing elements are ``-inf``.
 
 Kernels: :func:`row_softmax_kernel` (lane-local or warp-striped rows, one pass),
 :func:`prefetch_softmax_kernel` (warp-striped, persistent, the next rows streamed into
@@ -25,128 +27,86 @@ never NaN: its maximum ``-inf`` is replaced by 0 before subtracting, its sum is 
 from __future__ import annotations
 
 import math
-import operator
-from typing import Any
 
 import tylo
 from tylo.copy import CopyPlan, commit_copies, copy_async, wait_copies
 from tylo.fragment import Fragment, full
+from tylo.fragment_io import coordinates, load_fragment, store_fragment
 from tylo.layouts import Layout
-from tylo.ownership import Ownership
-from tylo.reduce import reduction_plan
+from tylo.reduce import reduction_plan, reduction_scratch
 from tylo.tiles import GlobalTile, SharedTile
 
 __all__ = [
-    "COMBINE",
     "LOG2E",
     "OPS",
-    "WarpExchange",
-    "fold_in_thread",
-    "load_fragment",
+    "load_input",
     "mma_softmax_kernel",
     "normalize",
     "online_softmax_kernel",
     "online_update",
     "prefetch_softmax_kernel",
     "reduce_rows",
+    "row_scratch",
     "row_softmax_kernel",
-    "store_fragment",
+    "store_output",
 ]
 
 LOG2E = 1.4426950408889634  # exp(x) = 2 ** (x * log2(e))
 NEG_INF = -math.inf
 OPS = ("maximum", "add")  # the row reductions of a softmax
-COMBINE = {"maximum": tylo.maximum, "add": operator.add}
 
 # runtime extents and leading dimensions: positive, below 2**31
 Dim = tylo.Int(min=1, max=2**31 - 1)
 
 
-def _element(v: Any, ok: Any) -> Any:
-    """One loaded element as f32, or -inf where ``ok`` (a bool Value, or True) fails."""
-    f = v.to(tylo.f32)
-    return f if ok is True else tylo.where(ok, f, NEG_INF)
-
-
 # --8<-- [start:load]
-def load_fragment(cfg, own, X, M, tid, row0, col0, rows, cols, lengths=None, staged=None):
-    """The fragment of ``own`` at ``(row0, col0)`` of the view ``X``, as f32, with every
-    masked or missing element ``-inf``. Loads are ``cfg.vec`` wide; a chunk past the row's
-    end is read from the row's last chunk (always in bounds, so no branch) and replaced by
-    ``-inf``; rows past the last are read from the last row (their stores are skipped).
-    ``staged = (S, stage)`` reads the values from row ``stage`` of the shared view ``S``
-    instead (a row copied there ahead of time; masks still come from global memory)."""
-    tr, tc = own.thread_coord(tid)
-    vec = cfg.vec
-    values = []
-    limit = {}  # valid length of each of the thread's rows
-    for g in range(own.values // vec):
-        dr, dc = own.value_coord(g * vec)
-        row = tylo.minimum(row0 + tr + dr, rows - 1)
-        col = col0 + tc + dc
-        if cfg.full:
-            ok = True
-            at = col
-        else:  # clamp to the last chunk (vec divides cols): an in-bounds address
-            ok = col < cols
-            at = vec * tylo.minimum(col // vec, cols // vec - 1)
-        if cfg.mask == "length":
-            if dr not in limit:
-                limit[dr] = lengths[row]
-            part = [tylo.all_of(ok, limit[dr] > col + j) for j in range(vec)]
-        elif cfg.mask == "bool":
-            if vec >= 4:  # one 4..8-byte load of the mask's bytes
-                keep = M.load((row, at), vector=vec)
-            else:
-                keep = [M[row, at + j] for j in range(vec)]
-            part = [tylo.all_of(ok, keep[j]) for j in range(vec)]
-        else:
-            part = [ok] * vec
-        if staged is not None:
-            S, stage = staged
-            chunk = S.load((stage, col), vector=vec) if vec > 1 else (S[stage, col],)
-        elif vec > 1:
-            chunk = X.load((row, at), vector=vec, cache=cfg.load_cache)
-        else:
-            chunk = (X[row, at],)
-        values += [_element(chunk[j], part[j]) for j in range(vec)]
-    return Fragment(values, own)
+def load_input(cfg, own, X, A, tid, row0, col0, rows, cols, staged=None):
+    """The fragment of ``own`` at ``(row0, col0)`` of the input view ``X``, as f32, with
+    every masked or missing element ``-inf``. ``A`` is the mask's view (:func:`_views`:
+    bool, or int32 lengths); ``staged = (S, stage)`` reads the values from row ``stage``
+    of the shared view ``S`` instead (a row copied there ahead of time)."""
+    at, vec = (row0, col0), cfg.vec
+    # columns past the row's end read as fill; rows past the last read the last row
+    # (clamp: their stores are skipped, so their values need no select)
+    edge = {"origin": at, "bounds": (rows, cols), "clamp": (0,), "vector": vec}
+    keep = None
+    if cfg.mask == "bool":  # True keeps; the mask's bytes move vec at a time too
+        keep = load_fragment(A, own, tid, fill=False, **edge)
+    elif cfg.mask == "length":  # one length per row the thread holds
+        per_row = {"origin": (row0, 0), "bounds": (rows, None), "clamp": (0,)}
+        valid = load_fragment(A, own.reduced(1), tid, **per_row)
+        keep = coordinates(own, tid, 1, origin=at) < valid
+    f32 = {"fill": NEG_INF, "dtype": tylo.f32, "keep": keep}
+    if staged is None:
+        return load_fragment(X, own, tid, cache=cfg.load_cache, **edge, **f32)
+    S, stage = staged  # the stage holds a whole tile: reading past the row's end is harmless
+    return load_fragment(
+        S, own, tid, origin=(stage, 0), bounds=(None, cols), vector=vec, overread=True, **f32
+    )
 
 
 # --8<-- [end:load]
 
 
-@tylo.inline
-def store_fragment(cfg, own, O, f, tid, row0, col0, rows, cols):
-    """Store fragment ``f`` (f32) by its ownership at ``(row0, col0)`` of the view ``O``,
-    converted to its dtype, ``cfg.vec`` elements at a time (in pieces of at most 16
-    bytes); chunks past the row's end and rows past the last are skipped."""
-    tr, tc = own.thread_coord(tid)
-    vec = cfg.vec
-    d = O.dtype
-    piece = min(vec, 16 // d.nbytes)
-    for g in range(own.values // vec):
-        dr, dc = own.value_coord(g * vec)
-        row = row0 + tr + dr
-        col = col0 + tc + dc
-        vals = [f.values[g * vec + j].to(d) for j in range(vec)]
-        inside = row < rows if cfg.full else tylo.all_of(row < rows, col < cols)
-        if inside:
-            for p in range(0, vec, piece):
-                part = vals[p : p + piece]
-                O.store((row, col + p), part if piece > 1 else part[0], cache=cfg.store_cache)
+def store_output(cfg, O, f, tid, row0, col0, rows, cols):
+    """Store the f32 fragment ``f`` by its ownership at ``(row0, col0)`` of the output
+    view ``O``, converted to its dtype, ``cfg.vec`` elements at a time; chunks past the
+    row's end and rows past the last are skipped."""
+    store_fragment(
+        O, f, tid, origin=(row0, col0), bounds=(rows, cols), vector=cfg.vec, cache=cfg.store_cache
+    )
 
 
 # --8<-- [start:normalize]
-def normalize(f, across=None):
+def normalize(f, scratch=None):
     """softmax along axis 1 of the f32 fragment ``f`` (masked elements ``-inf``): the
-    reductions' communication (in-thread folds, shuffles) follows from ``f``'s ownership;
-    ``across`` (a :class:`WarpExchange`) adds the step between warps that share a row.
-    Fully masked rows give zeros."""
-    m = reduce_rows(f, "maximum", across)
+    reductions' communication (in-thread folds, shuffles, shared memory between warps)
+    follows from ``f``'s ownership; ``scratch`` (:func:`row_scratch`) is needed when
+    warps share a row. Fully masked rows give zeros."""
+    m = reduce_rows(f, "maximum", scratch)
     m2 = tylo.where(m == NEG_INF, 0.0, m) * LOG2E  # a fully masked row: subtract 0, not -inf
     e = tylo.exp2(tylo.fma(f, LOG2E, -m2))  # exp(f - m): one FFMA and one ex2.approx
-    s = reduce_rows(e, "add", across)
+    s = reduce_rows(e, "add", scratch)
     inv = tylo.where(s > 0.0, 1.0 / s, 0.0)  # a fully masked row sums to 0: zeros
     return e * inv
 
@@ -155,65 +115,25 @@ def normalize(f, across=None):
 
 
 # --8<-- [start:across_warps]
-class WarpExchange:
-    """The step between warps that share a row, in two levels: each warp reduces its part
-    of the row with shuffles (the fragment re-viewed by ``cfg.warp_view``: the warp index
-    becomes a kept axis), writes one partial per warp to shared memory, and after one
-    barrier every lane reads the partial of warp ``lane % warps`` (``cfg.exchange_ownership``)
-    and reduces those with ``log2(warps)`` more shuffles. One shared slot per warp and
-    reduction; the two scratch arrays (maximum, sum) alternate, so a barrier per
-    reduction is enough even when a loop reuses them."""
-
-    def __init__(self, cfg):
-        self.cfg = cfg
-        n = cfg.rows_per_block * cfg.row_warps
-        self.scratch = {op: tylo.shared(tylo.f32, n, name=f"partials_{op}") for op in OPS}
-        t = tylo.thread_idx.x
-        w = cfg.row_warps
-        self.slot = t // tylo.WARP_SIZE  # == row * warps + warp
-        self.first = (t // (tylo.WARP_SIZE * w)) * w  # the row's first slot
-
-    def reduce(self, f, op):
-        cfg = self.cfg
-        part = Fragment(f.values, cfg.warp_view(f.ownership)).reduce(op, axis=2)
-        scratch = self.scratch[op]
-        scratch[self.slot] = part.values[0]  # every lane stores the same value
-        tylo.sync_threads()
-        mine = scratch[self.first + tylo.lane_id() % cfg.row_warps]
-        total = Fragment([mine], cfg.exchange_ownership).reduce(op, axis=1)
-        return Fragment(total.values, f.ownership.reduced(1))
+def row_scratch(own):
+    """The shared scratch of the row reductions of fragments of ``own`` when warps share a
+    row (None otherwise): one array per reduction (maximum, sum), each one partial per
+    warp and row. A softmax alternates them (maximum, sum, maximum, ... also across loop
+    iterations), so each array's previous readers have passed the other reduction's
+    barrier before it is written again: one barrier per reduction is enough."""
+    if reduction_plan(own, 1).warps == 1:
+        return None
+    return {op: reduction_scratch(own, 1, tylo.f32, name=f"partials_{op}") for op in OPS}
 
 
-def fold_in_thread(f, op):
-    """The thread's own values of each row folded pairwise (a dependency chain of
-    ``log2(values)`` operations instead of ``values``), as a fragment that keeps the
-    thread's place along axis 1: the ownership without its value modes along axis 1."""
-    plan = reduction_plan(f.ownership, 1)
-    if all(len(g) == 1 for g in plan.groups):
-        return f
-    folded = []
-    for group in plan.groups:
-        vals = [f.values[i] for i in group]
-        while len(vals) > 1:
-            pairs = [COMBINE[op](vals[k], vals[k + 1]) for k in range(0, len(vals) - 1, 2)]
-            vals = pairs + vals[len(vals) - len(vals) % 2 :]
-        folded.append(vals[0])
-    own = f.ownership
-    th = [(m.extent, m.axis, m.step) for m in own.thread_modes]
-    va = [(m.extent, m.axis, m.step) for m in own.value_modes if m.axis != 1]
-    return Fragment(folded, Ownership.from_modes(own.shape, th, va, name=own.name))
-
-
-def reduce_rows(f, op, across=None):
-    """``f`` reduced along axis 1 with ``op``: the thread's values folded pairwise, then
-    the recipe derived from the ownership (shuffles), or, when warps share a row, the
-    two-level :class:`WarpExchange`."""
-    part = fold_in_thread(f, op)
-    if across is None:
-        total = part.reduce(op, axis=1)
-    else:
-        total = across.reduce(part, op)
-    return Fragment(total.values, f.ownership.reduced(1))
+def reduce_rows(f, op, scratch=None):
+    """``f`` reduced along axis 1 with ``op`` by tylo's recipe for its ownership: the
+    thread's values folded pairwise, butterflies over the lanes, and, when warps share a
+    row, one partial per warp in ``scratch[op]``, one barrier and ``log2(warps)`` more
+    butterflies (no leading barrier: see :func:`row_scratch`)."""
+    if scratch is None:
+        return f.reduce(op, axis=1)
+    return f.reduce(op, axis=1, scratch=scratch[op], sync=False)
 
 
 # --8<-- [end:across_warps]
@@ -235,8 +155,9 @@ def online_update(f, m2, s):
 
 
 def _views(cfg, out, x, aux, rows, cols, ldo, ldx, ldm):
-    """Global views (rows, cols) of the output, the input and the bool mask, with the
-    facts that 16-byte accesses need stated (checked at every launch)."""
+    """Global views of the output and the input (rows, cols), and of the mask: the bool
+    mask (rows, cols) or the lengths (rows, 1); with the facts that 16-byte accesses
+    need stated (checked at every launch)."""
     vec = cfg.vec
     if vec > 1:
         x = tylo.assume_aligned(x, x.dtype.nbytes * vec)
@@ -246,13 +167,15 @@ def _views(cfg, out, x, aux, rows, cols, ldo, ldx, ldm):
         tylo.assume(cols >= cfg.tile_cols)
     X = tylo.view(x, Layout((rows, cols), (ldx, 1)))
     O = tylo.view(out, Layout((rows, cols), (ldo, 1)))
-    M = None
+    A = None
     if cfg.mask == "bool":
         if vec >= 4:  # the mask's bytes are loaded vec at a time too
             aux = tylo.assume_aligned(aux, vec)
             tylo.assume(tylo.divisible(ldm, vec))
-        M = tylo.view(aux, Layout((rows, cols), (ldm, 1)))
-    return O, X, M
+        A = tylo.view(aux, Layout((rows, cols), (ldm, 1)))
+    elif cfg.mask == "length":
+        A = tylo.view(aux, Layout((rows, 1)))
+    return O, X, A
 
 
 # --8<-- [start:row_kernel]
@@ -262,14 +185,14 @@ def row_softmax_kernel(
 ):
     """One pass, the row in registers: lane-local rows (``cfg.style == 'lane'``) or
     warp-striped rows (``'warp'``), per ``cfg.ownership``."""
-    O, X, M = _views(cfg, out, x, aux, rows, cols, ldo, ldx, ldm)
+    O, X, A = _views(cfg, out, x, aux, rows, cols, ldo, ldx, ldm)
     own = cfg.ownership
     tid = tylo.thread_idx.x
     row0 = tylo.block_idx.x * cfg.block_rows
-    across = WarpExchange(cfg) if cfg.row_warps > 1 else None  # warps sharing a row
-    f = load_fragment(cfg, own, X, M, tid, row0, 0, rows, cols, aux)
-    y = normalize(f, across)
-    store_fragment(cfg, own, O, y, tid, row0, 0, rows, cols)
+    scratch = row_scratch(own)  # None unless warps share a row
+    f = load_input(cfg, own, X, A, tid, row0, 0, rows, cols)
+    y = normalize(f, scratch)
+    store_output(cfg, O, y, tid, row0, 0, rows, cols)
 
 
 # --8<-- [end:row_kernel]
@@ -296,7 +219,7 @@ def prefetch_softmax_kernel(
     into shared memory (``cp.async``). Each thread later reads exactly the vectors it
     copied (the copy plan's ownership is the fragment's), so neither the copies nor the
     reuse of a stage need a barrier: ``cp.async.wait_group`` alone orders them."""
-    O, X, M = _views(cfg, out, x, aux, rows, cols, ldo, ldx, ldm)
+    O, X, A = _views(cfg, out, x, aux, rows, cols, ldo, ldx, ldm)
     own = cfg.ownership  # (1, tile_cols): the row in registers
     tile, n = cfg.tile_cols, cfg.stages
     tid = tylo.thread_idx.x
@@ -307,7 +230,7 @@ def prefetch_softmax_kernel(
     stages = SharedTile(smem, Layout((1, tile, n), (tile, 1, tile)))  # cp.async destination
     S = tylo.view(smem, Layout((n, tile), (tile, 1)))  # the same bytes, read as rows
     src = GlobalTile(X, Layout((rows, cols), (ldx, 1)))  # X: x with its alignment stated
-    across = WarpExchange(cfg) if cfg.row_warps > 1 else None  # warps sharing a row
+    scratch = row_scratch(own)  # None unless warps share a row
     for s in range(n - 1):  # the block's first rows
         if bid + s * grid < rows:
             fetch_row(cfg, plan, src, stages.select(2, s), tid, bid + s * grid)
@@ -320,9 +243,9 @@ def prefetch_softmax_kernel(
             fetch_row(cfg, plan, src, stages.select(2, ahead), tid, row + (n - 1) * grid)
         commit_copies()  # (an empty group past the last row keeps the count in step)
         wait_copies(n - 1)  # this row's copies (issued n - 1 iterations ago) have landed
-        f = load_fragment(cfg, own, X, M, tid, row, 0, rows, cols, aux, staged=(S, stage))
-        y = normalize(f, across)
-        store_fragment(cfg, own, O, y, tid, row, 0, rows, cols)
+        f = load_input(cfg, own, X, A, tid, row, 0, rows, cols, staged=(S, stage))
+        y = normalize(f, scratch)
+        store_output(cfg, O, y, tid, row, 0, rows, cols)
         stage = (stage + 1) % n
     wait_copies(0)
 
@@ -339,7 +262,7 @@ def online_softmax_kernel(
     of ``cfg.tile_cols`` keeping each thread's running maximum and sum (no communication
     inside the loop), then the threads of a row combine them; pass 2 streams the row
     again and writes ``exp(x - max) / sum``."""
-    O, X, M = _views(cfg, out, x, aux, rows, cols, ldo, ldx, ldm)
+    O, X, A = _views(cfg, out, x, aux, rows, cols, ldo, ldx, ldm)
     own = cfg.ownership  # one tile of the row: (rows_per_block, tile_cols)
     mine = cfg.local_ownership  # the same registers, each thread's values as its own row
     per_thread = cfg.thread_ownership  # one value per thread, (rows_per_block, row_threads)
@@ -349,21 +272,21 @@ def online_softmax_kernel(
     m2 = full(mine.reduced(1), NEG_INF, tylo.f32)  # running maximum, times log2(e)
     s = full(mine.reduced(1), 0.0, tylo.f32)  # running sum of exp(x - maximum)
     for t in tylo.range(tiles):  # pass 1: running maximum and sum, in the thread
-        f = load_fragment(cfg, own, X, M, tid, row0, t * cfg.tile_cols, rows, cols, aux)
+        f = load_input(cfg, own, X, A, tid, row0, t * cfg.tile_cols, rows, cols)
         f = Fragment(f.values, mine)
         m2, s = online_update(f, m2, s)
     # the threads of a row combine their (maximum, sum) pairs: shuffles, shared memory
-    across = WarpExchange(cfg) if cfg.row_warps > 1 else None  # warps sharing a row
+    scratch = row_scratch(per_thread)  # None unless warps share a row
     m2 = Fragment(m2.values, per_thread)
     s = Fragment(s.values, per_thread)
-    row_m2 = reduce_rows(m2, "maximum", across)
+    row_m2 = reduce_rows(m2, "maximum", scratch)
     base = tylo.where(row_m2 == NEG_INF, 0.0, row_m2)
-    total = reduce_rows(s * tylo.exp2(m2 - base), "add", across)
+    total = reduce_rows(s * tylo.exp2(m2 - base), "add", scratch)
     inv = tylo.where(total > 0.0, 1.0 / total, 0.0)
     for t in tylo.range(tiles):  # pass 2: normalize and store
-        f = load_fragment(cfg, own, X, M, tid, row0, t * cfg.tile_cols, rows, cols, aux)
+        f = load_input(cfg, own, X, A, tid, row0, t * cfg.tile_cols, rows, cols)
         y = tylo.exp2(tylo.fma(f, LOG2E, -base)) * inv
-        store_fragment(cfg, own, O, y, tid, row0, t * cfg.tile_cols, rows, cols)
+        store_output(cfg, O, y, tid, row0, t * cfg.tile_cols, rows, cols)
 
 
 # --8<-- [end:online_kernel]
@@ -378,26 +301,26 @@ def mma_softmax_kernel(
     values live in the 4 lanes of a quad, so its reductions are in-thread folds and two
     butterfly shuffles. One column tile: one pass. Longer rows: the online form attention
     uses (a running maximum and sum carried across column tiles), then a second sweep."""
-    O, X, M = _views(cfg, out, x, aux, rows, cols, ldo, ldx, ldm)
+    O, X, A = _views(cfg, out, x, aux, rows, cols, ldo, ldx, ldm)
     own = cfg.ownership  # == cfg.mma_plan.acc_ownership
     tid = tylo.thread_idx.x
     row0 = tylo.block_idx.x * cfg.block_rows
     if cfg.passes == 1:
-        f = load_fragment(cfg, own, X, M, tid, row0, 0, rows, cols, aux)
-        store_fragment(cfg, own, O, normalize(f), tid, row0, 0, rows, cols)
+        f = load_input(cfg, own, X, A, tid, row0, 0, rows, cols)
+        store_output(cfg, O, normalize(f), tid, row0, 0, rows, cols)
     else:
         tiles = (cols + cfg.tile_cols - 1) // cfg.tile_cols
         m2 = full(own.reduced(1), NEG_INF, tylo.f32)  # running maximum, times log2(e)
         s = full(own.reduced(1), 0.0, tylo.f32)  # running sum of exp(x - maximum)
         for t in tylo.range(tiles):  # online: the row's maximum and sum, tile by tile
-            f = load_fragment(cfg, own, X, M, tid, row0, t * cfg.tile_cols, rows, cols, aux)
+            f = load_input(cfg, own, X, A, tid, row0, t * cfg.tile_cols, rows, cols)
             m2, s = online_update(f, m2, s)
         base = tylo.where(m2 == NEG_INF, 0.0, m2)
         inv = tylo.where(s > 0.0, 1.0 / s, 0.0)
         for t in tylo.range(tiles):  # normalize and store
-            f = load_fragment(cfg, own, X, M, tid, row0, t * cfg.tile_cols, rows, cols, aux)
+            f = load_input(cfg, own, X, A, tid, row0, t * cfg.tile_cols, rows, cols)
             y = tylo.exp2(tylo.fma(f, LOG2E, -base)) * inv
-            store_fragment(cfg, own, O, y, tid, row0, t * cfg.tile_cols, rows, cols)
+            store_output(cfg, O, y, tid, row0, t * cfg.tile_cols, rows, cols)
 
 
 # --8<-- [end:mma_kernel]

@@ -243,42 +243,6 @@ class SoftmaxConfig:
         """Warps sharing one row (1: the row's lanes are within one warp)."""
         return max(1, self.row_threads // WARP)
 
-    def warp_view(self, own: Ownership) -> Ownership:
-        """``own`` (:attr:`ownership` or :attr:`thread_ownership` of a row shared by
-        several warps) seen as ``(rows, warps, columns of one warp)``: the warp digit of
-        the thread index moves along axis 1, so a reduction along axis 2 folds and
-        shuffles within each warp only (the first level of :func:`~examples.softmax.kernel.
-        reduce_rows`)."""
-        w, rows = self.row_warps, self.rows_per_block
-        lanes = [m for m in own.thread_modes if m.axis == 1]
-        vec = lanes[0].step if lanes else 1
-        per_thread = [
-            (m.extent, 2, m.step if m.step < WARP * w * vec else m.step // w)
-            for m in own.value_modes
-            if m.axis == 1
-        ]
-        width = WARP * vec * max(1, own.values // vec)
-        return Ownership.from_modes(
-            (rows, w, width),
-            [(WARP, 2, vec), (w, 1, 1), (rows, 0, 1)],
-            per_thread,
-            name=f"{own.name or 'fragment'} by warp",
-        )
-
-    @property
-    def exchange_ownership(self) -> Ownership:
-        """One partial result per warp, ``(rows, warps)``: lane ``l`` of every warp of a row
-        holds the partial of warp ``l % warps`` (read back from shared memory), so the
-        second level of :func:`~examples.softmax.kernel.reduce_rows` is ``log2(warps)``
-        butterflies."""
-        w, rows = self.row_warps, self.rows_per_block
-        return Ownership.from_modes(
-            (rows, w),
-            [(w, 1, 1), (WARP // w, None, 0), (w, None, 0), (rows, 0, 1)],
-            [],
-            name="one partial per warp",
-        )
-
     def describe(self) -> str:
         """One line for logs and tables."""
         if self.style == "mma":

@@ -134,11 +134,9 @@ def test_warp_rows_shuffle_then_share(cols, vec, masks, warps):
     p = reduction_plan(cfg.ownership, 1)
     assert p.lane_masks == masks and p.warps == warps
     assert cfg.row_warps == warps
-    if warps > 1:  # the two-level step between warps: shuffles within each warp first
-        assert reduction_plan(cfg.warp_view(cfg.ownership), 2).lane_masks == masks
-        assert reduction_plan(cfg.warp_view(cfg.ownership), 2).warps == 1
-        q = reduction_plan(cfg.exchange_ownership, 1)
-        assert q.lane_masks == tuple(1 << b for b in range(warps.bit_length() - 1))
+    if warps > 1:  # the two-level step between warps: one partial per lane, then shuffles
+        assert p.exchange_masks == tuple(1 << b for b in range(warps.bit_length() - 1))
+        assert p.partials_per_lane == 1 and p.scratch_elements == cfg.rows_per_block * warps
     own = cfg.ownership
     # a thread's slots: vec consecutive elements, then the next chunk t * vec further on
     t = cfg.threads_per_row
@@ -267,27 +265,23 @@ def test_reference_rules():
     assert not np.isnan(reference(np.full((2, 5), -np.inf))).any()
 
 
-def _two_level(cfg, own, data, op):
-    """WarpExchange.reduce of examples/softmax/kernel.py on the host: shuffles within each
-    warp (cfg.warp_view), one partial per warp, then shuffles over the partials."""
-    first = reduction_plan(cfg.warp_view(own), 2).simulate(op, data)
-    slots = {t // 32: first[t][0] for t in range(own.threads)}
-    w = cfg.row_warps
-    ex = [[slots[(t // (32 * w)) * w + (t % 32) % w]] for t in range(own.threads)]
-    return reduction_plan(cfg.exchange_ownership, 1).simulate(op, ex)
-
-
 @pytest.mark.parametrize("cols,threads,rows", [(256, 64, 2), (8192, 256, 1), (1024, 1024, 1)])
 def test_two_level_exchange_reduces_rows(cols, threads, rows):
+    """The row reductions of the softmax kernels when warps share a row, as tylo's recipe
+    runs them (ReductionPlan.simulate): shuffles within each warp, one partial per warp,
+    one partial read per lane, log2(warps) shuffles over the partials; for the row
+    fragment and for the online kernel's per-thread (maximum, sum) pairs."""
     cfg = make_config("warp", cols, vec=1, threads_per_row=threads, rows_per_block=rows)
-    own = cfg.ownership
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((rows, cfg.tile_cols))
-    table = own.table()
-    data = [[x[tuple(table[t, v])] for v in range(own.values)] for t in range(own.threads)]
-    got_max = _two_level(cfg, own, data, max)
-    got_sum = _two_level(cfg, own, data, operator.add)
-    for t in range(own.threads):
-        r = t // threads
-        assert got_max[t][0] == x[r].max()
-        assert got_sum[t][0] == pytest.approx(x[r].sum(), rel=1e-12, abs=1e-12)
+    for own in (cfg.ownership, cfg.thread_ownership):
+        x = rng.standard_normal(own.shape)
+        table = own.table()
+        data = [[x[tuple(table[t, v])] for v in range(own.values)] for t in range(own.threads)]
+        plan = reduction_plan(own, 1)
+        assert plan.warps == threads // 32 and plan.partials_per_lane == 1
+        got_max = plan.simulate(max, data)
+        got_sum = plan.simulate(operator.add, data)
+        for t in range(own.threads):
+            r = t // threads
+            assert got_max[t][0] == x[r].max()
+            assert got_sum[t][0] == pytest.approx(x[r].sum(), rel=1e-12, abs=1e-12)
