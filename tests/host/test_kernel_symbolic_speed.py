@@ -60,9 +60,10 @@ def test_nested_min_max_with_integers_are_sympys(x, c, d) -> None:
 
 
 def test_the_sign_witness_is_taken_and_sound() -> None:
-    assert minmax._sign_changes(T - M + 1)  # the bounded copy's row clamp
-    assert not minmax._sign_changes(M + T)  # always positive: left to sympy
-    assert not minmax._sign_changes(X - M)  # a real symbol: no integer witnesses
+    assert minmax._sign_changes(T, M - 1)  # the bounded copy's row clamp
+    assert not minmax._sign_changes(M, -T)  # M + T > 0 always: left to sympy
+    assert not minmax._sign_changes(X, M)  # a real symbol: no integer witnesses
+    assert not minmax._sign_changes(M, sympy.floor(M / (T - T)))  # undefined: no witness
     assert minmax.minimum(T, M - 1) == sympy.Min(T, M - 1)
     assert minmax.minimum(T, T + M) == T
 
@@ -101,3 +102,20 @@ def test_expand_of_atoms_and_relations() -> None:
     assert expand(3) == 3 and expand(M) == M
     rel = sympy.Lt((M + 1) * (T + 2), N)
     assert expand(rel) == sympy.expand(rel)
+
+
+@settings(max_examples=150, deadline=None)
+@given(exprs(), st.lists(st.integers(-30, 30), min_size=6, max_size=6))
+def test_exact_values_are_sympys(e, values) -> None:
+    env = {s: v for s, v in zip(ATOMS, values)}
+    env = {
+        s: v if s.is_integer and minmax._values(s) and _allowed(s, v) else 1 for s, v in env.items()
+    }
+    got = minmax._value(e, env, {})
+    want = e.xreplace({s: sympy.Integer(v) for s, v in env.items()})
+    assert got == want
+
+
+def _allowed(s, v) -> bool:
+    n = sympy.Integer(v)
+    return all(getattr(n, f"is_{k}") == w for k, w in s.assumptions0.items())

@@ -20,6 +20,8 @@ Two shortcuts, both exact (the result is the expression sympy would return):
 from __future__ import annotations
 
 import functools
+import math
+from fractions import Fraction
 from typing import Any
 
 import sympy
@@ -49,7 +51,7 @@ def maximum(*args: Any) -> Any:
 
 @functools.lru_cache(maxsize=4096)
 def _extreme(cls: Any, args: tuple[Any, ...]) -> Any:
-    if len(args) == 2 and _shape_is_kept(cls, *args) and _sign_changes(args[0] - args[1]):
+    if len(args) == 2 and _shape_is_kept(cls, *args) and _sign_changes(*args):
         return cls(*args, evaluate=False)
     return cls(*args)
 
@@ -88,11 +90,13 @@ def _shape_is_kept(cls: Any, a: Any, b: Any) -> bool:
     return d < a if cls is sympy.Min else d > a
 
 
-def _sign_changes(diff: Any) -> bool:
-    """Whether ``diff`` is positive at one assignment of its symbols and negative at
+def _sign_changes(a: Any, b: Any) -> bool:
+    """Whether ``a - b`` is positive at one assignment of the symbols and negative at
     another, each value allowed by its symbol's assumptions (a sufficient test; False
     means "not shown")."""
-    symbols = sorted(diff.free_symbols, key=sympy.default_sort_key)
+    from tylo.kernel.lower import free_symbols
+
+    symbols = sorted(free_symbols(a) | free_symbols(b), key=sympy.default_sort_key)
     if not symbols or len(symbols) > _MAX_SYMBOLS:
         return False
     small, large = [], []
@@ -110,13 +114,54 @@ def _sign_changes(diff: Any) -> bool:
         trials.append(large[:k] + [small[k]] + large[k + 1 :])
     seen = set()
     for values in trials:
-        v = diff.xreplace({s: sympy.Integer(x) for s, x in zip(symbols, values)})
-        if not v.is_Integer:
+        env, memo = dict(zip(symbols, values)), {}
+        va, vb = _value(a, env, memo), _value(b, env, memo)
+        if va is None or vb is None:
             return False
-        seen.add((int(v) > 0) - (int(v) < 0))
+        v = va - vb
+        seen.add((v > 0) - (v < 0))
         if 1 in seen and -1 in seen:
             return True
     return False
+
+
+def _value(e: Any, env: dict, memo: dict) -> Fraction | int | None:
+    """The exact value of ``e`` with its symbols set to the ints in ``env``: sympy's value
+    (``e.xreplace(...)`` evaluates to it), computed in Python; None where ``e`` has a node
+    this does not know, or is undefined (a zero divisor)."""
+    got = memo.get(e, memo)
+    if got is not memo:
+        return got  # type: ignore[return-value]
+    if e.is_Symbol:
+        out = env.get(e)
+    elif e.is_Rational:
+        out = int(e) if e.is_Integer else Fraction(int(e.p), int(e.q))
+    else:
+        args = [_value(a, env, memo) for a in e.args]
+        if None in args:
+            out = None
+        elif e.is_Add:
+            out = sum(args)
+        elif e.is_Mul:
+            out = 1
+            for a in args:
+                out *= a
+        elif e.is_Pow and type(args[1]) is int and (args[1] >= 0 or args[0] != 0):
+            out = Fraction(args[0]) ** args[1]
+        elif isinstance(e, (sympy.floor, sympy.ceiling)):
+            out = math.floor(args[0]) if isinstance(e, sympy.floor) else math.ceil(args[0])
+        elif isinstance(e, sympy.Mod) and args[1] != 0:
+            out = args[0] % args[1]
+        elif isinstance(e, sympy.Min):
+            out = min(args)
+        elif isinstance(e, sympy.Max):
+            out = max(args)
+        else:
+            out = None
+    if isinstance(out, Fraction) and out.denominator == 1:
+        out = int(out)
+    memo[e] = out
+    return out
 
 
 @functools.lru_cache(maxsize=1024)

@@ -48,7 +48,7 @@ class Facts:
         self.assumptions = assumptions
         self.bind: dict[Any, dict] = {}  # symbol or opaque atom -> polynomial
         self.kind: list[int] = []  # variable id -> NONNEG / INT / REAL
-        self.names: list[str] = []
+        self.names: list[Any] = []  # what each variable stands for (see name())
         self.ge: list[dict] = []  # polynomials known to be >= 0
         self.eq: list[dict] = []  # polynomials known to be == 0 (not solved)
         self.div: list[tuple[dict, int]] = []  # (integer polynomial, modulus): modulus | poly
@@ -61,10 +61,20 @@ class Facts:
 
     # -- variables and conversion ---------------------------------------------------------
 
-    def _new(self, kind: int, name: str) -> int:
+    def _new(self, kind: int, name: Any) -> int:
         self.kind.append(kind)
         self.names.append(name)
         return len(self.kind) - 1
+
+    def name(self, v: int) -> str:
+        """The readable name of variable ``v``: its atom, with a suffix for variables
+        derived from another (``x+`` after a substitution, ``x/4`` after a division).
+        Rendered on demand: printing a large atom costs more than the proof uses it."""
+        n = self.names[v]
+        if type(n) is tuple:
+            base, suffix = n
+            return f"{self.name(base) if type(base) is int else _text(base)}{suffix}"
+        return n if type(n) is str else _text(n)
 
     def poly(self, x: Any) -> dict:
         """The polynomial (over fresh variables) equal to the expression ``x``."""
@@ -109,7 +119,7 @@ class Facts:
             return got if got is not None else self._bind_new(atom)
 
     def _bind_new(self, atom: Any) -> dict:
-        name = _text(atom)
+        name = atom
         if isinstance(atom, Dim):
             v = self._new(NONNEG, name)
             m = atom.multiple_of
@@ -120,7 +130,7 @@ class Facts:
             if atom.upper is not None:
                 ub = P.sub(self.poly(atom.upper), P.ONE)
                 self.upper[v] = ub
-                self.alt[v] = self._new(NONNEG, f"{name}'")
+                self.alt[v] = self._new(NONNEG, (v, "'"))
                 self.ge.append(P.sub(ub, p))
         elif atom.is_Symbol:
             if atom.is_integer:
@@ -143,7 +153,7 @@ class Facts:
                 v = self._new(NONNEG, name)
                 p = P.var(v)
                 self.upper[v] = P.sub(b, P.ONE)
-                self.alt[v] = self._new(NONNEG, f"{name}'")
+                self.alt[v] = self._new(NONNEG, (v, "'"))
                 self.ge.append(P.sub(self.upper[v], p))
             else:
                 p = P.var(self._new(INT, name))
@@ -439,7 +449,7 @@ class Facts:
             return
         v, _ = picked
         rest = P.sub(e, P.var(v))
-        z = self._new(self.kind[v], f"{self.names[v]}+")
+        z = self._new(self.kind[v], (v, "+"))
         newv = P.sub(P.var(z), rest)
         needs_fact = self.kind[v] == NONNEG and not self.prove(newv)
         self._rebind(v, newv)
@@ -490,7 +500,7 @@ class Facts:
             if self.kind[v] != REAL and g and c0 % g == 0:
                 mod_g = mod // g
                 r0 = (-(c0 // g) * pow(coeff // g, -1, mod_g)) % mod_g if mod_g > 1 else 0
-                w = self._new(self.kind[v], f"{self.names[v]}/{mod_g}")
+                w = self._new(self.kind[v], (v, f"/{mod_g}"))
                 self._rebind(v, P.add(P.const(r0), P.scale(P.var(w), mod_g)))
                 return
         self.div.append((q, mod))
