@@ -444,7 +444,11 @@ def _parse_function(fn: Callable[..., Any]) -> tuple[ast.FunctionDef, str]:
 def rewrite_source(fn: Callable[..., Any]) -> ast.Module:
     """The rewritten function wrapped in a factory ``__tylo_factory__`` (for tests and
     debugging: ``ast.unparse(rewrite_source(f))``)."""
-    fdef, _ = _parse_function(fn)
+    return _rewrite_source(fn)[0]
+
+
+def _rewrite_source(fn: Callable[..., Any]) -> tuple[ast.Module, str]:
+    fdef, filename = _parse_function(fn)
     fdef = _Rewriter().rewrite_top(fdef)
     params = [RT, LOCALS, *fn.__code__.co_freevars]
     factory = ast.FunctionDef(
@@ -466,14 +470,13 @@ def rewrite_source(fn: Callable[..., Any]) -> ast.Module:
     )
     ast.copy_location(factory, fdef)
     module = ast.Module(body=[factory], type_ignores=[])
-    return ast.fix_missing_locations(module)
+    return ast.fix_missing_locations(module), filename
 
 
 def rewrite_function(fn: Callable[..., Any], runtime: Any) -> types.FunctionType:
     """``fn`` rewritten for tracing, calling ``runtime`` (the control module); it shares
     ``fn``'s globals and closure cells, so later changes to either are seen."""
-    module = rewrite_source(fn)
-    _, filename = _parse_function(fn)
+    module, filename = _rewrite_source(fn)
     code = compile(module, filename, "exec")
     namespace: dict[str, Any] = {}
     exec(code, fn.__globals__, namespace)  # noqa: S102 - the user's own code, rewritten
