@@ -341,6 +341,7 @@ def _copy_vector(
 
     from tylo.kernel import facts
     from tylo.kernel.lower import lower_bool, lower_int
+    from tylo.kernel.minmax import relation
     from tylo.ptx_ops import cp_async
 
     b = ctx.builder
@@ -351,10 +352,10 @@ def _copy_vector(
         return
     row, col = (o + x for o, x in zip(origin, c))
     rows, cols = src.shape
-    row_ok = sympy.Lt(row, rows)
+    row_ok = relation(sympy.Lt, row, rows)
     if clamp_rows:  # past the last row: read the last row (loop-invariant, no predicate)
         row, row_ok = facts.minimum(row, rows - 1), sympy.true
-    full = sympy.And(row_ok, sympy.Le(col + plan.vector, cols))
+    full = sympy.And(row_ok, relation(sympy.Le, col + plan.vector, cols))
     if facts.decide(full) is True:  # inside, by the facts in force (a whole K-tile, say)
         cp_async(
             b,
@@ -371,7 +372,7 @@ def _copy_vector(
         ptr = _global_pointer(ctx, src, (row, col))
         cp_async(b, addr, ptr, cp_size=plan.vector_bytes, src_size=nbytes, prefetch=prefetch)
         return
-    ok = lower_bool(ctx, sympy.And(row_ok, sympy.Lt(col, cols)))
+    ok = lower_bool(ctx, sympy.And(row_ok, relation(sympy.Lt, col, cols)))
     nbytes = lower_int(ctx, inside, 32)
     nbytes = b.select(ok, nbytes, ir.IntType(32)(0))
     ptr = b.select(ok, _global_pointer(ctx, src, (row, col)), src.storage.base)
@@ -392,6 +393,7 @@ def _copy_scalar(
     from tylo.kernel import facts
     from tylo.kernel.context import current
     from tylo.kernel.lower import lower_bool
+    from tylo.kernel.minmax import relation
     from tylo.ptx_ops import ld_global_b16, st_shared
 
     ctx = current()
@@ -409,7 +411,7 @@ def _copy_scalar(
                 at = tuple(o + x for o, x in zip(origin, at))
                 if clamp_rows:
                     at = (facts.minimum(at[0], src.shape[0] - 1), at[1])
-                rel = sympy.And(*(sympy.Lt(x, n) for x, n in zip(at, src.shape)))
+                rel = sympy.And(*(relation(sympy.Lt, x, n) for x, n in zip(at, src.shape)))
                 if rel is not sympy.true:
                     pred = lower_bool(ctx, rel)
             if pred is not None:

@@ -200,7 +200,18 @@ class Ownership:
     def thread_coord(self, thread: Any) -> tuple:
         """The thread's part of its coordinates (value slot 0 is ``thread_coord(t) +
         value_coord(0)``; coordinates are additive in the two parts)."""
-        return self._digits_coord(thread, True)
+        if type(thread) is int:
+            return self._digits_coord(thread, True)
+        # a kernel asks for the same thread index expression again and again
+        memo = self._thread_coords
+        got = memo.get(thread)
+        if got is None:
+            got = memo[thread] = self._digits_coord(thread, True)
+        return got
+
+    @functools.cached_property
+    def _thread_coords(self) -> dict[Any, tuple]:
+        return {}
 
     def value_coord(self, value: int) -> tuple:
         """The value slot's offset added to every thread's coordinate."""

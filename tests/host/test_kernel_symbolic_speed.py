@@ -4,6 +4,7 @@ and the structural integrality test agrees with sympy's ``is_integer``, ``expand
 
 from __future__ import annotations
 
+import pytest
 import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -119,3 +120,16 @@ def test_exact_values_are_sympys(e, values) -> None:
 def _allowed(s, v) -> bool:
     n = sympy.Integer(v)
     return all(getattr(n, f"is_{k}") == w for k, w in s.assumptions0.items())
+
+
+@settings(max_examples=150, deadline=None)
+@given(exprs(), exprs(), st.sampled_from([sympy.Lt, sympy.Le, sympy.Gt, sympy.Ge]))
+def test_inequalities_are_sympys(a, b, cls) -> None:
+    minmax._relation.cache_clear()
+    got, want = minmax.relation(cls, a, b), cls(a, b)
+    assert got == want and type(got) is type(want)
+
+
+def test_relation_takes_only_inequalities() -> None:
+    with pytest.raises(TypeError, match="not an inequality"):
+        minmax.relation(sympy.Eq, M, T)

@@ -32,6 +32,7 @@ from llvmlite import ir
 from tylo.kernel import facts
 from tylo.kernel.context import TraceContext
 from tylo.kernel.errors import TraceError
+from tylo.kernel.minmax import relation
 
 __all__ = ["bounds", "is_nonnegative", "lower_bool", "lower_int", "register_lowering"]
 
@@ -187,7 +188,7 @@ def is_nonnegative(ctx: TraceContext, expr: Any) -> bool:
     if isinstance(expr, sympy.Basic):
         if expr.is_nonnegative:
             return True
-        return facts.decide(sympy.Ge(expr, 0)) is True
+        return facts.decide(relation(sympy.Ge, expr, 0)) is True
     return False
 
 
@@ -455,7 +456,9 @@ def _power_of_two(x: sympy.Basic) -> int | None:
 def _positive(ctx: TraceContext, x: sympy.Basic) -> bool:
     lo = bounds(ctx, x)[0]
     return (
-        (lo is not None and lo > 0) or bool(x.is_positive) or (facts.decide(sympy.Gt(x, 0)) is True)
+        (lo is not None and lo > 0)
+        or bool(x.is_positive)
+        or (facts.decide(relation(sympy.Gt, x, 0)) is True)
     )
 
 

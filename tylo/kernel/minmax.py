@@ -26,7 +26,7 @@ from typing import Any
 
 import sympy
 
-__all__ = ["maximum", "minimum"]
+__all__ = ["maximum", "minimum", "relation"]
 
 _MAX_SYMBOLS = 12
 # candidate values for a symbol, small to large; each is checked against its assumptions
@@ -54,6 +54,35 @@ def _extreme(cls: Any, args: tuple[Any, ...]) -> Any:
     if len(args) == 2 and _shape_is_kept(cls, *args) and _sign_changes(*args):
         return cls(*args, evaluate=False)
     return cls(*args)
+
+
+def relation(cls: Any, a: Any, b: Any) -> Any:
+    """``cls(a, b)`` for ``cls`` one of ``sympy.Lt``, ``Le``, ``Gt``, ``Ge``: sympy
+    evaluates an inequality to true or false when its assumptions settle the sign of
+    ``a - b``, else keeps ``cls(a, b, evaluate=False)``; a sign witness shows the latter.
+
+    >>> m, r = sympy.symbols("m r", integer=True, positive=True)
+    >>> relation(sympy.Lt, r, m) == sympy.Lt(r, m), relation(sympy.Lt, r, r + 1)
+    (True, True)
+    """
+    if cls not in _INEQUALITIES:
+        raise TypeError(f"relation: {cls!r} is not an inequality class")
+    return _relation(cls, sympy.sympify(a), sympy.sympify(b))
+
+
+_INEQUALITIES = (sympy.Lt, sympy.Le, sympy.Gt, sympy.Ge)
+
+
+@functools.lru_cache(maxsize=4096)
+def _relation(cls: Any, a: Any, b: Any) -> Any:
+    if (
+        isinstance(a, sympy.Expr)
+        and isinstance(b, sympy.Expr)
+        and not (a.is_number and b.is_number)
+        and _sign_changes(a, b)
+    ):
+        return cls(a, b, evaluate=False)
+    return cls(a, b)
 
 
 def _plain(x: Any) -> bool:
