@@ -4,7 +4,8 @@ One place where the tracer meets the symbolic layer, so the rest of ``tylo.kerne
 in its own terms: runtime integers are :func:`dim` symbols, thread/block/loop indices are
 :func:`index_symbol` s with exclusive upper bounds, a dynamic condition is one that
 :func:`decide` cannot settle, and facts valid inside a branch or loop body are entered with
-:func:`assuming`.
+:func:`assuming`. :func:`minimum`, :func:`maximum` and :func:`relation` build sympy's
+``Min``, ``Max`` and inequalities exactly, faster (:mod:`tylo.kernel.minmax`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import sympy
 
-from tylo.kernel.minmax import maximum, minimum
+from tylo.kernel.minmax import maximum, minimum, relation
 from tylo.layouts import symbolic as _sym
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "integer_symbol",
     "maximum",
     "minimum",
+    "relation",
     "symbol_bounds",
 ]
 
