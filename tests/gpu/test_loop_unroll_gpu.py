@@ -18,7 +18,7 @@ BLOCK = 128
 
 
 @tylo.kernel
-def strided_sum(out, count, x, n, unroll: tylo.Static):
+def strided_sum(out, count, x, n: tylo.Int(min=0), unroll: tylo.Static):
     t = tylo.thread_idx.x
     acc = tylo.value(0.0)
     hits = 0
