@@ -196,11 +196,9 @@ def device_cc(ordinal: int = 0) -> tuple[int, int]:
 @functools.lru_cache(maxsize=8)
 def multiprocessors(ordinal: int = 0) -> int:
     """The device's SM count (:data:`~examples.softmax.plan.SMS` without a device)."""
-    from tylo.backend import driver
-
-    try:  # tylo has no public query for this yet (see docs/softmax.md)
-        return driver._device_attribute(ordinal, "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT")
-    except Exception:  # noqa: BLE001 - no driver or no device: the H200's count
+    try:
+        return tylo.device_properties(ordinal).sm_count
+    except tylo.NoDeviceError:  # no driver or no device: plan for the H200's count
         return SMS
 
 
