@@ -86,6 +86,22 @@ def test_swizzle_keeps_runs_of_2_to_the_m() -> None:
     assert prove_aligned(SW_BYTES, vector=16, elem_bytes=1, mode=1).proved
 
 
+def test_a_negative_shift_moves_its_source_bits() -> None:
+    # S<1,0,-1> XORs bit 0 into bit 1: offsets 0, 1 become 0, 3, so a run of 2 is not kept
+    # (the destination bits alone, from bit 1, wrongly suggested runs of 2 survive)
+    m = dim("M")
+    for inner in (Layout(((2,),), ((1,),)), Layout((2, m), (1, 2)), Layout((8, 4), (1, 8))):
+        sw = ComposedLayout(Swizzle(1, 0, -1), 0, inner)
+        assert prove_contiguous(sw, vector=2, mode=0).disproved, inner
+    sw = ComposedLayout(Swizzle(2, 2, -2), 0, Layout((16, 4), (1, 16)))  # bits 2..3 -> 4..5
+    assert prove_contiguous(sw, vector=4, mode=0).proved
+    assert prove_contiguous(sw, vector=8, mode=0).disproved
+    for vector in (4, 8):
+        assert prove_contiguous(sw, vector=vector, mode=0).proved == reference.contiguous(
+            sw, vector, 0
+        )
+
+
 def test_swizzle_alignment_and_bounds() -> None:
     assert prove_aligned(SW, vector=8, elem_bytes=2, mode=1).proved
     assert prove_aligned(SW, vector=8, elem_bytes=2, mode=1, base=8).proved

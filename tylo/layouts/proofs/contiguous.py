@@ -21,7 +21,7 @@ from typing import Any
 from tylo.layouts.layout import Layout
 from tylo.layouts.proofs.aligned import mode_size, start_clauses
 from tylo.layouts.proofs.engine import Problem, RuleResult, check_mode, positive_int, prove
-from tylo.layouts.proofs.normalize import Form, simplify, swizzle_bits, to_form
+from tylo.layouts.proofs.normalize import Form, simplify, swizzle_block_bits, to_form
 from tylo.layouts.proofs.obligation import Atom, Obligation, text
 from tylo.layouts.proofs.static import check_contiguous
 from tylo.layouts.proofs.verdict import Verdict
@@ -85,7 +85,7 @@ def _rules(form: Form, v: int, mode: int, extra: tuple) -> RuleResult:
         f"{v} divides the extent"
     )
     if form.swizzle is not None:
-        low = swizzle_bits(form.outer)[0]
+        low = swizzle_block_bits(form.outer)
         if (1 << low) % v:
             return RuleResult(
                 False,

@@ -29,7 +29,15 @@ from tylo.layouts.proofs.errors import ProofArgumentError
 from tylo.layouts.proofs.obligation import compile_expr
 from tylo.layouts.swizzle import ComposedLayout, Swizzle
 
-__all__ = ["Concrete", "Form", "Pairs", "simplify", "swizzle_bits", "to_form"]
+__all__ = [
+    "Concrete",
+    "Form",
+    "Pairs",
+    "simplify",
+    "swizzle_bits",
+    "swizzle_block_bits",
+    "to_form",
+]
 
 Value = Any  # int | sympy.Expr
 Pairs = tuple[tuple[Value, Value], ...]
@@ -142,14 +150,29 @@ class Form:
 
 def swizzle_bits(sw: Swizzle) -> tuple[int, int]:
     """``(low, high)``: a swizzle changes only bits ``low .. high-1`` of an offset (its
-    destination bits, ``zzz_mask``), so it keeps residues modulo ``2^low``, moves aligned runs
-    of ``2^low`` offsets as blocks, and keeps every offset in its aligned block of ``2^high``.
+    destination bits, ``zzz_mask``), so it keeps residues modulo ``2^low`` and keeps every
+    offset in its aligned block of ``2^high``. (Whether it moves aligned runs as blocks
+    depends on its source bits too: :func:`swizzle_block_bits`.)
 
     >>> swizzle_bits(Swizzle(3, 3, 3)), swizzle_bits(Swizzle(2, 1, -3))
     ((3, 6), (4, 6))
     """
     z = sw.zzz_mask
     return (z & -z).bit_length() - 1, z.bit_length()
+
+
+def swizzle_block_bits(sw: Swizzle) -> int:
+    """``k`` such that a swizzle moves every aligned run of ``2^k`` offsets as a block, in
+    order: below both its source bits (``yyy_mask``: every offset of the run gets the same
+    XOR) and its destination bits (the XOR leaves the position in the run alone). With a
+    positive shift that is the lowest destination bit; with a negative shift the source
+    bits are the lower ones (``S<1,0,-1>`` maps offsets 0, 1 to 0, 3).
+
+    >>> swizzle_block_bits(Swizzle(3, 3, 3)), swizzle_block_bits(Swizzle(2, 1, -3))
+    (3, 1)
+    """
+    low = [(m & -m).bit_length() - 1 for m in (sw.yyy_mask, sw.zzz_mask) if m]
+    return min(low) if low else 64
 
 
 def _int(v: Any, positive: bool) -> int:

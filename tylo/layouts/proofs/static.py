@@ -15,7 +15,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tylo.layouts.proofs.normalize import Concrete, Pairs, simplify, swizzle_bits
+from tylo.layouts.proofs.normalize import (
+    Concrete,
+    Pairs,
+    simplify,
+    swizzle_bits,
+    swizzle_block_bits,
+)
 
 __all__ = [
     "ENUM_LIMIT",
@@ -294,7 +300,7 @@ def check_contiguous(c: Concrete, v: int, mode: int) -> Outcome:
         j = int(bad[0][0]) * v
         idx = [a * (j + t) for t in range(v)]
         return Outcome(False, "coalesced mode", _vector(c, idx, _not_consecutive(v)))
-    if first_ok and c.swizzle is not None and (1 << swizzle_bits(c.form.outer)[0]) % v == 0:
+    if first_ok and c.swizzle is not None and (1 << swizzle_block_bits(c.form.outer)) % v == 0:
         starts = _start_generators_ok(c, v, mode, v, c.offset)
         if starts:
             return Outcome(True, "contiguous and v-aligned runs survive the swizzle")
