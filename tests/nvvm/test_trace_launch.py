@@ -340,3 +340,24 @@ def test_a_thread_new_to_the_driver_takes_the_checked_path(recorder):
     worker.join()
     assert seen["ordinal"] is None
     assert [c[0] for c in recorder] == ["checked", "direct", "direct", "checked"]
+
+
+def test_equal_statics_of_other_types_are_other_specializations(recorder):
+    @tylo.kernel
+    def pick(out, flags: tylo.Static):
+        i = tylo.thread_idx.x
+        if isinstance(flags[0], bool):
+            out[i] = 1.0
+        else:
+            out[i] = 2.0
+
+    launcher = pick[1, 32]
+    for _ in range(3):
+        launcher(array(), (True, 2))
+    launcher(array(), (1, 2))  # equal to (True, 2) in Python, but another type inside
+    assert pick.stats.compiles == 2
+    kinds = [c[0] for c in recorder]
+    assert kinds == ["checked", "direct", "direct", "checked"]
+    for flags in ((True,), (1,), (1.0,), (1,)):
+        launcher(array(), flags)
+    assert pick.stats.compiles == 5

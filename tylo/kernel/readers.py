@@ -78,8 +78,10 @@ def inline_spec(reader: Reader, arg: Any) -> ArgSpec | None:
     if reader in _INLINE:
         return _INLINE[reader](arg)
     if getattr(reader, "static", False):
-        kind, value = reader(arg)[0]  # the key: (type, value)
-        return ArgSpec("static", kind, value=value)
+        types, value = reader(arg)[0]  # the key: (types, value)
+        if not isinstance(types, type):  # a container: its items' types count too
+            return None  # (the reader path compares whole keys)
+        return ArgSpec("static", types, value=value)
     return None
 
 

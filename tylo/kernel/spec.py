@@ -152,8 +152,20 @@ def is_array_like(x: Any) -> bool:
     )
 
 
+def value_types(value: Any) -> Any:
+    """``type(value)``, through tuples, lists and frozensets (their items' types too):
+    ``True``, ``1`` and ``1.0`` compare equal in Python, but a trace may branch on the
+    type, so they select different specializations, inside containers too."""
+    if isinstance(value, (tuple, list)):
+        return (type(value), tuple(value_types(v) for v in value))
+    if isinstance(value, frozenset):
+        return (frozenset, frozenset(value_types(v) for v in value))
+    return type(value)
+
+
 def static_key(name: str, value: Any) -> Any:
-    """The specialization key of a static value: (type, value); it must be hashable."""
+    """The specialization key of a static value: (its types, see :func:`value_types`,
+    and the value); it must be hashable."""
     try:
         hash(value)
     except TypeError:
@@ -161,7 +173,7 @@ def static_key(name: str, value: Any) -> Any:
             f"static argument {name!r}: a {type(value).__name__} is not hashable, so it "
             "cannot select a compiled configuration; pass a tuple or a frozen dataclass"
         ) from None
-    return (type(value), value)
+    return (value_types(value), value)
 
 
 def classify(annotation: Any, value: Any, name: str) -> ParamKind:

@@ -28,7 +28,7 @@ from tylo.kernel.context import TraceContext, tracing
 from tylo.kernel.diskcache import Dependencies
 from tylo.kernel.errors import TraceError, is_user_file, user_frames
 from tylo.kernel.memory import Tensor
-from tylo.kernel.spec import Int, ParamKind, Ptr
+from tylo.kernel.spec import Int, ParamKind, Ptr, value_types
 from tylo.kernel.values import Value, ir_type, memory_type
 
 __all__ = ["Binding", "TraceResult", "trace_kernel"]
@@ -52,16 +52,7 @@ class Binding:
     static_types: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "static_types", _types_of(self.static))
-
-
-def _types_of(value: Any) -> Any:
-    """``type(value)``, through tuples, lists and frozensets (their items' types too)."""
-    if isinstance(value, (tuple, list)):
-        return (type(value), tuple(_types_of(v) for v in value))
-    if isinstance(value, frozenset):
-        return (frozenset, frozenset(_types_of(v) for v in value))
-    return type(value)
+        object.__setattr__(self, "static_types", value_types(self.static))
 
 
 @dataclass
