@@ -19,7 +19,7 @@ from typing import Any
 
 from tylo.backend.errors import LaunchError
 
-__all__ = ["F32", "F64", "I32", "I64", "PTR", "U32", "U64", "ArgPack", "Param", "raw"]
+__all__ = ["F32", "F64", "I32", "I64", "PTR", "U32", "U64", "ArgPack", "Param", "lay_out", "raw"]
 
 _lock = threading.Lock()
 _signature_ids: dict[tuple[Any, ...], int] = {}
@@ -58,6 +58,21 @@ def raw(size: int, align: int = 8) -> Param:
     return Param("raw", size, align, f"{size}s")
 
 
+def lay_out(params: Sequence[Param], head: str, start: int) -> tuple[str, tuple[int, ...], int]:
+    """The ``struct`` format of ``params`` placed after ``start`` bytes described by the
+    format ``head``, each at its natural alignment: (format, offsets, end)."""
+    fmt, offsets, pos = [head], [], start
+    for p in params:
+        pad = -pos % p.align
+        if pad:
+            fmt.append(f"{pad}x")
+        pos += pad
+        offsets.append(pos)
+        fmt.append(p.code)
+        pos += p.size
+    return "".join(fmt), tuple(offsets), pos
+
+
 class ArgPack:
     """Preallocated kernel arguments for one kernel signature.
 
@@ -75,21 +90,14 @@ class ArgPack:
         self.signature = tuple(params)
         with _lock:
             self.signature_id = _signature_ids.setdefault(self.signature, len(_signature_ids))
-        offsets, fmt, pos = [], ["<"], 0
         for p in self.signature:
             if not isinstance(p, Param):
                 raise LaunchError(f"ArgPack: {p!r} is not a Param (use PTR, I32, raw(...))")
-            pad = -pos % p.align
-            if pad:
-                fmt.append(f"{pad}x")
-            pos += pad
-            offsets.append(pos)
-            fmt.append(p.code)
-            pos += p.size
-        self.offsets = tuple(offsets)
+        fmt, offsets, pos = lay_out(self.signature, "<", 0)
+        self.offsets = offsets
         self.sizes = tuple(p.size for p in self.signature)
         self.nbytes = pos
-        self._struct = struct.Struct("".join(fmt))
+        self._struct = struct.Struct(fmt)
         self._buffer = ctypes.create_string_buffer(max(pos, 1))
         base = ctypes.addressof(self._buffer)
         n = len(self.signature)

@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tylo.backend.argpack import Param
+from tylo.backend.argpack import Param, lay_out
 
 __all__ = ["CONFIG_BYTES", "LAUNCH_EX_TYPE", "LaunchRecord", "launch_ex", "launch_ex_address"]
 
@@ -68,20 +68,13 @@ class LaunchRecord:
 
     def __init__(self, params: Sequence[Param]) -> None:
         self.signature = tuple(params)
-        fmt, pos, offsets = [_CONFIG_FORMAT], CONFIG_BYTES, []
         for p in self.signature:
             if not isinstance(p, Param) or p.kind == "raw":
                 raise ValueError(f"LaunchRecord holds plain values only, not {p!r}")
-            pad = -pos % p.align
-            if pad:
-                fmt.append(f"{pad}x")
-            pos += pad
-            offsets.append(pos)
-            fmt.append(p.code)
-            pos += p.size
-        self.offsets = tuple(offsets)
+        fmt, offsets, pos = lay_out(self.signature, _CONFIG_FORMAT, CONFIG_BYTES)
+        self.offsets = offsets
         self.nbytes = pos
-        self._struct = struct.Struct("".join(fmt))
+        self._struct = struct.Struct(fmt)
         self._buffer = ctypes.create_string_buffer(pos)  # malloc'd: 16-byte aligned
         base = ctypes.addressof(self._buffer)
         self._pointers = (ctypes.c_void_p * max(len(offsets), 1))(
