@@ -277,6 +277,31 @@ def address_classes(tile: SharedTile, tables: list[tuple]) -> list[tuple[int, in
     once per class (per thread, before the loop), never per access, whenever the offsets
     of two accesses differ by the same amount in every thread (proved here by enumeration
     over all threads, not assumed)."""
+    tables = tuple(map(tuple, tables))
+    origin = tile.origin
+    if all(type(o) is int for o in origin):
+        # the classes depend only on the layout, the view's modes and (plain int) origin
+        # and the tables: a layout is an immutable value, so they are memoized (a k-step
+        # or pipeline stage of one tile repeats them; ~22k layout evaluations per trace)
+        key = (tile.layout, tile.modes, origin, tables)
+        try:
+            got = _CLASSES.get(key)
+        except TypeError:  # an unhashable coordinate: no memo
+            return list(_address_classes(tile, tables))
+        if got is None:
+            got = _address_classes(tile, tables)
+            if len(_CLASSES) >= _CLASSES_MAX:
+                _CLASSES.clear()
+            _CLASSES[key] = got
+        return list(got)
+    return list(_address_classes(tile, tables))
+
+
+_CLASSES: dict = {}
+_CLASSES_MAX = 1024
+
+
+def _address_classes(tile: SharedTile, tables: tuple) -> tuple[tuple[int, int], ...]:
     offsets = [
         _static_offsets(tile.layout, tuple(tile.coordinate(c) for c in tab)) for tab in tables
     ]
@@ -291,7 +316,7 @@ def address_classes(tile: SharedTile, tables: list[tuple]) -> list[tuple[int, in
         else:
             reps.append(j)
             out.append((j, 0))
-    return out
+    return tuple(out)
 
 
 def class_base(tile: SharedTile, coord: tuple) -> Any:
@@ -382,6 +407,7 @@ def store(
     (predicated stores, no branches).
     """
     from tylo.fragment import Fragment
+    from tylo.kernel import facts
     from tylo.kernel.context import current
     from tylo.kernel.lower import lower_bool, lower_int
     from tylo.kernel.values import convert
@@ -408,24 +434,91 @@ def store(
     linear = _linear_strides(tile)
     if linear is not None:
         base_ptr = tile.pointer(start)
+    # value coordinates repeat along each axis: the bounds tests and offset terms (sympy
+    # expressions, immutable) are built once per (axis, coordinate)
+    cond_memo: dict = {}
+    term_memo: dict = {}
+    canonical_memo: dict = {}
     for v in range(own.values):
         vc = own.value_coord(v)
         value = fragment.values[v]
         value = convert(value, d) if value.dtype is not d else value
         pred = None
         if origin is not None:
-            conds = [sympy.Lt(s + c, n) for s, c, n in zip(start, vc, tile.shape)]
-            rel = sympy.And(*conds)
+            conds = []
+            for i, (s, c, n) in enumerate(zip(start, vc, tile.shape)):
+                key = (i, type(c), c)
+                cond = cond_memo.get(key)
+                if cond is None:
+                    # facts.relation builds sympy.Lt exactly, faster
+                    cond = cond_memo[key] = facts.relation(sympy.Lt, s + c, n)
+                conds.append(cond)
+            rel = _conjunction(conds, canonical_memo)
             if rel is sympy.false:
                 continue
             if rel is not sympy.true:
                 pred = lower_bool(ctx, rel)
         if linear is not None:
-            off = sum((c * s for c, s in zip(vc, linear)), sympy.Integer(0))
+            terms = []
+            for i, (c, s) in enumerate(zip(vc, linear)):
+                key = (i, type(c), c)
+                t = term_memo.get(key)
+                if t is None:
+                    t = term_memo[key] = c * s
+                terms.append(t)
+            if all(type(t) is int for t in terms):  # the same Integer, without sympy adds
+                off = sympy.Integer(sum(terms))
+            else:
+                off = sum(terms, sympy.Integer(0))
             ptr = base_ptr if off == 0 else b.gep(base_ptr, [lower_int(ctx, off)], inbounds=True)
         else:
             ptr = tile.pointer(tuple(s + c for s, c in zip(start, vc)))
         st_global(b, ptr, value.use(), pred=pred)
+
+
+# _conjunction follows the construction code of this sympy release
+_AND_MIRRORED = sympy.__version__ == "1.14.0"
+
+
+def _conjunction(conds: list, memo: dict) -> Any:
+    """``sympy.And(*conds)``, the same expression, built faster for strict inequalities.
+
+    sympy's ``And`` puts its arguments in order, drops those whose canonical form repeats
+    an earlier one, and is false when one's negation does (``And._new_args_filter``); each
+    construction recomputes the canonical forms, which dominate a bounded store's 128
+    conjunctions of a few distinct bounds tests. This is that construction step by step
+    (``LatticeOp.__new__`` with ``And``'s filter), with the canonical forms memoized in
+    ``memo`` (per expression: a pure function of it). Anything other than two or more
+    ``StrictLessThan`` (or another sympy release) goes to ``sympy.And`` itself."""
+    from sympy.core.operations import AssocOp
+    from sympy.core.sorting import ordered
+
+    if (
+        not _AND_MIRRORED
+        or len(conds) < 2
+        or not all(type(c) is sympy.StrictLessThan for c in conds)
+    ):
+        return sympy.And(*conds)
+    seen: set = set()
+    kept = []
+    for x in ordered(conds):
+        forms = memo.get(x)
+        if forms is None:
+            c = x.canonical
+            forms = memo[x] = (c, c.negated.canonical)
+        c, negated = forms
+        if c in seen:
+            continue
+        if negated in seen:
+            return sympy.false
+        seen.add(c)
+        kept.append(x)
+    args = frozenset(kept)
+    if len(args) == 1:
+        return set(args).pop()
+    obj = super(AssocOp, sympy.And).__new__(sympy.And, *ordered(args))
+    obj._argset = args
+    return obj
 
 
 def _linear_strides(tile: _Tile) -> tuple | None:

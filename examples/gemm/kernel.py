@@ -34,12 +34,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import sympy
-
 import tylo
 from examples.gemm.epilogue import StagedStore, staged_store
 from examples.gemm.sass import sass_summary
 from tylo.copy import CopyPlan, commit_copies, copy_async, wait_copies
+from tylo.kernel import facts
 from tylo.layouts import ComposedLayout, Layout, Swizzle, composition
 from tylo.ldmatrix import operand_loads
 from tylo.mma import MMAAtom, PlanError, TiledMMA, load_operands, mma_atoms, size, zero_accumulator
@@ -191,7 +190,8 @@ class GemmConfig:
             return pid % grid_m, pid // grid_m
         width = self.group_m * grid_n
         first = (pid // width) * self.group_m
-        rows = sympy.Min(sympy.Max(grid_m - first, 1), self.group_m)
+        # sympy.Min(sympy.Max(...)), built exactly but faster (tylo.kernel.minmax)
+        rows = facts.minimum(facts.maximum(grid_m - first, 1), self.group_m)
         return first + (pid % width) % rows, (pid % width) // rows
 
     def describe(self) -> str:

@@ -117,3 +117,64 @@ def test_symbolic_addresses_agree_with_static_ones():
         expr = tile.offset(access(tid))
         for t in range(0, plan.threads, 7):
             assert int(expr.subs(tid, t)) == tile.offset(access(t))
+
+
+def test_address_classes_memo_keys_on_the_view():
+    """The memoized classes are those of a direct evaluation, for views of one layout that
+    differ in origin, in selected stage and in the (window) coordinates given."""
+    from tylo.tiles import _address_classes
+
+    plan = TiledMMA(MMAAtom((16, 8, 16), dt.bf16), (2, 4), (4, 8), 32)
+    layout = composition(Swizzle(2, 3, 3), Layout((128, 32, 4), (32, 1, 4096)))
+    loads = operand_loads(plan, "a")
+    own = loads.source
+    tables = [
+        tuple(own.coord(t, loads.slot(g, ks)) for t in range(plan.threads))
+        for ks in range(plan.k_steps)
+        for g in range(len(loads.loads))
+    ]
+    small = [tuple((r % 8, c % 8) for r, c in tab) for tab in tables]
+    for stage in range(4):
+        base = _shared(layout).select(2, stage)
+        for tile, tabs in [
+            (base, tables),
+            (base.window((8, 8), (16, 16)), small),
+            (base.window((0, 4), (16, 16)), small),
+            (base.window((8, 8), (16, 16)), small),
+        ]:
+            want = list(_address_classes(tile, tuple(tabs)))
+            assert address_classes(tile, tabs) == want
+            assert address_classes(tile, [list(t) for t in tabs]) == want  # cached
+
+
+def test_conjunction_is_sympys_and():
+    """The bounded store's conjunctions are exactly ``sympy.And``'s (same arguments, same
+    order, same simplifications: repeated canonical forms, true and false)."""
+    import sympy
+
+    from tylo.tiles import _conjunction
+
+    m, n = dim("m"), dim("n")
+    x, y = index_symbol("x", upper=64), index_symbol("y", upper=32)
+    p = sympy.Symbol("p", integer=True)
+    rels = [
+        sympy.Lt(x + 3, m),
+        sympy.Lt(y, n),
+        sympy.Lt(-m, -x - 3),
+        sympy.Lt(x + 3, m, evaluate=False),
+        sympy.Lt(2 * y + 1, n - 4),
+        sympy.Lt(p, 5),
+        sympy.Lt(-5, -p),
+        sympy.Lt(5, p),
+        sympy.Lt(x, 64),
+        sympy.Lt(x, 0),
+    ]
+    memo: dict = {}
+    for a in rels:
+        for b in rels:
+            for conds in ([a, b], [b, a], [a, b, rels[1]]):
+                got, want = _conjunction(conds, memo), sympy.And(*conds)
+                assert got == want and type(got) is type(want)
+                assert sympy.srepr(got) == sympy.srepr(want)
+                if isinstance(want, sympy.And):
+                    assert got.args == want.args and got._argset == want._argset
