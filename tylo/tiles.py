@@ -438,7 +438,6 @@ def store(
     # expressions, immutable) are built once per (axis, coordinate)
     cond_memo: dict = {}
     term_memo: dict = {}
-    canonical_memo: dict = {}
     for v in range(own.values):
         vc = own.value_coord(v)
         value = fragment.values[v]
@@ -453,7 +452,7 @@ def store(
                     # facts.relation builds sympy.Lt exactly, faster
                     cond = cond_memo[key] = facts.relation(sympy.Lt, s + c, n)
                 conds.append(cond)
-            rel = _conjunction(conds, canonical_memo)
+            rel = sympy.And(*conds)
             if rel is sympy.false:
                 continue
             if rel is not sympy.true:
@@ -476,49 +475,6 @@ def store(
         st_global(b, ptr, value.use(), pred=pred)
 
 
-# _conjunction follows the construction code of this sympy release
-_AND_MIRRORED = sympy.__version__ == "1.14.0"
-
-
-def _conjunction(conds: list, memo: dict) -> Any:
-    """``sympy.And(*conds)``, the same expression, built faster for strict inequalities.
-
-    sympy's ``And`` puts its arguments in order, drops those whose canonical form repeats
-    an earlier one, and is false when one's negation does (``And._new_args_filter``); each
-    construction recomputes the canonical forms, which dominate a bounded store's 128
-    conjunctions of a few distinct bounds tests. This is that construction step by step
-    (``LatticeOp.__new__`` with ``And``'s filter), with the canonical forms memoized in
-    ``memo`` (per expression: a pure function of it). Anything other than two or more
-    ``StrictLessThan`` (or another sympy release) goes to ``sympy.And`` itself."""
-    from sympy.core.operations import AssocOp
-    from sympy.core.sorting import ordered
-
-    if (
-        not _AND_MIRRORED
-        or len(conds) < 2
-        or not all(type(c) is sympy.StrictLessThan for c in conds)
-    ):
-        return sympy.And(*conds)
-    seen: set = set()
-    kept = []
-    for x in ordered(conds):
-        forms = memo.get(x)
-        if forms is None:
-            c = x.canonical
-            forms = memo[x] = (c, c.negated.canonical)
-        c, negated = forms
-        if c in seen:
-            continue
-        if negated in seen:
-            return sympy.false
-        seen.add(c)
-        kept.append(x)
-    args = frozenset(kept)
-    if len(args) == 1:
-        return set(args).pop()
-    obj = super(AssocOp, sympy.And).__new__(sympy.And, *ordered(args))
-    obj._argset = args
-    return obj
 
 
 def _linear_strides(tile: _Tile) -> tuple | None:

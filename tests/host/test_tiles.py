@@ -145,36 +145,3 @@ def test_address_classes_memo_keys_on_the_view():
             want = list(_address_classes(tile, tuple(tabs)))
             assert address_classes(tile, tabs) == want
             assert address_classes(tile, [list(t) for t in tabs]) == want  # cached
-
-
-def test_conjunction_is_sympys_and():
-    """The bounded store's conjunctions are exactly ``sympy.And``'s (same arguments, same
-    order, same simplifications: repeated canonical forms, true and false)."""
-    import sympy
-
-    from tylo.tiles import _conjunction
-
-    m, n = dim("m"), dim("n")
-    x, y = index_symbol("x", upper=64), index_symbol("y", upper=32)
-    p = sympy.Symbol("p", integer=True)
-    rels = [
-        sympy.Lt(x + 3, m),
-        sympy.Lt(y, n),
-        sympy.Lt(-m, -x - 3),
-        sympy.Lt(x + 3, m, evaluate=False),
-        sympy.Lt(2 * y + 1, n - 4),
-        sympy.Lt(p, 5),
-        sympy.Lt(-5, -p),
-        sympy.Lt(5, p),
-        sympy.Lt(x, 64),
-        sympy.Lt(x, 0),
-    ]
-    memo: dict = {}
-    for a in rels:
-        for b in rels:
-            for conds in ([a, b], [b, a], [a, b, rels[1]]):
-                got, want = _conjunction(conds, memo), sympy.And(*conds)
-                assert got == want and type(got) is type(want)
-                assert sympy.srepr(got) == sympy.srepr(want)
-                if isinstance(want, sympy.And):
-                    assert got.args == want.args and got._argset == want._argset
