@@ -21,13 +21,16 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pythread.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef int (*launch_ex_t)(const void *config, void *function, void **params, void **extra);
 
-enum { K_BUFFER, K_TORCH, K_INT, K_FLOAT, K_STATIC };
+/* K_OWNED: a tylo DeviceBuffer, whose .ptr is a property that raises once the buffer is
+ * closed; its _ptr attribute is read instead, and .ptr only when that is None. */
+enum { K_BUFFER, K_TORCH, K_INT, K_FLOAT, K_STATIC, K_OWNED };
 
 typedef struct {
     int kind;
@@ -77,7 +80,8 @@ typedef struct {
     Value *values;  /* scratch, one per argument */
 } InlineLaunch;
 
-static PyObject *s_dtype, *s_device, *s_ptr, *s_get_device, *s_data_ptr, *s_ordinal;
+static PyObject *s_dtype, *s_device, *s_ptr, *s_private_ptr, *s_get_device, *s_data_ptr,
+    *s_ordinal;
 
 #define CONFIG_BYTES 56
 
@@ -166,8 +170,8 @@ static PyObject *il_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
         s->type = PyTuple_GET_ITEM(t, 1);
         s->dtype = PyTuple_GET_ITEM(t, 2);
         s->value = PyTuple_GET_ITEM(t, 4);
-        if (s->kind < K_BUFFER || s->kind > K_STATIC || !PyType_Check(s->type)) goto bad;
-        if (s->kind == K_BUFFER || s->kind == K_TORCH) {
+        if (s->kind < K_BUFFER || s->kind > K_OWNED || !PyType_Check(s->type)) goto bad;
+        if (s->kind == K_BUFFER || s->kind == K_TORCH || s->kind == K_OWNED) {
             s->device = PyLong_AsLong(PyTuple_GET_ITEM(t, 3));
             if (s->device == -1 && PyErr_Occurred()) goto fail;
         }
@@ -260,17 +264,10 @@ static int ptr_result(PyObject *v, unsigned long long *out) {
 
 #define MISS(x) do { result = (x); goto done; } while (0)
 
-static PyObject *il_call(InlineLaunch *self, PyObject *a, PyObject *kw) {
-    PyObject *dims, *args, *shared_o, *stream_o;
+/* The launch itself: a new reference to True (launched) or False, or NULL (raised). */
+static PyObject *il_launch(InlineLaunch *self, PyObject *dims, PyObject *args,
+                           PyObject *shared_o, PyObject *stream_o) {
     PyObject *result = Py_False;
-    if (kw || PyTuple_GET_SIZE(a) != 4) {
-        PyErr_SetString(PyExc_TypeError, "InlineLaunch(dims, args, shared, stream)");
-        return NULL;
-    }
-    dims = PyTuple_GET_ITEM(a, 0);
-    args = PyTuple_GET_ITEM(a, 1);
-    shared_o = PyTuple_GET_ITEM(a, 2);
-    stream_o = PyTuple_GET_ITEM(a, 3);
     if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != self->nargs ||
         !PyTuple_CheckExact(dims) || PyTuple_GET_SIZE(dims) != 6 ||
         PyThread_get_thread_ident() != self->thread)
@@ -296,21 +293,34 @@ static PyObject *il_call(InlineLaunch *self, PyObject *a, PyObject *kw) {
         if ((PyObject *)Py_TYPE(x) != s->type) MISS(Py_False);
         switch (s->kind) {
         case K_BUFFER:
-        case K_TORCH:
+        case K_OWNED:
+        case K_TORCH: {
+            int torch = s->kind == K_TORCH;
             r = attr_is(x, s_dtype, s->dtype);
             if (r < 0) MISS(NULL);
             if (!r) MISS(Py_False);
-            r = long_result(s->kind == K_BUFFER ? PyObject_GetAttr(x, s_device)
-                                                : PyObject_CallMethodNoArgs(x, s_get_device),
+            r = long_result(torch ? PyObject_CallMethodNoArgs(x, s_get_device)
+                                  : PyObject_GetAttr(x, s_device),
                             s->device);
             if (r < 0) MISS(NULL);
             if (!r) MISS(Py_False);
-            r = ptr_result(s->kind == K_BUFFER ? PyObject_GetAttr(x, s_ptr)
-                                               : PyObject_CallMethodNoArgs(x, s_data_ptr),
-                           &v->u);
+            PyObject *p;
+            if (torch) {
+                p = PyObject_CallMethodNoArgs(x, s_data_ptr);
+            } else if (s->kind == K_OWNED) {
+                p = PyObject_GetAttr(x, s_private_ptr);
+                if (p == Py_None) { /* closed: the property raises the user's error */
+                    Py_DECREF(p);
+                    p = PyObject_GetAttr(x, s_ptr);
+                }
+            } else {
+                p = PyObject_GetAttr(x, s_ptr);
+            }
+            r = ptr_result(p, &v->u);
             if (r < 0) MISS(NULL);
             if (!r) MISS(Py_False);
             break;
+        }
         case K_INT:
             v->i = PyLong_AsLongLong(x);
             if (v->i == -1 && PyErr_Occurred()) {
@@ -383,6 +393,7 @@ static PyObject *il_call(InlineLaunch *self, PyObject *a, PyObject *kw) {
             PyObject *x;
             switch (self->args[i].kind) {
             case K_BUFFER:
+            case K_OWNED:
             case K_TORCH: x = PyLong_FromUnsignedLongLong(self->values[i].u); break;
             case K_FLOAT: x = PyFloat_FromDouble(self->values[i].d); break;
             default: x = PyTuple_GET_ITEM(args, i); Py_INCREF(x);
@@ -462,6 +473,15 @@ done:
     return result;
 }
 
+static PyObject *il_call(InlineLaunch *self, PyObject *a, PyObject *kw) {
+    if ((kw && PyDict_GET_SIZE(kw)) || PyTuple_GET_SIZE(a) != 4) {
+        PyErr_SetString(PyExc_TypeError, "InlineLaunch(dims, args, shared, stream)");
+        return NULL;
+    }
+    return il_launch(self, PyTuple_GET_ITEM(a, 0), PyTuple_GET_ITEM(a, 1),
+                     PyTuple_GET_ITEM(a, 2), PyTuple_GET_ITEM(a, 3));
+}
+
 static PyObject *il_values(InlineLaunch *self, PyObject *unused) {
     /* the packed argument bytes, for tests: one bytes object per parameter */
     (void)unused;
@@ -497,26 +517,91 @@ static PyTypeObject InlineLaunchType = {
     .tp_new = il_new,
 };
 
+/* LauncherBase: the base of tylo.kernel.launch.Launcher. Calling a launcher with
+ * positional arguments only first tries its inline launch (when that is an InlineLaunch)
+ * without entering Python; otherwise, or when it declines, it calls the launcher's
+ * Python method _launch(*args, **kwargs), which decides. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *inline_fn;
+    PyObject *dims;
+} LauncherBase;
+
+static PyObject *s_launch, *zero;
+
+static void lb_dealloc(LauncherBase *self) {
+    Py_CLEAR(self->inline_fn);
+    Py_CLEAR(self->dims);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *lb_call(LauncherBase *self, PyObject *args, PyObject *kw) {
+    if ((kw == NULL || PyDict_GET_SIZE(kw) == 0) && self->inline_fn &&
+        Py_TYPE(self->inline_fn) == &InlineLaunchType && self->dims) {
+        PyObject *r = il_launch((InlineLaunch *)self->inline_fn, self->dims, args, zero, Py_None);
+        if (!r) return NULL;
+        int launched = r == Py_True;
+        Py_DECREF(r);
+        if (launched) Py_RETURN_NONE;
+    }
+    PyObject *method = PyObject_GetAttr((PyObject *)self, s_launch);
+    if (!method) return NULL;
+    PyObject *res = PyObject_Call(method, args, kw);
+    Py_DECREF(method);
+    return res;
+}
+
+static PyMemberDef lb_members[] = {
+    {"inline", T_OBJECT, offsetof(LauncherBase, inline_fn), 0,
+     "the inline launch tried first (None: none yet)"},
+    {"dims", T_OBJECT, offsetof(LauncherBase, dims), 0,
+     "(gx, gy, gz, bx, by, bz), or None for a grid the checked path must report"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject LauncherBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tylo._launch.LauncherBase",
+    .tp_basicsize = sizeof(LauncherBase),
+    .tp_dealloc = (destructor)lb_dealloc,
+    .tp_call = (ternaryfunc)lb_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The base of tylo's launchers: the inline launch tried without Python.",
+    .tp_members = lb_members,
+    .tp_new = PyType_GenericNew,
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "tylo._launch",
     "The inline launch path in C (see tylo.kernel.fastpath).", -1, NULL, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__launch(void) {
-    if (PyType_Ready(&InlineLaunchType) < 0) return NULL;
+    if (PyType_Ready(&InlineLaunchType) < 0 || PyType_Ready(&LauncherBaseType) < 0)
+        return NULL;
+    s_launch = PyUnicode_InternFromString("_launch");
+    zero = PyLong_FromLong(0);
+    if (!s_launch || !zero) return NULL;
     s_dtype = PyUnicode_InternFromString("dtype");
     s_device = PyUnicode_InternFromString("device");
     s_ptr = PyUnicode_InternFromString("ptr");
+    s_private_ptr = PyUnicode_InternFromString("_ptr");
     s_get_device = PyUnicode_InternFromString("get_device");
     s_data_ptr = PyUnicode_InternFromString("data_ptr");
     s_ordinal = PyUnicode_InternFromString("ordinal");
-    if (!s_dtype || !s_device || !s_ptr || !s_get_device || !s_data_ptr || !s_ordinal)
+    if (!s_dtype || !s_device || !s_ptr || !s_private_ptr || !s_get_device || !s_data_ptr || !s_ordinal)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_INCREF(&InlineLaunchType);
     if (PyModule_AddObject(m, "InlineLaunch", (PyObject *)&InlineLaunchType) < 0) {
         Py_DECREF(&InlineLaunchType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&LauncherBaseType);
+    if (PyModule_AddObject(m, "LauncherBase", (PyObject *)&LauncherBaseType) < 0) {
+        Py_DECREF(&LauncherBaseType);
         Py_DECREF(m);
         return NULL;
     }

@@ -361,3 +361,28 @@ def test_equal_statics_of_other_types_are_other_specializations(recorder):
     for flags in ((True,), (1,), (1.0,), (1,)):
         launcher(array(), flags)
     assert pick.stats.compiles == 5
+
+
+def test_owned_buffers_on_the_inline_path(recorder, monkeypatch):
+    """A DeviceBuffer is read without its property while open; once closed, the inline
+    path raises the buffer's own error, as the reader path does."""
+    from tylo.arrays import DeviceBuffer
+
+    monkeypatch.setattr(driver, "mem_free", lambda ptr: None)
+
+    def buffer(ptr):
+        b = DeviceBuffer.__new__(DeviceBuffer)
+        DeviceBuffer.__init__(b, ptr, (256,), F32, 0)
+        return b
+
+    k = make_kernel()
+    launcher = k[1, 32]
+    out, x = buffer(0x1000), buffer(0x2000)
+    for n in (1, 2, 3):
+        launcher(out, x, n)
+    assert launcher.inline is not None
+    assert recorder[-1] == ("direct", (1, 1, 1), (32, 1, 1), 0, (0x1000, 0x2000, 3))
+    x.close()
+    with pytest.raises(tylo.TyloError, match="used after close"):
+        launcher(out, x, 4)
+    assert len(recorder) == 3

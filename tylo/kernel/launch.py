@@ -24,6 +24,7 @@ from typing import Any
 
 from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
 from tylo.kernel.guards import check_guards
+from tylo.kernel import fastpath
 from tylo.kernel.fastpath import Hot
 from tylo.kernel.readers import make_reader
 from tylo.kernel.spec import Int, ParamKind, Ptr
@@ -261,7 +262,13 @@ def launch_dims(grid: Any, block: tuple[int, int, int]) -> tuple[int, ...] | Non
 # ---------------------------------------------------------------------------- launcher
 
 
-class Launcher:
+# With the C extension, calling a launcher tries its inline launch without entering
+# Python (tylo/_launch.c, LauncherBase holds ``inline`` and ``dims``); the generated
+# ``_launch`` runs when that declines.
+_LauncherBase: Any = fastpath._accel.LauncherBase if fastpath.ACCELERATED else object
+
+
+class Launcher(_LauncherBase):  # type: ignore[misc]
     """``kern[grid, block]``: call it with the kernel's arguments to launch.
 
     Each kernel gets its own subclass whose ``__call__`` is generated for its number of
@@ -271,7 +278,9 @@ class Launcher:
     tests and attribute reads, one ``pack_into`` and ``cuLaunchKernelEx``.
     """
 
-    __slots__ = ("block", "dims", "grid", "inline", "kernel")
+    __slots__ = ("block", "grid", "kernel") + (
+        () if _LauncherBase is not object else ("dims", "inline")
+    )
 
     def __init__(self, kernel: Any, grid: Any, block: tuple[int, int, int]) -> None:
         self.kernel = kernel
@@ -293,7 +302,7 @@ class Launcher:
 
 
 _CALL_TEMPLATE = """
-def __call__(self, *args, shared=0, stream=None, **kwargs):
+def _launch(self, *args, shared=0, stream=None, **kwargs):
     inline = self.inline
     if inline is not None and not kwargs and inline(self.dims, args, shared, stream):
         return
@@ -352,9 +361,10 @@ def launcher_class(nparams: int) -> type[Launcher]:
             "struct_error": struct.error,
         }
         exec(compile(source, f"<tylo launcher/{n}>", "exec"), namespace)  # noqa: S102
-        cls = type(
-            f"Launcher{n}", (Launcher,), {"__call__": namespace["__call__"], "__slots__": ()}
-        )
+        body = {"_launch": namespace["_launch"], "__slots__": ()}
+        if _LauncherBase is object:  # no C dispatch: the Python method is the call
+            body["__call__"] = namespace["_launch"]
+        cls = type(f"Launcher{n}", (Launcher,), body)
         _LAUNCHERS[nparams] = cls
     return cls
 

@@ -32,8 +32,9 @@ Reader = Callable[[Any], tuple[Any, Any]]
 class ArgSpec:
     """How the inline launch path reads one argument like the one seen.
 
-    ``kind``: ``"buffer"`` (a tylo DeviceBuffer/DeviceArray: ``dtype`` is its dtype object,
-    ``device`` its ordinal, the value ``.ptr``), ``"torch"`` (a tensor: ``dtype``,
+    ``kind``: ``"buffer"`` (a tylo DeviceArray: ``dtype`` is its dtype object, ``device``
+    its ordinal, the value ``.ptr``), ``"owned"`` (a tylo DeviceBuffer: the same, read
+    through ``._ptr`` where that is faster, ``.ptr`` once it is closed), ``"torch"`` (a tensor: ``dtype``,
     ``get_device()``, ``data_ptr()``), ``"int"`` (an exact int), ``"float"`` (the value
     ``float(arg)``) or ``"static"`` (an argument equal to ``value``). ``type`` is the
     argument's exact type. The guard these imply holds exactly when the reader would give
@@ -64,10 +65,16 @@ def _read_torch(a: Any) -> tuple[Any, Any]:
     return (a.dtype, a.get_device()), a.data_ptr()
 
 
+def _buffer_kind(a: Any) -> str:
+    from tylo.arrays import DeviceBuffer
+
+    return "owned" if type(a) is DeviceBuffer else "buffer"
+
+
 _INLINE: dict[Any, Callable[[Any], ArgSpec]] = {
     _read_int: lambda a: ArgSpec("int", int),
     _read_float: lambda a: ArgSpec("float", type(a)),
-    _read_buffer: lambda a: ArgSpec("buffer", type(a), a.dtype, a.device),
+    _read_buffer: lambda a: ArgSpec(_buffer_kind(a), type(a), a.dtype, a.device),
     _read_torch: lambda a: ArgSpec("torch", type(a), a.dtype, a.get_device()),
 }
 
