@@ -3,7 +3,9 @@
 Plans the GEMM (printing what was proved), compiles it, and, where there is a GPU, runs it
 on fresh random data and verifies it against float64. Without a GPU it compiles for
 ``--target`` (default sm_90a), prints the proofs and resources, says it did not run, and
-exits 0. ``--compile-only`` and ``--emit llvm|ptx|sass`` work everywhere.
+exits 0. ``--compile-only`` and ``--emit llvm|ptx|sass`` work everywhere. The SASS checks
+(the main loop's instruction counts) need nvdisasm, which is optional: without it they are
+skipped with a line saying how to install it (``pip install 'tylo[sass]'``).
 """
 
 from __future__ import annotations
