@@ -209,7 +209,7 @@ def report_resources(kernels: dict[str, Any], out: Any = None) -> None:
 
 def _one_line(err: BaseException) -> str:
     """``err``'s message on one line: its first line, and how many lines were left out."""
-    lines = [line for line in str(err).splitlines() if line.strip()] or [type(err).__name__]
+    lines = [line for line in str(err).splitlines() if line.strip()] or ["(no message)"]
     more = len(lines) - 1
     if more:
         return f"{lines[0]} (+{more} more line(s); set {TRACEBACK_ENV}=1 to see them)"
@@ -270,5 +270,7 @@ def main(example: Example, argv: Sequence[str] | None = None) -> int:
         return _fail(prog, err, EXIT_USAGE, hint)
     except TyloError as err:
         return _fail(prog, err, EXIT_FAILED)
+    except MemoryError as err:  # host arrays for sizes this machine cannot hold
+        return _fail(prog, err, EXIT_FAILED, " (out of host memory: use smaller sizes)")
     print(f"{example.name}: OK: {summary} ({time.perf_counter() - start:.2f} s)")
     return 0

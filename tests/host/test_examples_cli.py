@@ -189,6 +189,13 @@ def test_typed_run_errors_are_one_line(capsys, monkeypatch) -> None:
         _cli.main(_example(run=_raise(err)), ["4"])
 
 
+def test_running_out_of_host_memory_is_one_line(capsys, monkeypatch) -> None:
+    monkeypatch.delenv(_cli.TRACEBACK_ENV, raising=False)
+    assert _cli.main(_example(run=_raise(MemoryError())), ["4"]) == _cli.EXIT_FAILED
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "MemoryError" in err and "use smaller sizes" in err
+
+
 def test_untyped_errors_are_bugs_and_keep_their_traceback(monkeypatch) -> None:
     monkeypatch.delenv(_cli.TRACEBACK_ENV, raising=False)
     with pytest.raises(ZeroDivisionError):
