@@ -3,7 +3,9 @@
 Plans the GEMM (printing what was proved), compiles it, and, where there is a GPU, runs it
 on fresh random data and verifies it against float64. Without a GPU it compiles for
 ``--target`` (default sm_90a), prints the proofs and resources, says it did not run, and
-exits 0. ``--compile-only`` and ``--emit llvm|ptx|sass`` work everywhere.
+exits 0. ``--compile-only`` and ``--emit llvm|ptx|sass`` work everywhere. The SASS checks
+(the main loop's instruction counts) need nvdisasm, which is optional: without it they are
+skipped with a line saying how to install it (``pip install 'tylo[sass]'``).
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from examples._cli import Example, main
+from examples._cli import Example, finite_float, main, non_negative_int, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("m", type=int, help="rows of A and D (>= 1)")
-    parser.add_argument("n", type=int, help="columns of B and D (>= 1)")
-    parser.add_argument("k", type=int, help="columns of A, rows of B (>= 1)")
+    parser.add_argument("m", type=positive_int, help="rows of A and D (>= 1)")
+    parser.add_argument("n", type=positive_int, help="columns of B and D (>= 1)")
+    parser.add_argument("k", type=positive_int, help="columns of A, rows of B (>= 1)")
     parser.add_argument(
         "--dtype",
         choices=("bf16", "f16"),
@@ -29,11 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="input element type (output is f32)",
     )
     parser.add_argument("--relu", action="store_true", help="apply ReLU after scaling")
-    parser.add_argument("--alpha", type=float, default=1.0, help="scale of A @ B")
+    parser.add_argument("--alpha", type=finite_float, default=1.0, help="scale of A @ B")
     parser.add_argument(
-        "--pad", type=int, default=0, help="pad every leading dimension by this many elements"
+        "--pad",
+        type=non_negative_int,
+        default=0,
+        help="pad every leading dimension by this many elements",
     )
-    parser.add_argument("--stages", type=int, default=None, help="pipeline stages")
+    parser.add_argument("--stages", type=positive_int, default=None, help="pipeline stages (>= 1)")
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -59,16 +64,37 @@ def _print_plan(cfg: Any, out: Any = sys.stdout) -> None:
         print(f"  {what}: {status}", file=out)
 
 
+SASS_SKIPPED = (
+    "  SASS checks skipped: nvdisasm was not found (it is optional); to see them, "
+    "install it with `pip install 'tylo[sass]'` (or `pip install nvidia-cuda-nvdisasm`, or "
+    "put a CUDA toolkit's bin directory on PATH)"
+)
+
+
+def print_sass_checks(compiled: Any, out: Any = None) -> bool:
+    """Print the main loop's instruction counts (the SASS checks) when nvdisasm exists,
+    else say that they were skipped and how to enable them; True when they were printed."""
+    from examples.gemm.kernel import sass_summary
+    from tylo.backend.sass import find_nvdisasm
+
+    out = out or sys.stdout
+    if find_nvdisasm() is None:
+        print(SASS_SKIPPED, file=out)
+        return False
+    s = sass_summary(compiled)
+    print(f"  SASS main loop: {s['loop']}", file=out)
+    print(f"  SASS local memory: {s['total']['LDL']} LDL, {s['total']['STL']} STL", file=out)
+    return True
+
+
 def kernels(args: argparse.Namespace, target: Any) -> dict[str, Any]:
     from examples.gemm.host import compile_gemm
-    from examples.gemm.kernel import sass_summary
 
     cfg = _config(args)
     k = compile_gemm(cfg, target, relu=args.relu)
     if args.compile_only:
         _print_plan(cfg)
-        s = sass_summary(k)
-        print(f"  main loop: {s['loop']}")
+        print_sass_checks(k)
     return {"tiled_gemm_kernel": k}
 
 

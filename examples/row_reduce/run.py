@@ -10,21 +10,21 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from examples._cli import Example, main
+from examples._cli import Example, main, non_negative_int, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rows", type=int, help="number of rows (>= 1)")
-    parser.add_argument("cols", type=int, help="row length (>= 1)")
+    parser.add_argument("rows", type=positive_int, help="number of rows (>= 1)")
+    parser.add_argument("cols", type=positive_int, help="row length (>= 1)")
     parser.add_argument("--op", choices=("sum", "max"), default="sum")
     parser.add_argument(
         "--transpose", action="store_true", help="read a column-major array (column stride != 1)"
     )
     parser.add_argument(
         "--offset",
-        type=int,
+        type=non_negative_int,
         default=0,
-        help="start the data this many elements into its allocation",
+        help="start the data this many elements (>= 0) into its allocation",
     )
 
 

@@ -16,12 +16,12 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from examples._cli import Example, main
+from examples._cli import Example, main, non_negative_int, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rows", type=int, help="number of rows (>= 1)")
-    parser.add_argument("cols", type=int, help="row length (>= 1)")
+    parser.add_argument("rows", type=positive_int, help="number of rows (>= 1)")
+    parser.add_argument("cols", type=positive_int, help="row length (>= 1)")
     parser.add_argument(
         "--style",
         choices=("lane", "warp", "mma"),
@@ -38,7 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="none",
         help="masking: none, a valid length per row, or a boolean mask (True keeps)",
     )
-    parser.add_argument("--pad", type=int, default=0, help="pad every row by this many elements")
+    parser.add_argument(
+        "--pad", type=non_negative_int, default=0, help="pad every row by this many elements"
+    )
 
 
 def config(args: argparse.Namespace) -> Any:

@@ -9,11 +9,11 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from examples._cli import Example, main
+from examples._cli import Example, main, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("n", type=int, help="number of elements (>= 1)")
+    parser.add_argument("n", type=positive_int, help="number of elements (>= 1)")
 
 
 def kernels(args: argparse.Namespace, target: Any) -> dict[str, Any]:

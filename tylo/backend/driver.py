@@ -64,6 +64,8 @@ _init_error: str | None = None
 _initialized = False
 _lock = threading.Lock()
 _contexts: dict[int, Any] = {}
+
+
 class _ThreadState(threading.local):
     """Per thread: the context made current by tylo and its device (None until then).
     The launch fast paths read ``ordinal`` directly, so it always exists."""
@@ -124,11 +126,7 @@ def check(result: tuple[Any, ...], call: str) -> Any:
     if err:  # CUresult is an int subclass and CUDA_SUCCESS == 0
         raise cuda_error(call, err)
     n = len(result)
-    if n == 1:
-        return None
-    if n == 2:
-        return result[1]
-    return result[1:]
+    return None if n == 1 else result[1] if n == 2 else result[1:]
 
 
 def _init() -> None:
@@ -386,17 +384,32 @@ def elapsed_ms(start: Event, end: Event) -> float:
 class Module:
     """A loaded cubin. ``Module.load(cubin).function("vadd")``."""
 
-    def __init__(self, handle: Any, ordinal: int) -> None:
+    def __init__(self, handle: Any, ordinal: int, image: bytes | None = None) -> None:
         self.handle = handle
         self.ordinal = ordinal
         self._functions: dict[str, Function] = {}
+        self._image = image
+        self._param_table: dict[str, tuple[int, ...]] | None = None
 
     @classmethod
     def load(cls, image: bytes, *, ordinal: int = 0) -> Module:
         """Load a cubin (``cuModuleLoadData``) into device ``ordinal``'s primary context."""
         current_context(ordinal)
-        handle = check(_cuda().cuModuleLoadData(bytes(image)), "cuModuleLoadData")
-        return cls(handle, ordinal)
+        image = bytes(image)
+        handle = check(_cuda().cuModuleLoadData(image), "cuModuleLoadData")
+        return cls(handle, ordinal, image)
+
+    def param_sizes(self, name: str) -> tuple[int, ...] | None:
+        """Kernel ``name``'s parameter sizes as the loaded cubin records them, or None."""
+        if self._param_table is None:
+            from tylo.backend.resources import CubinFormatError, cubin_param_sizes
+
+            try:
+                self._param_table = cubin_param_sizes(self._image or b"")
+            except CubinFormatError:
+                self._param_table = {}
+            self._image = None
+        return self._param_table.get(name)
 
     def function(self, name: str) -> Function:
         """The kernel entry ``name`` (memoized)."""
@@ -478,28 +491,39 @@ class Function:
         self.max_dynamic_shared_bytes = max(nbytes, DEFAULT_DYNAMIC_SHARED_LIMIT)
 
     def param_sizes(self) -> tuple[int, ...] | None:
-        """Byte sizes of the kernel's parameters (``cuFuncGetParamInfo``, driver 12.4+), or
-        None when the driver cannot say."""
+        """Byte sizes of the kernel's parameters, in order, or None when nothing can say.
+
+        From the loaded cubin when tylo can read it (every cubin tylo links): no driver
+        call. Otherwise ``cuFuncGetParamCount``, then ``cuFuncGetParamInfo`` per index,
+        never past the last (``compute-sanitizer`` reports such a call as an API error);
+        only a foreign image on a driver without ``cuFuncGetParamCount`` is asked until
+        ``CUDA_ERROR_INVALID_VALUE``, there being no other way to learn its count."""
         if self._param_sizes is False:
-            d = _cuda()
-            get = getattr(d, "cuFuncGetParamInfo", None)
-            sizes: list[int] = []
-            result: tuple[int, ...] | None = None
-            if get is not None:
-                try:
-                    while len(sizes) < 4096:
-                        out = get(self.handle, len(sizes))
-                        if out[0]:
-                            # past the last parameter the driver answers INVALID_VALUE;
-                            # anything else means it cannot tell
-                            if int(out[0]) == int(d.CUresult.CUDA_ERROR_INVALID_VALUE):
-                                result = tuple(sizes)
-                            break
-                        sizes.append(int(out[2]))
-                except (RuntimeError, TypeError, ValueError, OverflowError):
-                    result = None
-            self._param_sizes = result
+            sizes = self.module.param_sizes(self.name)
+            self._param_sizes = sizes if sizes is not None else self._driver_param_sizes()
         return self._param_sizes  # type: ignore[return-value]
+
+    def _driver_param_sizes(self) -> tuple[int, ...] | None:
+        d = _cuda()
+        info, count_of = (getattr(d, f"cuFuncGetParam{x}", None) for x in ("Info", "Count"))
+        if info is None:
+            return None
+        try:
+            count = None
+            if count_of is not None:
+                err, count = count_of(self.handle)
+                if err:
+                    return None
+            sizes: list[int] = []
+            while len(sizes) < (4096 if count is None else int(count)):
+                err, _, size = info(self.handle, len(sizes))
+                if err:  # without a count, past the last one: CUDA_ERROR_INVALID_VALUE
+                    past = int(err) == int(d.CUresult.CUDA_ERROR_INVALID_VALUE)
+                    return tuple(sizes) if count is None and past else None
+                sizes.append(int(size))
+        except (RuntimeError, TypeError, ValueError, OverflowError):  # e.g. no entry point
+            return None
+        return tuple(sizes) if count is not None else None
 
     def check_args(self, args: ArgPack) -> None:
         """Check (once per ArgPack layout) that ``args`` matches the kernel's parameters."""

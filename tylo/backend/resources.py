@@ -11,6 +11,17 @@ Two sources, both without any external tool:
 :func:`kernel_resources` lists the kernel entries from the cubin and fills each from the
 log when it reports the kernel (that is the only source of spill counts), else from the
 ELF attributes. Registers come from the ELF when present: it is the artifact that runs.
+
+Linker releases differ in what they write, and both forms are read (TOOLCHAIN.md: CUDA
+13.0 on the H200 machine, 13.5 from the wheels): nvJitLink may leave out ptxas' lines and
+give only its own summary, whose shared-memory figure includes the block the system
+reserves on sm_90 and newer; and a 13.5 cubin names that block's size
+(``.nv.reservedSmem.cap``) where a 13.0 cubin only marks that it is there
+(``.nv.reservedSmem.offset0``). ``shared_bytes`` is always the kernel's own static shared
+memory, without the reserved block.
+
+:func:`cubin_param_sizes` reads each kernel's parameter sizes from the same ELF
+(``EIATTR_KPARAM_INFO``), so a launch can check its arguments without asking the driver.
 """
 
 from __future__ import annotations
@@ -20,9 +31,11 @@ import struct
 from dataclasses import dataclass, replace
 
 __all__ = [
+    "SYSTEM_RESERVED_SHARED_BYTES",
     "CubinFormatError",
     "Resources",
     "cubin_entries",
+    "cubin_param_sizes",
     "kernel_resources",
     "parse_ptxas_log",
     "read_cubin_resources",
@@ -39,7 +52,19 @@ _STO_CUDA_ENTRY = 0x10  # st_other bit of kernel entry points
 _EIFMT_SVAL = 0x04
 EIATTR_FRAME_SIZE = 0x11
 EIATTR_REGCOUNT = 0x2F
+# per kernel (.nv.info.<kernel>): the parameter block's constant-bank slot (u32 symbol,
+# u16 offset, u16 size) and one record per parameter (u32 index, u16 ordinal, u16 offset,
+# u32 whose bits 18..31 are the size in bytes)
+EIATTR_PARAM_CBANK = 0x0A
+EIATTR_KPARAM_INFO = 0x17
 _RESERVED_SMEM_CAP = ".nv.reservedSmem.cap"
+_RESERVED_SMEM_PREFIX = ".nv.reservedSmem."
+# Shared memory the system reserves per block on sm_80 and newer (CUDA C++ Programming
+# Guide, "Features and Technical Specifications": 1 KB;
+# CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK). On sm_90 and newer a kernel's
+# .nv.shared section includes it; a cubin that marks the block without giving its size
+# (.nv.reservedSmem.offset0, no .nv.reservedSmem.cap: CUDA 13.0) holds this much.
+SYSTEM_RESERVED_SHARED_BYTES = 1024
 
 
 class CubinFormatError(ValueError):
@@ -106,7 +131,9 @@ def parse_ptxas_log(log: str) -> dict[str, Resources]:
     ``info    :`` summary is used only for an entry ptxas' lines do not report (nvJitLink
     sometimes leaves them out): it gives registers, stack and local memory but no spill
     counts, so spills are 0 when the entry uses no local memory at all and unknown
-    otherwise, and its barrier count includes the system's.
+    otherwise, its barrier count includes the system's, and its shared-memory figure
+    includes the system-reserved block on sm_90 and newer (:func:`kernel_resources`
+    takes shared memory from the cubin instead).
     """
     found: dict[str, Resources] = {}
     frames: dict[str, tuple[int, int, int]] = {}
@@ -232,7 +259,7 @@ def read_cubin_resources(cubin: bytes) -> dict[str, Resources]:
                     target = regs if attr == EIATTR_REGCOUNT else frame
                     target[symbols[sym][0]] = value
             pos += size
-    reserved = next((v for n, _, _, _, v in symbols if n == _RESERVED_SMEM_CAP), 0)
+    reserved = _reserved_shared_bytes(symbols)
     out = {}
     for name in entries:
         text = next((s for s in sections if s.name == f".text.{name}"), None)
@@ -252,6 +279,64 @@ def read_cubin_resources(cubin: bytes) -> dict[str, Resources]:
     return out
 
 
+def _reserved_shared_bytes(symbols: list[tuple[str, int, int, int, int]]) -> int:
+    """Bytes of the system-reserved block included in each .nv.shared section: the size
+    the cubin names, else the documented size when the cubin only marks the block."""
+    names = {name: value for name, _, _, _, value in symbols}
+    if _RESERVED_SMEM_CAP in names:
+        return names[_RESERVED_SMEM_CAP]
+    if any(name.startswith(_RESERVED_SMEM_PREFIX) for name in names):
+        return SYSTEM_RESERVED_SHARED_BYTES
+    return 0
+
+
+def cubin_param_sizes(cubin: bytes) -> dict[str, tuple[int, ...]]:
+    """The byte size of every parameter of every kernel entry in ``cubin``, in order:
+    what ``cuFuncGetParamInfo`` reports for indices ``0 .. count - 1``, read from the
+    ELF's ``EIATTR_KPARAM_INFO`` records without a driver.
+
+    An entry whose records are incomplete, or do not end where its parameter block
+    (``EIATTR_PARAM_CBANK``) ends, is left out: its sizes are unknown, never guessed. Raises
+    :class:`CubinFormatError` when ``cubin`` is not an ELF image this module can read.
+    """
+    sections, symbols = _read_elf(cubin)
+    entries = {
+        name
+        for name, info, other, _, _ in symbols
+        if info & 0xF == _STT_FUNC and other & _STO_CUDA_ENTRY
+    }
+    out: dict[str, tuple[int, ...]] = {}
+    for sec in sections:
+        name = sec.name.removeprefix(".nv.info.")
+        if name == sec.name or name not in entries:
+            continue
+        params: dict[int, tuple[int, int]] = {}  # ordinal -> (offset, size)
+        block: int | None = None
+        pos, end = sec.offset, min(sec.offset + sec.size, len(cubin))
+        try:
+            while pos + 4 <= end:
+                fmt, attr, size = struct.unpack_from("<BBH", cubin, pos)
+                pos += 4
+                if fmt != _EIFMT_SVAL:
+                    continue
+                if attr == EIATTR_KPARAM_INFO and size >= 12:
+                    _, ordinal, offset, bits = struct.unpack_from("<IHHI", cubin, pos)
+                    params[ordinal] = (offset, (bits >> 18) & 0x3FFF)
+                elif attr == EIATTR_PARAM_CBANK and size >= 8:
+                    (block,) = struct.unpack_from("<H", cubin, pos + 6)
+                pos += size
+        except struct.error:
+            continue
+        if sorted(params) != list(range(len(params))):
+            continue  # a parameter without its record: unknown
+        sizes = tuple(params[i][1] for i in range(len(params)))
+        extent = max((o + n for o, n in params.values()), default=0)
+        if extent != (block or 0):
+            continue  # the records do not end where the parameter block ends: unknown
+        out[name] = sizes
+    return out
+
+
 def kernel_resources(cubin: bytes, info_log: str = "") -> dict[str, Resources]:
     """Resources of every kernel entry in ``cubin``, combining the ptxas report in
     ``info_log`` (spills, barriers, shared) with the cubin's own attributes (registers).
@@ -266,6 +351,10 @@ def kernel_resources(cubin: bytes, info_log: str = "") -> dict[str, Resources]:
         log = logged.get(name)
         if log is None:
             out[name] = elf
+        elif log.source == "nvjitlink":  # its shared figure includes the reserved block
+            out[name] = replace(
+                log, registers=elf.registers or log.registers, shared_bytes=elf.shared_bytes
+            )
         else:
             out[name] = replace(log, registers=elf.registers or log.registers)
     return out

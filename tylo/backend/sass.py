@@ -1,9 +1,12 @@
 """SASS, the machine code in a cubin, through ``nvdisasm``.
 
-``nvdisasm`` comes from the ``nvidia-cuda-nvdisasm`` wheel (optional), a CUDA toolkit on
-PATH, or ``$CUDA_HOME/bin``. nvJitLink adds unused helper functions to some cubins (a
-shuffle helper on sm_80, TOOLCHAIN.md), so checks on one kernel's code should use
-:func:`sass_for`, which returns only that function's section.
+``nvdisasm`` is optional: it comes from the ``nvidia-cuda-nvdisasm`` wheel (the ``sass``
+extra, ``pip install 'tylo[sass]'``), a CUDA toolkit on PATH, or ``$CUDA_HOME/bin``.
+Compiling, resource usage and launching never need it; only reading SASS does.
+
+nvJitLink adds unused helper functions to some cubins (a shuffle helper on sm_80,
+TOOLCHAIN.md), so checks on one kernel's code should use :func:`sass_for`, which returns
+only that function's section.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ from tylo.errors import TyloError
 __all__ = ["SassError", "disassemble", "find_nvdisasm", "opcodes", "sass_for", "sass_functions"]
 
 _INSTALL_HINT = (
-    "nvdisasm was not found; install it with `pip install nvidia-cuda-nvdisasm` "
-    "(or put a CUDA toolkit's bin directory on PATH)"
+    "nvdisasm was not found (SASS is optional); install it with `pip install 'tylo[sass]'` "
+    "or `pip install nvidia-cuda-nvdisasm` (or put a CUDA toolkit's bin directory on PATH)"
 )
 _SECTION_RE = re.compile(r"^//-+ \.text\.(\S+)\s+-+\s*$", re.MULTILINE)
 # an instruction line: /*0070*/  @!P0 BRA `(.L_x_1) ;  -> opcode with its modifiers
