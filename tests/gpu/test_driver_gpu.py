@@ -220,6 +220,9 @@ class FakeDriver:
         self.attrs[attr.name] = value
         return (self.ok,)
 
+    def cuFuncGetParamCount(self, fn):
+        return (self.ok, len(self.param_sizes))
+
     def cuFuncGetParamInfo(self, fn, i):
         if i >= len(self.param_sizes):
             return (self.CUresult.CUDA_ERROR_INVALID_VALUE, 0, 0)

@@ -504,26 +504,26 @@ class Function:
         return self._param_sizes  # type: ignore[return-value]
 
     def _driver_param_sizes(self) -> tuple[int, ...] | None:
+        """Sizes from the driver for an image tylo cannot read: ``cuFuncGetParamInfo`` below
+        ``cuFuncGetParamCount`` only (probing past the last parameter is an API error to
+        compute-sanitizer); None when the driver lacks either call or fails."""
         d = _cuda()
         info, count_of = (getattr(d, f"cuFuncGetParam{x}", None) for x in ("Info", "Count"))
-        if info is None:
+        if info is None or count_of is None:
             return None
         try:
-            count = None
-            if count_of is not None:
-                err, count = count_of(self.handle)
+            err, count = count_of(self.handle)
+            if err:
+                return None
+            sizes: list[int] = []
+            for i in range(int(count)):
+                err, _, size = info(self.handle, i)
                 if err:
                     return None
-            sizes: list[int] = []
-            while len(sizes) < (4096 if count is None else int(count)):
-                err, _, size = info(self.handle, len(sizes))
-                if err:  # without a count, past the last one: CUDA_ERROR_INVALID_VALUE
-                    past = int(err) == int(d.CUresult.CUDA_ERROR_INVALID_VALUE)
-                    return tuple(sizes) if count is None and past else None
                 sizes.append(int(size))
         except (RuntimeError, TypeError, ValueError, OverflowError):  # e.g. no entry point
             return None
-        return tuple(sizes) if count is not None else None
+        return tuple(sizes)
 
     def check_args(self, args: ArgPack) -> None:
         """Check (once per ArgPack layout) that ``args`` matches the kernel's parameters."""
