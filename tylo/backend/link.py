@@ -108,6 +108,15 @@ def link_cubin(
         )
     if max_registers is not None and not 16 <= max_registers <= 255:
         raise LinkError(f"link_cubin: max_registers {max_registers} is outside 16..255")
+    if linker == "auto" and "setmaxnreg" in ptx and find_ptxas() is not None:
+        # nvJitLink assembles as a relocatable unit, where ptxas drops setmaxnreg (C7504);
+        # whole-program ptxas keeps it. A ptxas too old for this PTX falls through to
+        # nvJitLink, whose log line then becomes a CompileWarning.
+        try:
+            return _link_ptxas(find_ptxas(), ptx, target, options, max_registers, name)
+        except LinkError as err:
+            if "Unsupported .version" not in str(err):
+                raise
     if linker != "ptxas":
         loaded = _load_nvjitlink()
         if loaded is not None:
@@ -224,7 +233,10 @@ def _warn_unusual(log: str, name: str) -> None:
         line
         for line in log.splitlines()
         if line.strip()
-        and not line.lstrip().startswith(("ptxas info", "ptxas         .", "info"))
+        and (
+            not line.lstrip().startswith(("ptxas info", "ptxas         .", "info"))
+            or "Potential Performance Loss" in line  # e.g. C7504/C7508: setmaxnreg dropped
+        )
         and "bytes stack frame" not in line
     ]
     if unusual:
