@@ -45,7 +45,7 @@ from tylo.layouts.algebra import (
     undecided_simplification,
 )
 from tylo.layouts.errors import CompositionError, LayoutError, ShapeError, UndecidableError
-from tylo.layouts.inttuple import flatten_tuple, fmt, product, vadd, vmul
+from tylo.layouts.inttuple import fmt, product, vadd, vmul
 from tylo.layouts.layout import Layout
 from tylo.layouts.swizzle import ComposedLayout, Swizzle
 from tylo.layouts.symbolic import (
@@ -245,7 +245,10 @@ class _Walk:
                         f"of {self.a} (the shape divisibility condition)"
                     )
                 raise self.undecidable(
-                    q, s, f"or {fmt(s)} < {fmt(q)}", f"the shape divisibility condition at extent {fmt(a)}"
+                    q,
+                    s,
+                    f"or {fmt(s)} < {fmt(q)}",
+                    f"the shape divisibility condition at extent {fmt(a)}",
                 )
             up = divides(a, d)
             if up is True:
@@ -262,7 +265,10 @@ class _Walk:
                     f"condition), and its {fmt(s)} elements do not fit in that extent"
                 )
             raise self.undecidable(
-                d, a, f"or {fmt(a)} | {fmt(d)}", f"the stride divisibility condition at extent {fmt(a)}"
+                d,
+                a,
+                f"or {fmt(a)} | {fmt(d)}, or {fmt(vadd(s, -1))}*{fmt(d)} < {fmt(a)}",
+                f"the stride divisibility condition at extent {fmt(a)}",
             )
         if not is_one(s):
             rs.append(s)

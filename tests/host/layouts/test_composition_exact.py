@@ -24,7 +24,9 @@ from tylo.layouts import (
     Swizzle,
     UndecidableError,
     assuming,
+    complement,
     composition,
+    cosize,
     dim,
     logical_product,
     size,
@@ -225,8 +227,6 @@ def test_logical_product_inherits_exactness():
         logical_product(a, b)
     assert "logical_product(2:4, (2,3):(2,1))" in str(info.value)
     # the claim concerns complement(A, size(A)*cosize(B)) o B, checked by brute force
-    from tylo.layouts import complement, cosize
-
     assert not layout_exists(complement(a, size(a) * cosize(b)), b)
 
 
