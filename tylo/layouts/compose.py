@@ -73,23 +73,23 @@ class _Refusal(Exception):
 # -- A, coalesced with its extension --------------------------------------------------------
 
 
+_EXT: dict = {}
+"""Memo of ``_ext_coalesce`` for static layouts (bounded; layouts are immutable)."""
+
+
 def _ext_coalesce(a: Layout) -> tuple[list, list, Any]:
     """A's flat modes merged like CuTe's ``coalesce_x``: ``(fs, fd, dn)``, the bounded modes
     (extent-1 ones dropped, mergeable pairs merged) and the stride of the last, unbounded
-    mode. Every merge keeps ``A(i)`` for every integer ``i``."""
-    fs, fd = a.flat()
+    mode. Every merge keeps ``A(i)`` for every integer ``i``. Callers must not mutate."""
     if a.is_static:
-        rs, rd = _static_coalesced(fs[:-1], fd[:-1])
-        if rs == [1]:
-            rs, rd = [], []
-        dn = fd[-1]
-        if rs and rs[-1] * rd[-1] == dn:
-            rs.pop()
-            dn = rd.pop()
-        return rs, rd, dn
-    rs = []
-    rd = []
-    for s, d in zip(fs[:-1], fd[:-1]):
+        hit = _EXT.get(a)
+        if hit is not None:
+            return hit
+    fs, fd = a.flat()
+    rs: list = []
+    rd: list = []
+    for k in range(len(fs) - 1):
+        s, d = fs[k], fd[k]
         if is_one(s):
             continue
         if rs and same(vmul(rs[-1], rd[-1]), d):
@@ -101,7 +101,12 @@ def _ext_coalesce(a: Layout) -> tuple[list, list, Any]:
     if rs and same(vmul(rs[-1], rd[-1]), dn):
         rs.pop()
         dn = rd.pop()
-    return rs, rd, dn
+    out = (rs, rd, dn)
+    if a.is_static:
+        if len(_EXT) > 4096:
+            _EXT.clear()
+        _EXT[a] = out
+    return out
 
 
 # -- the static fast path ------------------------------------------------------------------
@@ -470,9 +475,11 @@ def composition(a: Any, b: Any) -> Any:
         if a.is_static:
             if tb is int:
                 if b >= 1:
-                    r = _static_compose(a, b, 1)
+                    fs, fd, dn = _ext_coalesce(a)
+                    # one leaf: its digits stay below each extent by construction
+                    r = _static_leaf(fs, fd, dn, b, 1, [0] * len(fs))
                     if r is not None:
-                        return r
+                        return Layout._make(r[0], r[1])
             elif tb is Layout and b.is_static:
                 r = _static_compose(a, b.shape, b.stride)
                 if r is not None:
