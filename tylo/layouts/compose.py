@@ -42,7 +42,6 @@ from tylo.layouts.algebra import (
     is_one,
     is_zero,
     same,
-    undecided_simplification,
 )
 from tylo.layouts.errors import CompositionError, LayoutError, ShapeError, UndecidableError
 from tylo.layouts.inttuple import fmt, product, vadd, vmul
@@ -107,6 +106,22 @@ def _ext_coalesce(a: Layout) -> tuple[list, list, Any]:
             _EXT.clear()
         _EXT[a] = out
     return out
+
+
+def _undecided_form(a: Layout) -> str | None:
+    """A condition (as text) on which ``_ext_coalesce(a)`` depends: an extent-1 drop or a
+    merge it could not decide; None when every one was decided."""
+    fs, fd = a.flat()
+    for s in fs[:-1]:
+        if type(s) is not int and decide_cmp(s, "==", 1) is None:
+            return f"{fmt(s)} == 1"
+    rs, rd, dn = _ext_coalesce(a)
+    nxt = [*rd[1:], dn]
+    for s, d, e in zip(rs, rd, nxt):
+        reach = vmul(s, d)
+        if decide_cmp(e, "==", reach) is None:
+            return f"{fmt(e)} == {fmt(reach)}"
+    return None
 
 
 # -- the static fast path ------------------------------------------------------------------
@@ -240,7 +255,7 @@ class _Walk:
                     if is_one(s):
                         break
                     continue
-                fits = decide_cmp(s, "<", q)
+                fits = decide_cmp(s, "<=", q)  # s == q: the same result as q | s
                 if fits is True:
                     return self.finish(rs, rd, k, s, d)
                 if fits is False and whole is False:
@@ -252,7 +267,7 @@ class _Walk:
                 raise self.undecidable(
                     q,
                     s,
-                    f"or {fmt(s)} < {fmt(q)}",
+                    f"or {fmt(s)} <= {fmt(q)}",
                     f"the shape divisibility condition at extent {fmt(a)}",
                 )
             up = divides(a, d)
@@ -434,11 +449,12 @@ def _refuse(a: Layout, b: Layout, why: _Refusal) -> Layout:
             f"the {SEARCH_LIMIT} coordinates it checks exhaustively, so whether A(B(c)) is a "
             f"layout was not decided); {_FIX}"
         )
-    cond = undecided_simplification(a)
+    cond = _undecided_form(a)
     if cond is not None:
         raise UndecidableError(
-            f"composition({a}, {b}) fails unless {cond}, which depends on the symbols' "
-            f"values ({why.text}); assume it or its negation: with assuming({cond}): ...",
+            f"{head}, judged on a coalesced form of A that depends on whether {cond}, which "
+            f"depends on the symbols' values; assume it or its negation to decide: with "
+            f"assuming({cond}): ...",
             operation="composition",
             condition=cond,
             hint=f"with assuming({cond}): ...",

@@ -286,22 +286,33 @@ def test_symbolic_tilers_over_runtime_strides():
                     assert ra[i](c) == aa[i](t(c))
 
 
+def _agrees(a: Layout, b: Layout, r: Layout, vals: dict) -> bool:
+    ra, aa, bb = substitute(r, vals), substitute(a, vals), substitute(b, vals)
+    return all(ra(i) == aa(bb(i)) for i in range(size(bb)))
+
+
 def test_symbolic_undecidable_names_the_condition():
-    n = dim("N", multiple_of=16)
-    a = Layout((n, 2), (1, 1000))
-    with pytest.raises(UndecidableError) as info:
-        composition(a, Layout(16, 1))  # 16 | N or 16 < N: N may be 16
-    assert info.value.condition and info.value.operation == "composition"
     m = dim("M")
+    with pytest.raises(UndecidableError) as info:
+        composition(Layout((m, 2), (1, 1000)), Layout(16, 1))  # M | 16 or 16 <= M
+    assert info.value.condition and info.value.operation == "composition"
     with assuming(m >= 17):
         with pytest.raises(UndecidableError) as info:  # 15 + 15 < M: additivity
             composition(Layout((m, 2), (1, 1000)), Layout((16, 16), (1, 1)))
         assert "additive" in str(info.value)
-    with assuming(n >= 32):
-        r = composition(a, Layout((16, 16), (1, 1)))
-        ra = substitute(r, {"N": 48})
-        aa = substitute(a, {"N": 48})
-        assert all(ra(i) == aa(Layout((16, 16), (1, 1))(i)) for i in range(256))
+    with assuming(m >= 32):
+        a, b = Layout((m, 2), (1, 1000)), Layout((16, 16), (1, 1))
+        r = composition(a, b)
+        assert _agrees(a, b, r, {"M": 48}) and _agrees(a, b, r, {"M": 32})
+
+
+def test_symbolic_conditions_decided_by_facts():
+    n = dim("N", multiple_of=16)
+    # 16 <= N for every multiple of 16, so the leaf fits in N whichever N
+    a, b = Layout((n, 4), (1, n + 1)), Layout((16, 4), (1, n))
+    r = composition(a, b)
+    for v in (16, 32, 64):
+        assert _agrees(a, b, r, {"N": v})
 
 
 def test_symbolic_refusal_does_not_claim_non_existence():
@@ -309,6 +320,10 @@ def test_symbolic_refusal_does_not_claim_non_existence():
     with pytest.raises(CompositionError) as info:
         composition(Layout((4, n), (1, 5)), Layout(4, 3))
     assert NO_LAYOUT not in str(info.value) and "symbolic" in str(info.value)
+    m = dim("M")
+    with pytest.raises(CompositionError) as info:  # negative stride inside A's bounded modes
+        composition(Layout((4, m), (m, 1)), Layout(4, -1))
+    assert NO_LAYOUT not in str(info.value)
 
 
 @st.composite
