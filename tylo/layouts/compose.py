@@ -45,7 +45,7 @@ from tylo.layouts.algebra import (
 )
 from tylo.layouts.errors import CompositionError, LayoutError, ShapeError, UndecidableError
 from tylo.layouts.inttuple import fmt, product, vadd, vmul
-from tylo.layouts.layout import Layout
+from tylo.layouts.layout import Layout, size
 from tylo.layouts.swizzle import ComposedLayout, Swizzle
 from tylo.layouts.symbolic import (
     decide_cmp,
@@ -62,11 +62,7 @@ SEARCH_LIMIT = 4096
 
 
 class _Refusal(Exception):
-    """A composition condition failed (internal); ``text`` says which, for the message."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-        self.text = text
+    """A composition condition failed (internal); ``args[0]`` says which, for the message."""
 
 
 # -- A, coalesced with its extension --------------------------------------------------------
@@ -173,9 +169,7 @@ def _static_leaf(fs: list, fd: list, dn: int, s: int, d: int, used: list) -> Any
     if s != 1:
         rs.append(s)
         rd.append(d * dn)
-    if len(rs) == 1:
-        return rs[0], rd[0]
-    return tuple(rs), tuple(rd)
+    return _pack(rs, rd)
 
 
 def _static_tree(fs: list, fd: list, dn: int, bs: Any, bd: Any, used: list) -> Any:
@@ -197,11 +191,8 @@ def _static_compose(a: Layout, bs: Any, bd: Any) -> Layout | None:
     fs, fd, dn = _ext_coalesce(a)
     used = [0] * len(fs)
     r = _static_tree(fs, fd, dn, bs, bd, used)
-    if r is None:
+    if r is None or any(u >= e for u, e in zip(used, fs)):
         return None
-    for k in range(len(fs)):
-        if used[k] >= fs[k]:
-            return None
     return Layout._make(r[0], r[1])
 
 
@@ -385,9 +376,7 @@ def _search(a: Layout, b: Layout) -> Layout | None:
     evaluating every coordinate of B; None when no such layout exists."""
     bs, bd = b.flat()
     leaves = [[a(x * d) for x in range(s)] for s, d in zip(bs, bd)]
-    n = 1
-    for s in bs:
-        n *= s
+    n = size(b)
     crd = [0] * len(bs)
     for _ in range(n):
         idx = 0
@@ -430,11 +419,9 @@ _FIX = "use a right operand whose strides divide the left operand's extents, or 
 def _refuse(a: Layout, b: Layout, why: _Refusal) -> Layout:
     """Settle a failed condition: exhaustively for small static operands, else refuse
     naming the condition (never claiming that no layout exists without having checked)."""
-    head = f"composition({a}, {b}): {why.text}"
+    head = f"composition({a}, {b}): {why.args[0]}"
     if a.is_static and b.is_static:
-        n = 1
-        for s in b.flat()[0]:
-            n *= s
+        n = size(b)
         if n <= SEARCH_LIMIT:
             r = _search(a, b)
             if r is not None:
@@ -516,7 +503,14 @@ def _composition(a: Any, b: Any) -> Any:
             )
         return ComposedLayout(a, 0, Layout(b) if type(b) is tuple else b)
     if isinstance(a, ComposedLayout):
-        return ComposedLayout(a.outer, a.offset, composition(a.inner, b))
+        inner = composition(a.inner, b)
+        if not isinstance(inner, Layout):
+            raise CompositionError(
+                f"composition({a}, {b}): a composed layout composed with a swizzled one "
+                "would apply two outer functions, and tylo's ComposedLayout holds one; "
+                "evaluate A(B(c)) directly"
+            )
+        return ComposedLayout(a.outer, a.offset, inner)
     if type(a) is int or isinstance(a, sympy.Basic):
         a = Layout(a)
     if not isinstance(a, Layout):

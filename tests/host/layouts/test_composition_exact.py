@@ -264,6 +264,8 @@ def test_swizzled_right_operand():
     assert NO_LAYOUT not in str(info.value) and "identity" in str(info.value)
     with pytest.raises(CompositionError):
         composition(P("(64,64):(64,1)"), Swizzle(3, 3, 3))
+    with pytest.raises(CompositionError):  # two outer functions
+        composition(composition(Swizzle(2, 0, 3), P("4096:1")), sw)
 
 
 # -- symbolic operands ------------------------------------------------------------------------
