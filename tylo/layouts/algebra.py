@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import sympy
+
 from tylo.layouts.errors import ComplementError, ShapeError
-from tylo.layouts.inttuple import fmt, product, vmul
-from tylo.layouts.layout import Layout, _as_layout, cosize
+from tylo.layouts.inttuple import flatten_tuple, fmt, product, vmul
+from tylo.layouts.layout import Layout, _as_layout, cosize, make_layout
 from tylo.layouts.swizzle import ComposedLayout
 from tylo.layouts.symbolic import (
     ceil_div,
@@ -209,19 +211,105 @@ def _static_complement(x: Layout, cotarget: int) -> Layout | None:
     return Layout._make(shape, stride)
 
 
+def _check_cotarget(x: Any, cotarget: Any) -> Any:
+    """The cotarget as a size: a positive int or a symbolic value decided ``>= 1``."""
+    if type(cotarget) is tuple:
+        for e in flatten_tuple(cotarget):
+            _check_cotarget(x, e)
+        return product(cotarget)
+    if type(cotarget) is int:
+        if cotarget < 1:
+            raise ShapeError(
+                f"complement({x}, {cotarget}): the cotarget is the size of the codomain to "
+                "cover and must be a positive integer (>= 1); give the number of offsets"
+            )
+        return cotarget
+    if not isinstance(cotarget, sympy.Expr) or divides(1, cotarget) is not True:
+        raise ShapeError(
+            f"complement({x}, {cotarget!r}): the cotarget must be a positive integer, a "
+            "symbolic integer (tylo.layouts.dim) or a shape"
+        )
+    pos = decide_cmp(cotarget, ">=", 1)
+    if pos is False:
+        raise ShapeError(f"complement({x}, {fmt(cotarget)}): the cotarget is never >= 1")
+    if pos is None:
+        raise undecidable_cmp("complement", cotarget, ">=", 1, f"the cotarget of {x}")
+    return cotarget
+
+
+def _offsets(layout: Layout, limit: int) -> list | None:
+    """Every offset of a static layout, or None when it has more than ``limit``."""
+    n = 1
+    for s in layout.flat()[0]:
+        n *= s
+    if n > limit:
+        return None
+    return [layout(i) for i in range(n)]
+
+
+def _inadmissible(
+    x: Layout, what: Any, rs: list, rd: list, cur: Any, cotarget: Any, d: Any, s: Any
+) -> Layout:
+    """A mode of stride ``d`` is not a multiple of ``cur``, the reach of the modes with
+    smaller strides. When the cotarget is within that reach, the gaps ``rs:rd`` of the
+    fewest smaller-stride modes whose reach covers it are a valid answer if (A, them) is
+    injective, which is checked for static layouts (fewer gaps collide less: any larger
+    answer of this kind contains it); otherwise refuse, claiming non-existence only for a
+    non-injective A (then (A, R) is injective for no R)."""
+    head = (
+        f"{what}: {x} is not admissible: stride {fmt(d)} (extent {fmt(s)}) is not a multiple "
+        f"of {fmt(cur)}, the reach of the modes with smaller strides"
+    )
+    filtered = filter_(x)
+    if x.is_static and type(cotarget) is int:
+        if cotarget <= cur:
+            # rd[j] is the reach of the j smallest-stride modes with their gaps
+            j = 0
+            while j < len(rd) and rd[j] < cotarget:
+                j += 1
+            cand = coalesce(Layout._make(tuple(rs[:j]) or 1, tuple(rd[:j]) or 0))
+            both = _offsets(make_layout(filtered, cand), _ENUMERATION_LIMIT)
+            if both is not None and len(set(both)) == len(both):
+                return cand
+        image = _offsets(filtered, _ENUMERATION_LIMIT)
+        if image is not None and len(set(image)) < len(image):
+            raise ComplementError(
+                f"{head}, and {filtered} (A without its stride-0 and extent-1 modes) is not "
+                "injective, so (A, R) is injective for no layout R: no complement exists; "
+                "use an injective layout whose sorted strides divide each other"
+            )
+    raise ComplementError(
+        f"{head}; tylo builds the complement of admissible layouts only (or, for a static "
+        "layout, when the cotarget is within that reach and the result is checked "
+        "injective), and did not decide whether another layout R makes (A, R) injective "
+        "and covering the cotarget; use an injective layout whose sorted strides divide "
+        "each other"
+    )
+
+
+_ENUMERATION_LIMIT = 1 << 14
+"""Most offsets complement enumerates to check a candidate or a non-injectivity claim."""
+
+
 def complement(layout: Any, cotarget: Any = None) -> Layout:
-    """The layout of the offsets ``layout`` does not reach, up to ``cotarget`` (default
-    ``cosize(layout)``; a shape means its size). Defining property: ``(layout,
-    complement(layout, n))`` is injective and its image covers ``[0, n)`` (exactly, when
-    every stride divides ``n``); the complement is ordered by increasing stride.
+    """The layout ``R`` of the offsets ``layout`` does not reach, up to ``cotarget`` (an
+    int ``n >= 1``, a shape meaning its size, or a symbolic size; default
+    ``cosize(layout)``). Stride-0 and extent-1 modes are ignored (CuTe filters them first);
+    with ``A' = filter_(layout)``, the defining property is: ``(A', R)`` is injective (the
+    images of A' and R meet only at 0), its image covers ``[0, n)``, R is ordered
+    (``R(i-1) < R(i)``), so ``size(A') * size(R) >= n``.
 
     Needs *admissibility*: sorted by stride, each stride is a multiple of the reach
-    ``extent*stride`` of the previous mode; raises ComplementError otherwise.
+    ``extent*stride`` of the previous mode. An inadmissible static layout still gets the
+    complement of its admissible prefix when ``n`` is within that prefix's reach and the
+    result is checked injective (``complement((4,6):(1,6), 1) == 1:0``); otherwise
+    ComplementError, which says no complement exists only when A' is not injective. A
+    cotarget below 1 raises ShapeError.
 
     >>> str(complement(Layout(4, 2), 24)), str(complement(Layout((2, 2), (1, 6)), 24))
     ('(2,3):(1,8)', '(3,2):(2,12)')
     """
-    if type(layout) is Layout and layout.is_static and type(cotarget) is int:
+    if type(layout) is Layout and layout.is_static and type(cotarget) is int and cotarget >= 1:
         fast = _static_complement(layout, cotarget)
         if fast is not None:
             return fast
@@ -230,8 +318,8 @@ def complement(layout: Any, cotarget: Any = None) -> Layout:
         raise ComplementError(f"complement({x}, ...): a composed layout has no complement")
     if cotarget is None:
         cotarget = cosize(x)
-    elif type(cotarget) is tuple:
-        cotarget = product(cotarget)
+    else:
+        cotarget = _check_cotarget(x, cotarget)
     fs, fd = x.flat()
     what = _Text(lambda: f"complement({x}, {fmt(cotarget)})")
     modes = []
@@ -257,12 +345,7 @@ def complement(layout: Any, cotarget: Any = None) -> Layout:
         if ok is not True:
             if ok is None or (type(s) is not int and decide_cmp(s, "==", 1) is None):
                 raise undecidable_divides("complement", cur, d, f"admissibility of {x}")
-            raise ComplementError(
-                f"{what}: {x} is not admissible: stride {fmt(d)} (extent {fmt(s)}) is not a "
-                f"multiple of {fmt(cur)}, the reach of the modes with smaller strides, so "
-                "the modes overlap or interleave and no complement layout exists; use an "
-                "injective layout whose sorted strides divide each other"
-            )
+            return _inadmissible(x, what, rs, rd, cur, cotarget, d, s)
         gap = exact_div(d, cur, op="complement")
         if type(s) is not int and not is_one(gap) and decide_cmp(s, "==", 1) is None:
             # Were s == 1 the mode would be skipped. Keeping it gives the same function
