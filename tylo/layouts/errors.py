@@ -48,12 +48,15 @@ class NotationError(ShapeError):
 
 
 class CompositionError(LayoutError):
-    """``composition(A, B)`` is not a layout: a stride or shape divisibility condition fails."""
+    """``composition(A, B)`` cannot be given: ``A(B(c))`` is not a layout of B's shape
+    (checked, and then the message says so), or a condition tylo needs fails (named in the
+    message, with no claim that no layout exists)."""
 
 
 class ComplementError(LayoutError):
-    """``complement(A, cotarget)`` does not exist: A is not admissible (not injective or
-    its sorted strides do not divide each other)."""
+    """``complement(A, cotarget)`` cannot be given: non-existence is claimed only when
+    ``filter_(A)`` is not injective; otherwise the message names the condition tylo needs
+    (e.g. sorted strides that do not divide each other)."""
 
 
 class InverseError(LayoutError):
