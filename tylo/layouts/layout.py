@@ -39,7 +39,27 @@ __all__ = [
 ]
 
 
-def _norm(t: Any, what: str, text: Any) -> Any:
+#: Deepest nesting of a shape or stride that tylo accepts (CuTe layouts rarely nest more
+#: than 4 deep); deeper input raises ShapeError instead of exhausting Python's stack.
+MAX_DEPTH = 64
+
+
+def check_depth(t: Any, what: str, op: str) -> None:
+    """Raise ShapeError when the (nested tuple or list) ``t`` nests deeper than
+    ``MAX_DEPTH``; iterative, so any input is safe to check."""
+    stack = [(t, 0)]
+    while stack:
+        e, d = stack.pop()
+        if isinstance(e, (tuple, list)):
+            if d >= MAX_DEPTH:
+                raise ShapeError(
+                    f"{op}: {what} nests deeper than {MAX_DEPTH} levels (tylo's limit, "
+                    "tylo.layouts.layout.MAX_DEPTH); flatten it"
+                )
+            stack.extend((c, d + 1) for c in e)
+
+
+def _norm(t: Any, what: str, text: Any, depth: int = 0) -> Any:
     """Normalize a user-given shape or stride: lists become tuples, sympy Integers ints."""
     if type(t) is int:
         return t
@@ -49,7 +69,12 @@ def _norm(t: Any, what: str, text: Any) -> Any:
                 f"Layout: empty tuple in {what} {text}; every mode needs an extent "
                 "(use 1 for a trivial mode)"
             )
-        return tuple(_norm(e, what, text) for e in t)
+        if depth >= MAX_DEPTH:
+            raise ShapeError(
+                f"Layout: the {what} nests deeper than {MAX_DEPTH} levels (tylo's limit, "
+                "tylo.layouts.layout.MAX_DEPTH); flatten it"
+            )
+        return tuple(_norm(e, what, text, depth + 1) for e in t)
     if isinstance(t, bool):
         raise ShapeError(f"Layout: {what} {text} holds the bool {t}; give integers")
     if isinstance(t, sympy.Basic):
@@ -126,6 +151,8 @@ class Layout:
     stride: Any
 
     def __init__(self, shape: Any, stride: Any = None) -> None:
+        check_depth(shape, "the shape", "Layout")
+        check_depth(stride, "the stride", "Layout")
         text = fmt(shape) if not isinstance(shape, list) else str(shape)
         shape = _norm(shape, "shape", text)
         if stride is None:
@@ -396,50 +423,94 @@ def depth(x: Any) -> int:
     return depth_of(getattr(x, "shape", x))
 
 
-def flatten(x: Layout) -> Layout:
-    """The same function with every nested mode made a top-level mode.
+def _split_composed(x: Any, op: str) -> tuple[Any, Layout]:
+    """(wrap, layout): a ComposedLayout's inner layout and a function that puts a result
+    back under its outer function and offset; ints mean ``n:1``."""
+    from tylo.layouts.swizzle import ComposedLayout
+
+    if isinstance(x, ComposedLayout):
+        return (lambda r: ComposedLayout(x.outer, x.offset, r)), x.inner
+    if isinstance(x, Layout):
+        return (lambda r: r), x
+    if type(x) is int or isinstance(x, sympy.Expr):
+        return (lambda r: r), Layout(x)
+    raise ShapeError(
+        f"{op}: expected a Layout, a ComposedLayout or an int, got {x!r} ({type(x).__name__})"
+    )
+
+
+def _mode_index(i: Any, n: int, op: str, x: Any) -> int:
+    if type(i) is not int:
+        raise ShapeError(f"{op}({x}, ...): mode index {i!r} is not an int")
+    if not -n <= i < n:
+        raise ShapeError(f"{op}({x}, ...): mode index {i} is out of range for rank {n}")
+    return i
+
+
+def flatten(x: Any) -> Any:
+    """The same function with every nested mode made a top-level mode: ``flatten(L)(i)
+    == L(i)`` for every index, and ``depth(flatten(L)) <= 1``. A composed layout keeps its
+    outer function and offset and flattens its inner layout.
 
     >>> str(flatten(Layout(((2, 2), 8), ((1, 16), 2))))
     '(2,2,8):(1,16,2)'
     """
+    wrap, x = _split_composed(x, "flatten")
     if type(x.shape) is not tuple:
-        return x
+        return wrap(x)
     fs, fd = x.flat()
-    return Layout._make(fs, fd)
+    return wrap(Layout._make(fs, fd))
 
 
-def select(x: Layout, *modes: Any) -> Layout:
-    """The layout made of the chosen top-level modes, in the given order.
+def select(x: Any, *modes: Any) -> Any:
+    """The layout made of the chosen top-level modes, in the given order: mode k of the
+    result is mode ``modes[k]`` of ``x`` (negative indices count from the end). A composed
+    layout keeps its outer function and offset.
 
     >>> str(select(Layout((2, 3, 5, 7), (1, 2, 6, 30)), 1, 3))
     '(3,7):(2,30)'
     """
+    wrap, x = _split_composed(x, "select")
     if len(modes) == 1 and type(modes[0]) is tuple:
         modes = modes[0]
+    if not modes:
+        raise ShapeError(f"select({x}): give at least one mode index")
     if type(x.shape) is not tuple:
         x = Layout._make((x.shape,), (x.stride,))
-    try:
-        return Layout._make(tuple(x.shape[i] for i in modes), tuple(x.stride[i] for i in modes))
-    except IndexError:
-        raise ShapeError(
-            f"select({x}, {modes}): a mode index is out of range for rank {len(x.shape)}"
-        ) from None
+    n = len(x.shape)
+    idx = [_mode_index(i, n, "select", x) for i in modes]
+    shape = tuple(x.shape[i] for i in idx)
+    stride = tuple(x.stride[i] for i in idx)
+    return wrap(Layout._make(shape, stride))
 
 
-def group_modes(x: Layout, begin: int, end: int | None = None) -> Layout:
-    """Group top-level modes ``[begin, end)`` into one nested mode (same function).
+def group_modes(x: Any, begin: int, end: int | None = None) -> Any:
+    """Group top-level modes ``[begin, end)`` into one nested mode: the same function,
+    ``group_modes(L, b, e)(i) == L(i)``, with rank ``rank(L) - (e - b) + 1``. Needs
+    ``0 <= begin < end <= rank``. A composed layout keeps its outer function and offset.
 
     >>> L = Layout((4, 5, 6), (1, 4, 20))
     >>> str(group_modes(L, 0, 2)), str(group_modes(L, 1, 3))
     ('((4,5),6):((1,4),20)', '(4,(5,6)):(1,(4,20))')
     """
+    wrap, x = _split_composed(x, "group_modes")
     shape = x.shape if type(x.shape) is tuple else (x.shape,)
     stride = x.stride if type(x.stride) is tuple else (x.stride,)
     n = len(shape)
     end = n if end is None else end
-    if not (0 <= begin <= end <= n):
-        raise ShapeError(f"group_modes({x}, {begin}, {end}): needs 0 <= begin <= end <= {n}")
-    return Layout._make(
-        shape[:begin] + (shape[begin:end],) + shape[end:],
-        stride[:begin] + (stride[begin:end],) + stride[end:],
+    if type(begin) is not int or type(end) is not int or not (0 <= begin < end <= n):
+        raise ShapeError(
+            f"group_modes({x}, {begin!r}, {end!r}): needs ints 0 <= begin < end <= {n} (the "
+            "rank); an empty group would be an empty mode, which no layout has"
+        )
+    if depth_of(shape[begin:end]) >= MAX_DEPTH:
+        raise ShapeError(
+            f"group_modes({x}, {begin}, {end}): the result would nest deeper than {MAX_DEPTH} "
+            "levels (tylo's limit, tylo.layouts.layout.MAX_DEPTH)"
+        )
+    return wrap(
+        Layout._make(
+            shape[:begin] + (shape[begin:end],) + shape[end:],
+            stride[:begin] + (stride[begin:end],) + stride[end:],
+        )
     )
