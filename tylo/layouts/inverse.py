@@ -165,14 +165,14 @@ def _left_modes(x: Layout) -> list:
     for s, d, e in zip(fs, fd, es):
         if is_one(s):
             continue
+        if (d > 0 if type(d) is int else decide_cmp(d, ">=", 1)) is True:
+            # kept even if s may be 1: the conditions checked below then still make R exact
+            modes.append((d, s, e))
+            continue
         big = decide_cmp(s, ">=", 2)
         if big is None:
             raise undecidable_cmp("left_inverse", s, ">=", 2, f"an extent of {x}")
         if not big:
-            continue
-        sign = d > 0 if type(d) is int else decide_cmp(d, ">=", 1)
-        if sign is True:
-            modes.append((d, s, e))
             continue
         if is_zero(d):
             raise InverseError(
@@ -243,6 +243,9 @@ def _left_inverse(x: Layout) -> Layout:
             raise undecidable_cmp("left_inverse", reach, "<=", d1, f"modes of {x}")
         if not fits:
             if decide_cmp(d0, "==", d1) is True:
+                big = s1 > 1 if type(s1) is int else decide_cmp(s1, ">=", 2)
+                if big is not True:
+                    raise undecidable_cmp("left_inverse", s1, ">=", 2, f"an extent of {x}")
                 raise InverseError(
                     f"left_inverse({x}): the layout is not injective (modes {fmt(s0)}:{fmt(d0)} "
                     f"and {fmt(s1)}:{fmt(d1)} both reach offset {fmt(d0)}), so no left inverse "
@@ -257,7 +260,9 @@ def _left_inverse(x: Layout) -> Layout:
         if ok is None:
             raise undecidable_divides("left_inverse", d0, d1, f"sorted strides of {x}")
         if not ok:
-            raise _refuse_chain(x, modes, f"stride {fmt(d0)} does not divide the next stride {fmt(d1)}")
+            raise _refuse_chain(
+                x, modes, f"stride {fmt(d0)} does not divide the next stride {fmt(d1)}"
+            )
         if admissible and divides(reach, d1) is not True:
             admissible = False
     if admissible:
