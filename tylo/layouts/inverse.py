@@ -316,6 +316,30 @@ def _split_at(q: Layout, n: int) -> tuple[Layout, list] | None:
     return None
 
 
+def _support(modes: list) -> int | None:
+    """A mask of every bit that ``sum(c_k * d_k)``, ``0 <= c_k < s_k``, may set (None when
+    a stride is negative): the OR of the modes' masks when those are disjoint (the sum is
+    then an OR), else every bit from the lowest stride bit to the largest sum's top bit."""
+    masks = []
+    low = None
+    total = 0
+    for s, d in modes:
+        if d < 0:
+            return None
+        if s == 1 or d == 0:
+            continue
+        lo = (d & -d).bit_length() - 1
+        masks.append(((1 << ((s - 1) * d).bit_length()) - 1) >> lo << lo)
+        low = lo if low is None else min(low, lo)
+        total += (s - 1) * d
+    union = 0
+    for m in masks:
+        if union & m:
+            return ((1 << total.bit_length()) - 1) >> low << low
+        union |= m
+    return union
+
+
 def _commuted_swizzle(q: Layout, sw: Swizzle) -> Swizzle | None:
     """The swizzle ``S'`` with ``q(sw(x)) == S'(q(x))`` for every ``x < size(q)``, or None
     when ``q`` does not map ``sw``'s bits to the bits of a swizzle or it is not proved.
@@ -338,21 +362,25 @@ def _commuted_swizzle(q: Layout, sw: Swizzle) -> Swizzle | None:
     except SwizzleError:
         return None
     # Exactness. sw reads and writes only bits below 2**top, so with x = lo + 2**top*hi,
-    # q(sw(x)) = q_lo(sw(lo)) + q_hi(hi). If every stride above is a multiple of 2**T (T past
-    # the bits out reads and writes), adding q_hi(hi) commutes with out: checking the
-    # 2**top low indices suffices. Otherwise enumerate the whole domain when it is small.
+    # q(sw(x)) = q_lo(sw(lo)) + q_hi(hi). Checking q_lo(sw(lo)) == out(q_lo(lo)) for every
+    # lo < 2**top suffices when the bits q_hi can set are disjoint from those q_lo sets and
+    # from out's: then each sum is an OR and out commutes with OR-ing in q_hi(hi).
+    # Otherwise enumerate the whole domain when it is small.
     period = 1 << top
-    big = 1 << _bit_range(out.yyy_mask | out.zzz_mask)[1]
     split = _split_at(q, period) if n % period == 0 else None
-    if split is not None and all(s == 1 or d % big == 0 for s, d in split[1]):
-        domain = range(period)
-    elif n <= ENUMERATION_LIMIT:
-        domain = range(n)
-    else:
+    high = _support(split[1]) if split is not None else None
+    if high is not None and period <= ENUMERATION_LIMIT:
+        low = 0
+        for i in range(period):
+            v = q(i)
+            if v < 0 or q(sw(i)) != out(v):
+                return None
+            low |= v
+        if high & (low | out.yyy_mask | out.zzz_mask) == 0:
+            return out
+    if n > ENUMERATION_LIMIT:
         return None
-    if domain.stop > ENUMERATION_LIMIT:
-        return None
-    for i in domain:
+    for i in range(n):
         if q(sw(i)) != out(q(i)):
             return None
     return out
@@ -402,12 +430,21 @@ def _swizzled_inverse(x: ComposedLayout, op: str) -> Any:
     elif n <= 1 << ylo:
         return q  # the swizzle is the identity on [0, size(q))
     elif n % period:
-        raise InverseError(
-            f"{op}({x}): right_inverse({inner}) = {q} has size {n}, which is not a multiple "
-            f"of {period}, the block {sw} permutes, so {sw} maps some index below {n} past "
-            "it; tylo needs that size to be a multiple of the swizzle's block (or at most "
-            f"{1 << ylo}, where {sw} moves no bit)"
-        )
+        # sw permutes each aligned block of `period` offsets; a partial last block may or
+        # may not be mapped into [0, n): enumerate it when it is small enough
+        escape = next((i for i in range(n) if sw(i) >= n), None) if n <= ENUMERATION_LIMIT else -1
+        if escape is not None:
+            where = (
+                f"{sw} maps index {escape} to {sw(escape)}, past it"
+                if escape >= 0
+                else f"tylo does not enumerate more than {ENUMERATION_LIMIT} indices"
+            )
+            raise InverseError(
+                f"{op}({x}): right_inverse({inner}) = {q} has size {n}, which is not a "
+                f"multiple of {period}, the block {sw} permutes, and {where}; tylo needs "
+                f"{sw} to map [0, {n}) onto itself (a size that is a multiple of {period}, "
+                f"or at most {1 << ylo}, where {sw} moves no bit)"
+            )
     out = _commuted_swizzle(q, sw)
     if out is None:
         raise InverseError(
