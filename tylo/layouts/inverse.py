@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tylo.layouts.algebra import coalesce, complement, is_one, is_zero
+from tylo.layouts.algebra import coalesce, is_one, is_zero
 from tylo.layouts.errors import InverseError, LayoutError, SwizzleError
 from tylo.layouts.inttuple import fmt, vmul
-from tylo.layouts.layout import Layout, _as_layout, cosize, make_layout, size
+from tylo.layouts.layout import Layout, _as_layout, cosize, size
 from tylo.layouts.swizzle import ComposedLayout, Swizzle
 from tylo.layouts.symbolic import (
     decide_cmp,
@@ -113,8 +113,9 @@ def left_inverse(layout: Any) -> Any:
     tylo builds R when the modes of extent > 1, sorted by stride, have strides
     ``0 < d0 < d1 < ...`` with ``d_k`` dividing ``d_{k+1}`` and reach ``s_k*d_k <=
     d_{k+1}``: then ``R = (d0, d1/d0, ..., s_last):(0, e0, e1, ...)`` with ``e_k`` the
-    index stride of mode k, or CuTe's ``right_inverse((layout, complement(layout)))``
-    when the layout is admissible (``s_k*d_k`` divides ``d_{k+1}``). Raises InverseError
+    index stride of mode k (CuTe's ``right_inverse((layout, complement(layout)))`` for a
+    bijection onto ``[0, size)``; on offsets the layout does not reach R's values are
+    unspecified, and the same for static and symbolic extents). Raises InverseError
     saying "no layout exists" only when that is so (two coordinates share an offset, or
     an offset is negative); otherwise the error names the condition tylo needs.
 
@@ -235,7 +236,6 @@ def _left_inverse(x: Layout) -> Layout:
     modes = _left_modes(x)
     if not modes:
         return Layout._make(1, 0)
-    admissible = True
     for (d0, s0, _), (d1, s1, _) in zip(modes, modes[1:]):
         reach = vmul(s0, d0)
         fits = decide_cmp(reach, "<=", d1)
@@ -263,13 +263,6 @@ def _left_inverse(x: Layout) -> Layout:
             raise _refuse_chain(
                 x, modes, f"stride {fmt(d0)} does not divide the next stride {fmt(d1)}"
             )
-        if admissible and divides(reach, d1) is not True:
-            admissible = False
-    if admissible:
-        try:
-            return _right_inverse(make_layout(x, complement(x)))
-        except LayoutError:
-            pass  # not proved admissible for every value: use the direct form below
     rs: list = [modes[0][0]]
     rd: list = [0]
     for (d0, _, e0), (d1, _, _) in zip(modes, modes[1:]):
