@@ -8,6 +8,7 @@ expression. Layouts are immutable, hashable and compare structurally.
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
 import sympy
@@ -151,8 +152,10 @@ class Layout:
     stride: Any
 
     def __init__(self, shape: Any, stride: Any = None) -> None:
-        check_depth(shape, "the shape", "Layout")
-        check_depth(stride, "the stride", "Layout")
+        if type(shape) is not int:
+            check_depth(shape, "the shape", "Layout")  # before fmt, which recurses
+        if stride is not None and type(stride) is not int:
+            check_depth(stride, "the stride", "Layout")
         text = fmt(shape) if not isinstance(shape, list) else str(shape)
         shape = _norm(shape, "shape", text)
         if stride is None:
@@ -332,7 +335,9 @@ def _as_layout(x: Any, op: str) -> Any:
 
     if isinstance(x, ComposedLayout):
         return x
-    raise ShapeError(f"{op}: expected a Layout or an int, got {x!r} ({type(x).__name__})")
+    raise ShapeError(
+        f"{op}: expected a Layout or an int, got {reprlib.repr(x)} ({type(x).__name__})"
+    )
 
 
 def make_layout(*args: Any, stride: Any = None) -> Layout:
@@ -435,7 +440,8 @@ def _split_composed(x: Any, op: str) -> tuple[Any, Layout]:
     if type(x) is int or isinstance(x, sympy.Expr):
         return (lambda r: r), Layout(x)
     raise ShapeError(
-        f"{op}: expected a Layout, a ComposedLayout or an int, got {x!r} ({type(x).__name__})"
+        f"{op}: expected a Layout, a ComposedLayout or an int, got {reprlib.repr(x)} "
+        f"({type(x).__name__})"
     )
 
 

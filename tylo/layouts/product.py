@@ -69,6 +69,7 @@ def zipped_product(a: Any, tiler: Any) -> Any:
     >>> str(zipped_product(Layout((2, 2), (4, 1)), (Layout(3, 1), Layout(2, 1))))
     '((2,2),(3,2)):((4,1),(1,2))'
     """
+    check_depth(tiler, "the tiler", "zipped_product")
     return unzip_modes(logical_product, a, tiler)
 
 
@@ -88,6 +89,7 @@ def tiled_product(a: Any, tiler: Any) -> Any:
     >>> str(tiled_product(Layout((2, 2), (4, 1)), (Layout(3, 1), Layout(2, 1))))
     '((2,2),3,2):((4,1),1,2)'
     """
+    check_depth(tiler, "the tiler", "tiled_product")
     wrap, z = _unwrap(zipped_product(a, tiler))
     return wrap(make_layout(z[0], *_modes(z[1])))
 
@@ -100,6 +102,7 @@ def flat_product(a: Any, tiler: Any) -> Any:
     >>> str(flat_product(Layout((2, 2), (4, 1)), (Layout(3, 1), Layout(2, 1))))
     '(2,2,3,2):(4,1,1,2)'
     """
+    check_depth(tiler, "the tiler", "flat_product")
     wrap, z = _unwrap(zipped_product(a, tiler))
     return wrap(make_layout(*_modes(z[0]), *_modes(z[1])))
 

@@ -16,11 +16,11 @@ from typing import Any
 
 from tylo.layouts.compose import composition
 from tylo.layouts.errors import ShapeError
-from tylo.layouts.inttuple import idx2crd, product_each
+from tylo.layouts.inttuple import idx2crd, product_each, vmul
 from tylo.layouts.inverse import right_inverse
 from tylo.layouts.layout import Layout, _as_layout, size
 from tylo.layouts.product import raked_product
-from tylo.layouts.symbolic import require_static
+from tylo.layouts.symbolic import decide_cmp, require_static
 
 __all__ = [
     "LDMATRIX_X4_DST_TV",
@@ -103,10 +103,30 @@ def make_tv_layout(thr_layout: Any, val_layout: Any) -> tuple[tuple, Layout]:
     """
     thr = _as_layout(thr_layout, "make_tv_layout")
     val = _as_layout(val_layout, "make_tv_layout")
+    if not (isinstance(thr, Layout) and isinstance(val, Layout)):
+        raise ShapeError(
+            f"make_tv_layout({thr}, {val}): the thread and value arrangements must be plain "
+            "layouts (a swizzle belongs on the memory layout, not on the TV map)"
+        )
     layout_mn = raked_product(thr, val)
     tile = product_each(layout_mn.shape)
-    tv = composition(right_inverse(layout_mn), Layout((size(thr), size(val))))
+    inv = right_inverse(layout_mn)
+    n = vmul(size(thr), size(val))
+    if decide_cmp(size(inv), "==", n) is not True:
+        raise ShapeError(
+            f"make_tv_layout({thr}, {val}): raked_product(thr, val) = {layout_mn} is not a "
+            f"bijection onto [0, {n}) (its right inverse {inv} covers only {size(inv)} "
+            "offsets, or that depends on the symbols); give compact thread and value "
+            "layouts (each a bijection onto [0, size))"
+        )
+    tv = composition(inv, Layout((size(thr), size(val))))
     return tile, tv
+
+
+def _tv_operand(tv: Any, op: str) -> Layout:
+    if not isinstance(tv, Layout) or type(tv.shape) is not tuple or len(tv.shape) != 2:
+        raise ShapeError(f"{op}: {tv!r} is not a (thread, value) Layout of rank 2")
+    return tv
 
 
 def tv_coords(tv: Layout, tile_shape: Any, thread: Any) -> list:
@@ -116,8 +136,7 @@ def tv_coords(tv: Layout, tile_shape: Any, thread: Any) -> list:
     >>> tv_coords(MMA_M16N8K16_C_TV, (16, 8), 5)
     [(1, 2), (1, 3), (9, 2), (9, 3)]
     """
-    if type(tv.shape) is not tuple or len(tv.shape) != 2:
-        raise ShapeError(f"tv_coords: {tv} is not a (thread, value) layout of rank 2")
+    tv = _tv_operand(tv, "tv_coords")
     nval = require_static(size(tv[1]), what="the number of values per thread")
     return [idx2crd(tv(thread, v), tile_shape) for v in range(nval)]
 
@@ -130,6 +149,7 @@ def tv_owners(tv: Layout, tile_shape: Any) -> dict:
     >>> own[(0, 0)], own[(8, 9)], len(own)
     ([(0, 0)], [(0, 7)], 256)
     """
+    tv = _tv_operand(tv, "tv_owners")
     nthr = require_static(size(tv[0]), what="the number of threads")
     nval = require_static(size(tv[1]), what="the number of values per thread")
     out: dict = {}

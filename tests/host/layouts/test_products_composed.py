@@ -20,11 +20,14 @@ from tylo.layouts import (
     flatten,
     group_modes,
     logical_product,
+    make_tv_layout,
     raked_product,
     select,
     size,
     tile_to_shape,
     tiled_product,
+    tv_coords,
+    tv_owners,
     zipped_product,
 )
 from tylo.layouts.errors import CompositionError, LayoutError, ShapeError
@@ -245,8 +248,18 @@ def test_deep_nesting_is_refused_by_every_entry_point():
         lambda: make_ordered_layout(deep),
         lambda: make_ordered_layout((4,), deep),
         lambda: tile_to_shape(Layout(2), deep),
+        lambda: zipped_product(Layout((4, 4)), deep),
+        lambda: tiled_product(Layout((4, 4)), deep),
+        lambda: flat_product(Layout((4, 4)), deep),
     ):
         with pytest.raises(ShapeError, match="MAX_DEPTH"):
+            call()
+    for call in (
+        lambda: blocked_product(Layout(2), deep),
+        lambda: flatten(deep),
+        lambda: group_modes(deep, 0, 1),
+    ):
+        with pytest.raises(ShapeError, match="expected a Layout"):
             call()
     x = Layout(2)
     for _ in range(70):
@@ -257,3 +270,28 @@ def test_deep_nesting_is_refused_by_every_entry_point():
             break
     else:
         pytest.fail("group_modes nested past MAX_DEPTH without refusing")
+
+
+@settings(max_examples=40, deadline=None)
+@given(compact_layouts(max_size=16, max_leaves=2), compact_layouts(max_size=8, max_leaves=2))
+def test_make_tv_layout_inverts_the_raked_product(thr, val):
+    """raked_product(thr, val)(tv(t, v)) == t + size(thr)*v for every thread and value."""
+    thr, val = rank2(thr), rank2(val)
+    tile, tv = make_tv_layout(thr, val)
+    mn = raked_product(thr, val)
+    assert tile == product_each(mn.shape)
+    nt = size(thr)
+    for t, v in itertools.product(range(nt), range(size(val))):
+        assert mn(tv(t, v)) == t + nt * v
+
+
+def test_tv_operands_are_typed():
+    with pytest.raises(ShapeError, match="bijection"):
+        make_tv_layout(Layout((4, 2), (2, 16)), Layout((1, 2)))  # threads leave holes
+    with pytest.raises(ShapeError, match="plain layouts"):
+        make_tv_layout(ComposedLayout(Swizzle(1, 0, 1), 0, Layout((4, 2))), Layout((1, 2)))
+    for bad in (None, Layout(8), ComposedLayout(Swizzle(1, 0, 1), 0, Layout((4, 2)))):
+        with pytest.raises(ShapeError, match="rank 2"):
+            tv_coords(bad, (4, 2), 0)
+        with pytest.raises(ShapeError, match="rank 2"):
+            tv_owners(bad, (4, 2))
