@@ -9,7 +9,6 @@ The search is shown able to succeed on layouts tylo inverts, so it is not vacuou
 
 from __future__ import annotations
 
-import itertools
 
 import pytest
 from hypothesis import given, settings
