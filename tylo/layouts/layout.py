@@ -348,6 +348,10 @@ def make_layout(*args: Any, stride: Any = None) -> Layout:
     ('(2,(2,2)):(1,(2,4))', '(4,3):(2,8)')
     """
     if len(args) == 1 and not isinstance(args[0], Layout):
+        from tylo.layouts.swizzle import ComposedLayout
+
+        if stride is None and isinstance(args[0], ComposedLayout):
+            return args[0]
         return Layout(args[0], stride)
     if (
         len(args) == 2
@@ -363,6 +367,13 @@ def make_layout(*args: Any, stride: Any = None) -> Layout:
     layouts = [_as_layout(a, "make_layout") for a in args]
     if len(layouts) == 1:
         return layouts[0]
+    composed = [x for x in layouts if not isinstance(x, Layout)]
+    if composed:
+        raise ShapeError(
+            f"make_layout: {composed[0]} is a composed layout; its outer function acts on the "
+            "sum of all modes' offsets, so it cannot be one mode of a layout: concatenate the "
+            "inner layouts and compose the result (composition(swizzle, make_layout(...)))"
+        )
     return Layout._make(tuple(x.shape for x in layouts), tuple(x.stride for x in layouts))
 
 
@@ -380,8 +391,37 @@ def size(x: Any) -> Any:
                 r *= s
             return r
         return product(fs)
-    shape = getattr(x, "shape", x)
+    shape = _checked_shape(x, "size")
     return product(shape)
+
+
+def _checked_shape(x: Any, op: str) -> Any:
+    """The shape of ``x`` (a layout, anything with a ``shape``, or a shape itself), checked
+    to be a shape: positive ints or integer sympy expressions, nested in non-empty tuples
+    at most MAX_DEPTH deep. Iterative, so hostile input cannot exhaust the stack."""
+    shape = getattr(x, "shape", x)
+    if type(shape) is int and shape >= 1:
+        return shape
+    stack = [(shape, 0)]
+    while stack:
+        e, d = stack.pop()
+        if type(e) is tuple:
+            if not e or d >= MAX_DEPTH:
+                what = "an empty tuple" if not e else f"nesting deeper than {MAX_DEPTH} levels"
+                raise ShapeError(
+                    f"{op}: the shape holds {what}; give positive extents in non-empty tuples "
+                    f"nested at most {MAX_DEPTH} deep (tylo.layouts.layout.MAX_DEPTH)"
+                )
+            stack.extend((c, d + 1) for c in e)
+        elif type(e) is int:
+            if e < 1:
+                raise ShapeError(f"{op}: extent {e} is not positive; every extent must be >= 1")
+        elif not isinstance(e, sympy.Expr):
+            raise ShapeError(
+                f"{op}: expected a layout or a shape (positive ints, sympy integers, nested "
+                f"tuples), got {reprlib.repr(e)} ({type(e).__name__})"
+            )
+    return shape
 
 
 def cosize(x: Any) -> Any:
@@ -416,7 +456,7 @@ def rank(x: Any) -> int:
     >>> rank(Layout((2, (3, 4)))), rank(Layout(8))
     (2, 1)
     """
-    return rank_of(getattr(x, "shape", x))
+    return rank_of(_checked_shape(x, "rank"))
 
 
 def depth(x: Any) -> int:
@@ -425,7 +465,7 @@ def depth(x: Any) -> int:
     >>> depth(Layout((2, (3, 4)))), depth(Layout(8))
     (2, 0)
     """
-    return depth_of(getattr(x, "shape", x))
+    return depth_of(_checked_shape(x, "depth"))
 
 
 def _split_composed(x: Any, op: str) -> tuple[Any, Layout]:
@@ -447,7 +487,7 @@ def _split_composed(x: Any, op: str) -> tuple[Any, Layout]:
 
 def _mode_index(i: Any, n: int, op: str, x: Any) -> int:
     if type(i) is not int:
-        raise ShapeError(f"{op}({x}, ...): mode index {i!r} is not an int")
+        raise ShapeError(f"{op}({x}, ...): mode index {reprlib.repr(i)} is not an int")
     if not -n <= i < n:
         raise ShapeError(f"{op}({x}, ...): mode index {i} is out of range for rank {n}")
     return i
@@ -506,8 +546,9 @@ def group_modes(x: Any, begin: int, end: int | None = None) -> Any:
     end = n if end is None else end
     if type(begin) is not int or type(end) is not int or not (0 <= begin < end <= n):
         raise ShapeError(
-            f"group_modes({x}, {begin!r}, {end!r}): needs ints 0 <= begin < end <= {n} (the "
-            "rank); an empty group would be an empty mode, which no layout has"
+            f"group_modes({x}, {reprlib.repr(begin)}, {reprlib.repr(end)}): needs ints "
+            f"0 <= begin < end <= {n} (the rank); an empty group would be an empty mode, "
+            "which no layout has"
         )
     if depth_of(shape[begin:end]) >= MAX_DEPTH:
         raise ShapeError(

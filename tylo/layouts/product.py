@@ -172,11 +172,13 @@ def make_ordered_layout(shape: Any, order: Any = None) -> Layout:
     '(4,8):(8,1)'
     """
     check_depth(shape, "the shape", "make_ordered_layout")
-    Layout(shape)  # validates the extents (positive integers)
+    shape = Layout(shape).shape  # validates the extents (positive integers); lists -> tuples
     shape = tuple(flatten_tuple(shape)) if type(shape) is tuple else (shape,)
     if order is None:
         return Layout(shape)
     check_depth(order, "the order", "make_ordered_layout")
+    if isinstance(order, list):
+        order = tuple(order)
     order = tuple(flatten_tuple(order)) if type(order) is tuple else (order,)
     if len(order) != len(shape):
         raise ShapeError(
