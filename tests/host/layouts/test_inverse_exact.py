@@ -17,13 +17,21 @@ from hypothesis import strategies as st
 from tylo.layouts import (
     Layout,
     cosize,
+    assuming,
     dim,
     left_inverse,
     right_inverse,
     size,
 )
 from tylo.layouts.errors import InverseError, LayoutError, ShapeError, UndecidableError
-from tylo.layouts.strategies import injective_layouts, layouts, nest
+from tylo.layouts._sampling import substitute
+from tylo.layouts.strategies import (
+    assignments_for,
+    injective_layouts,
+    layouts,
+    nest,
+    symbolic_layouts,
+)
 
 NO_LAYOUT = "no left inverse layout exists"
 
@@ -286,3 +294,33 @@ def test_deep_nesting_is_a_shape_error():
         deep = (deep,)
     with pytest.raises(ShapeError, match="MAX_DEPTH"):
         Layout(deep)
+
+
+@settings(max_examples=40, deadline=None)
+@given(symbolic_layouts(), st.data())
+def test_symbolic_inverses_hold_at_every_assignment(case, data):
+    """A symbolic result, with the symbols given values satisfying the assumptions, is an
+    inverse of the layout at those values; a refusal is undecidable (it depends on the
+    values) or true for every value (checked at the drawn one)."""
+    x, assumptions = case
+    with assuming(*assumptions):
+        results = {}
+        for fn in (left_inverse, right_inverse):
+            try:
+                results[fn] = fn(x)
+            except UndecidableError:
+                continue
+            except InverseError as e:
+                results[fn] = e
+    for _ in range(2):
+        values = data.draw(assignments_for(x, assumptions))
+        xs = substitute(x, values)
+        if right_inverse in results:
+            check_right(xs, substitute(results[right_inverse], values))
+        r = results.get(left_inverse)
+        if isinstance(r, InverseError):
+            offs = offsets(xs)
+            assert NO_LAYOUT in str(r), str(r)
+            assert len(set(offs)) < len(offs) or min(offs) < 0, (str(r), values)
+        elif r is not None:
+            check_left(xs, substitute(r, values))
