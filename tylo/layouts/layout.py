@@ -8,6 +8,7 @@ expression. Layouts are immutable, hashable and compare structurally.
 
 from __future__ import annotations
 
+import numbers
 import reprlib
 from typing import Any
 
@@ -413,7 +414,7 @@ def _checked_shape(x: Any, op: str) -> Any:
                     f"nested at most {MAX_DEPTH} deep (tylo.layouts.layout.MAX_DEPTH)"
                 )
             stack.extend((c, d + 1) for c in e)
-        elif type(e) is int:
+        elif isinstance(e, numbers.Integral) and not isinstance(e, bool):
             if e < 1:
                 raise ShapeError(f"{op}: extent {e} is not positive; every extent must be >= 1")
         elif not isinstance(e, sympy.Expr):
