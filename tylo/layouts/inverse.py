@@ -13,6 +13,7 @@ rewrite is exact; otherwise a typed refusal says which condition tylo needs.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 from tylo.layouts.algebra import coalesce, is_one, is_zero
@@ -236,7 +237,7 @@ def _left_inverse(x: Layout) -> Layout:
     modes = _left_modes(x)
     if not modes:
         return Layout._make(1, 0)
-    for (d0, s0, _), (d1, s1, _) in zip(modes, modes[1:]):
+    for (d0, s0, _), (d1, s1, _) in pairwise(modes):
         reach = vmul(s0, d0)
         fits = decide_cmp(reach, "<=", d1)
         if fits is None:
@@ -265,7 +266,7 @@ def _left_inverse(x: Layout) -> Layout:
             )
     rs: list = [modes[0][0]]
     rd: list = [0]
-    for (d0, _, e0), (d1, _, _) in zip(modes, modes[1:]):
+    for (d0, _, e0), (d1, _, _) in pairwise(modes):
         rs.append(exact_div(d1, d0, op=f"left_inverse({x})"))
         rd.append(e0)
     rs.append(modes[-1][1])
@@ -416,8 +417,10 @@ def _swizzled_inverse(x: ComposedLayout, op: str) -> Any:
             # inputs past size(q) are never offsets of inner, so R's values there are free
             fs, fd = q.flat()
             grow = period // _gcd(n, period)
-            q = Layout._make(fs[:-1] + (fs[-1] * grow,), fd) if len(fs) > 1 else Layout._make(
-                fs[0] * grow, fd[0]
+            q = (
+                Layout._make(fs[:-1] + (fs[-1] * grow,), fd)
+                if len(fs) > 1
+                else Layout._make(fs[0] * grow, fd[0])
             )
             n = size(q)
     elif n <= 1 << ylo:

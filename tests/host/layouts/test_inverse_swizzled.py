@@ -127,9 +127,10 @@ def test_refusal_when_the_inverse_is_no_swizzled_layout():
     fits = [
         (b, m, s)
         for b in range(1, 4)
-        for m in range(0, 6)
+        for m in range(6)
         for s in range(-6, 7)
-        if abs(s) >= b and (m + s >= 0)
+        if abs(s) >= b
+        and (m + s >= 0)
         and all(q(x.outer(i)) == Swizzle(b, m, s)(q(i)) for i in range(size(q)))
     ]
     assert fits == []

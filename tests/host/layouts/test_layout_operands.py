@@ -17,8 +17,8 @@ from tylo.layouts import (
     left_inverse,
     make_layout,
     make_tv_layout,
-    rank,
     raked_product,
+    rank,
     right_inverse,
     select,
     size,
@@ -83,10 +83,15 @@ ONE = {
 def test_hostile_operands_are_typed(name):
     fn = ONE[name]
     for bad in HOSTILE:
-        if type(bad) is int and bad == 0 and name in (
-            "select(L, x)",
-            "group_modes(L, x)",
-            "tv_coords(thread)",
+        if (
+            type(bad) is int
+            and bad == 0
+            and name
+            in (
+                "select(L, x)",
+                "group_modes(L, x)",
+                "tv_coords(thread)",
+            )
         ):
             continue  # mode index 0 is valid
         with pytest.raises(LayoutError):

@@ -117,8 +117,14 @@ def _top(mode):
     return mode if type(mode) is tuple else (mode,)
 
 
-PRODUCTS = [blocked_product, raked_product, logical_product, zipped_product, tiled_product,
-            flat_product]
+PRODUCTS = [
+    blocked_product,
+    raked_product,
+    logical_product,
+    zipped_product,
+    tiled_product,
+    flat_product,
+]
 
 
 @settings(max_examples=80, deadline=None)
