@@ -8,6 +8,8 @@ expression. Layouts are immutable, hashable and compare structurally.
 
 from __future__ import annotations
 
+import numbers
+import reprlib
 from typing import Any
 
 import sympy
@@ -39,7 +41,27 @@ __all__ = [
 ]
 
 
-def _norm(t: Any, what: str, text: Any) -> Any:
+#: Deepest nesting of a shape or stride that tylo accepts (CuTe layouts rarely nest more
+#: than 4 deep); deeper input raises ShapeError instead of exhausting Python's stack.
+MAX_DEPTH = 64
+
+
+def check_depth(t: Any, what: str, op: str) -> None:
+    """Raise ShapeError when the (nested tuple or list) ``t`` nests deeper than
+    ``MAX_DEPTH``; iterative, so any input is safe to check."""
+    stack = [(t, 0)]
+    while stack:
+        e, d = stack.pop()
+        if isinstance(e, (tuple, list)):
+            if d >= MAX_DEPTH:
+                raise ShapeError(
+                    f"{op}: {what} nests deeper than {MAX_DEPTH} levels (tylo's limit, "
+                    "tylo.layouts.layout.MAX_DEPTH); flatten it"
+                )
+            stack.extend((c, d + 1) for c in e)
+
+
+def _norm(t: Any, what: str, text: Any, depth: int = 0) -> Any:
     """Normalize a user-given shape or stride: lists become tuples, sympy Integers ints."""
     if type(t) is int:
         return t
@@ -49,7 +71,12 @@ def _norm(t: Any, what: str, text: Any) -> Any:
                 f"Layout: empty tuple in {what} {text}; every mode needs an extent "
                 "(use 1 for a trivial mode)"
             )
-        return tuple(_norm(e, what, text) for e in t)
+        if depth >= MAX_DEPTH:
+            raise ShapeError(
+                f"Layout: the {what} nests deeper than {MAX_DEPTH} levels (tylo's limit, "
+                "tylo.layouts.layout.MAX_DEPTH); flatten it"
+            )
+        return tuple(_norm(e, what, text, depth + 1) for e in t)
     if isinstance(t, bool):
         raise ShapeError(f"Layout: {what} {text} holds the bool {t}; give integers")
     if isinstance(t, sympy.Basic):
@@ -126,6 +153,10 @@ class Layout:
     stride: Any
 
     def __init__(self, shape: Any, stride: Any = None) -> None:
+        if type(shape) is not int:
+            check_depth(shape, "the shape", "Layout")  # before fmt, which recurses
+        if stride is not None and type(stride) is not int:
+            check_depth(stride, "the stride", "Layout")
         text = fmt(shape) if not isinstance(shape, list) else str(shape)
         shape = _norm(shape, "shape", text)
         if stride is None:
@@ -305,7 +336,9 @@ def _as_layout(x: Any, op: str) -> Any:
 
     if isinstance(x, ComposedLayout):
         return x
-    raise ShapeError(f"{op}: expected a Layout or an int, got {x!r} ({type(x).__name__})")
+    raise ShapeError(
+        f"{op}: expected a Layout or an int, got {reprlib.repr(x)} ({type(x).__name__})"
+    )
 
 
 def make_layout(*args: Any, stride: Any = None) -> Layout:
@@ -316,6 +349,10 @@ def make_layout(*args: Any, stride: Any = None) -> Layout:
     ('(2,(2,2)):(1,(2,4))', '(4,3):(2,8)')
     """
     if len(args) == 1 and not isinstance(args[0], Layout):
+        from tylo.layouts.swizzle import ComposedLayout
+
+        if stride is None and isinstance(args[0], ComposedLayout):
+            return args[0]
         return Layout(args[0], stride)
     if (
         len(args) == 2
@@ -331,6 +368,13 @@ def make_layout(*args: Any, stride: Any = None) -> Layout:
     layouts = [_as_layout(a, "make_layout") for a in args]
     if len(layouts) == 1:
         return layouts[0]
+    composed = [x for x in layouts if not isinstance(x, Layout)]
+    if composed:
+        raise ShapeError(
+            f"make_layout: {composed[0]} is a composed layout; its outer function acts on the "
+            "sum of all modes' offsets, so it cannot be one mode of a layout: concatenate the "
+            "inner layouts and compose the result (composition(swizzle, make_layout(...)))"
+        )
     return Layout._make(tuple(x.shape for x in layouts), tuple(x.stride for x in layouts))
 
 
@@ -348,8 +392,37 @@ def size(x: Any) -> Any:
                 r *= s
             return r
         return product(fs)
-    shape = getattr(x, "shape", x)
+    shape = _checked_shape(x, "size")
     return product(shape)
+
+
+def _checked_shape(x: Any, op: str) -> Any:
+    """The shape of ``x`` (a layout, anything with a ``shape``, or a shape itself), checked
+    to be a shape: positive ints or integer sympy expressions, nested in non-empty tuples
+    at most MAX_DEPTH deep. Iterative, so hostile input cannot exhaust the stack."""
+    shape = getattr(x, "shape", x)
+    if type(shape) is int and shape >= 1:
+        return shape
+    stack = [(shape, 0)]
+    while stack:
+        e, d = stack.pop()
+        if type(e) is tuple:
+            if not e or d >= MAX_DEPTH:
+                what = "an empty tuple" if not e else f"nesting deeper than {MAX_DEPTH} levels"
+                raise ShapeError(
+                    f"{op}: the shape holds {what}; give positive extents in non-empty tuples "
+                    f"nested at most {MAX_DEPTH} deep (tylo.layouts.layout.MAX_DEPTH)"
+                )
+            stack.extend((c, d + 1) for c in e)
+        elif isinstance(e, numbers.Integral) and not isinstance(e, bool):
+            if e < 1:
+                raise ShapeError(f"{op}: extent {e} is not positive; every extent must be >= 1")
+        elif not isinstance(e, sympy.Expr):
+            raise ShapeError(
+                f"{op}: expected a layout or a shape (positive ints, sympy integers, nested "
+                f"tuples), got {reprlib.repr(e)} ({type(e).__name__})"
+            )
+    return shape
 
 
 def cosize(x: Any) -> Any:
@@ -384,7 +457,7 @@ def rank(x: Any) -> int:
     >>> rank(Layout((2, (3, 4)))), rank(Layout(8))
     (2, 1)
     """
-    return rank_of(getattr(x, "shape", x))
+    return rank_of(_checked_shape(x, "rank"))
 
 
 def depth(x: Any) -> int:
@@ -393,53 +466,99 @@ def depth(x: Any) -> int:
     >>> depth(Layout((2, (3, 4)))), depth(Layout(8))
     (2, 0)
     """
-    return depth_of(getattr(x, "shape", x))
+    return depth_of(_checked_shape(x, "depth"))
 
 
-def flatten(x: Layout) -> Layout:
-    """The same function with every nested mode made a top-level mode.
+def _split_composed(x: Any, op: str) -> tuple[Any, Layout]:
+    """(wrap, layout): a ComposedLayout's inner layout and a function that puts a result
+    back under its outer function and offset; ints mean ``n:1``."""
+    from tylo.layouts.swizzle import ComposedLayout
+
+    if isinstance(x, ComposedLayout):
+        return (lambda r: ComposedLayout(x.outer, x.offset, r)), x.inner
+    if isinstance(x, Layout):
+        return (lambda r: r), x
+    if type(x) is int or isinstance(x, sympy.Expr):
+        return (lambda r: r), Layout(x)
+    raise ShapeError(
+        f"{op}: expected a Layout, a ComposedLayout or an int, got {reprlib.repr(x)} "
+        f"({type(x).__name__})"
+    )
+
+
+def _mode_index(i: Any, n: int, op: str, x: Any) -> int:
+    if type(i) is not int:
+        raise ShapeError(f"{op}({x}, ...): mode index {reprlib.repr(i)} is not an int")
+    if not -n <= i < n:
+        raise ShapeError(f"{op}({x}, ...): mode index {i} is out of range for rank {n}")
+    return i
+
+
+def flatten(x: Any) -> Any:
+    """The same function with every nested mode made a top-level mode: ``flatten(L)(i)
+    == L(i)`` for every index, and ``depth(flatten(L)) <= 1``. A composed layout keeps its
+    outer function and offset and flattens its inner layout.
 
     >>> str(flatten(Layout(((2, 2), 8), ((1, 16), 2))))
     '(2,2,8):(1,16,2)'
     """
+    wrap, x = _split_composed(x, "flatten")
     if type(x.shape) is not tuple:
-        return x
+        return wrap(x)
     fs, fd = x.flat()
-    return Layout._make(fs, fd)
+    return wrap(Layout._make(fs, fd))
 
 
-def select(x: Layout, *modes: Any) -> Layout:
-    """The layout made of the chosen top-level modes, in the given order.
+def select(x: Any, *modes: Any) -> Any:
+    """The layout made of the chosen top-level modes, in the given order: mode k of the
+    result is mode ``modes[k]`` of ``x`` (negative indices count from the end). A composed
+    layout keeps its outer function and offset.
 
     >>> str(select(Layout((2, 3, 5, 7), (1, 2, 6, 30)), 1, 3))
     '(3,7):(2,30)'
     """
+    wrap, x = _split_composed(x, "select")
     if len(modes) == 1 and type(modes[0]) is tuple:
         modes = modes[0]
+    if not modes:
+        raise ShapeError(f"select({x}): give at least one mode index")
     if type(x.shape) is not tuple:
         x = Layout._make((x.shape,), (x.stride,))
-    try:
-        return Layout._make(tuple(x.shape[i] for i in modes), tuple(x.stride[i] for i in modes))
-    except IndexError:
-        raise ShapeError(
-            f"select({x}, {modes}): a mode index is out of range for rank {len(x.shape)}"
-        ) from None
+    n = len(x.shape)
+    idx = [_mode_index(i, n, "select", x) for i in modes]
+    shape = tuple(x.shape[i] for i in idx)
+    stride = tuple(x.stride[i] for i in idx)
+    return wrap(Layout._make(shape, stride))
 
 
-def group_modes(x: Layout, begin: int, end: int | None = None) -> Layout:
-    """Group top-level modes ``[begin, end)`` into one nested mode (same function).
+def group_modes(x: Any, begin: int, end: int | None = None) -> Any:
+    """Group top-level modes ``[begin, end)`` into one nested mode: the same function,
+    ``group_modes(L, b, e)(i) == L(i)``, with rank ``rank(L) - (e - b) + 1``. Needs
+    ``0 <= begin < end <= rank``. A composed layout keeps its outer function and offset.
 
     >>> L = Layout((4, 5, 6), (1, 4, 20))
     >>> str(group_modes(L, 0, 2)), str(group_modes(L, 1, 3))
     ('((4,5),6):((1,4),20)', '(4,(5,6)):(1,(4,20))')
     """
+    wrap, x = _split_composed(x, "group_modes")
     shape = x.shape if type(x.shape) is tuple else (x.shape,)
     stride = x.stride if type(x.stride) is tuple else (x.stride,)
     n = len(shape)
     end = n if end is None else end
-    if not (0 <= begin <= end <= n):
-        raise ShapeError(f"group_modes({x}, {begin}, {end}): needs 0 <= begin <= end <= {n}")
-    return Layout._make(
-        shape[:begin] + (shape[begin:end],) + shape[end:],
-        stride[:begin] + (stride[begin:end],) + stride[end:],
+    if type(begin) is not int or type(end) is not int or not (0 <= begin < end <= n):
+        raise ShapeError(
+            f"group_modes({x}, {reprlib.repr(begin)}, {reprlib.repr(end)}): needs ints "
+            f"0 <= begin < end <= {n} (the rank); an empty group would be an empty mode, "
+            "which no layout has"
+        )
+    if depth_of(shape[begin:end]) >= MAX_DEPTH:
+        raise ShapeError(
+            f"group_modes({x}, {begin}, {end}): the result would nest deeper than {MAX_DEPTH} "
+            "levels (tylo's limit, tylo.layouts.layout.MAX_DEPTH)"
+        )
+    return wrap(
+        Layout._make(
+            shape[:begin] + (shape[begin:end],) + shape[end:],
+            stride[:begin] + (stride[begin:end],) + stride[end:],
+        )
     )

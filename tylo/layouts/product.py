@@ -13,9 +13,17 @@ from typing import Any
 from tylo.layouts.algebra import coalesce, complement
 from tylo.layouts.compose import composition
 from tylo.layouts.divide import _by_mode, _modes, unzip_modes
-from tylo.layouts.errors import LayoutError, ShapeError
+from tylo.layouts.errors import CompositionError, LayoutError, ShapeError
 from tylo.layouts.inttuple import flatten_tuple, fmt, product, product_each, vmul
-from tylo.layouts.layout import Layout, _as_layout, cosize, make_layout, rank, size
+from tylo.layouts.layout import (
+    Layout,
+    _as_layout,
+    check_depth,
+    cosize,
+    make_layout,
+    rank,
+    size,
+)
 from tylo.layouts.swizzle import ComposedLayout
 from tylo.layouts.symbolic import exact_div
 
@@ -61,27 +69,42 @@ def zipped_product(a: Any, tiler: Any) -> Any:
     >>> str(zipped_product(Layout((2, 2), (4, 1)), (Layout(3, 1), Layout(2, 1))))
     '((2,2),(3,2)):((4,1),(1,2))'
     """
+    check_depth(tiler, "the tiler", "zipped_product")
     return unzip_modes(logical_product, a, tiler)
 
 
+def _unwrap(z: Any) -> tuple[Any, Layout]:
+    """(wrap, layout) of a product's result: a composed result keeps its outer function
+    and offset around the rearranged inner layout."""
+    if isinstance(z, ComposedLayout):
+        return (lambda r: ComposedLayout(z.outer, z.offset, r)), z.inner
+    return (lambda r: r), z
+
+
 def tiled_product(a: Any, tiler: Any) -> Any:
-    """``zipped_product`` with the tile modes unpacked: ``((block...), t0, t1, ...)``.
+    """``zipped_product`` with the tile modes unpacked: ``((block...), t0, t1, ...)``,
+    the same function as ``zipped_product(a, tiler)`` on every index. A composed ``a``
+    (``S o L``) gives ``S o tiled_product(L, tiler)``.
 
     >>> str(tiled_product(Layout((2, 2), (4, 1)), (Layout(3, 1), Layout(2, 1))))
     '((2,2),3,2):((4,1),1,2)'
     """
-    z = zipped_product(a, tiler)
-    return make_layout(z[0], *_modes(z[1]))
+    check_depth(tiler, "the tiler", "tiled_product")
+    wrap, z = _unwrap(zipped_product(a, tiler))
+    return wrap(make_layout(z[0], *_modes(z[1])))
 
 
 def flat_product(a: Any, tiler: Any) -> Any:
-    """``zipped_product`` with both modes unpacked: ``(b0, b1, ..., t0, t1, ...)``.
+    """``zipped_product`` with both modes unpacked: ``(b0, b1, ..., t0, t1, ...)``, the
+    same function as ``zipped_product(a, tiler)`` on every index. A composed ``a`` (``S o
+    L``) gives ``S o flat_product(L, tiler)``.
 
     >>> str(flat_product(Layout((2, 2), (4, 1)), (Layout(3, 1), Layout(2, 1))))
     '(2,2,3,2):(4,1,1,2)'
     """
-    z = zipped_product(a, tiler)
-    return make_layout(*_modes(z[0]), *_modes(z[1]))
+    check_depth(tiler, "the tiler", "flat_product")
+    wrap, z = _unwrap(zipped_product(a, tiler))
+    return wrap(make_layout(*_modes(z[0]), *_modes(z[1])))
 
 
 def _append(x: Layout, r: int) -> Layout:
@@ -91,9 +114,17 @@ def _append(x: Layout, r: int) -> Layout:
     return Layout._make(shape + (1,) * pad, stride + (0,) * pad)
 
 
-def _zip_product(block: Any, tiles: Any, op: str, block_first: bool) -> Layout:
+def _zip_product(block: Any, tiles: Any, op: str, block_first: bool) -> Any:
     a = _as_layout(block, op)
+    if isinstance(a, ComposedLayout):
+        inner = _zip_product(a.inner, tiles, op, block_first)
+        return ComposedLayout(a.outer, a.offset, inner)
     b = _as_layout(tiles, op)
+    if isinstance(b, ComposedLayout):
+        raise CompositionError(
+            f"{op}({a}, {b}): the tiling layout is composed ({b}); a product repeats a block "
+            "at the offsets of a plain layout; swizzle the block (or the result) instead"
+        )
     r = max(rank(a), rank(b))
     a, b = _append(a, r), _append(b, r)
     try:
@@ -106,10 +137,11 @@ def _zip_product(block: Any, tiles: Any, op: str, block_first: bool) -> Layout:
     return Layout._make(shape, stride)
 
 
-def blocked_product(block: Any, tiles: Any) -> Layout:
+def blocked_product(block: Any, tiles: Any) -> Any:
     """The tiles of ``block`` laid out by ``tiles``, mode by mode: mode i of the result is
     ``(block_i, tiles_i)`` of ``logical_product(block, tiles)`` (ranks padded with 1:0), so
-    each block stays contiguous in coordinates.
+    each block stays contiguous in coordinates. A composed block (``S o L``) gives ``S o
+    blocked_product(L, tiles)``; a composed ``tiles`` raises CompositionError.
 
     >>> str(blocked_product(Layout((3, 4), (4, 1)), Layout((2, 5), (1, 2))))
     '((3,2),(4,5)):((4,12),(1,24))'
@@ -117,9 +149,11 @@ def blocked_product(block: Any, tiles: Any) -> Layout:
     return _zip_product(block, tiles, "blocked_product", True)
 
 
-def raked_product(block: Any, tiles: Any) -> Layout:
+def raked_product(block: Any, tiles: Any) -> Any:
     """Like ``blocked_product`` with the tile mode innermost: mode i is ``(tiles_i,
-    block_i)``, so the copies of the block interleave (rake) across the result.
+    block_i)`` of ``logical_product(block, tiles)``, so the copies of the block interleave
+    (rake) across the result. A composed block (``S o L``) gives ``S o raked_product(L,
+    tiles)``.
 
     >>> str(raked_product(Layout((3, 4), (4, 1)), Layout((2, 5), (1, 2))))
     '((2,3),(5,4)):((12,4),(24,1))'
@@ -129,18 +163,31 @@ def raked_product(block: Any, tiles: Any) -> Layout:
 
 def make_ordered_layout(shape: Any, order: Any = None) -> Layout:
     """A compact layout of a flat ``shape`` whose strides increase in the order given by
-    ``order`` (default: column-major, mode 0 fastest).
+    ``order`` (default: column-major, mode 0 fastest): mode i has stride ``prod(shape[j]
+    for the modes j before i in the order)``, ties broken by mode index, so the layout is
+    a bijection onto ``[0, size(shape))``. Extents must be positive; ``order`` entries
+    must be ints.
 
     >>> str(make_ordered_layout((4, 8), (1, 0)))
     '(4,8):(8,1)'
     """
+    check_depth(shape, "the shape", "make_ordered_layout")
+    shape = Layout(shape).shape  # validates the extents (positive integers); lists -> tuples
     shape = tuple(flatten_tuple(shape)) if type(shape) is tuple else (shape,)
     if order is None:
         return Layout(shape)
+    check_depth(order, "the order", "make_ordered_layout")
+    if isinstance(order, list):
+        order = tuple(order)
     order = tuple(flatten_tuple(order)) if type(order) is tuple else (order,)
     if len(order) != len(shape):
         raise ShapeError(
             f"make_ordered_layout({fmt(shape)}, {fmt(order)}): give one order entry per mode"
+        )
+    if any(type(o) is not int for o in order):
+        raise ShapeError(
+            f"make_ordered_layout({fmt(shape)}, {order!r}): order entries must be ints (the "
+            "rank of each mode's stride)"
         )
     stride: list = [0] * len(shape)
     acc: Any = 1
@@ -150,15 +197,25 @@ def make_ordered_layout(shape: Any, order: Any = None) -> Layout:
     return Layout._make(shape, tuple(stride))
 
 
-def tile_to_shape(block: Any, target_shape: Any, order: Any = None) -> Layout:
-    """Repeat ``block`` (by ``blocked_product``) until it covers ``target_shape``; the
-    copies are ordered by ``order`` (default column-major). Needs every target extent to
-    be a multiple of the block's; the result is coalesced mode by mode.
+def tile_to_shape(block: Any, target_shape: Any, order: Any = None) -> Any:
+    """Repeat ``block`` (by ``blocked_product``) until it covers ``target_shape``: the
+    result has ``product_each`` of its shape equal to the target's extents, and its
+    restriction to the first block (coordinates below the block's extents) equals
+    ``block``. The copies are ordered by ``order`` (default column-major). Needs every
+    target extent to be a multiple of the block's; the result is coalesced mode by mode.
+    A composed block (``S o L``) gives ``S o tile_to_shape(L, target_shape, order)``.
 
     >>> str(tile_to_shape(Layout((2, 2), (1, 2)), (8, 8)))
     '((2,4),(2,4)):((1,4),(2,16))'
     """
     b = _as_layout(block, "tile_to_shape")
+    if isinstance(b, ComposedLayout):
+        return ComposedLayout(b.outer, b.offset, tile_to_shape(b.inner, target_shape, order))
+    check_depth(target_shape, "the target shape", "tile_to_shape")
+    try:
+        Layout(target_shape)
+    except LayoutError as e:
+        raise e.within(f"tile_to_shape({b}, {fmt(target_shape)})") from None
     target = target_shape if type(target_shape) is tuple else (target_shape,)
     r = len(target)
     if rank(b) > r:

@@ -12,15 +12,18 @@ lane % 4`` is PTX's ``threadID_in_group`` and ``t1 = lane // 4`` its ``groupID``
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
+import sympy
+
 from tylo.layouts.compose import composition
-from tylo.layouts.errors import ShapeError
-from tylo.layouts.inttuple import idx2crd, product_each
+from tylo.layouts.errors import LayoutError, ShapeError
+from tylo.layouts.inttuple import fmt, idx2crd, product_each, vmul
 from tylo.layouts.inverse import right_inverse
 from tylo.layouts.layout import Layout, _as_layout, size
 from tylo.layouts.product import raked_product
-from tylo.layouts.symbolic import require_static
+from tylo.layouts.symbolic import decide_cmp, require_static
 
 __all__ = [
     "LDMATRIX_X4_DST_TV",
@@ -103,10 +106,37 @@ def make_tv_layout(thr_layout: Any, val_layout: Any) -> tuple[tuple, Layout]:
     """
     thr = _as_layout(thr_layout, "make_tv_layout")
     val = _as_layout(val_layout, "make_tv_layout")
+    if not (isinstance(thr, Layout) and isinstance(val, Layout)):
+        raise ShapeError(
+            f"make_tv_layout({thr}, {val}): the thread and value arrangements must be plain "
+            "layouts (a swizzle belongs on the memory layout, not on the TV map)"
+        )
     layout_mn = raked_product(thr, val)
     tile = product_each(layout_mn.shape)
-    tv = composition(right_inverse(layout_mn), Layout((size(thr), size(val))))
+    inv = right_inverse(layout_mn)
+    n = vmul(size(thr), size(val))
+    if decide_cmp(size(inv), "==", n) is not True:
+        raise ShapeError(
+            f"make_tv_layout({thr}, {val}): raked_product(thr, val) = {layout_mn} is not a "
+            f"bijection onto [0, {n}) (its right inverse {inv} covers only {size(inv)} "
+            "offsets, or that depends on the symbols); give compact thread and value "
+            "layouts (each a bijection onto [0, size))"
+        )
+    tv = composition(inv, Layout((size(thr), size(val))))
     return tile, tv
+
+
+def _tv_operand(tv: Any, op: str) -> Layout:
+    if not isinstance(tv, Layout) or type(tv.shape) is not tuple or len(tv.shape) != 2:
+        raise ShapeError(f"{op}: {reprlib.repr(tv)} is not a (thread, value) Layout of rank 2")
+    return tv
+
+
+def _tile_shape(tile_shape: Any, op: str) -> Any:
+    try:
+        return Layout(tile_shape).shape
+    except LayoutError as e:
+        raise e.within(f"{op}: tile shape {reprlib.repr(tile_shape)}") from None
 
 
 def tv_coords(tv: Layout, tile_shape: Any, thread: Any) -> list:
@@ -116,9 +146,17 @@ def tv_coords(tv: Layout, tile_shape: Any, thread: Any) -> list:
     >>> tv_coords(MMA_M16N8K16_C_TV, (16, 8), 5)
     [(1, 2), (1, 3), (9, 2), (9, 3)]
     """
-    if type(tv.shape) is not tuple or len(tv.shape) != 2:
-        raise ShapeError(f"tv_coords: {tv} is not a (thread, value) layout of rank 2")
+    tv = _tv_operand(tv, "tv_coords")
+    tile_shape = _tile_shape(tile_shape, "tv_coords")
+    if type(thread) is not int and not isinstance(thread, sympy.Expr):
+        raise ShapeError(
+            f"tv_coords: thread {reprlib.repr(thread)} is not an int or a sympy integer "
+            "expression (a thread index)"
+        )
     nval = require_static(size(tv[1]), what="the number of values per thread")
+    nthr = size(tv[0])
+    if type(thread) is int and type(nthr) is int and not 0 <= thread < nthr:
+        raise ShapeError(f"tv_coords({tv}, ...): thread {thread} is outside [0, {nthr})")
     return [idx2crd(tv(thread, v), tile_shape) for v in range(nval)]
 
 
@@ -130,10 +168,19 @@ def tv_owners(tv: Layout, tile_shape: Any) -> dict:
     >>> own[(0, 0)], own[(8, 9)], len(own)
     ([(0, 0)], [(0, 7)], 256)
     """
+    tv = _tv_operand(tv, "tv_owners")
+    tile_shape = _tile_shape(tile_shape, "tv_owners")
     nthr = require_static(size(tv[0]), what="the number of threads")
     nval = require_static(size(tv[1]), what="the number of values per thread")
+    n = require_static(size(tile_shape), what="the tile size")
     out: dict = {}
     for t in range(nthr):
         for v in range(nval):
-            out.setdefault(idx2crd(tv(t, v), tile_shape), []).append((t, v))
+            i = require_static(tv(t, v), what="a TV layout index")
+            if not 0 <= i < n:
+                raise ShapeError(
+                    f"tv_owners({tv}, {fmt(tile_shape)}): thread {t}, value {v} holds index "
+                    f"{i}, outside the tile's [0, {n}); give the tile this TV layout covers"
+                )
+            out.setdefault(idx2crd(i, tile_shape), []).append((t, v))
     return out
