@@ -45,7 +45,7 @@ from tylo.layouts.algebra import (
 )
 from tylo.layouts.errors import CompositionError, LayoutError, ShapeError, UndecidableError
 from tylo.layouts.inttuple import fmt, product, vadd, vmul
-from tylo.layouts.layout import Layout, size
+from tylo.layouts.layout import Layout, check_depth, size
 from tylo.layouts.swizzle import ComposedLayout, Swizzle
 from tylo.layouts.symbolic import (
     decide_cmp,
@@ -569,6 +569,7 @@ def by_mode(
     """Apply ``fn(mode_i, tiler[i])`` to the first ``len(tiler)`` modes of ``a`` (a by-mode
     tiler, as composition, the divides and the products take it); other modes stay.
     ``head()`` renders the operation for an error message (default ``op(a, tiler)``)."""
+    check_depth(tiler, "the tiler", op)
     shape = a.shape if type(a.shape) is tuple else (a.shape,)
     stride = a.stride if type(a.stride) is tuple else (a.stride,)
     n = len(tiler)
