@@ -12,7 +12,9 @@ later launches from that thread take one of two fast paths:
   ``cuLaunchKernelEx``;
 - the *inline path*: a function generated per (specialization, thread, argument types)
   (:meth:`Hot.inline_launch`) that tests the arguments against what was seen (types,
-  dtypes, devices, static values), reads the values, runs the same checks and launches.
+  dtypes, devices, static values) and the array checks of the readers (a DeviceArray's
+  ``flags``, a tensor's ``is_contiguous()``; a null address goes to the reader path),
+  reads the values, runs the same checks and launches.
   The launcher keeps the last one it used and tries it first; when its guards fail it
   returns False and the reader path decides. With the C extension (``tylo._launch``) the
   function is a C object and the launcher's base type calls it without entering Python:

@@ -4,7 +4,9 @@ value a launch passes.
 A reader returns ``(key, value)``: ``(dtype, device)`` and ``data_ptr()`` for a torch
 tensor, ``int`` and the int for a runtime integer, ``(type, value)`` and the value for a
 static argument... The launcher looks readers up by ``type(arg)`` and builds the
-specialization key from the key parts.
+specialization key from the key parts. A pointer's reader also refuses an array the
+kernel cannot read through its address alone (:func:`check_array`: strided or read-only
+unless the parameter's ``tylo.Ptr`` allows it, null with elements), naming the parameter.
 
 Each reader also says how to *inline* it (:func:`inline_spec`): what an argument must be
 (its type, dtype, device or value) to give the same key as the one seen, and where its
