@@ -303,7 +303,31 @@ static PyObject *il_launch(InlineLaunch *self, PyObject *dims, PyObject *args,
         int r;
         if ((PyObject *)Py_TYPE(x) != s->type) MISS(Py_False);
         switch (s->kind) {
-        case K_BUFFER:
+        case K_BUFFER: { /* a DeviceArray (the exact, frozen type): its fields, read from
+                          * its instance dict (no properties shadow them) */
+            PyObject *d = PyObject_GenericGetDict(x, NULL);
+            if (!d) MISS(NULL);
+            PyObject *dt = PyDict_GetItemWithError(d, s_dtype); /* borrowed, held by x */
+            PyObject *dev = dt ? PyDict_GetItemWithError(d, s_device) : NULL;
+            PyObject *f = dev ? PyDict_GetItemWithError(d, s_flags) : NULL;
+            PyObject *p = f ? PyDict_GetItemWithError(d, s_ptr) : NULL;
+            Py_DECREF(d);
+            if (!p) {
+                if (PyErr_Occurred()) MISS(NULL);
+                MISS(Py_False);
+            }
+            if (dt != s->dtype || !PyLong_CheckExact(dev) || !PyLong_CheckExact(f) ||
+                !PyLong_CheckExact(p))
+                MISS(Py_False);
+            long device = PyLong_AsLong(dev), flags = PyLong_AsLong(f);
+            v->u = PyLong_AsUnsignedLongLong(p);
+            if (PyErr_Occurred()) {
+                PyErr_Clear();
+                MISS(Py_False);
+            }
+            if (device != s->device || (flags & s->refuse) || !v->u) MISS(Py_False);
+            break;
+        }
         case K_OWNED:
         case K_TORCH: {
             int torch = s->kind == K_TORCH;
@@ -315,14 +339,7 @@ static PyObject *il_launch(InlineLaunch *self, PyObject *dims, PyObject *args,
                             s->device);
             if (r < 0) MISS(NULL);
             if (!r) MISS(Py_False);
-            if (s->refuse && s->kind == K_BUFFER) { /* a DeviceArray: its flags */
-                PyObject *f = PyObject_GetAttr(x, s_flags);
-                if (!f) MISS(NULL);
-                long flags = PyLong_CheckExact(f) ? PyLong_AsLong(f) : -1;
-                Py_DECREF(f);
-                if (flags == -1 && PyErr_Occurred()) PyErr_Clear();
-                if (flags < 0 || (flags & s->refuse)) MISS(Py_False);
-            } else if ((s->refuse & F_NOT_DENSE) && torch) {
+            if ((s->refuse & F_NOT_DENSE) && torch) {
                 PyObject *c = PyObject_CallMethodNoArgs(x, s_is_contiguous);
                 if (!c) MISS(NULL);
                 int dense = c == Py_True;
@@ -332,14 +349,12 @@ static PyObject *il_launch(InlineLaunch *self, PyObject *dims, PyObject *args,
             PyObject *p;
             if (torch) {
                 p = PyObject_CallMethodNoArgs(x, s_data_ptr);
-            } else if (s->kind == K_OWNED) {
+            } else {
                 p = PyObject_GetAttr(x, s_private_ptr);
                 if (p == Py_None) { /* closed: the property raises the user's error */
                     Py_DECREF(p);
                     p = PyObject_GetAttr(x, s_ptr);
                 }
-            } else {
-                p = PyObject_GetAttr(x, s_ptr);
             }
             r = ptr_result(p, &v->u);
             if (r < 0) MISS(NULL);
