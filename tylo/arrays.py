@@ -80,6 +80,11 @@ class DeviceArray:
     flags: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        if len(self.strides) != len(self.shape):
+            raise ArrayError(
+                f"DeviceArray: {len(self.strides)} strides {tuple(self.strides)} for the "
+                f"{len(self.shape)} modes of shape {tuple(self.shape)}; give one stride per mode"
+            )
         dense = self.size == 0 or self.is_contiguous()
         flags = (0 if dense else NOT_DENSE) | (READ_ONLY if self.readonly else 0)
         object.__setattr__(self, "flags", flags)

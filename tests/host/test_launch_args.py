@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tylo
-from tylo.arrays import NOT_DENSE, READ_ONLY, DeviceArray
+from tylo.arrays import NOT_DENSE, READ_ONLY, ArrayError, DeviceArray
 from tylo.backend import driver, launchex
 from tylo.kernel import fastpath
 from tylo.kernel.fastpath import Hot, make_inline
@@ -165,6 +165,11 @@ def test_flags_say_dense_and_read_only_by_brute_force(layout, readonly):
     assert bool(a.flags & NOT_DENSE) is not dense_by_brute_force(shape, strides)
     assert bool(a.flags & READ_ONLY) is readonly
     assert a == DeviceArray(PTR, shape, strides, F32, 0, readonly)  # flags take no part
+
+
+def test_a_stride_per_mode():
+    with pytest.raises(ArrayError, match=r"1 strides \(1,\) for the 2 modes"):
+        DeviceArray(PTR, (4, 8), (1,), F32, 0)
 
 
 @settings(max_examples=150, deadline=None)

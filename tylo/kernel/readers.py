@@ -128,7 +128,9 @@ def _owned_reader(name: str) -> Reader:
             check_array(name, _as_array(name, a), 0)
         return (a.dtype.name, a.device), p
 
-    read.inline = lambda a: ArgSpec("owned", type(a), a.dtype, a.device)  # type: ignore[attr-defined]
+    read.inline = lambda a: ArgSpec(  # type: ignore[attr-defined]
+        "owned", type(a), a.dtype, a.device
+    )
     return read
 
 
