@@ -65,7 +65,7 @@ class DeviceArray:
     view is in use; it takes no part in equality. ``stream`` is the producer's stream from
     ``__cuda_array_interface__`` v3, when it named one. ``flags`` (computed) holds
     :data:`NOT_DENSE` when the array has elements and they are not C-contiguous (see
-    :meth:`is_contiguous`) and :data:`READ_ONLY` when ``readonly``: the launch paths test
+    :meth:`is_contiguous`), or its strides do not give one per mode, and :data:`READ_ONLY` when ``readonly``: the launch paths test
     one int.
     """
 
@@ -80,12 +80,8 @@ class DeviceArray:
     flags: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if len(self.strides) != len(self.shape):
-            raise ArrayError(
-                f"DeviceArray: {len(self.strides)} strides {tuple(self.strides)} for the "
-                f"{len(self.shape)} modes of shape {tuple(self.shape)}; give one stride per mode"
-            )
-        dense = self.size == 0 or self.is_contiguous()
+        # strides that do not give one per mode say nothing about the layout: not dense
+        dense = len(self.strides) == len(self.shape) and (self.size == 0 or self.is_contiguous())
         flags = (0 if dense else NOT_DENSE) | (READ_ONLY if self.readonly else 0)
         object.__setattr__(self, "flags", flags)
 

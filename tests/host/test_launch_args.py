@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tylo
-from tylo.arrays import NOT_DENSE, READ_ONLY, ArrayError, DeviceArray
+from tylo.arrays import NOT_DENSE, READ_ONLY, DeviceArray
 from tylo.backend import driver, launchex
 from tylo.kernel import fastpath
 from tylo.kernel.fastpath import Hot, make_inline
@@ -167,9 +167,12 @@ def test_flags_say_dense_and_read_only_by_brute_force(layout, readonly):
     assert a == DeviceArray(PTR, shape, strides, F32, 0, readonly)  # flags take no part
 
 
-def test_a_stride_per_mode():
-    with pytest.raises(ArrayError, match=r"1 strides \(1,\) for the 2 modes"):
-        DeviceArray(PTR, (4, 8), (1,), F32, 0)
+def test_without_a_stride_per_mode_an_array_is_not_dense():
+    assert DeviceArray(PTR, (4, 8), (1,), F32, 0).flags & NOT_DENSE
+    assert DeviceArray(PTR, (1,), (), F32, 0).flags & NOT_DENSE
+    _, read = make_reader(None, DeviceArray(PTR, (8,), (1,), F32, 0), "x")
+    with pytest.raises(tylo.KernelArgumentError, match="'x'.*not C-contiguous"):
+        read(DeviceArray(PTR, (4, 8), (1,), F32, 0))
 
 
 @settings(max_examples=150, deadline=None)
