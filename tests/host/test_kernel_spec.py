@@ -44,7 +44,7 @@ class FakeTensor:
         (tylo.Static, "sum", ParamKind.STATIC),  # unannotated: refused (test_launch_args)
         (None, (1, 2), ParamKind.STATIC),
         (None, Plan(4, Mode.FAST), ParamKind.STATIC),
-        (tylo.Static, None, ParamKind.STATIC),
+        (None, None, ParamKind.STATIC),
         (None, FakeTensor(), ParamKind.POINTER),
         (None, tylo.pointer(tylo.f32), ParamKind.POINTER),
         (tylo.Static, 3, ParamKind.STATIC),

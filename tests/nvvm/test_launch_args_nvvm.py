@@ -85,7 +85,7 @@ def test_an_empty_array_may_have_a_null_address(recorder):  # noqa: F811
     ("args", "match"),
     [
         ((view(), view(0x2000), "16"), "argument 'n': got str '16'"),
-        ((None, view(0x2000), 4), "argument 'out': got NoneType None"),
+        ((None, view(0x2000), 4), r"add_one: argument 'out' is None.*item assignment"),
     ],
 )
 def test_wrong_types_after_good_launches(recorder, args, match):  # noqa: F811
@@ -108,3 +108,34 @@ def test_an_annotated_pointer_refuses_a_number(recorder):  # noqa: F811
     with pytest.raises(tylo.KernelArgumentError, match="argument 'x': .*int is not a device"):
         launcher(view(), 2, 4)
     assert len(recorder) == 3 and k.stats.compiles == 1
+
+
+def test_none_for_an_optional_array_is_a_static_value(recorder):  # noqa: F811
+    """An unannotated None is how an optional array is left out: a specialization of
+    its own. Only a kernel that then uses the None blames the argument; a failure that has
+    nothing to do with the None stays the TraceError it is."""
+
+    @tylo.kernel
+    def maybe_scaled(out, x, scale, n):
+        i = tylo.thread_idx.x
+        if i < n:
+            out[i] = x[i] if scale is None else x[i] * scale[i]
+
+    launcher = maybe_scaled[1, 32]
+    launcher(view(), view(0x2000), None, 4)
+    launcher(view(), view(0x2000), view(0x3000), 4)
+    assert maybe_scaled.stats.compiles == 2 and len(recorder) == 2
+
+    @tylo.kernel
+    def broken(out, unused, n):
+        out[tylo.thread_idx.x] = undefined_name  # noqa: F821
+
+    with pytest.raises(tylo.TraceError, match="undefined_name"):
+        broken[1, 32](view(), None, 4)
+
+    @tylo.kernel
+    def two(out, a, b):
+        out[tylo.thread_idx.x] = a[0] + b[0]
+
+    with pytest.raises(tylo.KernelArgumentError, match="argument 'a' or 'b' is None"):
+        two[1, 32](view(), None, None)

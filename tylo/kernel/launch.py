@@ -332,8 +332,41 @@ class Launcher(_LauncherBase):  # type: ignore[misc]
         try:
             hot = k.cache[spec] = Hot(*k.specialize_for(args, spec[1:], self.block))
         except TraceError as err:
+            blamed = none_arguments_blamed(k, args, err)
+            if blamed is not None:
+                raise blamed from None
             raise err.with_traceback(user_frames(err.__traceback__)) from None
         return hot
+
+
+def none_arguments_blamed(kernel: Any, args: Sequence[Any], err: TraceError) -> Any:
+    """A :class:`KernelArgumentError` naming the unannotated parameters given ``None``
+    when tracing with them failed on a ``NoneType`` (``out=None``: an unannotated None
+    is a static value, an optional array left out, so only its use shows the mistake);
+    None when the failure is not that."""
+    original = err.original
+    if original is None:  # tylo's own TraceError (tylo.view(None, ...))
+        text = err.message
+    elif isinstance(original, (TypeError, AttributeError)):
+        text = f"{type(original).__name__}: {original}"
+    else:
+        return None
+    if "NoneType" not in text:
+        return None
+    names = [
+        n for n, ann, a in zip(kernel.param_names, kernel.annotations, args)
+        if a is None and ann is None
+    ]
+    if not names:
+        return None
+    which = " or ".join(repr(n) for n in names)
+    where = f" ({err.filename}:{err.lineno}: {err.source_line})" if err.lineno else ""
+    return KernelArgumentError(
+        f"{kernel.name}: argument {which} is None, which an unannotated parameter takes as a "
+        f"static value (an optional array left out), but the kernel uses it as a value: "
+        f"{text}{where}; pass an array or a number, or "
+        "test `if x is None` in the kernel"
+    )
 
 
 _CALL_TEMPLATE = """

@@ -2,10 +2,10 @@
 
 A kernel parameter is one of four kinds:
 
-- **static** (``x: tylo.Static``, or an unannotated bool, DType, tuple, frozenset or
-  frozen plan object): folded in at trace time; its value is part of the specialization.
-  A string, None or a number other than an int or float is static only when annotated
-  (unannotated, it is a wrong-typed runtime argument: ``n="16"``, ``out=None``);
+- **static** (``x: tylo.Static``, or an unannotated bool, DType, None, tuple, frozenset
+  or frozen plan object): folded in at trace time; its value is part of the
+  specialization. A string or a number other than an int or float is static only when
+  annotated (unannotated, it is a wrong-typed runtime argument: ``n="16"``);
 - **pointer** (``x: tylo.Ptr(align=16)``, or an unannotated array: a tylo DeviceBuffer,
   a torch/CuPy/JAX device array): a typed global pointer; the element dtype and device
   are part of the specialization; at every launch the array must be C-contiguous,
@@ -197,16 +197,17 @@ def static_key(name: str, value: Any) -> Any:
 
 
 # Values an unannotated parameter never takes as static: each is far likelier a wrong
-# runtime argument (``n="16"``, ``out=None``) than a configuration value, so the launch
-# refuses it rather than tracing with it; ``x: tylo.Static`` passes any of them.
-_NOT_STATIC_UNANNOTATED = (str, bytes, bytearray, complex, type(None))
+# runtime argument (``n="16"``) than a configuration value, so the launch refuses it rather
+# than tracing with it; ``x: tylo.Static`` passes any of them. (None stays static: it is how
+# an optional array is left out; see launch.none_arguments_blamed for ``out=None``.)
+_NOT_STATIC_UNANNOTATED = (str, bytes, bytearray, complex)
 
 
 def classify(annotation: Any, value: Any, name: str) -> ParamKind:
     """The kind of parameter ``name`` given its annotation and an argument (or spec).
 
-    Unannotated, the argument's type decides; a string, bytes, None, a complex number or
-    any other number that is neither an int nor a float is refused
+    Unannotated, the argument's type decides; a string, bytes, a complex number or any
+    other number that is neither an int nor a float is refused
     (:class:`KernelArgumentError`) unless the parameter is annotated ``tylo.Static``."""
     if annotation is Static:
         return ParamKind.STATIC
@@ -217,7 +218,7 @@ def classify(annotation: Any, value: Any, name: str) -> ParamKind:
     if isinstance(annotation, Ptr):
         return ParamKind.POINTER
     # unannotated (or annotated with something tylo does not interpret): by the value
-    if isinstance(value, (bool, DType)):
+    if isinstance(value, (bool, DType)) or value is None:
         return ParamKind.STATIC
     if isinstance(value, Ptr):
         return ParamKind.POINTER
