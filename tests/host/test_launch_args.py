@@ -108,10 +108,10 @@ class FakeTensor:
         return n
 
     def is_contiguous(self) -> bool:
+        if self.numel() == 0:
+            return True
         expected = 1
         for n, s in zip(reversed(self.shape), reversed(self._strides)):
-            if n == 0:
-                return True
             if n != 1 and s != expected:
                 return False
             expected *= n
