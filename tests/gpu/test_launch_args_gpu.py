@@ -41,18 +41,23 @@ def read_only_in(out, x: tylo.Ptr(readonly=True), n):
         out[i] = x[i] * 2.0
 
 
-class ReadOnlyView:
-    """A producer that shares a buffer read-only (``data=(ptr, True)``)."""
+class Shared:
+    """A producer that shares a buffer through ``__cuda_array_interface__`` only (its
+    device comes from the driver), read-only when asked (``data=(ptr, True)``)."""
 
-    def __init__(self, buf: DeviceBuffer) -> None:
+    def __init__(self, buf: DeviceBuffer, readonly: bool = False) -> None:
         self.buf = buf
         self.__cuda_array_interface__ = {
             "shape": buf.shape,
             "typestr": "<f4",
-            "data": (buf.ptr, True),
+            "data": (buf.ptr, readonly),
             "strides": None,
             "version": 3,
         }
+
+
+def ReadOnlyView(buf: DeviceBuffer) -> Shared:  # noqa: N802 - reads as a type
+    return Shared(buf, readonly=True)
 
 
 def host(buf) -> np.ndarray:
@@ -96,11 +101,17 @@ def test_read_only_arrays_need_the_annotation(gpu_runtime):
     np.testing.assert_array_equal(host(out), 2 * np.arange(256, dtype=np.float32))
 
 
-def test_misaligned_and_host_addresses_are_refused(gpu_runtime):
+def test_misaligned_addresses_are_refused(gpu_runtime):
     base = DeviceBuffer.from_numpy(np.zeros(64, np.float32))
     shifted = DeviceArray(base.ptr + 2, (60,), (1,), F32, base.device, owner=base)
     with pytest.raises(tylo.KernelArgumentError, match="not a multiple of 4 bytes"):
         add_one[1, 64](base, shifted, 60)
+
+
+def test_host_addresses_are_refused(gpu_runtime):
+    if driver._device_attribute(0, "CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS"):
+        pytest.skip("needs a GPU that cannot read pageable host memory (found: one that can)")
+    base = DeviceBuffer.from_numpy(np.zeros(64, np.float32))
     on_host = np.zeros(64, np.float32)
 
     class HostCAI:
@@ -132,6 +143,10 @@ def test_arrays_on_another_device_launch_there(gpu_runtime):
         launcher(o0, a0, 256)  # alternating devices: each launch on its arrays' device
     np.testing.assert_array_equal(host(o1), x0 + 1)
     np.testing.assert_array_equal(host(o0), x0 * 3 + 1)
+    o1.fill_bytes(0xFF)
+    driver.current_context(0)
+    add_one[1, 256](o1, Shared(a1), 256)  # the driver says which device the address is on
+    np.testing.assert_array_equal(host(o1), x0 + 1)
     with pytest.raises(tylo.KernelArgumentError, match="different devices"):
         launcher(o0, a1, 256)
     assert {hot.ordinal for hot in add_one.cache.values()} >= {0, 1}

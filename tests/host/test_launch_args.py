@@ -399,3 +399,26 @@ def test_the_c_inline_launch_rejects_unknown_refusal_bits():
             noop, 1, 0, 0, driver._tls, lambda err: None, None, {}, 0, 49152,
             ((0, DeviceArray, F32, 0, None, 4),), ((0, "Q", 56),), (), (), 64,
         )
+
+
+def test_an_address_the_driver_does_not_know_is_refused(monkeypatch):
+    """With a GPU, a ``__cuda_array_interface__`` address the driver cannot place (host
+    memory, a stale pointer) is refused; without one the producer is trusted."""
+    from types import SimpleNamespace
+
+    from tylo.backend.errors import CudaError
+
+    def unknown(result, what):
+        raise CudaError(what, 1, "CUDA_ERROR_INVALID_VALUE")
+
+    attrs = SimpleNamespace(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL=9)
+    fake = SimpleNamespace(CUpointer_attribute=attrs, cuPointerGetAttribute=lambda a, p: (1, 0))
+    monkeypatch.setattr(driver, "_cuda", lambda: fake)
+    monkeypatch.setattr(driver, "_ensure_context", lambda: None)
+    monkeypatch.setattr(driver, "check", unknown)
+    monkeypatch.setattr(driver, "device_count", lambda: 0)
+    _, read = make_reader(None, FakeCAI((8,), (1,)), "x")
+    assert read(FakeCAI((8,), (1,))) == ((F32.name, None), PTR)
+    monkeypatch.setattr(driver, "device_count", lambda: 1)
+    with pytest.raises(tylo.KernelArgumentError, match=f"'x'.*does not know address 0x{PTR:x}"):
+        read(FakeCAI((8,), (1,)))
