@@ -9,7 +9,9 @@
  *     (tls.ordinal) is the one the function was loaded on;
  *   - each argument: its exact type, then by kind: a tylo buffer's dtype object and
  *     device, a torch tensor's dtype object and get_device(), a static argument's value
- *     (identity or equality);
+ *     (identity or equality); for an array whose spec refuses layouts, a DeviceArray's
+ *     flags (none of the refused bits) or a tensor's is_contiguous(); a null address
+ *     (the reader path decides: allowed only for an empty array);
  *   - the stream: None (the legacy default stream) or an int handle;
  *   - the values: int facts (lo <= v <= hi, v % multiple == 0), pointer alignment, the
  *     kernel's guards (a Python callable on the tuple of values, when it has any), and
@@ -32,12 +34,16 @@ typedef int (*launch_ex_t)(const void *config, void *function, void **params, vo
  * closed; its _ptr attribute is read instead, and .ptr only when that is None. */
 enum { K_BUFFER, K_TORCH, K_INT, K_FLOAT, K_STATIC, K_OWNED };
 
+/* DeviceArray.flags bits (tylo/arrays.py) */
+enum { F_NOT_DENSE = 1, F_READ_ONLY = 2 };
+
 typedef struct {
     int kind;
     PyObject *type;   /* borrowed from the spec tuple we keep */
     PyObject *dtype;  /* buffer/torch: the dtype object */
     long device;      /* buffer/torch */
     PyObject *value;  /* static */
+    long refuse;      /* buffer: flags bits refused; torch: F_NOT_DENSE asks is_contiguous() */
 } ArgSpec;
 
 typedef struct {
@@ -81,7 +87,7 @@ typedef struct {
 } InlineLaunch;
 
 static PyObject *s_dtype, *s_device, *s_ptr, *s_private_ptr, *s_get_device, *s_data_ptr,
-    *s_ordinal;
+    *s_ordinal, *s_flags, *s_is_contiguous;
 
 #define CONFIG_BYTES 56
 
@@ -110,7 +116,7 @@ static int as_ll(PyObject *o, long long *out) {
 
 /* InlineLaunch(launch, function, thread, ordinal, tls, failed, guard, smem, dyn,
  *              default_smem, args, slots, ints, aligns, values_end)
- * args: ((kind, type, dtype, device, value), ...); slots: ((arg, code, offset), ...)
+ * args: ((kind, type, dtype, device, value[, refuse]), ...); slots: ((arg, code, offset), ...)
  * ints: ((arg, lo, hi, multiple), ...); aligns: ((arg, align), ...) */
 static PyObject *il_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
     unsigned long long launch, function, thread, dyn, default_smem;
@@ -165,7 +171,7 @@ static PyObject *il_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
     for (Py_ssize_t i = 0; i < self->nargs; i++) {
         PyObject *t = PyTuple_GET_ITEM(args, i);
         ArgSpec *s = &self->args[i];
-        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 5) goto bad;
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 5 || PyTuple_GET_SIZE(t) > 6) goto bad;
         s->kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 0));
         s->type = PyTuple_GET_ITEM(t, 1);
         s->dtype = PyTuple_GET_ITEM(t, 2);
@@ -174,6 +180,11 @@ static PyObject *il_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
         if (s->kind == K_BUFFER || s->kind == K_TORCH || s->kind == K_OWNED) {
             s->device = PyLong_AsLong(PyTuple_GET_ITEM(t, 3));
             if (s->device == -1 && PyErr_Occurred()) goto fail;
+            if (PyTuple_GET_SIZE(t) == 6) {
+                s->refuse = PyLong_AsLong(PyTuple_GET_ITEM(t, 5));
+                if (s->refuse == -1 && PyErr_Occurred()) goto fail;
+                if (s->refuse & ~(long)(F_NOT_DENSE | F_READ_ONLY)) goto bad;
+            }
         }
     }
     for (Py_ssize_t i = 0; i < self->nslots; i++) {
@@ -292,7 +303,31 @@ static PyObject *il_launch(InlineLaunch *self, PyObject *dims, PyObject *args,
         int r;
         if ((PyObject *)Py_TYPE(x) != s->type) MISS(Py_False);
         switch (s->kind) {
-        case K_BUFFER:
+        case K_BUFFER: { /* a DeviceArray (the exact, frozen type): its fields, read from
+                          * its instance dict (no properties shadow them) */
+            PyObject *d = PyObject_GenericGetDict(x, NULL);
+            if (!d) MISS(NULL);
+            PyObject *dt = PyDict_GetItemWithError(d, s_dtype); /* borrowed, held by x */
+            PyObject *dev = dt ? PyDict_GetItemWithError(d, s_device) : NULL;
+            PyObject *f = dev ? PyDict_GetItemWithError(d, s_flags) : NULL;
+            PyObject *p = f ? PyDict_GetItemWithError(d, s_ptr) : NULL;
+            Py_DECREF(d);
+            if (!p) {
+                if (PyErr_Occurred()) MISS(NULL);
+                MISS(Py_False);
+            }
+            if (dt != s->dtype || !PyLong_CheckExact(dev) || !PyLong_CheckExact(f) ||
+                !PyLong_CheckExact(p))
+                MISS(Py_False);
+            long device = PyLong_AsLong(dev), flags = PyLong_AsLong(f);
+            v->u = PyLong_AsUnsignedLongLong(p);
+            if (PyErr_Occurred()) {
+                PyErr_Clear();
+                MISS(Py_False);
+            }
+            if (device != s->device || (flags & s->refuse) || !v->u) MISS(Py_False);
+            break;
+        }
         case K_OWNED:
         case K_TORCH: {
             int torch = s->kind == K_TORCH;
@@ -304,21 +339,26 @@ static PyObject *il_launch(InlineLaunch *self, PyObject *dims, PyObject *args,
                             s->device);
             if (r < 0) MISS(NULL);
             if (!r) MISS(Py_False);
+            if ((s->refuse & F_NOT_DENSE) && torch) {
+                PyObject *c = PyObject_CallMethodNoArgs(x, s_is_contiguous);
+                if (!c) MISS(NULL);
+                int dense = c == Py_True;
+                Py_DECREF(c);
+                if (!dense) MISS(Py_False);
+            }
             PyObject *p;
             if (torch) {
                 p = PyObject_CallMethodNoArgs(x, s_data_ptr);
-            } else if (s->kind == K_OWNED) {
+            } else {
                 p = PyObject_GetAttr(x, s_private_ptr);
                 if (p == Py_None) { /* closed: the property raises the user's error */
                     Py_DECREF(p);
                     p = PyObject_GetAttr(x, s_ptr);
                 }
-            } else {
-                p = PyObject_GetAttr(x, s_ptr);
             }
             r = ptr_result(p, &v->u);
             if (r < 0) MISS(NULL);
-            if (!r) MISS(Py_False);
+            if (!r || !v->u) MISS(Py_False); /* null: the reader path decides */
             break;
         }
         case K_INT:
@@ -589,7 +629,10 @@ PyMODINIT_FUNC PyInit__launch(void) {
     s_get_device = PyUnicode_InternFromString("get_device");
     s_data_ptr = PyUnicode_InternFromString("data_ptr");
     s_ordinal = PyUnicode_InternFromString("ordinal");
-    if (!s_dtype || !s_device || !s_ptr || !s_private_ptr || !s_get_device || !s_data_ptr || !s_ordinal)
+    s_flags = PyUnicode_InternFromString("flags");
+    s_is_contiguous = PyUnicode_InternFromString("is_contiguous");
+    if (!s_dtype || !s_device || !s_ptr || !s_private_ptr || !s_get_device || !s_data_ptr ||
+        !s_ordinal || !s_flags || !s_is_contiguous)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;

@@ -22,7 +22,19 @@ import numpy as np
 from tylo.dtypes import DType, DTypeError, dtype_of
 from tylo.errors import TyloError
 
-__all__ = ["ArrayError", "DeviceArray", "DeviceBuffer", "as_device_array"]
+__all__ = [
+    "NOT_DENSE",
+    "READ_ONLY",
+    "ArrayError",
+    "DeviceArray",
+    "DeviceBuffer",
+    "as_device_array",
+]
+
+#: :attr:`DeviceArray.flags` bits: what a kernel that reads its pointer as a plain
+#: contiguous, writable array must not be given.
+NOT_DENSE = 1  # elements are not C-contiguous: strided, transposed, zero or negative strides
+READ_ONLY = 2  # the producer marked the memory read-only
 
 # DLPack device types (dlpack.h, DLDeviceType)
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
@@ -51,7 +63,10 @@ class DeviceArray:
 
     ``owner`` keeps the producing object (tensor, DLPack capsule, buffer) alive while the
     view is in use; it takes no part in equality. ``stream`` is the producer's stream from
-    ``__cuda_array_interface__`` v3, when it named one.
+    ``__cuda_array_interface__`` v3, when it named one. ``flags`` (computed) holds
+    :data:`NOT_DENSE` when the array has elements and they are not C-contiguous (see
+    :meth:`is_contiguous`), or its strides do not give one per mode, and :data:`READ_ONLY` when ``readonly``: the launch paths test
+    one int.
     """
 
     ptr: int
@@ -62,6 +77,13 @@ class DeviceArray:
     readonly: bool = False
     stream: int | None = None
     owner: Any = field(default=None, compare=False, repr=False)
+    flags: int = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # strides that do not give one per mode say nothing about the layout: not dense
+        dense = len(self.strides) == len(self.shape) and (self.size == 0 or self.is_contiguous())
+        flags = (0 if dense else NOT_DENSE) | (READ_ONLY if self.readonly else 0)
+        object.__setattr__(self, "flags", flags)
 
     @property
     def ndim(self) -> int:
@@ -76,7 +98,8 @@ class DeviceArray:
         return self.size * self.dtype.nbytes
 
     def is_contiguous(self) -> bool:
-        """Row-major (C) contiguous, ignoring strides of extent-1 modes."""
+        """Row-major (C) contiguous, ignoring strides of extent-1 modes: element
+        ``(i0, ..., ik)`` is at ``ptr`` plus its row-major rank times the element size."""
         return all(
             n == 1 or s == e for n, s, e in zip(self.shape, self.strides, _c_strides(self.shape))
         )
@@ -294,7 +317,7 @@ def _from_cai(obj: Any, cai: dict[str, Any]) -> DeviceArray:
         shape,
         strides,
         dt,
-        _pointer_device(ptr),
+        _pointer_device(ptr, what),
         bool(readonly),
         None if stream is None else int(stream),
         owner=obj,
@@ -311,9 +334,11 @@ def _element_strides(byte_strides: tuple[int, ...], dt: DType, what: str) -> tup
     return tuple(int(s) // dt.nbytes for s in byte_strides)
 
 
-def _pointer_device(ptr: int) -> int | None:
-    """The device ordinal owning ``ptr``; None without a driver or when the driver does not
-    know the pointer (the interface's producer vouches for it being device memory)."""
+def _pointer_device(ptr: int, what: str) -> int | None:
+    """The device ordinal owning ``ptr``; None for a null pointer or without a GPU (the
+    interface's producer vouches for it). With a GPU, an address the driver does not
+    know (host memory, a stale or invented pointer) is an :class:`ArrayError`: no kernel
+    can read it."""
     if not ptr:
         return None
     from tylo.backend import driver
@@ -326,8 +351,11 @@ def _pointer_device(ptr: int) -> int | None:
     attr = d.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
     try:
         return int(driver.check(d.cuPointerGetAttribute(attr, ptr), "cuPointerGetAttribute"))
-    except CudaError:
-        return None
+    except CudaError as err:
+        raise ArrayError(
+            f"{what}: the CUDA driver does not know address 0x{ptr:x} as device memory "
+            f"({err}); pass memory allocated on a GPU (or registered with it)"
+        ) from None
 
 
 # ---------------------------------------------------------------------------- DLPack

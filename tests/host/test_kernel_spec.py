@@ -41,7 +41,7 @@ class FakeTensor:
         (None, 2.5, ParamKind.FLOAT),
         (None, True, ParamKind.STATIC),
         (None, tylo.f16, ParamKind.STATIC),
-        (None, "sum", ParamKind.STATIC),
+        (tylo.Static, "sum", ParamKind.STATIC),  # unannotated: refused (test_launch_args)
         (None, (1, 2), ParamKind.STATIC),
         (None, Plan(4, Mode.FAST), ParamKind.STATIC),
         (None, None, ParamKind.STATIC),
@@ -83,7 +83,7 @@ def test_int_facts_are_checked_with_clear_messages():
 
 
 @tylo.kernel
-def sample(out, x, n, alpha, mode, block_rows: tylo.Static = 4):
+def sample(out, x, n, alpha, mode: tylo.Static, block_rows: tylo.Static = 4):
     i = tylo.thread_idx.x
     if i < n:
         out[i] = x[i] * alpha

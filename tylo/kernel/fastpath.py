@@ -12,7 +12,9 @@ later launches from that thread take one of two fast paths:
   ``cuLaunchKernelEx``;
 - the *inline path*: a function generated per (specialization, thread, argument types)
   (:meth:`Hot.inline_launch`) that tests the arguments against what was seen (types,
-  dtypes, devices, static values), reads the values, runs the same checks and launches.
+  dtypes, devices, static values) and the array checks of the readers (a DeviceArray's
+  ``flags``, a tensor's ``is_contiguous()``; a null address goes to the reader path),
+  reads the values, runs the same checks and launches.
   The launcher keeps the last one it used and tries it first; when its guards fail it
   returns False and the reader path decides. With the C extension (``tylo._launch``) the
   function is a C object and the launcher's base type calls it without entering Python:
@@ -135,7 +137,7 @@ def _c_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) -> Any:
         entry._smem_limit,
         entry.dynamic_shared_bytes,
         driver.DEFAULT_DYNAMIC_SHARED_LIMIT,
-        tuple((_KINDS[s.kind], s.type, s.dtype, s.device, s.value) for s in specs),
+        tuple((_KINDS[s.kind], s.type, s.dtype, s.device, s.value, s.refuse) for s in specs),
         slots,
         tuple(ints),
         tuple(aligns),
@@ -156,6 +158,13 @@ _PY_FORMS = {
     "int": ("type({a}) is int", "{a}"),
     "float": ("type({a}) is {c}t", "float({a})"),
     "static": ("type({a}) is {c}t and ({a} is {c}v or {a} == {c}v)", "{a}"),
+}
+# appended to a pointer's guard when its ArgSpec refuses layouts (a DeviceBuffer is
+# contiguous and writable by construction)
+_PY_REFUSE = {
+    "buffer": " and not {a}.flags & {c}r",
+    "owned": "",
+    "torch": " and {a}.is_contiguous()",
 }
 
 _TEMPLATE = """
@@ -203,17 +212,23 @@ def _python_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) ->
         "SMEM": entry._smem_limit,
         "struct_error": struct.error,
     }
-    guards, values = [], []
+    guards, values, nonnull = [], [], []
     for i, spec in enumerate(specs):
         prefix = f"c{i}_"
         guard, value = _PY_FORMS[spec.kind]
         if spec.kind == "float" and spec.type is float:
             value = "{a}"
+        if spec.refuse:  # the array's layout: see ArgSpec
+            guard += _PY_REFUSE[spec.kind]
+        if spec.kind in _PY_REFUSE:  # a null pointer: the reader path decides
+            nonnull.append(f"v{i}")
         guards.append(guard.format(a=f"a{i}", c=prefix))
         values.append(f"    v{i} = {value.format(a=f'a{i}', c=prefix)}\n")
-        consts = {"t": spec.type, "d": spec.dtype, "e": spec.device, "v": spec.value}
+        consts = {
+            "t": spec.type, "d": spec.dtype, "e": spec.device, "v": spec.value, "r": spec.refuse
+        }
         names.update({prefix + k: v for k, v in consts.items()})
-    checks = [_VALUE_INDEX.sub(r"v\1", t) for t in entry.check_terms()]
+    checks = nonnull + [_VALUE_INDEX.sub(r"v\1", t) for t in entry.check_terms()]
     dyn = entry.dynamic_shared_bytes
     checks.append(
         ("shared == 0 or " if dyn == 0 else "")

@@ -20,6 +20,7 @@ import operator
 import struct
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
@@ -30,7 +31,7 @@ from tylo.kernel.readers import make_reader
 from tylo.kernel.spec import Int, ParamKind, Ptr
 from tylo.kernel.trace import Binding
 
-__all__ = ["CompiledKernel", "Launcher", "make_reader"]
+__all__ = ["Alignment", "CompiledKernel", "Launcher", "make_reader"]
 
 _DEFAULT_SMEM_LIMIT = 48 * 1024  # dynamic shared bytes a launch may use without opt-in
 _DEFAULT_INT = Int()
@@ -45,6 +46,37 @@ def device_target(ordinal: int) -> Any:
 
         t = _targets[ordinal] = Target.from_device(ordinal)
     return t
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """What a pointer parameter's address must be a multiple of: ``align``, the larger
+    of the declared ``tylo.Ptr(align=...)`` (``declared``, 1 when none) and the element
+    size of ``dtype`` (the kernel's loads and stores assume whole, aligned elements)."""
+
+    align: int
+    dtype: Any
+    declared: int
+
+    @staticmethod
+    def of(binding: Binding) -> Alignment:
+        """The alignment a specialization's pointer ``binding`` was compiled to assume."""
+        check = binding.check
+        declared = check.align if isinstance(check, Ptr) and check.align else 1
+        return Alignment(max(declared, binding.dtype.nbytes), binding.dtype, declared)
+
+    def check(self, name: str, address: int) -> None:
+        """Raise :class:`KernelArgumentError` unless ``address % align == 0``."""
+        if not address % self.align:
+            return
+        if self.declared == self.align:
+            Ptr(align=self.declared).check(name, address)
+        raise KernelArgumentError(
+            f"argument {name!r}: address 0x{address:x} is not a multiple of "
+            f"{self.align} bytes, the size of its {self.dtype} elements, which the kernel's "
+            "loads and stores assume; pass an array that starts on an element boundary "
+            "(not a view at a byte offset)"
+        )
 
 
 class CompiledKernel:
@@ -85,11 +117,15 @@ class CompiledKernel:
         self._functions: dict[int, Any] = {}
         self._packs: dict[int, Any] = {}
         self._smem_limit: dict[int, int] = {}
-        self._checks = [
-            (i, bindings[i].name, bindings[i].check or _DEFAULT_INT)
-            for i in self.runtime
-            if bindings[i].check is not None or bindings[i].kind is ParamKind.INT
-        ]
+        self._checks: list[tuple[int, str, Any]] = []
+        for i in self.runtime:
+            b = bindings[i]
+            if b.kind is ParamKind.INT:
+                self._checks.append((i, b.name, b.check or _DEFAULT_INT))
+            elif b.kind is ParamKind.POINTER:
+                a = Alignment.of(b)
+                if a.align > 1:
+                    self._checks.append((i, b.name, a))
         self._fast_check = self._make_fast_check()
         # the runtime arguments' values, as a tuple, from all of a launch's values
         getter = operator.itemgetter(*self.runtime) if self.runtime else (lambda v: ())
@@ -101,9 +137,8 @@ class CompiledKernel:
         terms = []
         limit = (1 << (self.index_bits - 1)) - 1
         for i, _, check in self._checks:
-            if isinstance(check, Ptr):
-                if check.align is not None:
-                    terms.append(f"v[{i}] % {check.align} == 0")
+            if isinstance(check, Alignment):
+                terms.append(f"v[{i}] % {check.align} == 0")
             else:
                 hi = limit if check.max is None else min(limit, check.max)
                 terms.append(f"{check.min} <= v[{i}] <= {hi}")
@@ -113,13 +148,13 @@ class CompiledKernel:
 
     def check_values(self) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int]]]:
         """The launch checks as data (the guards aside): ``(index, lo, hi, multiple)``
-        per runtime int and ``(index, align)`` per aligned pointer (the C inline path)."""
+        per runtime int and ``(index, align)`` per pointer whose alignment is more than
+        one byte (the C inline path)."""
         ints, aligns = [], []
         limit = (1 << (self.index_bits - 1)) - 1
         for i, _, check in self._checks:
-            if isinstance(check, Ptr):
-                if check.align is not None:
-                    aligns.append((i, check.align))
+            if isinstance(check, Alignment):
+                aligns.append((i, check.align))
             else:
                 hi = limit if check.max is None else min(limit, check.max)
                 ints.append((i, check.min, hi, check.multiple_of))
@@ -209,7 +244,7 @@ class CompiledKernel:
         """Launch-time checks: int facts, pointer alignment, guards, dynamic shared
         memory (raises :class:`KernelArgumentError` naming the first violation)."""
         for i, name, check in self._checks:
-            if isinstance(check, Ptr):
+            if isinstance(check, Alignment):
                 check.check(name, values[i])
             else:
                 check.check(name, values[i], self.index_bits)
@@ -297,8 +332,41 @@ class Launcher(_LauncherBase):  # type: ignore[misc]
         try:
             hot = k.cache[spec] = Hot(*k.specialize_for(args, spec[1:], self.block))
         except TraceError as err:
+            blamed = none_arguments_blamed(k, args, err)
+            if blamed is not None:
+                raise blamed from None
             raise err.with_traceback(user_frames(err.__traceback__)) from None
         return hot
+
+
+def none_arguments_blamed(kernel: Any, args: Sequence[Any], err: TraceError) -> Any:
+    """A :class:`KernelArgumentError` naming the unannotated parameters given ``None``
+    when tracing with them failed on a ``NoneType`` (``out=None``: an unannotated None
+    is a static value, an optional array left out, so only its use shows the mistake);
+    None when the failure is not that."""
+    original = err.original
+    if original is None:  # tylo's own TraceError (tylo.view(None, ...))
+        text = err.message
+    elif isinstance(original, (TypeError, AttributeError)):
+        text = f"{type(original).__name__}: {original}"
+    else:
+        return None
+    if "NoneType" not in text:
+        return None
+    names = [
+        n for n, ann, a in zip(kernel.param_names, kernel.annotations, args)
+        if a is None and ann is None
+    ]
+    if not names:
+        return None
+    which = " or ".join(repr(n) for n in names)
+    where = f" ({err.filename}:{err.lineno}: {err.source_line})" if err.lineno else ""
+    return KernelArgumentError(
+        f"{kernel.name}: argument {which} is None, which an unannotated parameter takes as a "
+        f"static value (an optional array left out), but the kernel uses it as a value: "
+        f"{text}{where}; pass an array or a number, or "
+        "test `if x is None` in the kernel"
+    )
 
 
 _CALL_TEMPLATE = """

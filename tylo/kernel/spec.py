@@ -2,11 +2,15 @@
 
 A kernel parameter is one of four kinds:
 
-- **static** (``x: tylo.Static``, or an unannotated bool, DType, str, None, tuple or
-  frozen plan object): folded in at trace time; its value is part of the specialization;
+- **static** (``x: tylo.Static``, or an unannotated bool, DType, None, tuple, frozenset
+  or frozen plan object): folded in at trace time; its value is part of the
+  specialization. A string or a number other than an int or float is static only when
+  annotated (unannotated, it is a wrong-typed runtime argument: ``n="16"``);
 - **pointer** (``x: tylo.Ptr(align=16)``, or an unannotated array: a tylo DeviceBuffer,
   a torch/CuPy/JAX device array): a typed global pointer; the element dtype and device
-  are part of the specialization; ``align`` is checked at every launch;
+  are part of the specialization; at every launch the array must be C-contiguous,
+  writable, non-null (unless empty) and aligned to its element size and to ``align``
+  (``tylo.Ptr(strided=True)`` / ``readonly=True`` accept strided / read-only arrays);
 - **int** (``n: tylo.Int(min=0, multiple_of=8)``, or an unannotated Python int): a
   runtime integer, a symbol with those facts inside the kernel; the facts are checked at
   every launch (default: ``min=1``, a positive extent);
@@ -104,11 +108,20 @@ class Float:
 
 @dataclass(frozen=True)
 class Ptr:
-    """Annotation and spec of a pointer parameter: element ``dtype`` (None: taken from the
-    argument) and the byte alignment ``align`` the kernel may assume (checked at launch)."""
+    """Annotation and spec of a pointer parameter.
+
+    ``dtype``: the element dtype (None: taken from the argument); ``align``: the byte
+    alignment the kernel may assume (checked at launch); ``strided=True``: the kernel
+    takes the array's strides as other arguments, so a strided, transposed, zero- or
+    negative-stride view is accepted (the kernel receives the address of element 0);
+    ``readonly=True``: the kernel only reads this parameter, so arrays marked read-only
+    are accepted. Without these, launches refuse such arrays (see docs/kernels.md).
+    """
 
     dtype: DType | None = None
     align: int | None = None
+    strided: bool = False
+    readonly: bool = False
 
     def __post_init__(self) -> None:
         if self.dtype is not None:
@@ -117,8 +130,15 @@ class Ptr:
             type(self.align) is not int or self.align < 1 or self.align & (self.align - 1)
         ):
             raise TraceError(f"tylo.Ptr: align must be a power of two, got {self.align!r}")
+        for flag in ("strided", "readonly"):
+            if type(getattr(self, flag)) is not bool:
+                raise TraceError(
+                    f"tylo.Ptr: {flag} must be True or False, got {getattr(self, flag)!r}"
+                )
 
     def check(self, name: str, address: int) -> None:
+        """Raise :class:`KernelArgumentError` unless ``address`` is a multiple of
+        ``align``."""
         if self.align is not None and address % self.align:
             raise KernelArgumentError(
                 f"argument {name!r}: address 0x{address:x} is not aligned to {self.align} "
@@ -176,8 +196,19 @@ def static_key(name: str, value: Any) -> Any:
     return (value_types(value), value)
 
 
+# Values an unannotated parameter never takes as static: each is far likelier a wrong
+# runtime argument (``n="16"``) than a configuration value, so the launch refuses it rather
+# than tracing with it; ``x: tylo.Static`` passes any of them. (None stays static: it is how
+# an optional array is left out; see launch.none_arguments_blamed for ``out=None``.)
+_NOT_STATIC_UNANNOTATED = (str, bytes, bytearray, complex)
+
+
 def classify(annotation: Any, value: Any, name: str) -> ParamKind:
-    """The kind of parameter ``name`` given its annotation and an argument (or spec)."""
+    """The kind of parameter ``name`` given its annotation and an argument (or spec).
+
+    Unannotated, the argument's type decides; a string, bytes, a complex number or any
+    other number that is neither an int nor a float is refused
+    (:class:`KernelArgumentError`) unless the parameter is annotated ``tylo.Static``."""
     if annotation is Static:
         return ParamKind.STATIC
     if isinstance(annotation, Int) or annotation is int:
@@ -208,7 +239,13 @@ def classify(annotation: Any, value: Any, name: str) -> ParamKind:
         return ParamKind.FLOAT
     if is_array_like(value):
         return ParamKind.POINTER
-    if dataclasses.is_dataclass(value) or isinstance(value, (str, tuple, frozenset)):
+    if isinstance(value, _NOT_STATIC_UNANNOTATED) or _is_other_number(value):
+        raise KernelArgumentError(
+            f"argument {name!r}: got {type(value).__name__} {value!r}, which is not an "
+            "array, an int or a float; pass one of those, or, if the kernel takes it as a "
+            f"trace-time value, annotate the parameter `{name}: tylo.Static`"
+        )
+    if dataclasses.is_dataclass(value) or isinstance(value, (tuple, frozenset)):
         return ParamKind.STATIC
     try:
         hash(value)
@@ -218,3 +255,11 @@ def classify(annotation: Any, value: Any, name: str) -> ParamKind:
             "array, number, or hashable static value)"
         ) from None
     return ParamKind.STATIC
+
+
+def _is_other_number(value: Any) -> bool:
+    """A number that is neither an int nor a float (Decimal, Fraction, a numpy complex):
+    a kernel has no parameter kind for it."""
+    import numbers
+
+    return isinstance(value, numbers.Number) and not isinstance(value, (int, float, enum.Enum))
