@@ -8,6 +8,12 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("tylo._launch", ["tylo/_launch.c"], optional=True, extra_compile_args=["-O2"])
+        Extension(
+            "tylo._launch",
+            ["tylo/_launch.c"],
+            depends=["tylo/_launch.h"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        )
     ]
 )
