@@ -29,6 +29,11 @@ __all__ = [
 ]
 
 MAX_SEARCH = 4096  # refusals on operands larger than this are not brute-forced
+NODE_BUDGET = 5000  # layouts an existence search may visit before it gives up
+
+
+class _TooLarge(Exception):
+    """A search ran out of its budget (the answer is then 'unknown')."""
 
 
 def flat(t: Any) -> tuple:
@@ -147,8 +152,12 @@ def _ordered_layouts(bound: int, base: set[int]) -> list[Layout]:
     increase with the index, whose cosize is at most ``bound``, and whose sum with the
     offsets ``base`` is injective (``{b + R(j)}`` all distinct)."""
     out: list[Layout] = []
+    budget = [NODE_BUDGET]
 
     def grow(modes: list, reach: int, sums: set[int]) -> None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise _TooLarge
         if len(modes) < 2:
             out.append(Layout(*(modes[0] if modes else (1, 0))))
         else:
@@ -184,7 +193,11 @@ def complement_candidates(
     if bound > limit:
         return None
     base = set(values(without_zero_strides(layout)))
-    return [r for r in _ordered_layouts(bound, base) if complement_ok(layout, cotarget, r)[0]]
+    try:
+        cands = _ordered_layouts(bound, base)
+    except _TooLarge:
+        return None
+    return [r for r in cands if complement_ok(layout, cotarget, r)[0]]
 
 
 def _factorizations(n: int) -> list[tuple]:
@@ -262,7 +275,7 @@ def left_inverse_exists(layout: Any, limit: int = MAX_SEARCH) -> bool | None:
         return True
     lo, hi = min(img), max(img)
     span = hi - lo + 1
-    if span > min(limit, 512):
+    if span > min(limit, 96):
         return None
     for p in range(max(span, 1), 2 * span + 1):
         for shape in _factorizations(p) or [()]:

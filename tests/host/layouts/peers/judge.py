@@ -92,13 +92,15 @@ def _same_values(r: Any, f: list[int]) -> bool:
 # ---- defining properties ------------------------------------------------------------
 
 
-def coalesce_ok(x: Layout, r: Any) -> tuple[bool, str]:
-    """Same function, depth <= 1 (CuTe), no extent-1 mode and no mergeable pair (tylo's
-    'fewest modes')."""
+def coalesce_ok(x: Layout, r: Any, minimal: bool = True) -> tuple[bool, str]:
+    """Same function, depth <= 1 (CuTe), and (``minimal``) no extent-1 mode and no
+    mergeable pair (tylo's 'fewest modes')."""
     if type(r) is not Layout or not _is_flat(r):
         return False, f"result {r} is not a flat Layout"
     if not _same_values(r, brute.values(x)):
         return False, "coalesce(L)(i) != L(i) for some i"
+    if not minimal:
+        return True, ""
     fs, fd = brute.flat(r.shape), brute.flat(r.stride)
     if len(fs) > 1 and any(s == 1 for s in fs):
         return False, f"{r} keeps an extent-1 mode"
@@ -203,10 +205,11 @@ def product_ok(a: Layout, b: Layout, r: Any) -> tuple[bool, str]:
     return True, ""
 
 
-def check(op: str, args: tuple, r: Any) -> tuple[bool, str]:
-    """The defining property of ``op(*args) == r``."""
+def check(op: str, args: tuple, r: Any, minimal: bool = True) -> tuple[bool, str]:
+    """The defining property of ``op(*args) == r`` (``minimal``: coalesce's fewest modes
+    too)."""
     if op == "coalesce":
-        return coalesce_ok(args[0], r)
+        return coalesce_ok(args[0], r, minimal)
     if op == "complement":
         ok, why = complement_ok(args[0], _cotarget(args[1]), r)
         if ok:
