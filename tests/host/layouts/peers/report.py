@@ -57,7 +57,11 @@ def table(verdicts: list[Verdict]) -> str:
         sel = [v for v in verdicts if v.outcome == key]
         if sel:
             lines += ["", f"{title}:"]
-            lines += [f"  {v.text}  [{v.source.rsplit('/', 1)[-1]}]: {v.detail}" for v in sel]
+            lines += [
+                f"  {v.text}{' -> ' + v.result if v.result else ''}  "
+                f"[{v.source.rsplit('/', 1)[-1]}]: {v.detail}"
+                for v in sel
+            ]
     diff = [v for v in stated if not v.exact]
     if diff:
         lines += ["", "exact form differs from the peer's (function equal):"]
