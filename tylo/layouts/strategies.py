@@ -34,6 +34,7 @@ from tylo.layouts.swizzle import ComposedLayout, Swizzle
 from tylo.layouts.symbolic import dim, divisible, sample_assignment
 
 __all__ = [
+    "RIGHT_OPERAND_KINDS",
     "assignments_for",
     "compact_layouts",
     "composable_pairs",
@@ -473,6 +474,7 @@ def _flat(t: Any) -> tuple:
     return tuple(x for e in t for x in _flat(e)) if type(t) is tuple else (t,)
 
 
+#: the kinds :func:`right_operands` draws from
 RIGHT_OPERAND_KINDS = (
     "composable",
     "non_injective",
@@ -486,11 +488,13 @@ RIGHT_OPERAND_KINDS = (
 @st.composite
 def right_operands(draw: Any, a: Layout, kinds: tuple = RIGHT_OPERAND_KINDS) -> Any:
     """A right operand B for ``composition(a, B)``, of one of ``kinds``: ``composable``
-    (disjoint digits of a's index space, inside its domain), ``non_injective`` (repeated
-    or overlapping strides), ``interleaving`` (injective, not admissible),
-    ``past_size`` (``cosize(B) > size(a)``: B reaches past a's domain, where CuTe extends
-    a's last mode), ``negative`` (a negative stride) or ``swizzled`` (a ComposedLayout).
-    Only the ``composable`` kind is guaranteed to compose; the others test refusals."""
+    (injective, picks disjoint digits of a's index space aligned to a's flat extents, so
+    it maps into ``[0, size(a))``), ``non_injective`` (a stride-0 mode or two overlapping
+    modes), ``interleaving`` (injective, not admissible), ``past_size`` (``cosize(B) >
+    size(a)``: B reaches past a's domain, where CuTe extends a's last mode), ``negative``
+    (a negative stride) or ``swizzled`` (a ComposedLayout). Whether the composition is a
+    layout is left to the property under test (``composable_pairs`` is the strategy that
+    guarantees it)."""
     from tylo.layouts.inttuple import flatten_tuple
     from tylo.layouts.layout import size
 
@@ -507,7 +511,7 @@ def right_operands(draw: Any, a: Layout, kinds: tuple = RIGHT_OPERAND_KINDS) -> 
         return draw(interleaving_layouts(max_leaves=2, max_stride=max(4, n)))
     if kind == "past_size":
         s = draw(st.integers(2, 6))
-        d = draw(st.integers(max(1, n // (s - 1)), n + 2))
+        d = draw(st.integers(-(-n // (s - 1)), n + 2))  # (s-1)*d >= n: past size(a)
         return Layout(s, d) if draw(st.booleans()) else Layout((2, s), (1, d))
     if kind == "negative":
         return draw(negative_stride_layouts(max(4, n)))

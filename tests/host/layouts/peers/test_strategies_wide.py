@@ -38,6 +38,7 @@ from tylo.layouts import (
     substitute,
 )
 from tylo.layouts.strategies import (
+    RIGHT_OPERAND_KINDS,
     composed_layouts,
     fact_symbols,
     huge_layouts,
@@ -91,6 +92,28 @@ def test_wide_strategies_guarantees_2(h: Layout, c: ComposedLayout, fs: tuple, r
         assert bool(substitute(f, v)) if not hasattr(f, "divisor") else (
             substitute(f.expr, v) % substitute(f.divisor, v) == 0
         )
+
+
+@WIDE
+@given(layouts(32), st.sampled_from(RIGHT_OPERAND_KINDS), st.data())
+def test_right_operand_kinds_keep_their_promises(a: Layout, kind: str, data) -> None:
+    b = data.draw(right_operands(a, kinds=(kind,)))
+    n = brute.size_of(a)
+    if kind == "swizzled":
+        assert isinstance(b, ComposedLayout)
+        return
+    assert isinstance(b, Layout)
+    vals = brute.values(b)
+    if kind == "composable":
+        assert brute.is_injective(b) and all(0 <= v < n for v in vals)
+    elif kind == "non_injective":
+        assert not brute.is_injective(b)
+    elif kind == "interleaving":
+        assert brute.is_injective(b)
+    elif kind == "past_size":
+        assert max(vals) >= n
+    else:
+        assert _negative(b)
 
 
 # ---- composition with every kind of right operand ------------------------------------
