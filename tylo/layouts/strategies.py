@@ -39,6 +39,7 @@ __all__ = [
     "compact_layouts",
     "composable_pairs",
     "composed_layouts",
+    "deep_layouts",
     "divisible_pairs",
     "fact_symbols",
     "huge_layouts",
@@ -525,6 +526,22 @@ def wide_composition_pairs(draw: Any, max_size: int = 32) -> tuple[Layout, Any]:
     exist)."""
     a = draw(layouts(max_size))
     return a, draw(right_operands(a))
+
+
+@st.composite
+def deep_layouts(draw: Any, max_depth: int = 6, max_leaves: int = 6) -> Layout:
+    """A :func:`layouts` value (compact, injective or strided, size <= 64) re-nested to
+    depth up to ``max_depth``, with extent-1 modes (stride 0 or not) spliced in at random:
+    the same function as the flat layout on its domain (past it, an extent-1 mode spliced
+    in last changes CuTe's extension), in the deep forms CuTe's tests use."""
+    base = draw(layouts(64))
+    fs, fd = list(_flat(base.shape)), list(_flat(base.stride))
+    for _ in range(draw(st.integers(0, max(0, max_leaves - len(fs))))):
+        k = draw(st.integers(0, len(fs)))
+        fs.insert(k, 1)
+        fd.insert(k, draw(st.sampled_from([0, 1, 7])))
+    shape = draw(nest(tuple(fs), max_depth))
+    return Layout(shape, _regroup(fd, shape))
 
 
 _FACT_KINDS = ("multiple_of", "odd_multiple", "index", "lower", "upper", "relation", "divisible")

@@ -40,6 +40,7 @@ from tylo.layouts import (
 from tylo.layouts.strategies import (
     RIGHT_OPERAND_KINDS,
     composed_layouts,
+    deep_layouts,
     fact_symbols,
     huge_layouts,
     injective_layouts,
@@ -208,6 +209,37 @@ def test_coalesce_composed(c: ComposedLayout) -> None:
     assert brute.values(r) == brute.values(c)
 
 
+@WIDE
+@given(deep_layouts(), st.data())
+def test_deep_nesting_changes_nothing(x: Layout, data: st.DataObject) -> None:
+    """Each operation on a deeply nested layout has the same outcome (the same function,
+    or a refusal of the same class) as on its flat form, and a result has its defining
+    property."""
+    flat = Layout(brute.flat(x.shape), brute.flat(x.stride))
+    b = data.draw(right_operands(x, ("composable",)))
+    cases = [
+        ("coalesce", coalesce, ()),
+        ("right_inverse", right_inverse, ()),
+        ("left_inverse", left_inverse, ()),
+        ("complement", complement, (brute.cosize_of(x),)),
+        ("composition", composition, (b,)),
+    ]
+    for op, fn, rest in cases:
+        outcome = []
+        for y in (x, flat):
+            try:
+                outcome.append(fn(y, *rest))
+            except LayoutError as err:
+                outcome.append(type(err))
+        deep, shallow = outcome
+        if isinstance(deep, type) or isinstance(shallow, type):
+            assert deep == shallow, f"{op}: {x} gives {deep}, its flat form {flat} {shallow}"
+            continue
+        assert brute.values(deep) == brute.values(shallow), (op, str(x), str(deep))
+        ok, why = check(op, (x, *rest), deep)
+        assert ok, f"{op}({x}) = {deep}: {why}"
+
+
 # ---- divide and product with hostile tilers ------------------------------------------
 
 
@@ -257,6 +289,32 @@ def test_huge_values_are_exact(x: Layout, picks: list) -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fact_symbols(), st.randoms(use_true_random=False), st.integers(-3, 70),
+       st.sampled_from([2, 3, 4, 8, 16]))
+def test_fact_symbol_decisions_are_sound(fs: tuple, rng, c: int, k: int) -> None:
+    """Every True/False the prover gives about a symbol with facts holds at values that
+    satisfy the facts (None is always allowed)."""
+    from tylo.layouts import divides
+
+    sym, facts = fs
+    with assuming(*facts):
+        claims = {
+            "ge": decide(sym >= c),
+            "lt": decide(sym < c),
+            "div": divides(k, sym),
+            "div2": divides(k, 2 * sym + k),
+        }
+    for _ in range(3):
+        v = sample_assignment([sym], random.Random(rng.random()), assumptions=facts,
+                              max_value=2**41)
+        x = v[sym]
+        truth = {"ge": x >= c, "lt": x < c, "div": x % k == 0, "div2": (2 * x + k) % k == 0}
+        for name, claim in claims.items():
+            assert claim is None or claim == truth[name], (str(sym), facts, name, x)
+
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fact_symbols(), st.randoms(use_true_random=False), st.integers(1, 4))
 def test_fact_symbols_agree_with_their_values(fs: tuple, rng, k: int) -> None:
     sym, facts = fs
@@ -272,14 +330,17 @@ def test_fact_symbols_agree_with_their_values(fs: tuple, rng, k: int) -> None:
     with assuming(*facts):
         v = sample_assignment([layout], random.Random(rng.random()), max_value=2**41)
         results = {}
+        fns = {"coalesce": coalesce, "complement": complement, "right_inverse": right_inverse,
+               "composition": composition, "logical_divide": logical_divide}
         for op, args in (("coalesce", (layout,)), ("complement", (Layout(sym, k), 4 * k)),
-                         ("right_inverse", (layout,))):
+                         ("right_inverse", (layout,)), ("composition", (layout, Layout(k, 1))),
+                         ("composition", (Layout(sym, 1), Layout((2, 2), (1, 2)))),
+                         ("logical_divide", (Layout((sym, k)), Layout(2, 1)))):
             try:
-                results[op] = (args, {"coalesce": coalesce, "complement": complement,
-                                      "right_inverse": right_inverse}[op](*args))
+                results[f"{op}{len(results)}"] = (op, args, fns[op](*args))
             except UndecidableError:
                 continue
-    for op, (args, r) in results.items():
+    for op, args, r in results.values():
         static_args = tuple(substitute(a, v) for a in args)
         if brute.size_of(static_args[0]) > 4096:
             continue
