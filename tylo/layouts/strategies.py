@@ -1,7 +1,15 @@
 """Hypothesis strategies for layouts (imports hypothesis; ``tylo.layouts`` never does).
 
 Each strategy's docstring states exactly what its values guarantee. All sizes are kept
-small (``max_size``) so properties can be checked over the whole domain.
+small (``max_size``) so properties can be checked over the whole domain, except
+:func:`huge_layouts` (values near and past ``2**63``, for sampled checks).
+
+The *wide* strategies generate the operands the algebra must refuse or handle with care:
+:func:`non_injective_layouts`, :func:`interleaving_layouts` (injective, not admissible),
+:func:`negative_stride_layouts`, :func:`huge_layouts`, :func:`composed_layouts`,
+:func:`right_operands` / :func:`wide_composition_pairs` (right operands of composition
+that overlap, interleave, repeat, reach past ``size(A)``, have negative strides or are
+swizzled) and :func:`fact_symbols` (symbols with every kind of fact tylo records).
 
 >>> from hypothesis import given, settings
 >>> from tylo.layouts import size
@@ -26,18 +34,28 @@ from tylo.layouts.swizzle import ComposedLayout, Swizzle
 from tylo.layouts.symbolic import dim, divisible, sample_assignment
 
 __all__ = [
+    "RIGHT_OPERAND_KINDS",
     "assignments_for",
     "compact_layouts",
     "composable_pairs",
+    "composed_layouts",
+    "deep_layouts",
     "divisible_pairs",
+    "fact_symbols",
+    "huge_layouts",
     "injective_layouts",
     "int_tuples",
+    "interleaving_layouts",
     "layouts",
+    "negative_stride_layouts",
     "nest",
+    "non_injective_layouts",
+    "right_operands",
     "shapes",
     "strided_layouts",
     "swizzled_layouts",
     "symbolic_layouts",
+    "wide_composition_pairs",
 ]
 
 
@@ -336,3 +354,220 @@ def assignments_for(obj: Any, assumptions: tuple = (), max_value: int = 40) -> s
             [obj], random.Random(rng.random()), max_value=max_value, assumptions=assumptions
         )
     )
+
+
+# ---- wide strategies: operands the algebra must refuse or handle with care -----------
+
+
+def _flat_layout(extents: list, strides: list, draw: Any) -> Layout:
+    shape = draw(nest(tuple(extents)))
+    return Layout(shape, _regroup(strides, shape))
+
+
+@st.composite
+def non_injective_layouts(draw: Any, max_size: int = 64, max_leaves: int = 4) -> Layout:
+    """A layout that is *not* injective: some mode has extent >= 2 and stride 0, or two
+    modes overlap (mode j's stride is ``m * d_i`` with ``0 < m < s_i`` for another mode
+    i, so coordinate m of mode i and coordinate 1 of mode j meet). Nested at random."""
+    flat = list(draw(_flat_extents(max_size, max_leaves, min_extent=1)))
+    if all(e < 2 for e in flat) or (len(flat) < 2 and draw(st.booleans())):
+        flat = [*flat, 2] if len(flat) < max_leaves else [2, *flat[1:]]
+    strides = [draw(st.integers(0, 12)) for _ in flat]
+    big = [k for k, e in enumerate(flat) if e >= 2]
+    i = draw(st.sampled_from(big))
+    others = [k for k in big if k != i]
+    if not others or draw(st.integers(0, 2)) == 0:
+        strides[i] = 0
+    else:
+        j = draw(st.sampled_from(others))
+        strides[i] = draw(st.integers(1, 6))
+        strides[j] = strides[i] * draw(st.integers(1, flat[i] - 1))
+    return _flat_layout(flat, strides, draw)
+
+
+@st.composite
+def interleaving_layouts(draw: Any, max_leaves: int = 3, max_stride: int = 40) -> Layout:
+    """An injective layout that is *not admissible*: sorted by stride, each stride exceeds
+    the reach ``sum((s-1)*d)`` of the smaller ones (so it is injective), and at least one
+    is not a multiple of the previous mode's ``extent*stride`` (so the modes interleave and
+    no complement covers the gaps exactly). Two to ``max_leaves`` modes with extents >= 2,
+    in a random order and nesting."""
+    n = draw(st.integers(2, max(2, max_leaves)))
+    extents = [draw(st.integers(2, 5)) for _ in range(n)]
+    bad = draw(st.integers(1, n - 1))
+    strides = [draw(st.integers(1, 3))]
+    reach = (extents[0] - 1) * strides[0]
+    for k in range(1, n):
+        unit = extents[k - 1] * strides[k - 1]
+        lo = reach + 1
+        if k == bad:
+            cands = [d for d in range(lo, lo + 2 * unit + 2) if d % unit]
+        else:
+            cands = [unit * m for m in range(1, 4) if unit * m >= lo] + [lo, lo + 1]
+        d = min(draw(st.sampled_from(cands)), max(max_stride, lo + 1))
+        if k == bad and d % unit == 0:
+            d += 1
+        strides.append(d)
+        reach += (extents[k] - 1) * d
+    order = draw(st.permutations(range(n)))
+    return _flat_layout([extents[i] for i in order], [strides[i] for i in order], draw)
+
+
+@st.composite
+def negative_stride_layouts(draw: Any, max_size: int = 64, injective: bool = False) -> Layout:
+    """A layout with at least one negative stride: an :func:`injective_layouts` value
+    (``injective=True``; negating strides keeps it injective) or a
+    :func:`strided_layouts` one, with a non-empty random subset of its non-zero strides
+    negated (a stride is made non-zero first when all are zero)."""
+    base = draw(injective_layouts(max_size) if injective else strided_layouts(max_size))
+    from tylo.layouts.inttuple import flatten_tuple
+
+    fs, fd = list(flatten_tuple(base.shape)), list(flatten_tuple(base.stride))
+    nonzero = [k for k, d in enumerate(fd) if d != 0]
+    if not nonzero:
+        fd[0] = draw(st.integers(1, 8))
+        nonzero = [0]
+    for k in draw(st.sets(st.sampled_from(nonzero), min_size=1)):
+        fd[k] = -fd[k]
+    return Layout(base.shape, _regroup(fd, base.shape))
+
+
+_NEAR_63 = (2**62, 2**63 - 1, 2**63, 2**63 + 1, 2**64, 3 * 2**62, 2**70)
+
+
+@st.composite
+def huge_layouts(draw: Any, max_leaves: int = 3) -> Layout:
+    """A layout whose extents reach ``2**40`` and whose strides or offsets are near and
+    past ``2**63`` (some stride is one of ``2**62, 2**63-1, 2**63, 2**63+1, 2**64, ...``
+    or a product that crosses ``2**63``): for checks on sampled coordinates (the domain is
+    too large to enumerate) of exact, overflow-free integer arithmetic."""
+    n = draw(st.integers(1, max_leaves))
+    extents = [draw(st.sampled_from([1, 2, 3, 7, 2**20, 2**32 + 1, 2**40])) for _ in range(n)]
+    strides = [
+        draw(st.one_of(st.sampled_from(_NEAR_63), st.integers(-(2**64), 2**64)))
+        for _ in range(n)
+    ]
+    k = draw(st.integers(0, n - 1))
+    strides[k] = draw(st.sampled_from(_NEAR_63))
+    return _flat_layout(extents, strides, draw)
+
+
+@st.composite
+def composed_layouts(draw: Any, max_size: int = 128) -> ComposedLayout:
+    """``outer o offset o inner``: outer a valid Swizzle (the identity ``S<0,m,s>``
+    included) or a compact 1-D Layout long enough for every offset, ``offset`` in
+    ``[0, 64]``, ``inner`` an injective or arbitrary strided layout. A bijection onto its
+    image when the outer is a swizzle and the inner is injective."""
+    inner = draw(st.one_of(injective_layouts(max_size), strided_layouts(max_size)))
+    offset = draw(st.integers(0, 64))
+    if draw(st.booleans()):
+        b = draw(st.integers(0, 3))
+        outer: Any = Swizzle(b, draw(st.integers(0, 4)), draw(st.integers(max(b, 1), b + 3)))
+    else:
+        span = 1 + offset + sum(
+            (s - 1) * d for s, d in zip(*(_flat(inner.shape), _flat(inner.stride)))
+        )
+        outer = Layout(span, draw(st.integers(1, 4)))
+    return ComposedLayout(outer, offset, inner)
+
+
+def _flat(t: Any) -> tuple:
+    return tuple(x for e in t for x in _flat(e)) if type(t) is tuple else (t,)
+
+
+#: the kinds :func:`right_operands` draws from
+RIGHT_OPERAND_KINDS = (
+    "composable",
+    "non_injective",
+    "interleaving",
+    "past_size",
+    "negative",
+    "swizzled",
+)
+
+
+@st.composite
+def right_operands(draw: Any, a: Layout, kinds: tuple = RIGHT_OPERAND_KINDS) -> Any:
+    """A right operand B for ``composition(a, B)``, of one of ``kinds``: ``composable``
+    (injective, picks disjoint digits of a's index space aligned to a's flat extents, so
+    it maps into ``[0, size(a))``), ``non_injective`` (a stride-0 mode or two overlapping
+    modes), ``interleaving`` (injective, not admissible), ``past_size`` (``cosize(B) >
+    size(a)``: B reaches past a's domain, where CuTe extends a's last mode), ``negative``
+    (a negative stride) or ``swizzled`` (a ComposedLayout). Whether the composition is a
+    layout is left to the property under test (``composable_pairs`` is the strategy that
+    guarantees it)."""
+    from tylo.layouts.inttuple import flatten_tuple
+    from tylo.layouts.layout import size
+
+    kind = draw(st.sampled_from(kinds))
+    n = size(a)
+    if kind == "composable":
+        modes = draw(_digit_runs(flatten_tuple(a.shape)))
+        if len(modes) == 1:
+            return Layout(*modes[0])
+        return Layout(tuple(m[0] for m in modes), tuple(m[1] for m in modes))
+    if kind == "non_injective":
+        return draw(non_injective_layouts(max(4, n), max_leaves=3))
+    if kind == "interleaving":
+        return draw(interleaving_layouts(max_leaves=2, max_stride=max(4, n)))
+    if kind == "past_size":
+        s = draw(st.integers(2, 6))
+        d = draw(st.integers(-(-n // (s - 1)), n + 2))  # (s-1)*d >= n: past size(a)
+        return Layout(s, d) if draw(st.booleans()) else Layout((2, s), (1, d))
+    if kind == "negative":
+        return draw(negative_stride_layouts(max(4, n)))
+    return draw(composed_layouts(max(4, n)))
+
+
+@st.composite
+def wide_composition_pairs(draw: Any, max_size: int = 32) -> tuple[Layout, Any]:
+    """``(A, B)``: A any layout (compact, injective or strided, size <= max_size) and B a
+    :func:`right_operands` value of any kind (so ``composition(A, B)`` may or may not
+    exist)."""
+    a = draw(layouts(max_size))
+    return a, draw(right_operands(a))
+
+
+@st.composite
+def deep_layouts(draw: Any, max_depth: int = 6, max_leaves: int = 6) -> Layout:
+    """A :func:`layouts` value (compact, injective or strided, size <= 64) re-nested to
+    depth up to ``max_depth``, with extent-1 modes (stride 0 or not) spliced in at random:
+    the same function as the flat layout on its domain (past it, an extent-1 mode spliced
+    in last changes CuTe's extension), in the deep forms CuTe's tests use."""
+    base = draw(layouts(64))
+    fs, fd = list(_flat(base.shape)), list(_flat(base.stride))
+    for _ in range(draw(st.integers(0, max(0, max_leaves - len(fs))))):
+        k = draw(st.integers(0, len(fs)))
+        fs.insert(k, 1)
+        fd.insert(k, draw(st.sampled_from([0, 1, 7])))
+    shape = draw(nest(tuple(fs), max_depth))
+    return Layout(shape, _regroup(fd, shape))
+
+
+_FACT_KINDS = ("multiple_of", "odd_multiple", "index", "lower", "upper", "relation", "divisible")
+
+
+@st.composite
+def fact_symbols(draw: Any) -> tuple[Any, tuple]:
+    """``(symbol, assumptions)``: a symbol with one kind of fact tylo records, drawn from
+    ``dim(multiple_of=k)`` (k a power of two up to 1024), ``dim(multiple_of=k)`` with k
+    not a power of two (3, 6, 12), ``index_symbol(upper=u)``, and a plain ``dim`` under an
+    assumption: a lower bound (up to ``2**40``), an upper bound, a relation to another
+    dim (``N >= M``) or ``divisible(N, k)``. The assumptions are satisfiable."""
+    from tylo.layouts.symbolic import index_symbol
+
+    kind = draw(st.sampled_from(_FACT_KINDS))
+    if kind == "multiple_of":
+        return dim("N", multiple_of=2 ** draw(st.integers(0, 10))), ()
+    if kind == "odd_multiple":
+        return dim("N", multiple_of=draw(st.sampled_from([3, 6, 12]))), ()
+    if kind == "index":
+        return index_symbol("i", upper=draw(st.integers(1, 64))), ()
+    n = dim("N")
+    if kind == "lower":
+        return n, (n >= draw(st.sampled_from([2, 8, 2**31, 2**40])),)
+    if kind == "upper":
+        return n, (n <= draw(st.integers(1, 16)),)
+    if kind == "relation":
+        return n, (n >= dim("M"),)
+    return n, (divisible(n, draw(st.sampled_from([2, 3, 8]))),)

@@ -1,0 +1,398 @@
+"""Judge one peer case: run tylo, check the result by its defining property (brute force),
+compare the exact form where the peer states one, and classify a refusal by searching for
+a result.
+
+Outcomes: ``pass`` (the result has the defining property), ``wrong`` (a result without
+it: silently wrong), ``refused_correct`` (no result exists), ``refused_stricter`` (a
+result exists in the peer's sense but tylo's documented definition deliberately refuses:
+the reason is listed), ``refused_wrongly`` (a result exists; tylo must return it),
+``refused_unverified`` (the operands are too large to search), ``crash`` (an untyped
+exception).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tests.host.layouts.peers import brute
+from tests.host.layouts.peers.cases import Case, SymbolicCase
+from tylo.layouts import (
+    ComposedLayout,
+    Layout,
+    LayoutError,
+    UndecidableError,
+    complement,
+    composition,
+    dim,
+    left_inverse,
+    logical_divide,
+    logical_product,
+    make_layout,
+    parse,
+    right_inverse,
+    substitute,
+)
+from tylo.layouts import coalesce as tylo_coalesce
+
+__all__ = ["Verdict", "complement_ok", "judge", "judge_symbolic", "without_zero_strides"]
+
+OPS = {
+    "coalesce": tylo_coalesce,
+    "complement": complement,
+    "composition": composition,
+    "left_inverse": left_inverse,
+    "right_inverse": right_inverse,
+    "logical_divide": logical_divide,
+    "logical_product": logical_product,
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The judgement of one case: ``outcome`` (see the module docstring), ``exact`` (True or
+    False where the peer states a form, else None), ``detail`` (why, in words)."""
+
+    source: str
+    text: str
+    outcome: str
+    exact: bool | None
+    detail: str
+    result: str = ""
+
+
+def operand(x: Any, symbols: Any = None) -> Any:
+    """A case operand: CuTe text, an int or a shape tuple (left as is)."""
+    return parse(x, symbols) if isinstance(x, str) else x
+
+
+def without_zero_strides(x: Layout) -> Layout:
+    """``x`` with every stride-0 mode given extent 1 (the part complement works on)."""
+    fs, fd = brute.flat(x.shape), brute.flat(x.stride)
+    return Layout(tuple(1 if d == 0 else s for s, d in zip(fs, fd)), fd)
+
+
+def _cotarget(c: Any) -> int:
+    if type(c) is tuple:
+        n = 1
+        for s in brute.flat(c):
+            n *= s
+        return n
+    return c
+
+
+def _is_flat(x: Layout) -> bool:
+    return type(x.shape) is int or all(type(s) is int for s in x.shape)
+
+
+def _same_values(r: Any, f: list[int]) -> bool:
+    return brute.size_of(r) == len(f) and brute.values(r) == f
+
+
+# ---- defining properties ------------------------------------------------------------
+
+
+def coalesce_ok(x: Layout, r: Any, minimal: bool = True) -> tuple[bool, str]:
+    """Same function, depth <= 1 (CuTe), and (``minimal``) no extent-1 mode and no
+    mergeable pair (tylo's 'fewest modes')."""
+    if type(r) is not Layout or not _is_flat(r):
+        return False, f"result {r} is not a flat Layout"
+    if not _same_values(r, brute.values(x)):
+        return False, "coalesce(L)(i) != L(i) for some i"
+    if not minimal:
+        return True, ""
+    fs, fd = brute.flat(r.shape), brute.flat(r.stride)
+    if len(fs) > 1 and any(s == 1 for s in fs):
+        return False, f"{r} keeps an extent-1 mode"
+    if any(fd[k + 1] == fs[k] * fd[k] for k in range(len(fs) - 1)):
+        return False, f"{r} has a mergeable pair of modes"
+    return True, ""
+
+
+def complement_ok(x: Layout, cotarget: int, r: Any) -> tuple[bool, str]:
+    """tylo's definition with CuTe's checks: R ordered (strictly increasing), (L0, R)
+    injective (L0: L without stride-0 modes), the image of (L0, R) covers [0, cotarget),
+    ``cosize(R) <= round_up(cotarget, cosize(L))``, and CuTe's size observations."""
+    if type(r) is not Layout:
+        return False, f"result {r!r} is not a Layout"
+    rv = brute.values(r)
+    if any(a >= b for a, b in zip(rv, rv[1:])):
+        return False, "R is not ordered"
+    base = brute.values(without_zero_strides(x))
+    sums = {b + v for v in rv for b in base}
+    if len(sums) != len(rv) * len(base):
+        return False, "(L, R) is not injective"
+    if not set(range(cotarget)) <= sums:
+        return False, f"(L, R) does not cover [0, {cotarget})"
+    cl = brute.cosize_of(x)
+    if rv[-1] + 1 > -(-cotarget // cl) * cl:
+        return False, "cosize(R) > round_up(cotarget, cosize(L))"
+    n_filtered = len(set(base))
+    if len(rv) < cotarget // n_filtered or rv[-1] + 1 < cotarget // n_filtered:
+        return False, "size(R) or cosize(R) < cotarget / size(filter(L))"
+    return True, ""
+
+
+def composition_ok(a: Any, b: Any, r: Any) -> tuple[bool, str]:
+    """``compatible(B, R)`` and ``R(c) == A(B(c))`` for every index c of B (A extended past
+    its domain along its last mode; a negative index into A split with floor or with
+    C's truncation, CuTe's convention)."""
+    rin = r.inner if isinstance(r, ComposedLayout) else r
+    bin_ = b.inner if isinstance(b, ComposedLayout) else b
+    if not isinstance(rin, Layout):
+        return False, f"result {r!r} is not a layout"
+    if not brute.compatible(bin_.shape, rin.shape):
+        return False, f"shape of {r} is not compatible with shape of {b}"
+    got = brute.values(r)
+    for trunc in (False, True):
+        if got == [brute.ev(a, brute.ev(b, i), trunc) for i in range(brute.size_of(b))]:
+            return True, ""
+    return False, "R(c) != A(B(c)) for some c"
+
+
+def left_inverse_ok(x: Any, r: Any) -> tuple[bool, str]:
+    if type(r) is not Layout:
+        return False, f"result {r!r} is not a Layout"
+    if any(brute.ev(r, v) != i for i, v in enumerate(brute.values(x))):
+        return False, "R(L(i)) != i for some i"
+    return True, ""
+
+
+def right_inverse_ok(x: Any, r: Any) -> tuple[bool, str]:
+    if type(r) is not Layout:
+        return False, f"result {r!r} is not a Layout"
+    if any(brute.ev(x, v) != i for i, v in enumerate(brute.values(r))):
+        return False, "L(R(i)) != i for some i"
+    return True, ""
+
+
+def _mode(r: Layout, i: int) -> Layout:
+    return Layout(r.shape[i], r.stride[i])
+
+
+def divide_ok(a: Layout, b: Layout, r: Any) -> tuple[bool, str]:
+    """rank 2; mode 0 is ``composition(A, B)`` (compatible with B, same function); the
+    whole is ``A o (B, C)`` with C a complement of B for ``size(A)``."""
+    if type(r) is not Layout or type(r.shape) is not tuple or len(r.shape) != 2:
+        return False, f"result {r} is not a rank-2 Layout"
+    ok, why = composition_ok(a, b, _mode(r, 0))
+    if not ok:
+        return False, f"mode 0: {why}"
+    c = complement(b, brute.size_of(a))
+    ok, why = complement_ok(b, brute.size_of(a), c)
+    if not ok:
+        return False, f"complement(B, size(A)) = {c}: {why}"
+    return composition_ok(a, make_layout(b, c), r)
+
+
+def product_ok(a: Layout, b: Layout, r: Any) -> tuple[bool, str]:
+    """rank 2; mode 0 is A (as a function); mode 1 is ``C o B`` with C a complement of A
+    for ``size(A)*cosize(B)``; injective when A and B are."""
+    if type(r) is not Layout or type(r.shape) is not tuple or len(r.shape) != 2:
+        return False, f"result {r} is not a rank-2 Layout"
+    if not _same_values(_mode(r, 0), brute.values(a)):
+        return False, "mode 0 is not A"
+    n = brute.size_of(a) * brute.cosize_of(b)
+    c = complement(a, n)
+    ok, why = complement_ok(a, n, c)
+    if not ok:
+        return False, f"complement(A, size(A)*cosize(B)) = {c}: {why}"
+    ok, why = composition_ok(c, b, _mode(r, 1))
+    if not ok:
+        return False, f"mode 1: {why}"
+    if brute.is_injective(a) and brute.is_injective(b) and not brute.is_injective(r):
+        return False, "A and B are injective but the product is not"
+    return True, ""
+
+
+def check(op: str, args: tuple, r: Any, minimal: bool = True) -> tuple[bool, str]:
+    """The defining property of ``op(*args) == r`` (``minimal``: coalesce's fewest modes
+    too)."""
+    if op == "coalesce":
+        return coalesce_ok(args[0], r, minimal)
+    if op == "complement":
+        ok, why = complement_ok(args[0], _cotarget(args[1]), r)
+        if ok:
+            # CuTe: no codomain is left over once the complement is appended
+            try:
+                left = complement(make_layout(args[0], r))
+            except LayoutError as e:
+                return False, f"complement((L, R)) refused: {e}"
+            if brute.size_of(left) != 1:
+                return False, f"complement((L, R)) = {left} has size != 1"
+        return ok, why
+    if op == "composition":
+        return composition_ok(args[0], args[1], r)
+    if op == "left_inverse":
+        return left_inverse_ok(args[0], r)
+    if op == "right_inverse":
+        return right_inverse_ok(args[0], r)
+    b = args[1] if isinstance(args[1], Layout) else Layout(args[1])
+    if op == "logical_divide":
+        return divide_ok(args[0], b, r)
+    return product_ok(args[0], b, r)
+
+
+# ---- exact forms --------------------------------------------------------------------
+
+
+def exact(op: str, args: tuple, r: Any, expect: Any) -> bool | None:
+    """Whether tylo's form equals the peer's stated one (None: the peer states none)."""
+    if op == "logical_product":
+        # CuTe states layout<0>(R) == A
+        return type(r) is Layout and _mode(r, 0) == args[0]
+    if op == "complement" and isinstance(args[0], Layout):
+        # CuTe states complement(complement(R, cosize(L)), cotarget) == R
+        try:
+            back = complement(complement(r, brute.cosize_of(args[0])), args[1])
+        except LayoutError:
+            return False
+        return back == r
+    if expect is None:
+        return None
+    if type(expect) is dict:
+        return all(_mode(r, i) == parse(t) for i, t in expect.items())
+    return r == parse(expect)
+
+
+# ---- refusals -----------------------------------------------------------------------
+
+
+def _exists(op: str, args: tuple) -> tuple[bool | None, str]:
+    """Whether a result with the defining property exists (brute force), and a note."""
+    if op == "coalesce":
+        return True, "every layout has a coalesced form"
+    if op == "complement":
+        cands = brute.complement_candidates(args[0], _cotarget(args[1]))
+        if cands is None:
+            return None, "too large to search"
+        return bool(cands), f"e.g. {cands[0]}" if cands else "none"
+    if op == "composition":
+        a, b = args
+        bs = (b.inner if isinstance(b, ComposedLayout) else b).shape
+        for trunc in (False, True):
+            f = [brute.ev(a, brute.ev(b, i), trunc) for i in range(brute.size_of(b))]
+            if brute.layout_with_shape_exists(bs, f):
+                return True, "a layout with B's (refined) shape equals A o B"
+        return False, "A o B is no layout with B's (refined) shape"
+    if op == "left_inverse":
+        found = brute.left_inverse_exists(args[0])
+        return found, {True: "found one", False: "none", None: "too large to search"}[found]
+    if op == "right_inverse":
+        return True, "1:0 always is one"
+    b = args[1] if isinstance(args[1], Layout) else Layout(args[1])
+    a = args[0]
+    if op == "logical_divide":
+        cands = brute.complement_candidates(b, brute.size_of(a))
+        if cands is None:
+            return None, "too large to search"
+        for c in cands:
+            whole = make_layout(b, c)
+            f = [brute.ev(a, brute.ev(whole, i)) for i in range(brute.size_of(whole))]
+            if brute.layout_with_shape_exists(whole.shape, f):
+                return True, f"with complement {c}"
+        return False, "no complement of B makes A o (B, C) a layout"
+    cands = brute.complement_candidates(a, brute.size_of(a) * brute.cosize_of(b))
+    if cands is None:
+        return None, "too large to search"
+    for c in cands:
+        f = [brute.ev(c, brute.ev(b, i)) for i in range(brute.size_of(b))]
+        if brute.layout_with_shape_exists(b.shape, f):
+            return True, f"with complement {c}"
+    return False, "no complement of A makes C o B a layout"
+
+
+def _stricter(op: str, args: tuple, err: Exception) -> str | None:
+    """The documented reason tylo deliberately refuses a case that has a result in the
+    peer's sense, or None."""
+    composed = [isinstance(x, ComposedLayout) for x in args]
+    if op == "left_inverse" and not brute.is_injective(args[0]):
+        return (
+            "left_inverse is defined by R(L(i)) == i, for injective L only "
+            "(docs/layouts.md); CuTe checks only L(R(L(i))) == L(i)"
+        )
+    if op in ("left_inverse", "right_inverse") and composed[0]:
+        return (
+            "inverses are plain Layouts; composed layouts are refused (inverse.py); "
+            "CuTe returns a composed inverse"
+        )
+    if op == "composition" and composed[1]:
+        return "a layout after a swizzle is refused (compose.py); CuTe returns a composed one"
+    if op == "composition" and any(d < 0 for d in brute.flat(args[1].stride)):
+        return "negative strides in the right operand are refused (compose.py)"
+    return None
+
+
+def _claims_none(err: Exception) -> bool:
+    text = str(err).lower()
+    return "no " in text and "exists" in text
+
+
+def judge(source: str, case: Case) -> Verdict:
+    """Run ``case`` through tylo and classify it."""
+    args = tuple(operand(x) for x in case.args)
+    text = f"{case.op}({', '.join(str(x) for x in case.args)})"
+    try:
+        r = OPS[case.op](*args)
+    except LayoutError as err:
+        exists, note = _exists(case.op, args)
+        if exists is False and any(isinstance(x, ComposedLayout) for x in args):
+            # no plain layout, but CuTe's composed result exists
+            exists = True
+        if case.op == "left_inverse" and not brute.is_injective(args[0]):
+            # tylo's claim (no R with R(L(i)) == i) is true; CuTe's weaker inverse exists
+            return Verdict(source, text, "refused_stricter", None, _stricter(case.op, args, err))
+        if exists is False:
+            return Verdict(source, text, "refused_correct", None, f"{note}; {err}")
+        if exists is None:
+            return Verdict(source, text, "refused_unverified", None, f"{note}; {err}")
+        reason = _stricter(case.op, args, err)
+        if reason and not _claims_none(err):
+            return Verdict(source, text, "refused_stricter", None, reason)
+        why = "the message claims none exists" if _claims_none(err) else "no documented reason"
+        return Verdict(source, text, "refused_wrongly", None, f"{note} ({why}); {err}")
+    except Exception as err:  # noqa: BLE001 - an untyped error is the finding
+        return Verdict(source, text, "crash", None, f"{type(err).__name__}: {err}")
+    ok, why = check(case.op, args, r)
+    ex = exact(case.op, args, r, case.expect) if ok else None
+    if case.peer_refuses and ok:
+        why = "the peer expects a refusal; tylo's result has the defining property"
+    return Verdict(source, text, "pass" if ok else "wrong", ex, why, str(r))
+
+
+def _check_uniform(case: SymbolicCase, syms: dict) -> None:
+    """The data's uniform form must have the defining property at every value (else the
+    case data is wrong, and a refusal cannot be called wrong)."""
+    sym_args = tuple(syms["N"] if x == "N" else operand(x, syms) for x in case.args)
+    for v in case.values:
+        args = tuple(operand(substitute(x, {"N": v})) for x in sym_args)
+        ok, why = check(case.op, args, parse(case.uniform.replace("N", f"({v})")))
+        if not ok:
+            raise AssertionError(f"case data: {case.uniform} at N={v} is wrong: {why}")
+
+
+def judge_symbolic(case: SymbolicCase) -> Verdict:
+    """Run ``case`` with ``N`` a symbol and judge the result at each value of N."""
+    syms = {"N": dim("N", multiple_of=case.multiple_of)}
+    args = tuple(syms["N"] if x == "N" else operand(x, syms) for x in case.args)
+    text = (
+        f"{case.op}({', '.join(str(x) for x in case.args)}) with N = "
+        f"dim('N', multiple_of={case.multiple_of})"
+    )
+    try:
+        r = OPS[case.op](*args)
+    except UndecidableError as err:
+        if case.uniform is None:
+            return Verdict(case.source, text, "refused_correct", None, f"form depends: {err}")
+        _check_uniform(case, syms)
+        return Verdict(case.source, text, "refused_wrongly", None, f"{case.uniform}; {err}")
+    except LayoutError as err:
+        return Verdict(case.source, text, "refused_wrongly", None, str(err))
+    except Exception as err:  # noqa: BLE001
+        return Verdict(case.source, text, "crash", None, f"{type(err).__name__}: {err}")
+    for v in case.values:
+        static_args = tuple(operand(substitute(x, {"N": v})) for x in args)
+        ok, why = check(case.op, static_args, substitute(r, {"N": v}))
+        if not ok:
+            return Verdict(case.source, text, "wrong", None, f"at N={v}: {why}", str(r))
+    return Verdict(case.source, text, "pass", None, "", str(r))
