@@ -78,6 +78,11 @@ def logical_divide(a: Any, tiler: Any) -> Any:
         a = _as_layout(a, "logical_divide")
     if type(tiler) is tuple:
         return _by_mode(logical_divide, "logical_divide", a, tiler)
+    if type(tiler) is int and tiler < 1:
+        raise ShapeError(
+            f"logical_divide({a}, {tiler}): the tile size must be a positive int, got "
+            f"{tiler}; a tile holds at least one element"
+        )
     b = Layout._make(tiler, 1) if type(tiler) is int else _tiler_layout(tiler, "logical_divide")
     try:
         c = _divide_complement(b, size(a))
