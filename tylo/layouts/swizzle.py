@@ -255,6 +255,7 @@ def _max_offset(c: ComposedLayout) -> int:
 
     fs, fd = c.inner.flat()
     bound = abs(c.offset) + sum((e - 1) * abs(d) for e, d in zip(fs, fd))
+    bound += max(abs(d) for d in fd)  # every stride must fit too (even of an extent-1 mode)
     if isinstance(c.outer, Swizzle):
         bound |= c.outer.zzz_mask | c.outer.yyy_mask
         bound *= 2

@@ -53,10 +53,16 @@ def _dtype(bound: int) -> Any:
     return np.int64 if bound < INT64_SAFE else object
 
 
+def _reach(pairs: Pairs) -> int:
+    """A bound on every offset of the pairs and on every stride (each must fit the dtype,
+    even one of an extent-1 mode)."""
+    return sum((e - 1) * abs(d) for e, d in pairs) + max((abs(d) for _, d in pairs), default=0)
+
+
 def _np_offsets(pairs: Pairs, dt: Any = None) -> np.ndarray:
     """Offsets of the pairs' coordinates in colexicographic order (first pair fastest)."""
     if dt is None:
-        dt = _dtype(sum((e - 1) * abs(d) for e, d in pairs))
+        dt = _dtype(_reach(pairs))
     a = np.zeros(1, dtype=dt)
     for e, d in pairs:
         if dt is object:
@@ -88,7 +94,7 @@ def _all_offsets(c: Concrete, base: int = 0) -> np.ndarray:
     """``base + outer(offset + inner)`` at every index, in a dtype where every
     intermediate value is exact (int32, int64, or Python ints)."""
     check_budget(c.size, f"enumerating the offsets of {c.form}", _BUDGET_FIX)
-    inner = sum((e - 1) * abs(d) for e, d in c.flat) + abs(c.offset)
+    inner = _reach(c.flat) + abs(c.offset)
     bound = inner + abs(base)
     if c.swizzle is not None:
         sw = c.form.outer
