@@ -78,8 +78,8 @@ def _exact_int(k: Any, v: Any) -> int:
             v = None
     if v is None:
         raise AssumptionError(
-            f"substitute: the value of {k} must be an integer, got {given!r} ({type(given).__name__}); "
-            "symbols stand for integers (give an int)"
+            f"substitute: the value of {k} must be an integer, got {given!r} "
+            f"({type(given).__name__}); symbols stand for integers (give an int)"
         )
     return v
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tests.host.proofs import reference
-from tests.host.proofs.helpers import check_witness, concrete, satisfies
+from tests.host.proofs.helpers import check_witness, concrete, instances, satisfies
 from tylo.layouts import ComposedLayout, Layout, Swizzle, dim, divisible, index_symbol
 from tylo.layouts.errors import AssumptionError, LayoutError
 from tylo.layouts.proofs import (
@@ -100,6 +100,11 @@ def _audit(prop: str, prover: Any, lay: Any, kw: dict, facts: tuple, seed: int) 
             assert satisfies(values, every, facts), (v, facts)
         lays, ckw = concrete((lay,), kw, values)
         check_witness(prop, lays, ckw, v.witness)
+    if v.proved:  # holds at every instance that satisfies the facts and assumptions
+        for values in instances([lay, *kw.values()], facts, 30, seed):
+            lays, ckw = concrete((lay,), kw, values)
+            assert reference.check(prop, lays, ckw), (v, values, facts)
+            STATS["proved"] += 1
     if v.guard is None:
         return
     g = v.guard
@@ -126,7 +131,7 @@ def _audit(prop: str, prover: Any, lay: Any, kw: dict, facts: tuple, seed: int) 
         STATS["risky"] += not safe
 
 
-STATS = {"checked": 0, "risky": 0}
+STATS = {"checked": 0, "risky": 0, "proved": 0}
 
 
 @SETTINGS
@@ -163,4 +168,4 @@ def test_zz_instances_breaking_the_assumptions_were_checked():
     but an assumption it relied on does not (runs after them in file order; alone it
     has nothing to check)."""
     if STATS["checked"] > 100:
-        assert STATS["risky"] > 0, STATS
+        assert STATS["risky"] > 0 and STATS["proved"] > 0, STATS
