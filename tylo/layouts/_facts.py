@@ -526,13 +526,16 @@ class Facts:
 def _enumerate_numpy(q: dict, mod: int, vs: list[int], ranges: list[int], facts: list) -> Any:
     import numpy as np
 
-    grids = np.meshgrid(*(np.arange(n, dtype=np.int64) for n in ranges), indexing="ij")
+    # residues below 2**31 keep every product below 2**62 in int64; larger moduli use
+    # Python ints (a wrapped product would change the residue)
+    dt: Any = np.int64 if max([mod] + [dm for _, dm in facts]) < 1 << 31 else object
+    grids = np.meshgrid(*(np.arange(n).astype(dt) for n in ranges), indexing="ij")
     env = {v: g.ravel() for v, g in zip(vs, grids)}
 
     def ev(p: dict, m: int) -> Any:
-        total = np.zeros(grids[0].size, dtype=np.int64)
+        total = np.zeros(grids[0].size, dtype=dt)
         for mono, c in p.items():
-            t = np.full(total.shape, int(c) % m, dtype=np.int64)
+            t = np.full(total.shape, int(c) % m, dtype=dt)
             for v, e in mono:
                 for _ in range(e):
                     t = (t * (env[v] % m)) % m

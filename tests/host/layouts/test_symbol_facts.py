@@ -156,3 +156,18 @@ def test_a_possibly_empty_range_does_not_leak(rel):
     assert symbolic.decide_cmp(lhs, op, rhs) == before
     if lhs.free_symbols <= {M}:
         assert decide(M >= 3) is None
+
+
+HUGE = st.sampled_from([2**61, 3 * 2**60, 2**62 + 1, 2**63 - 1, 2**63, 5 * 2**62])
+
+
+@settings(max_examples=25, deadline=None)
+@given(HUGE, HUGE, st.integers(-3, 3), st.integers(600, 900))
+def test_divisibility_by_huge_moduli_is_exact(d, c, c0, upper):
+    """Residue enumeration (over more than 512 values: the vectorized path) stays exact
+    when coefficients and moduli pass 2**62."""
+    t = index_symbol(f"h{upper}", upper=upper)
+    e = c * t + c0 * d + (c if c0 > 0 else 0)
+    got = divides(d, e)
+    truth = {(c * v + c0 * d + (c if c0 > 0 else 0)) % d == 0 for v in range(upper)}
+    assert got == (truth.pop() if len(truth) == 1 else None), (d, c, c0, upper)
