@@ -104,10 +104,11 @@ def tour() -> dict:
     print(f"A in global memory             = {gmem}")
     tid = index_symbol("tid", upper=128)
     print(f"thread tid's offset in (128,4):(1,128): {Layout((128, 4), (1, 128))(tid)}")
+    print(f"logical_divide(A, <64,32>) rounds up: {logical_divide(gmem, (64, 32))}")
     try:
-        logical_divide(gmem, (64, 32))
+        logical_divide(gmem, 64)
     except UndecidableError as e:
-        print(f"logical_divide(A, <64,32>) needs a fact:\n   {e}")
+        print(f"logical_divide(A, 64:1) needs a fact:\n   {e}")
     m64, k32 = dim("M", multiple_of=64), dim("K", multiple_of=32)
     with assuming(lda >= m64, divisible(lda, 8)):
         g = Layout((m64, k32), (1, lda))

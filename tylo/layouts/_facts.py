@@ -50,6 +50,11 @@ class Facts:
         self.kind: list[int] = []  # variable id -> NONNEG / INT / REAL
         self.names: list[Any] = []  # what each variable stands for (see name())
         self.ge: list[dict] = []  # polynomials known to be >= 0
+        # owner of each ge fact: the variable whose own range it states (an index symbol's
+        # bound, a Mod's residue range), or None for an assumption. An owned fact is used
+        # only for questions that mention its owner: a possibly empty range (a loop index
+        # ``k < trips`` with ``trips`` maybe 0) then cannot leak into unrelated decisions.
+        self.ge_owner: list[frozenset | None] = []
         self.eq: list[dict] = []  # polynomials known to be == 0 (not solved)
         self.div: list[tuple[dict, int]] = []  # (integer polynomial, modulus): modulus | poly
         self.sdiv: list[tuple[dict, dict]] = []  # (d, e) with symbolic d: d | e
@@ -131,7 +136,7 @@ class Facts:
                 ub = P.sub(self.poly(atom.upper), P.ONE)
                 self.upper[v] = ub
                 self.alt[v] = self._new(NONNEG, (v, "'"))
-                self.ge.append(P.sub(ub, p))
+                self._fact(P.sub(ub, p), v)
         elif atom.is_Symbol:
             if atom.is_integer:
                 if atom.is_positive:
@@ -154,7 +159,7 @@ class Facts:
                 p = P.var(v)
                 self.upper[v] = P.sub(b, P.ONE)
                 self.alt[v] = self._new(NONNEG, (v, "'"))
-                self.ge.append(P.sub(self.upper[v], p))
+                self._fact(P.sub(self.upper[v], p), v)
             else:
                 p = P.var(self._new(INT, name))
         elif atom.is_integer:
@@ -163,6 +168,10 @@ class Facts:
             p = P.var(self._new(REAL, name))
         self.bind[atom] = p
         return p
+
+    def _fact(self, g: dict, owner: int | None) -> None:
+        self.ge.append(g)
+        self.ge_owner.append(None if owner is None else frozenset((owner,)))
 
     def integral(self, p: dict) -> bool:
         """True when ``p`` is integer-valued: integer coefficients, integer variables."""
@@ -192,10 +201,16 @@ class Facts:
                     return False
         return True
 
-    def _with_facts(self, p: dict, strict: bool, facts: list[dict]) -> bool:
+    def _with_facts(self, p: dict, strict: bool) -> bool:
         if self._coeffs_nonneg(p, strict):
             return True
-        for g in facts:
+        mentioned = None
+        for g, owner in zip(self.ge, self.ge_owner):
+            if owner is not None:
+                if mentioned is None:
+                    mentioned = P.variables(p)
+                if owner.isdisjoint(mentioned):
+                    continue
             k = None
             for m, c in p.items():
                 if c < 0:
@@ -211,7 +226,7 @@ class Facts:
 
     def prove(self, p: dict, strict: bool = False) -> bool:
         """True when ``p >= 0`` (``> 0`` if strict) holds for all values of the variables."""
-        if self._with_facts(p, strict, self.ge):
+        if self._with_facts(p, strict):
             return True
         bounded = [v for v in P.variables(p) if v in self.upper]
         if not bounded:
@@ -369,6 +384,8 @@ class Facts:
 
         self.bind = {a: s(p) for a, p in self.bind.items()}
         self.ge = [s(g) for g in self.ge]
+        qv = P.variables(q)  # a rebound owner passes ownership to its replacement's variables
+        self.ge_owner = [o if o is None or v not in o else (o - {v}) | qv for o in self.ge_owner]
         self.eq = [s(g) for g in self.eq]
         self.div = [(s(g), m) for g, m in self.div]
         self.upper = {w: s(u) for w, u in self.upper.items() if w != v}
@@ -445,7 +462,7 @@ class Facts:
             raise self._unsat(a, "contradicts the symbols' own facts or an earlier assumption")
         picked = None if strict else self._pick(e, preferred, (1,))
         if picked is None:
-            self.ge.append(e)
+            self._fact(e, None)
             return
         v, _ = picked
         rest = P.sub(e, P.var(v))
@@ -454,7 +471,7 @@ class Facts:
         needs_fact = self.kind[v] == NONNEG and not self.prove(newv)
         self._rebind(v, newv)
         if needs_fact:
-            self.ge.append(newv)
+            self._fact(newv, None)
 
     def _add_eq(self, a: Any, e: dict, preferred: set[int]) -> None:
         if not e:
@@ -470,7 +487,7 @@ class Facts:
         needs_fact = self.kind[v] == NONNEG and not self.prove(newv)
         self._rebind(v, newv)
         if needs_fact:
-            self.ge.append(newv)
+            self._fact(newv, None)
 
     def _add_divisible(self, a: Divisible) -> None:
         d = a.divisor
@@ -509,13 +526,16 @@ class Facts:
 def _enumerate_numpy(q: dict, mod: int, vs: list[int], ranges: list[int], facts: list) -> Any:
     import numpy as np
 
-    grids = np.meshgrid(*(np.arange(n, dtype=np.int64) for n in ranges), indexing="ij")
+    # residues below 2**31 keep every product below 2**62 in int64; larger moduli use
+    # Python ints (a wrapped product would change the residue)
+    dt: Any = np.int64 if max([mod] + [dm for _, dm in facts]) < 1 << 31 else object
+    grids = np.meshgrid(*(np.arange(n).astype(dt) for n in ranges), indexing="ij")
     env = {v: g.ravel() for v, g in zip(vs, grids)}
 
     def ev(p: dict, m: int) -> Any:
-        total = np.zeros(grids[0].size, dtype=np.int64)
+        total = np.zeros(grids[0].size, dtype=dt)
         for mono, c in p.items():
-            t = np.full(total.shape, int(c) % m, dtype=np.int64)
+            t = np.full(total.shape, int(c) % m, dtype=dt)
             for v, e in mono:
                 for _ in range(e):
                     t = (t * (env[v] % m)) % m

@@ -7,6 +7,7 @@ by :mod:`tylo.layouts.symbolic`; see there.
 from __future__ import annotations
 
 import itertools
+import operator
 import random
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -31,13 +32,24 @@ def substitute(obj: Any, values: Mapping[Any, int]) -> Any:
     >>> substitute(N / 16 + 1, {"N": 64}), substitute((N, 2 * N), {N: 32})
     (5, (32, 64))
     """
+    if not isinstance(values, Mapping):
+        raise AssumptionError(
+            f"substitute: values must be a mapping of symbols (or their names) to ints, got "
+            f"{values!r} ({type(values).__name__}); e.g. substitute(L, {{'N': 64}})"
+        )
     by_name: dict[str, int] = {}
     by_sym: dict[Any, sympy.Integer] = {}
     for k, v in values.items():
+        n = _exact_int(k, v)
         if isinstance(k, str):
-            by_name[k] = int(v)
+            by_name[k] = n
+        elif isinstance(k, sympy.Symbol):
+            by_sym[k] = sympy.Integer(n)
         else:
-            by_sym[k] = sympy.Integer(int(v))
+            raise AssumptionError(
+                f"substitute: key {k!r} ({type(k).__name__}) is not a symbol or a symbol's "
+                "name; key values by dim('N') or 'N'"
+            )
 
     def one(x: Any) -> Any:
         if type(x) is int or not isinstance(x, sympy.Basic):
@@ -50,6 +62,26 @@ def substitute(obj: Any, values: Mapping[Any, int]) -> Any:
         return to_value(x.xreplace(repl)) if repl else x
 
     return _map(obj, one)
+
+
+def _exact_int(k: Any, v: Any) -> int:
+    """``v`` as an int, refusing anything that is not exactly an integer (2.5, "3", True)."""
+    given = v
+    if isinstance(v, bool):
+        v = None
+    elif isinstance(v, sympy.Basic):
+        v = int(v) if v.is_Integer else None
+    else:
+        try:
+            v = operator.index(v)
+        except TypeError:
+            v = None
+    if v is None:
+        raise AssumptionError(
+            f"substitute: the value of {k} must be an integer, got {given!r} "
+            f"({type(given).__name__}); symbols stand for integers (give an int)"
+        )
+    return v
 
 
 def _map(obj: Any, fn: Any) -> Any:

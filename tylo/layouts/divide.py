@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tylo.layouts.algebra import complement
+from tylo.layouts.algebra import coalesce, complement
 from tylo.layouts.compose import by_mode, composition
-from tylo.layouts.errors import LayoutError, ShapeError
+from tylo.layouts.errors import ComplementError, LayoutError, ShapeError, UndecidableError
 from tylo.layouts.layout import Layout, _as_layout, make_layout, size
 from tylo.layouts.swizzle import ComposedLayout
+from tylo.layouts.inttuple import vmul
+from tylo.layouts.symbolic import ceil_div, decide_cmp
 
 __all__ = ["flat_divide", "logical_divide", "tiled_divide", "unzip_modes", "zipped_divide"]
 
@@ -30,15 +32,43 @@ def _tiler_layout(b: Any, op: str) -> Layout:
     return _as_layout(b, op)
 
 
+def _divide_complement(b: Layout, n: Any) -> Layout:
+    """``complement(b, n)`` as CuTe computes it for a divide: the last mode has extent
+    ``ceil(n / reach)`` even when ``reach`` does not divide a symbolic ``n`` (the static
+    algebra rounds up the same way), so substituting values gives the static result.
+
+    ``reach`` is ``size(b) * size(complement(b, 1))``: the gaps between b's sorted modes
+    times b's own extents, i.e. where the complement's last mode starts.
+    """
+    try:
+        return complement(b, n)
+    except (UndecidableError, ComplementError) as first:
+        try:
+            gaps = complement(b, 1)
+        except LayoutError:
+            raise first from None
+        reach = vmul(size(b), size(gaps))
+        if decide_cmp(reach, ">=", 1) is not True:
+            raise first from None
+        rest = ceil_div(n, reach)
+        gs, gd = gaps.flat()
+        return coalesce(Layout._make((*gs, rest), (*gd, reach)))
+
+
 def logical_divide(a: Any, tiler: Any) -> Any:
     """Split ``a`` into (tile, rest): ``composition(a, make_layout(B, complement(B,
     size(a))))``. Defining property: mode 0 of the result equals ``composition(a, B)``.
-    A tuple tiler divides mode by mode (``None`` keeps a mode).
+    A tuple tiler divides mode by mode (``None`` keeps a mode). As in CuTe the number of
+    tiles is ``ceil(size(a) / reach)``, also for symbolic sizes: ``logical_divide(N:1,
+    32:1)`` is ``(32,ceiling(N/32)):(1,32)``, whatever N is.
 
     >>> str(logical_divide(Layout((4, 2, 3), (2, 1, 8)), Layout(4, 2)))
     '((2,2),(2,3)):((4,1),(2,8))'
     >>> str(logical_divide(Layout(1000), 128))
     '(128,8):(1,128)'
+    >>> from tylo.layouts.symbolic import dim
+    >>> str(logical_divide(Layout(dim("N")), 32))
+    '(32,ceiling(N/32)):(1,32)'
     """
     if tiler is None:
         return a
@@ -48,9 +78,14 @@ def logical_divide(a: Any, tiler: Any) -> Any:
         a = _as_layout(a, "logical_divide")
     if type(tiler) is tuple:
         return _by_mode(logical_divide, "logical_divide", a, tiler)
+    if type(tiler) is int and tiler < 1:
+        raise ShapeError(
+            f"logical_divide({a}, {tiler}): the tile size must be a positive int, got "
+            f"{tiler}; a tile holds at least one element"
+        )
     b = Layout._make(tiler, 1) if type(tiler) is int else _tiler_layout(tiler, "logical_divide")
     try:
-        c = complement(b, size(a))
+        c = _divide_complement(b, size(a))
         return composition(a, Layout._make((b.shape, c.shape), (b.stride, c.stride)))
     except LayoutError as e:
         raise e.within(f"logical_divide({a}, {b})") from None

@@ -91,3 +91,18 @@ class UndecidableError(LayoutError):
         self.operation = operation
         self.condition = condition
         self.hint = hint
+
+
+class SizeBudgetError(LayoutError):
+    """An operation would enumerate more elements than the size budget allows.
+
+    The budget is :data:`tylo.layouts._budget.ENUMERATION_LIMIT` (documented in
+    ``docs/proofs.md``). Attributes: ``operation``, ``count`` (what it would enumerate)
+    and ``limit``.
+    """
+
+    def __init__(self, message: str, *, operation: str = "", count: int = 0, limit: int = 0):
+        super().__init__(message)
+        self.operation = operation
+        self.count = count
+        self.limit = limit

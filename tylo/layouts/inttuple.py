@@ -14,6 +14,7 @@ from typing import Any
 
 import sympy
 
+from tylo.layouts.errors import ShapeError
 from tylo.layouts.symbolic import floor_div, mod, to_value
 
 __all__ = [
@@ -57,17 +58,29 @@ def flatten_tuple(t: IntTuple) -> tuple:
     """
     if type(t) is not tuple:
         return (t,)
+    for e in t:
+        if type(e) is tuple:
+            break
+    else:
+        return t  # already flat (the common case)
     out: list = []
-    _flatten_into(t, out)
+    stack = [iter(t)]  # iterative: any nesting depth, no RecursionError
+    while stack:
+        for e in stack[-1]:
+            if type(e) is tuple:
+                stack.append(iter(e))
+                break
+            out.append(e)
+        else:
+            stack.pop()
     return tuple(out)
 
 
-def _flatten_into(t: tuple, out: list) -> None:
-    for e in t:
-        if type(e) is tuple:
-            _flatten_into(e, out)
-        else:
-            out.append(e)
+def _too_deep(op: str) -> ShapeError:
+    return ShapeError(
+        f"{op}: the int tuple is nested deeper than Python's recursion limit allows; "
+        "real layouts nest a few levels: flatten or regroup the modes"
+    )
 
 
 def product(t: IntTuple) -> Any:
@@ -104,7 +117,17 @@ def depth_of(t: IntTuple) -> int:
     """Nesting depth (0 for a scalar)."""
     if type(t) is not tuple:
         return 0
-    return 1 + max((depth_of(e) for e in t), default=0)
+    best, level, stack = 0, 0, [iter(t)]  # iterative: any nesting depth
+    while stack:
+        level = len(stack)
+        best = max(best, level)
+        for e in stack[-1]:
+            if type(e) is tuple:
+                stack.append(iter(e))
+                break
+        else:
+            stack.pop()
+    return best
 
 
 def congruent(a: IntTuple, b: IntTuple) -> bool:
@@ -113,9 +136,12 @@ def congruent(a: IntTuple, b: IntTuple) -> bool:
     >>> congruent((2, (3, 4)), (1, (2, 6))), congruent((2, 3), (1, (2, 6)))
     (True, False)
     """
-    if type(a) is tuple:
-        return type(b) is tuple and len(a) == len(b) and all(map(congruent, a, b))
-    return type(b) is not tuple
+    try:
+        if type(a) is tuple:
+            return type(b) is tuple and len(a) == len(b) and all(map(congruent, a, b))
+        return type(b) is not tuple
+    except RecursionError:
+        raise _too_deep("congruent") from None
 
 
 def prefix_product(shape: IntTuple, init: Any = 1) -> IntTuple:
@@ -128,9 +154,12 @@ def prefix_product(shape: IntTuple, init: Any = 1) -> IntTuple:
         return init
     out = []
     cur = init
-    for s in shape:
-        out.append(prefix_product(s, cur))
-        cur = vmul(cur, product(s))
+    try:
+        for s in shape:
+            out.append(prefix_product(s, cur))
+            cur = vmul(cur, product(s))
+    except RecursionError:
+        raise _too_deep("prefix_product") from None
     return tuple(out)
 
 
@@ -145,19 +174,25 @@ def shape_div(a: IntTuple, b: Any) -> IntTuple:
 
     if type(a) is tuple:
         out = []
-        for e in a:
-            out.append(shape_div(e, b))
-            b = shape_div(b, product(e))
+        try:
+            for e in a:
+                out.append(shape_div(e, b))
+                b = shape_div(b, product(e))
+        except RecursionError:
+            raise _too_deep("shape_div") from None
         return tuple(out)
     if type(b) is tuple:
         return shape_div(a, product(b))
     if type(a) is int and type(b) is int:
+        if a < 1 or b < 1:
+            raise ShapeError(
+                f"shape_div: {a} and {b} must both be positive extents; a shape is divided "
+                "by a positive size"
+            )
         if a % b == 0 or b % a == 0:
             return -(-a // b)
     elif divides(b, a) is True or divides(a, b) is True:
         return ceil_div(a, b)
-    from tylo.layouts.errors import ShapeError
-
     raise ShapeError(
         f"shape_div: neither {fmt(a)} nor {fmt(b)} divides the other; "
         "use extents that divide each other"
@@ -166,51 +201,98 @@ def shape_div(a: IntTuple, b: Any) -> IntTuple:
 
 def idx2crd(idx: Any, shape: IntTuple, stride: IntTuple = None) -> IntTuple:
     """The coordinate of index ``idx`` in ``shape`` (colexicographic; CuTe's idx2crd:
-    every leaf is ``(idx // stride) % extent``). ``stride`` defaults to compact.
+    every leaf is ``(idx // stride) % extent``). ``stride`` defaults to compact. A tuple
+    ``idx`` must be congruent to ``shape``; extents and strides must be positive.
 
     >>> idx2crd(16, (3, (2, 3)))
     (1, (1, 2))
     """
-    if stride is None:
-        stride = prefix_product(shape)
+    try:
+        if stride is None:
+            stride = prefix_product(shape)
+        return _idx2crd(idx, shape, stride)
+    except RecursionError:
+        raise _too_deep("idx2crd") from None
+
+
+def _idx2crd(idx: Any, shape: IntTuple, stride: IntTuple) -> IntTuple:
     if type(idx) is tuple:
-        return tuple(idx2crd(i, s, d) for i, s, d in zip(idx, shape, stride))
+        _same_rank("idx2crd", idx, shape, "index", "shape")
+        _same_rank("idx2crd", stride, shape, "stride", "shape")
+        return tuple(_idx2crd(i, s, d) for i, s, d in zip(idx, shape, stride))
     if type(shape) is tuple:
-        return tuple(idx2crd(idx, s, d) for s, d in zip(shape, stride))
+        _same_rank("idx2crd", stride, shape, "stride", "shape")
+        return tuple(_idx2crd(idx, s, d) for s, d in zip(shape, stride))
+    if type(stride) is tuple:
+        raise ShapeError(
+            f"idx2crd: stride {fmt(stride)} is a tuple where shape {fmt(shape)} is a single "
+            "extent; give a stride congruent to the shape"
+        )
     if type(idx) is int and type(shape) is int and type(stride) is int:
+        if shape < 1 or stride < 1:
+            raise ShapeError(
+                f"idx2crd: extent {shape} with stride {stride}: extents and strides of an "
+                "index split must be positive (>= 1)"
+            )
         return (idx // stride) % shape
     return mod(floor_div(idx, stride), shape)
+
+
+def _same_rank(op: str, a: Any, shape: Any, what: str, against: str) -> None:
+    if type(a) is not tuple or type(shape) is not tuple or len(a) != len(shape):
+        raise ShapeError(
+            f"{op}: {what} {fmt(a)} is not congruent to {against} {fmt(shape)} (every mode "
+            f"needs exactly one {what} entry); give one entry per mode"
+        )
 
 
 def crd2idx(crd: Any, shape: IntTuple, stride: IntTuple = None) -> Any:
     """The index of coordinate ``crd`` under ``stride`` (CuTe's crd2idx). An integer
     coordinate of a tuple shape is split colexicographically; the last mode is unbounded.
+    ``stride`` must be congruent to ``shape`` (never a coordinate or a mode dropped).
 
     >>> crd2idx(16, (3, (2, 3)), (3, (12, 1))), crd2idx((1, 5), (3, (2, 3)), (3, (12, 1)))
     (17, 17)
     """
-    if stride is None:
-        stride = prefix_product(shape)
+    try:
+        if stride is None:
+            stride = prefix_product(shape)
+        return _crd2idx(crd, shape, stride)
+    except RecursionError:
+        raise _too_deep("crd2idx") from None
+
+
+def _crd2idx(crd: Any, shape: IntTuple, stride: IntTuple) -> Any:
     if type(crd) is tuple:
         if type(shape) is not tuple or len(crd) != len(shape):
-            from tylo.layouts.errors import ShapeError
-
             raise ShapeError(
                 f"crd2idx: coordinate {fmt(crd)} does not match shape {fmt(shape)}; give one "
                 "entry per mode (or a single integer index)"
             )
+        _same_rank("crd2idx", stride, shape, "stride", "shape")
         r: Any = 0
         for c, s, d in zip(crd, shape, stride):
-            r = vadd(r, crd2idx(c, s, d))
+            r = vadd(r, _crd2idx(c, s, d))
         return r
     if type(shape) is tuple:
+        _same_rank("crd2idx", stride, shape, "stride", "shape")
         r = 0
         n = len(shape)
         for i in range(n - 1):
             s = product(shape[i])
-            r = vadd(r, crd2idx(mod(crd, s), shape[i], stride[i]))
+            if type(s) is int and s < 1:
+                raise ShapeError(
+                    f"crd2idx: mode {i} of shape {fmt(shape)} has size {s}; an integer "
+                    "coordinate is split by positive extents only"
+                )
+            r = vadd(r, _crd2idx(mod(crd, s), shape[i], stride[i]))
             crd = floor_div(crd, s)
-        return vadd(r, crd2idx(crd, shape[n - 1], stride[n - 1]))
+        return vadd(r, _crd2idx(crd, shape[n - 1], stride[n - 1]))
+    if type(stride) is tuple:
+        raise ShapeError(
+            f"crd2idx: stride {fmt(stride)} is a tuple where shape {fmt(shape)} is a single "
+            "extent; give a stride congruent to the shape"
+        )
     return vmul(crd, stride)
 
 
@@ -221,7 +303,10 @@ def fmt(t: IntTuple) -> str:
     ('(2,(3,4))', '8', '(4)')
     """
     if type(t) is tuple:
-        return "(" + ",".join(fmt(e) for e in t) + ")"
+        try:
+            return "(" + ",".join(fmt(e) for e in t) + ")"
+        except RecursionError:
+            return "(...)"  # too deep to print; the error that prints it says so
     if type(t) is int:
         return str(t)
     if isinstance(t, sympy.Basic):

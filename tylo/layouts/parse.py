@@ -32,6 +32,13 @@ __all__ = ["parse", "parse_layout"]
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(\*\*|[(),:+\-*/]))")
 _SWIZZLE = re.compile(r"^\s*S<\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*>\s*$")
 _FUNCS = {"floor": sympy.floor, "ceiling": sympy.ceiling, "Mod": sympy.Mod}
+_ARITY = {"floor": 1, "ceiling": 1, "Mod": 2}
+MAX_NESTING = 64
+"""Deepest nesting of parentheses, function calls and unary minus the parser accepts."""
+MAX_INT_BITS = 1024
+"""Largest magnitude (in bits) of an integer literal or of a static power ``a**b``."""
+MAX_SYMBOLIC_EXPONENT = 64
+"""Largest exponent of a symbolic power (``N**e``): larger ones blow up every decision."""
 
 
 class _Parser:
@@ -39,10 +46,10 @@ class _Parser:
         self.text = text
         self.symbols = symbols
         self.tokens: list[tuple[str, str, int]] = []
+        self.depth = 0
         pos = 0
-        while pos < len(text):
-            if text[pos:].strip() == "":
-                break
+        end = len(text.rstrip())  # linear: never re-slice the remaining text
+        while pos < end:
             m = _TOKEN.match(text, pos)
             if m is None or m.end() == pos:
                 col = pos + len(text[pos:]) - len(text[pos:].lstrip())
@@ -56,10 +63,19 @@ class _Parser:
     def error(self, what: str, col: int | None = None) -> NotationError:
         if col is None:
             col = self.tokens[self.i][2] if self.i < len(self.tokens) else len(self.text)
+        shown = self.text if len(self.text) <= 120 else self.text[:100] + "..."
         return NotationError(
-            f"Layout.parse: {what} at column {col} of {self.text!r}; expected CuTe "
+            f"Layout.parse: {what} at column {col} of {shown!r}; expected CuTe "
             "notation such as '((2,2),8):((1,16),2)'"
         )
+
+    def enter(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self.error(f"nesting deeper than {MAX_NESTING} levels (MAX_NESTING)")
+
+    def leave(self) -> None:
+        self.depth -= 1
 
     def peek(self) -> str | None:
         return self.tokens[self.i][1] if self.i < len(self.tokens) else None
@@ -78,11 +94,13 @@ class _Parser:
     def item(self) -> Any:
         if self.peek() == "(":
             self.take("(")
+            self.enter()
             items = [self.item()]
             while self.peek() == ",":
                 self.take(",")
                 items.append(self.item())
             self.take(")")
+            self.leave()
             if len(items) == 1 and type(items[0]) is not tuple and self.peek() in _BINOPS:
                 return self.expr(items[0])
             return tuple(items)
@@ -99,50 +117,84 @@ class _Parser:
     def term(self, first: Any = None) -> Any:
         left = self.power(first)
         while self.peek() in ("*", "/"):
-            op = self.take()[1]
+            tok = self.take()
             right = self.power()
-            left = (
-                left * right
-                if op == "*"
+            if tok[1] == "/" and _is_zero(right):
+                raise self.error("division by zero", tok[2])
+            left = self.checked(
+                lambda: left * right
+                if tok[1] == "*"
                 else sympy.Integer(left) / right
                 if type(left) is int
-                else left / right
+                else left / right,
+                tok[2],
             )
         return left
+
+    def checked(self, make: Any, col: int) -> Any:
+        """Build a value, turning sympy's failures and undefined results into errors."""
+        try:
+            v = make()
+        except (ArithmeticError, TypeError, ValueError) as e:
+            raise self.error(f"invalid arithmetic ({type(e).__name__}: {e})", col) from None
+        if isinstance(v, sympy.Basic) and v.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo):
+            raise self.error("the expression is undefined (division by zero)", col)
+        if type(v) is int and v.bit_length() > MAX_INT_BITS:
+            raise self.error(f"an integer larger than 2**{MAX_INT_BITS} (MAX_INT_BITS)", col)
+        return v
 
     def power(self, first: Any = None) -> Any:
         base = first if first is not None else self.unary()
         if self.peek() == "**":
-            self.take()
-            return base ** self.unary()
+            col = self.take()[2]
+            exp = self.unary()
+            return self.checked(lambda: _power(base, exp, self.error, col), col)
         return base
 
     def unary(self) -> Any:
         if self.peek() == "-":
             self.take()
-            return -self.unary()
+            self.enter()
+            v = -self.unary()
+            self.leave()
+            return v
         return self.atom()
 
     def atom(self) -> Any:
         kind, val, col = self.take()
         if kind == "int":
+            digits = val.lstrip("0")
+            if len(digits) > MAX_INT_BITS // 3 or int(val).bit_length() > MAX_INT_BITS:
+                raise self.error(f"an integer larger than 2**{MAX_INT_BITS} (MAX_INT_BITS)", col)
             return int(val)
         if kind == "name":
             if val in _FUNCS and self.peek() == "(":
                 self.take("(")
+                self.enter()
                 args = [self.expr()]
                 while self.peek() == ",":
                     self.take(",")
                     args.append(self.expr())
                 self.take(")")
-                return _FUNCS[val](*args)
+                self.leave()
+                if len(args) != _ARITY[val]:
+                    raise self.error(
+                        f"{val} takes {_ARITY[val]} argument{'s' if _ARITY[val] > 1 else ''}, "
+                        f"got {len(args)}",
+                        col,
+                    )
+                if val == "Mod" and _is_zero(args[1]):
+                    raise self.error("Mod(.., 0): modulus zero", col)
+                return self.checked(lambda: _FUNCS[val](*args), col)
             sym = self.symbols.get(val)
             if sym is None:
                 sym = self.symbols[val] = dim(val)
             return sym
         if val == "(":
+            self.enter()
             e = self.expr()
             self.take(")")
+            self.leave()
             return e
         raise self.error(f"found {val!r} where a number, a name or '(' belongs", col)
 
@@ -152,6 +204,31 @@ class _Parser:
 
 
 _BINOPS = ("+", "-", "*", "/", "**")
+
+
+def _is_zero(x: Any) -> bool:
+    return (type(x) is int and x == 0) or (isinstance(x, sympy.Basic) and x.is_zero is True)
+
+
+def _power(base: Any, exp: Any, error: Any, col: int) -> Any:
+    """``base ** exp`` within the parser's size limits (no huge or undefined powers)."""
+    if not (type(exp) is int or (isinstance(exp, sympy.Basic) and exp.is_Integer)):
+        raise error("the exponent of ** must be an integer", col)
+    e = int(exp)
+    if type(base) is int or (isinstance(base, sympy.Basic) and base.is_Integer):
+        b = int(base)
+        if b == 0 and e < 0:
+            raise error("0 ** negative exponent (division by zero)", col)
+        if abs(b) > 1 and abs(e) * (abs(b).bit_length() - 1) > MAX_INT_BITS:
+            raise error(f"a power larger than 2**{MAX_INT_BITS} (MAX_INT_BITS)", col)
+        return b**e if e >= 0 else sympy.Rational(1, b ** (-e))
+    if abs(e) > MAX_SYMBOLIC_EXPONENT:
+        raise error(
+            f"a symbolic power with exponent {e}, over {MAX_SYMBOLIC_EXPONENT} "
+            "(MAX_SYMBOLIC_EXPONENT)",
+            col,
+        )
+    return base**e
 
 
 def _symbol_table(symbols: Any) -> dict:
@@ -201,20 +278,31 @@ def parse(text: str, symbols: Any = None) -> Any:
     m = _SWIZZLE.match(parts[0])
     if len(parts) == 1:
         if m:
-            return Swizzle(*(int(g) for g in m.groups()))
+            return _swizzle(m)
         return _layout(parts[0], table)
     if len(parts) > 3:
         raise NotationError(
             f"Layout.parse: {text!r} composes more than outer o offset o inner; "
             "write at most 'S<b,m,s> o offset o layout'"
         )
-    outer = Swizzle(*(int(g) for g in m.groups())) if m else _layout(parts[0], table)
+    outer = _swizzle(m) if m else _layout(parts[0], table)
     offset: Any = 0
     if len(parts) == 3:
         p = _Parser(parts[1], table)
         offset = to_value(p.expr())
         p.done()
     return ComposedLayout(outer, offset, _layout(parts[-1], table))
+
+
+def _swizzle(m: Any) -> Swizzle:
+    groups = m.groups()
+    if any(len(g) > 20 for g in groups):
+        raise NotationError(
+            f"Layout.parse: S<{','.join(g[:10] for g in groups)}...>: a swizzle parameter "
+            "has more than 20 digits; swizzles act on 64-bit offsets (bits + base + |shift| "
+            "<= 64)"
+        )
+    return Swizzle(*(int(g) for g in groups))
 
 
 def parse_layout(text: str, symbols: Any = None) -> Layout:

@@ -21,12 +21,16 @@ from typing import Any
 
 import sympy
 
+from tylo.layouts._budget import INT64_SAFE, check_budget
 from tylo.layouts.errors import LayoutError, SwizzleError
 from tylo.layouts.inttuple import fmt
 from tylo.layouts.layout import Layout, size
 from tylo.layouts.symbolic import require_static, to_value
 
-__all__ = ["ComposedLayout", "Swizzle", "SwizzleXor"]
+__all__ = ["ComposedLayout", "SWIZZLE_MAX_BITS", "Swizzle", "SwizzleXor"]
+
+SWIZZLE_MAX_BITS = 64
+"""Swizzles act on 64-bit offsets: ``bits + base + |shift|`` is at most this."""
 
 
 def _shiftr(x: int, s: int) -> int:
@@ -84,6 +88,12 @@ class Swizzle:
             raise SwizzleError(
                 f"Swizzle({bits}, {base}, {shift}): bits and base must be >= 0 "
                 "(S<bits,base,shift> XORs bits at base+shift into base)"
+            )
+        if b + m + abs(s) > SWIZZLE_MAX_BITS:
+            raise SwizzleError(
+                f"Swizzle({bits}, {base}, {shift}): bits + base + |shift| = {b + m + abs(s)} "
+                f"exceeds {SWIZZLE_MAX_BITS}, the width of an offset; a swizzle moves bits "
+                "of 64-bit offsets, so keep every bit position below 64"
             )
         if b and abs(s) < b:
             raise SwizzleError(
@@ -196,14 +206,25 @@ class ComposedLayout:
         return size(self.inner)
 
     def cosize(self) -> int:
-        """One past the largest offset (static layouts; computed by enumeration)."""
+        """One past the largest offset (static layouts; computed by enumeration within
+        the size budget, else SizeBudgetError).
+
+        >>> ComposedLayout(Swizzle(3, 3, 3), 0, Layout((8, 64), (64, 1))).cosize()
+        512
+        """
         if not self.is_static:
             raise LayoutError(
                 f"cosize({self}): only static composed layouts have a computed cosize; "
                 "substitute values first"
             )
         n = size(self.inner)
-        return max(self(i) for i in range(n)) + 1
+        check_budget(
+            n,
+            f"cosize({self})",
+            "the cosize of a composed layout is found by enumeration; use a smaller inner "
+            "layout, or the cosize of the inner layout widened by the swizzle's bits",
+        )
+        return _max_offset(self) + 1
 
     def map_values(self, fn: Any) -> ComposedLayout:
         return ComposedLayout(self.outer.map_values(fn), fn(self.offset), self.inner.map_values(fn))
@@ -225,3 +246,40 @@ class ComposedLayout:
 
     def __reduce__(self) -> tuple:
         return (ComposedLayout, (self.outer, self.offset, self.inner))
+
+
+def _max_offset(c: ComposedLayout) -> int:
+    """The largest offset of a static composed layout, by vectorized exact enumeration
+    (int64 while every intermediate value fits, Python ints beyond)."""
+    import numpy as np
+
+    fs, fd = c.inner.flat()
+    bound = abs(c.offset) + sum((e - 1) * abs(d) for e, d in zip(fs, fd))
+    bound += max(abs(d) for d in fd)  # every stride must fit too (even of an extent-1 mode)
+    if isinstance(c.outer, Swizzle):
+        bound |= c.outer.zzz_mask | c.outer.yyy_mask
+        bound *= 2
+    else:
+        ofs, ofd = c.outer.flat()
+        bound = (bound + 1) * sum(abs(d) for d in ofd) + sum(abs(d) * e for e, d in zip(ofs, ofd))
+    dt: Any = np.int64 if bound < INT64_SAFE else object
+    x = np.zeros(1, dtype=dt)
+    for e, d in zip(fs, fd):
+        x = (np.arange(e).astype(dt) * d)[:, None] + x[None, :]
+        x = x.reshape(-1)
+    x = x + c.offset
+    outer = c.outer
+    if isinstance(outer, Swizzle):
+        y = x & outer.yyy_mask
+        x = x ^ (y >> outer.shift if outer.shift >= 0 else y << -outer.shift)
+    else:
+        ofs, ofd = outer.flat()
+        r = np.zeros_like(x)
+        for i, (e, d) in enumerate(zip(ofs, ofd)):
+            if i == len(ofs) - 1:
+                r = r + x * d
+            else:
+                r = r + (x % e) * d
+                x = x // e
+        x = r
+    return int(x.max())

@@ -27,7 +27,7 @@ import sympy
 
 from tylo.layouts._facts import facts_for
 from tylo.layouts._symbols import Dim, Divisible
-from tylo.layouts.errors import AssumptionError, LayoutError
+from tylo.layouts.errors import AssumptionError, LayoutError, SizeBudgetError
 from tylo.layouts.proofs.errors import ProofArgumentError, ProofInternalError
 from tylo.layouts.proofs.guards import Guard
 from tylo.layouts.proofs.normalize import Concrete, Form
@@ -291,10 +291,13 @@ def prove(problem: Problem, assuming: Any, what: str) -> Verdict:
         return hit
     _check_names(problem.symbols, allf, what)
     _check_satisfiable(problem.symbols, allf, what)
-    if not problem.symbols:
-        verdict = _static(problem, allf)
-    else:
-        verdict = _symbolic(problem, extra, allf)
+    try:
+        if not problem.symbols:
+            verdict = _static(problem, allf)
+        else:
+            verdict = _symbolic(problem, extra, allf)
+    except SizeBudgetError as e:
+        raise e.within(what) from None
     if len(_CACHE) > 8192:
         _CACHE.clear()
     _CACHE[key] = verdict
@@ -312,7 +315,7 @@ def _static(problem: Problem, allf: tuple) -> Verdict:
             problem.prop,
             out.rule,
             obligation=ob,
-            guard=Guard(problem, ob),
+            guard=Guard(problem, ob, allf),
             subject=problem.subject,
             assumptions=allf,
         )
@@ -324,7 +327,7 @@ def _static(problem: Problem, allf: tuple) -> Verdict:
         f"{out.rule}; counterexample replayed",
         counterexample=cex,
         obligation=ob,
-        guard=Guard(problem, ob),
+        guard=Guard(problem, ob, allf),
         subject=problem.subject,
         assumptions=allf,
     )
@@ -341,7 +344,7 @@ def _symbolic(problem: Problem, extra: tuple, allf: tuple) -> Verdict:
             PROVED, problem.prop, rr.rule + relied, subject=problem.subject, assumptions=allf
         )
     ob = rr.obligation if rr.obligation is not None else Obligation(residual=problem.prop)
-    guard = Guard(problem, ob)
+    guard = Guard(problem, ob, allf)
     found = _search(problem, allf)
     if found is not None:
         env, out = found

@@ -6,6 +6,10 @@ exactly when the property holds for that instance: it evaluates the verdict's ob
 first (a few comparisons; sufficient, so True ends the check) and otherwise decides the
 instance exactly with the static check (rules, then enumeration). Results are memoized
 per instance, so a kernel that relaunches with the same sizes pays once.
+
+The obligation was derived under the verdict's assumptions and the symbols' own facts
+(index bounds), so it is sufficient only where they hold: the guard evaluates them too,
+and for values that break one it skips the obligation and decides the instance exactly.
 """
 
 from __future__ import annotations
@@ -14,7 +18,11 @@ import operator
 from collections.abc import Mapping
 from typing import Any
 
+import sympy
+
+from tylo.layouts._symbols import Divisible, IndexSymbol
 from tylo.layouts.proofs.errors import GuardError
+from tylo.layouts.proofs.obligation import Atom
 from tylo.layouts.proofs.static import Outcome
 
 __all__ = ["Guard"]
@@ -35,9 +43,9 @@ class Guard:
     (('K', 'M', 'lda'), True, False)
     """
 
-    __slots__ = ("_by_name", "_memo", "obligation", "problem", "symbols")
+    __slots__ = ("_by_name", "_memo", "_premises", "obligation", "problem", "symbols")
 
-    def __init__(self, problem: Any, obligation: Any) -> None:
+    def __init__(self, problem: Any, obligation: Any, assumptions: tuple = ()) -> None:
         self.problem = problem
         self.obligation = obligation
         by_name: dict[str, list] = {}
@@ -46,6 +54,13 @@ class Guard:
         self._by_name = by_name
         self.symbols = tuple(sorted(by_name))
         self._memo: dict[tuple, Outcome] = {}
+        self._premises = _premises(problem.symbols, assumptions)
+
+    def _obligation_applies(self, env: dict) -> bool:
+        """True when the assumptions and symbol facts the obligation relied on hold."""
+        if self._premises is None:
+            return False
+        return all(a.holds(env) for a in self._premises)
 
     def _env(self, values: Mapping | None, kwargs: dict) -> tuple[dict, tuple]:
         given: dict = {}
@@ -93,7 +108,11 @@ class Guard:
                 f"guard for {self.problem.prop} of {self.problem.subject}: the values "
                 f"{dict(zip(self.symbols, key))} do not make a valid layout ({e})"
             ) from None
-        if self.obligation is not None and self.obligation.holds(env):
+        if (
+            self.obligation is not None
+            and self._obligation_applies(env)
+            and self.obligation.holds(env)
+        ):
             out = Outcome(True, f"obligation {self.obligation} holds")
         else:
             out = self.problem.check(cfs, pvals)
@@ -115,3 +134,28 @@ class Guard:
             f"Guard({self.problem.prop} of {self.problem.subject}: "
             f"{self.obligation}, else an exact check)"
         )
+
+
+def _premises(symbols: frozenset, assumptions: tuple) -> tuple[Atom, ...] | None:
+    """The assumptions and index bounds as atoms over ``symbols``; None when one of them
+    mentions a symbol the guard is not given (it cannot be checked, so the obligation is
+    never trusted)."""
+    out: list[Atom] = []
+    for s in symbols:
+        if isinstance(s, IndexSymbol) and s.upper is not None:
+            out.append(Atom("<", s, s.upper))
+    for a in assumptions:
+        if a is sympy.true:
+            continue
+        if isinstance(a, Divisible):
+            atom = Atom("|", a.divisor, a.expr)
+        elif isinstance(a, sympy.core.relational.Relational):
+            atom = Atom(a.rel_op, a.lhs, a.rhs)
+        else:
+            return None
+        out.append(atom)
+    for atom in out:
+        for x in (atom.lhs, atom.rhs):
+            if isinstance(x, sympy.Basic) and not x.free_symbols <= symbols:
+                return None
+    return tuple(out)

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from tylo.layouts._budget import ENUMERATION_LIMIT, INT64_SAFE, check_budget
 from tylo.layouts.proofs.normalize import (
     Concrete,
     Pairs,
@@ -33,8 +34,10 @@ __all__ = [
     "check_injective",
 ]
 
-ENUM_LIMIT = 1 << 22  # largest layout enumerated with numpy (about 100 ms)
+ENUM_LIMIT = ENUMERATION_LIMIT  # the size budget (tylo.layouts._budget), about 100 ms
 _INT32_SAFE = 1 << 29  # offsets (plus offset, base, swizzle bits) stay far from 2^31
+# Offsets are exact: int32/int64 while every value provably fits, Python ints (numpy
+# object arrays, slower) beyond INT64_SAFE, so no proof is decided by a wrapped offset.
 
 
 class Outcome(NamedTuple):
@@ -43,13 +46,30 @@ class Outcome(NamedTuple):
     witness: dict | None = None
 
 
-def _np_offsets(pairs: Pairs) -> np.ndarray:
+def _dtype(bound: int) -> Any:
+    """The narrowest exact dtype for values of magnitude below ``bound``."""
+    if bound < _INT32_SAFE:
+        return np.int32  # half the memory traffic
+    return np.int64 if bound < INT64_SAFE else object
+
+
+def _reach(pairs: Pairs) -> int:
+    """A bound on every offset of the pairs and on every stride (each must fit the dtype,
+    even one of an extent-1 mode)."""
+    return sum((e - 1) * abs(d) for e, d in pairs) + max((abs(d) for _, d in pairs), default=0)
+
+
+def _np_offsets(pairs: Pairs, dt: Any = None) -> np.ndarray:
     """Offsets of the pairs' coordinates in colexicographic order (first pair fastest)."""
-    reach = sum((e - 1) * abs(d) for e, d in pairs)
-    dt = np.int32 if reach < _INT32_SAFE else np.int64  # half the memory traffic
+    if dt is None:
+        dt = _dtype(_reach(pairs))
     a = np.zeros(1, dtype=dt)
     for e, d in pairs:
-        a = (np.arange(e, dtype=dt) * dt(d))[:, None] + a[None, :]
+        if dt is object:
+            step = np.arange(e).astype(object) * d
+        else:
+            step = np.arange(e, dtype=dt) * dt(d)
+        a = step[:, None] + a[None, :]
         a = a.reshape(-1)
     return a
 
@@ -71,14 +91,28 @@ def _np_outer(c: Concrete, x: np.ndarray) -> np.ndarray:
 
 
 def _all_offsets(c: Concrete, base: int = 0) -> np.ndarray:
-    """``base + outer(offset + inner)`` at every index, widened to int64 when needed."""
-    off = _np_offsets(c.flat)
-    bound = sum((e - 1) * abs(d) for e, d in c.flat) + abs(c.offset) + abs(base)
+    """``base + outer(offset + inner)`` at every index, in a dtype where every
+    intermediate value is exact (int32, int64, or Python ints)."""
+    check_budget(c.size, f"enumerating the offsets of {c.form}", _BUDGET_FIX)
+    inner = _reach(c.flat) + abs(c.offset)
+    bound = inner + abs(base)
     if c.swizzle is not None:
-        bound += c.form.outer.zzz_mask
-    if (bound >= _INT32_SAFE or c.outer is not None) and off.dtype != np.int64:
-        off = off.astype(np.int64)
+        sw = c.form.outer
+        bound = 2 * (inner | sw.zzz_mask | sw.yyy_mask) + abs(base)
+    elif c.outer is not None:
+        reach = sum(abs(d) * e for e, d in c.outer)
+        bound = (inner + 1) * reach + abs(base) + 1
+    dt = _dtype(bound)
+    if c.outer is not None and dt is np.int32:
+        dt = np.int64
+    off = _np_offsets(c.flat, dt)
     return _np_outer(c, off + c.offset) + base
+
+
+_BUDGET_FIX = (
+    "no exact rule settles this layout, so it would be enumerated; prove the property on a "
+    "smaller tile (the property of a tile usually carries over by the layout's structure)"
+)
 
 
 def _weights(c: Concrete) -> list[int]:
@@ -90,7 +124,8 @@ def _weights(c: Concrete) -> list[int]:
 
 
 def _too_large(c: Concrete, n: int) -> Outcome:
-    return Outcome(None, f"no rule applies and {n} elements exceed the enumeration limit")
+    check_budget(n, f"enumerating the offsets of {c.form}", _BUDGET_FIX)
+    return Outcome(None, "unreachable: check_budget raises")  # pragma: no cover
 
 
 # -- injective ---------------------------------------------------------------------------------
@@ -293,6 +328,7 @@ def check_contiguous(c: Concrete, v: int, mode: int) -> Outcome:
     if c.plain:
         if first_ok:
             return Outcome(True, "coalesced mode has stride 1 and an extent divisible by v")
+        check_budget(n, f"enumerating mode {mode} of {c.form}", _BUDGET_FIX)
         mid = _np_offsets(c.mode_pairs(mode)).reshape(n // v, v)
         bad = np.argwhere(np.diff(mid, axis=1) != 1)
         if bad.size == 0:  # cannot happen for a normal form; stay exact regardless
@@ -337,7 +373,21 @@ def _first_misaligned_start(c: Concrete, v: int, mode: int, a_e: int, base: int)
     for k, (e, d) in enumerate(c.flat):
         if (k < lo or k >= hi) and e > 1 and d % a_e:
             return w[k]
-    a, _n, _ = _mode_geometry(c, mode)
+    a, n, _ = _mode_geometry(c, mode)
+    pairs = simplify(c.mode_pairs(mode))
+    if not pairs:
+        return None
+    if pairs[0][0] % v == 0:
+        # coalesced, the starts are sums of generators v*d0 (count e0/v) and d_k (count
+        # e_k), each occurring alone: exact without enumerating the mode
+        w = 1
+        for k, (e, d) in enumerate(pairs):
+            g, count, at = (v * d, e // v, v) if k == 0 else (d, e, w)
+            if count >= 2 and g % a_e:
+                return a * at
+            w *= e
+        return None
+    check_budget(n, f"enumerating the vector starts of mode {mode} of {c.form}", _BUDGET_FIX)
     mid = _np_offsets(c.mode_pairs(mode))[::v]
     bad = np.nonzero(mid % a_e)[0]
     if bad.size:
