@@ -162,8 +162,8 @@ def render(tree: Tree) -> str:
         return f"{op}({', '.join(parts)})" if len(parts) > 1 else f"{op}(({parts[0]},))"
     if op == "not":
         return f"(not {parts[0]})"
-    if op in ("and", "or"):
-        return "(" + f" {op} ".join(f"bool({p})" for p in parts) + ")"
+    if op in ("and", "or"):  # a bool, as evaluate() gives (Python's own and/or give operands)
+        return "(True if (" + f" {op} ".join(parts) + ") else False)"
     return "(" + f" {op} ".join(parts) + ")"
 
 
@@ -184,6 +184,9 @@ def compile_expr(tree: Tree) -> Callable[[Sequence[Any]], bool]:
     if kind == "i":
         return lambda v: bool(v[x])
     fn = x
+    if tree[0] not in _COMPARE and tree[0] not in _LOGIC:  # arithmetic on top: its truth
+        arith = fn
+        fn = lambda v: bool(arith(v))  # noqa: E731
     if not _divides_by_nonconstant(tree):
         return fn
 
