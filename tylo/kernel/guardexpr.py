@@ -27,7 +27,15 @@ from typing import Any
 
 from tylo.errors import TyloError
 
-__all__ = ["GuardDataError", "compile_expr", "evaluate", "render", "to_data", "validate"]
+__all__ = [
+    "GuardDataError",
+    "compile_all",
+    "compile_expr",
+    "evaluate",
+    "render",
+    "to_data",
+    "validate",
+]
 
 MAX_DEPTH = 64
 MAX_NODES = 4096
@@ -174,6 +182,62 @@ def render(tree: Tree) -> str:
 # (``v[i] % 16 == 0``, ``v[i] <= c``) are one closure, no nested call.
 
 
+def compile_all(trees: Sequence[Tree]) -> Callable[[Sequence[Any]], bool]:
+    """A function ``f(v)`` true exactly when every validated tree's
+    :func:`compile_expr` is (one closure: up to three divisibility checks ``v[i] % d ==
+    0``, the common guards, are tested inline, as one generated expression would)."""
+    divisible = [_index_divisible(t) for t in trees]
+    if trees and all(d is not None for d in divisible) and len(trees) <= 3:
+        return _all_divisible(divisible)  # type: ignore[arg-type]
+    return _all_of([compile_expr(t) for t in trees])
+
+
+def _index_divisible(tree: Tree) -> tuple[int, int] | None:
+    """``(i, d)`` when ``tree`` is ``v[i] % d == 0`` with a constant ``d != 0``."""
+    if (
+        isinstance(tree, tuple)
+        and tree[0] == "=="
+        and tree[2] == 0
+        and type(tree[2]) is int
+        and _is_mod_by_const(tree[1])
+        and isinstance(tree[1][1], tuple)
+        and tree[1][1][0] == "v"
+    ):
+        return tree[1][1][1], tree[1][2]
+    return None
+
+
+def _all_divisible(checks: Sequence[tuple[int, int]]) -> Callable[[Sequence[Any]], bool]:
+    if len(checks) == 1:
+        ((i, d),) = checks
+        return lambda v: v[i] % d == 0
+    if len(checks) == 2:
+        (i, d), (j, e) = checks
+        return lambda v: v[i] % d == 0 and v[j] % e == 0
+    (i, d), (j, e), (k, f) = checks
+    return lambda v: v[i] % d == 0 and v[j] % e == 0 and v[k] % f == 0
+
+
+def _all_of(fns: Sequence[Callable[[Sequence[Any]], Any]]) -> Callable[[Sequence[Any]], Any]:
+    """The conjunction of ``fns``: a bool when they give bools (compile_expr's do)."""
+    if not fns:
+        return lambda v: True
+    if len(fns) == 1:
+        (f,) = fns
+        return f
+    if len(fns) == 2:
+        f, g = fns
+        return lambda v: f(v) and g(v)
+
+    def all_of(v: Sequence[Any]) -> bool:
+        for g in fns:
+            if not g(v):
+                return False
+        return True
+
+    return all_of
+
+
 def compile_expr(tree: Tree) -> Callable[[Sequence[Any]], bool]:
     """A function ``f(v)`` that is ``bool(evaluate(tree, v))`` for validated ``tree``,
     False where that divides by zero; built from closures, without ``eval``."""
@@ -256,15 +320,14 @@ def _logic(op: str, fns: list[Callable[[Sequence[Any]], Any]]) -> Callable[..., 
     if op == "not":
         (g,) = fns
         return lambda v: not g(v)
-    if op == "and":
-
-        def all_of(v: Sequence[Any]) -> bool:
-            for g in fns:
-                if not g(v):
-                    return False
-            return True
-
-        return all_of
+    if op == "and":  # a bool, whatever its operands give
+        if len(fns) == 1:
+            (f,) = fns
+            return lambda v: not not f(v)
+        if len(fns) == 2:
+            f, g = fns
+            return lambda v: not not (f(v) and g(v))
+        return _all_of(fns)
 
     def any_of(v: Sequence[Any]) -> bool:
         for g in fns:

@@ -91,17 +91,7 @@ class Guard:
 def compile_guards(guards: Sequence[Guard]) -> Callable[[Sequence[Any]], bool]:
     """One function ``f(v)`` true exactly when ``v`` satisfies every guard (closures, no
     eval; for launch paths that check all guards at once)."""
-    fns = [g.compile() for g in guards]
-    if len(fns) == 1:
-        return fns[0]
-
-    def all_guards(v: Sequence[Any]) -> bool:
-        for f in fns:
-            if not f(v):
-                return False
-        return True
-
-    return all_guards
+    return guardexpr.compile_all([g.expr for g in guards])
 
 
 def _require_top_level(ctx: TraceContext, what: str) -> None:
