@@ -198,7 +198,9 @@ def test_a_real_trace_records_dict_entries_and_module_attributes(project):
 
 junk = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8)),
-    lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(st.text(max_size=6), c, max_size=4)),
+    lambda c: st.one_of(
+        st.lists(c, max_size=4), st.dictionaries(st.text(max_size=6), c, max_size=4)
+    ),
     max_leaves=12,
 )
 
