@@ -8,7 +8,9 @@ tests/gpu/test_cache_process.py (compile-only half).
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -271,3 +273,17 @@ def test_deep_or_cyclic_values_have_no_stable_text():
         deep = [deep]
     with pytest.raises(_Unstable, match="nested too deeply"):
         stable_text(deep)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo (POSIX)")
+def test_a_forged_file_record_is_never_read_blocking(tmp_path):
+    """Paths in a record come from the cache: a FIFO or a device fails the check at once
+    (opening a FIFO normally blocks, reading /dev/zero never ends)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in (str(fifo), "/dev/zero", str(tmp_path), str(tmp_path / "missing"), "a\0b"):
+        assert not Dependencies.still_valid({"files": {path: "0" * 64}, "values": []})
+    real = tmp_path / "real.py"
+    real.write_text("x = 1\n")
+    digest = hashlib.sha256(real.read_bytes()).hexdigest()
+    assert Dependencies.still_valid({"files": {str(real): digest}, "values": []})

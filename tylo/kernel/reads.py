@@ -33,6 +33,8 @@ import builtins
 import dataclasses
 import enum
 import hashlib
+import os
+import stat
 import sys
 import types
 from typing import Any
@@ -129,11 +131,21 @@ def _code_name(code: types.CodeType) -> str:
 
 
 def _file_hash(path: str) -> str | None:
+    """The sha256 of regular file ``path``, else None (a path read from the cache may name
+    a FIFO or a device: opened without blocking, and never read)."""
     try:
-        with open(path, "rb") as f:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, TypeError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
             return hashlib.sha256(f.read()).hexdigest()
     except OSError:
         return None
+    finally:
+        os.close(fd)
 
 
 def _is_user_module(module: types.ModuleType) -> bool:
