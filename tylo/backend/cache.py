@@ -45,9 +45,9 @@ from tylo.backend.errors import CompileWarning
 from tylo.errors import TyloError
 
 __all__ = [
-    "DEFAULT_MAX_BYTES",
     "CacheEntry",
     "CacheError",
+    "DEFAULT_MAX_BYTES",
     "DiskCache",
     "cache_dir",
     "cache_enabled",
