@@ -157,6 +157,25 @@ def test_closures_and_defaults_are_part_of_a_function_value():
         stable_text(make(object(), 2))
 
 
+def test_tylo_inline_helpers_are_their_wrapped_function():
+    """tylo.inline's wrapper memoizes the rewritten helper in its closure on first call:
+    that must not change the helper's text (else every later trace would miss)."""
+
+    def make(k):
+        def helper(x):
+            return x * k
+
+        return tylo.inline(helper)
+
+    h = make(2)
+    before = stable_text(h)
+    assert h(1.5) == 3.0
+    memos = [c.cell_contents for c in h.__closure__ if isinstance(c.cell_contents, dict)]
+    assert memos and all(memos)  # the wrapper did fill its memo
+    assert stable_text(h) == before == stable_text(make(2))
+    assert stable_text(make(3)) != before  # the wrapped function's closure still counts
+
+
 def test_a_value_without_stable_text_makes_the_trace_unverifiable(project, tmp_path, monkeypatch):
     import rd_main
 

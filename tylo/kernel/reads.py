@@ -48,6 +48,7 @@ _MAX_DEPTH = 48  # nesting of a value's text (deeper: no stable text)
 _ATTR_DEPTH = 3  # module / class attribute chains followed from a global
 _ABSENT = "<absent>"
 _TYLO = "tylo"
+_TYLO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class _Unstable(Exception):
@@ -110,7 +111,13 @@ def _qualname(obj: Any) -> str:
 
 def _function_text(fn: types.FunctionType, depth: int) -> str:
     """A function by name, with what its code cannot show: closure cells and defaults
-    (its code is covered by its file's hash once it runs)."""
+    (its code is covered by its file's hash once it runs). A function of tylo's own (say,
+    the wrapper ``tylo.inline`` makes) is its name and the function it wraps: its cells
+    are tylo's memos, and tylo's sources are in the key."""
+    if fn.__code__.co_filename.startswith(_TYLO_DIR):
+        wrapped = getattr(fn, "__wrapped__", None)
+        inner = "" if wrapped is None else stable_text(wrapped, depth)
+        return f"tylo function {_qualname(fn)}({inner})"
     cells = []
     for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
         try:
