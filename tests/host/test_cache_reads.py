@@ -157,6 +157,25 @@ def test_closures_and_defaults_are_part_of_a_function_value():
         stable_text(make(object(), 2))
 
 
+def test_partials_and_lru_cached_functions_are_what_they_wrap():
+    import functools
+
+    def make(k):
+        @functools.lru_cache(maxsize=None)
+        def plan(x):
+            return x * k
+
+        return plan
+
+    p = make(2)
+    before = stable_text(p)
+    assert p(3) == 6 and p.cache_info().currsize == 1  # a filled memo changes nothing
+    assert stable_text(p) == before == stable_text(make(2)) != stable_text(make(3))
+    part = functools.partial(make(2), 4)
+    assert stable_text(part) == stable_text(functools.partial(make(2), 4))
+    assert stable_text(part) != stable_text(functools.partial(make(2), 5))
+
+
 def test_tylo_inline_helpers_are_their_wrapped_function():
     """tylo.inline's wrapper memoizes the rewritten helper in its closure on first call:
     that must not change the helper's text (else every later trace would miss)."""

@@ -12,7 +12,8 @@ lookup: any difference is a miss, never a stale cubin.
 - every global its code names (``code.co_names``) that exists in its module, by a digest
   of the value's :func:`stable_text` (numbers, strings, tuples, lists, dicts, sets,
   DTypes, enums, dataclasses field by field, numpy arrays by content, functions by name
-  with their closure and defaults, objects with ``__tylo_cache_key__``), and names that
+  with their closure and defaults, ``functools.partial`` and ``lru_cache`` functions by
+  what they wrap, objects with ``__tylo_cache_key__``), and names that
   resolve to builtins (a later global of that name shadows the builtin: a miss);
 - through modules and user classes it names, their attributes that the code names too:
   ``othermodule.ATTR``, ``pkg.sub.TABLE``, ``Config.TILE`` (recursively, a few levels).
@@ -32,6 +33,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import enum
+import functools
 import hashlib
 import os
 import stat
@@ -87,6 +89,11 @@ def stable_text(value: Any, _depth: int = 0) -> str:
         return f"{_qualname(type(value))}({fields})"
     if isinstance(value, types.FunctionType):
         return _function_text(value, d)
+    if isinstance(value, functools.partial):
+        parts = (value.func, value.args, value.keywords)
+        return f"partial({','.join(stable_text(p, d) for p in parts)})"
+    if type(value).__name__ == "_lru_cache_wrapper" and hasattr(value, "__wrapped__"):
+        return f"lru_cache({stable_text(value.__wrapped__, d)})"  # its memo: not a value
     if isinstance(value, (type, types.BuiltinFunctionType)):
         return _qualname(value)
     if isinstance(value, types.ModuleType):
