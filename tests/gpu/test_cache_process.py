@@ -170,16 +170,32 @@ import tylo
 import othermod, reads_kernel
 reads_kernel.CONST["a"] = float(sys.argv[3])  # the same files, other values
 othermod.ATTR = float(sys.argv[4])
-k = reads_kernel.axpb.compile(tylo.f32, tylo.f32, int, block=128, target="sm_90a")
+result = None
+if len(sys.argv) > 5:  # launch with n = argv[5]: the guard (4 | n) is checked
+    import numpy as np
+    from tylo.arrays import DeviceBuffer
+    from tylo.backend import driver
+    n = int(sys.argv[5])
+    dc = DeviceBuffer.empty(n, tylo.f32).fill_bytes(0xFF)
+    a = DeviceBuffer.from_numpy(np.arange(n, dtype=np.float32))
+    try:
+        reads_kernel.axpb[(n + 127) // 128, 128](dc, a, n)
+        driver.synchronize()
+        result = dc.to_numpy()[:4].tolist()
+    except tylo.KernelArgumentError as err:
+        result = str(err)
+    k = next(iter(reads_kernel.axpb._built.values()))
+else:
+    k = reads_kernel.axpb.compile(tylo.f32, tylo.f32, int, block=128, target="sm_90a")
 s = reads_kernel.axpb.stats
 print(json.dumps({"traces": s.traces, "disk_hits": s.disk_hits, "ptx": k.ptx,
-                  "guards": [g.to_data() for g in k.guards]}))
+                  "guards": [g.to_data() for g in k.guards], "result": result}))
 """
 
 
-def run_reads(tmp: Path, a: str, attr: str) -> dict:
+def run_reads(tmp: Path, a: str, attr: str, *launch_n: str) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-c", READS_SCRIPT, str(tmp / "src"), str(ROOT), a, attr],
+        [sys.executable, "-c", READS_SCRIPT, str(tmp / "src"), str(ROOT), a, attr, *launch_n],
         capture_output=True,
         text=True,
         env={**os.environ, "TYLO_CACHE_DIR": str(tmp / "cache")},
@@ -231,3 +247,16 @@ def test_a_forged_guard_in_the_cache_never_runs(reads_project: Path):
     assert not marker.exists()
     assert second["traces"] == 1 and second["disk_hits"] == 0  # refused, recompiled
     assert second["guards"] == first["guards"] and second["ptx"] == first["ptx"]
+
+
+def test_guards_from_the_cache_are_checked_at_launch(gpu_runtime, reads_project: Path):
+    """A second process launches from the first-level entry; the guard it read back (as
+    data) still refuses arguments that violate it, and the results are right."""
+    first = run_reads(reads_project, "3.0", "0.25", "1000")
+    assert first["traces"] == 1 and first["result"] == [0.25, 3.25, 6.25, 9.25]
+    second = run_reads(reads_project, "3.0", "0.25", "1000")
+    assert second["traces"] == 0 and second["disk_hits"] == 1
+    assert second["result"] == first["result"]
+    refused = run_reads(reads_project, "3.0", "0.25", "1002")  # 4 does not divide 1002
+    assert refused["traces"] == 0 and refused["disk_hits"] == 1
+    assert "compiled assuming 4 | n" in refused["result"]
