@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import tylo
 from tylo.backend.cache import DiskCache, cache_dir
 from tylo.kernel import diskcache
-from tylo.kernel.reads import Dependencies, _Unstable, stable_text
+from tylo.kernel.reads import Dependencies, _Unstable, code_digest, stable_text
 from tylo.kernel.trace import trace_kernel
 from tylo.target import Target
 
@@ -155,6 +155,47 @@ def test_closures_and_defaults_are_part_of_a_function_value():
     assert stable_text(make(1, 2)) != stable_text(make(1, 5))
     with pytest.raises(_Unstable):
         stable_text(make(object(), 2))
+
+
+def test_a_function_value_includes_its_code():
+    ns_a: dict = {}
+    ns_b: dict = {}
+    exec("def f(x):\n    return x in {'a', 'b', 'c'} and (lambda: 1)()", ns_a)  # noqa: S102
+    exec("def f(x):\n    return x in {'a', 'b', 'd'} and (lambda: 1)()", ns_b)  # noqa: S102
+    assert stable_text(ns_a["f"]) != stable_text(ns_b["f"])  # same name, other code
+    code = ns_a["f"].__code__
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from tylo.kernel.reads import "
+        "code_digest\nns = {}\nexec(\"def f(x):\\n    return x in {'a', 'b', 'c'} and "
+        "(lambda: 1)()\", ns)\nprint(code_digest(ns['f'].__code__))"
+    )
+    import subprocess
+
+    root = str(Path(tylo.__file__).parents[1])
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", script, root], capture_output=True, text=True, check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout.strip()
+        for seed in ("1", "2")
+    }
+    assert outs == {code_digest(code)}  # string hashing differs, the digest does not
+
+
+def test_kernels_without_a_source_file_get_no_first_level_key(tmp_path):
+    """Code from exec or ``python -c`` has no file to hash: the lookup could not check
+    it, so such kernels always trace (their cubin still comes from the IR cache)."""
+    src = "def k(out, n):\n    out[0] = 1.0\n"
+    keys = []
+    for filename in ("<string>", str(tmp_path / "k.py")):
+        (tmp_path / "k.py").write_text(src)
+        ns: dict = {"__name__": "rd_exec"}
+        exec(compile(src, filename, "exec"), ns)  # noqa: S102
+        kern = tylo.kernel(ns["k"])
+        bindings = kern._spec_bindings((tylo.f32, int), {})
+        target = Target.parse("sm_90a")
+        keys.append(diskcache.specialization_key(kern, bindings, (32, 1, 1), target))
+    assert keys[0] is None and keys[1] is not None
 
 
 def test_partials_and_lru_cached_functions_are_what_they_wrap():

@@ -40,7 +40,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from tylo.kernel.reads import Dependencies, _Unstable, stable_text
+from tylo.kernel.reads import Dependencies, _Unstable, code_digest, stable_text
 
 __all__ = ["Dependencies", "lookup", "specialization_key", "stable_text", "store", "valid_meta"]
 
@@ -110,14 +110,18 @@ def specialization_key(
     kernel: Any, bindings: Sequence[Any], block: tuple[int, int, int], target: Any
 ) -> str | None:
     """The first-level key of one specialization, or None when some static value or
-    closure variable has no stable text."""
+    closure variable has no stable text, or the kernel's code is not in a source file
+    (``exec``, ``python -c``: the lookup could not check what that code reads)."""
     fn = kernel.fn
+    if not os.path.isfile(fn.__code__.co_filename):
+        return None
     try:
         closure = [stable_text(c.cell_contents) for c in fn.__closure__ or ()]
         parts = {
             "format": FORMAT,
             "kernel": f"{fn.__module__}.{fn.__qualname__}",
             "file": fn.__code__.co_filename,
+            "code": code_digest(fn.__code__),
             "index_bits": str(kernel.index_bits),
             "options": kernel.options.canonical() if kernel.options is not None else "default",
             "block": repr(block),

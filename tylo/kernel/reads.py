@@ -11,8 +11,8 @@ lookup: any difference is a miss, never a stale cubin.
 - the sha256 of its source file, and of the files of user modules it references;
 - every global its code names (``code.co_names``) that exists in its module, by a digest
   of the value's :func:`stable_text` (numbers, strings, tuples, lists, dicts, sets,
-  DTypes, enums, dataclasses field by field, numpy arrays by content, functions by name
-  with their closure and defaults, ``functools.partial`` and ``lru_cache`` functions by
+  DTypes, enums, dataclasses field by field, numpy arrays by content, functions by name,
+  bytecode, closure and defaults, ``functools.partial`` and ``lru_cache`` functions by
   what they wrap, objects with ``__tylo_cache_key__``), and names that
   resolve to builtins (a later global of that name shadows the builtin: a miss);
 - through modules and user classes it names, their attributes that the code names too:
@@ -43,7 +43,7 @@ from typing import Any
 
 from tylo.dtypes import DType
 
-__all__ = ["Dependencies", "stable_text"]
+__all__ = ["Dependencies", "code_digest", "stable_text"]
 
 _SIMPLE = (int, float, str, bytes, bool, type(None), complex)
 _MAX_DEPTH = 48  # nesting of a value's text (deeper: no stable text)
@@ -116,6 +116,30 @@ def _qualname(obj: Any) -> str:
     return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', '?')}"
 
 
+def code_digest(code: types.CodeType) -> str:
+    """A sha256 of what ``code`` does: its bytecode, constants (nested code objects
+    included), names and variable names; equal in every process of one Python version."""
+    digest = hashlib.sha256()
+    _hash_code(code, digest)
+    return digest.hexdigest()
+
+
+def _hash_code(code: types.CodeType, digest: Any) -> None:
+    digest.update(code.co_code)
+    for part in (code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars):
+        digest.update(repr(part).encode())
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            digest.update(b"<code>")
+            _hash_code(const, digest)
+        else:  # stable_text: a frozenset's repr follows string hashes, random per process
+            try:
+                text = stable_text(const)
+            except _Unstable:
+                text = repr(const)  # Ellipsis
+            digest.update(f"{type(const).__name__}:{text};".encode("utf-8", "surrogatepass"))
+
+
 def _function_text(fn: types.FunctionType, depth: int) -> str:
     """A function by name, with what its code cannot show: closure cells and defaults
     (its code is covered by its file's hash once it runs). A function of tylo's own (say,
@@ -133,7 +157,8 @@ def _function_text(fn: types.FunctionType, depth: int) -> str:
             cells.append(f"{name}=<empty>")
     defaults = stable_text(fn.__defaults__, depth) if fn.__defaults__ else ""
     kwdefaults = stable_text(fn.__kwdefaults__, depth) if fn.__kwdefaults__ else ""
-    return f"function {_qualname(fn)}[{';'.join(cells)}]({defaults}|{kwdefaults})"
+    code = code_digest(fn.__code__)
+    return f"function {_qualname(fn)}<{code}>[{';'.join(cells)}]({defaults}|{kwdefaults})"
 
 
 def _digest(text: str) -> str:
