@@ -157,12 +157,18 @@ def test_closures_and_defaults_are_part_of_a_function_value():
         stable_text(make(object(), 2))
 
 
-def test_a_function_value_includes_its_code():
+def test_a_function_value_includes_its_code(tmp_path):
     ns_a: dict = {}
     ns_b: dict = {}
-    exec("def f(x):\n    return x in {'a', 'b', 'c'} and (lambda: 1)()", ns_a)  # noqa: S102
-    exec("def f(x):\n    return x in {'a', 'b', 'd'} and (lambda: 1)()", ns_b)  # noqa: S102
-    assert stable_text(ns_a["f"]) != stable_text(ns_b["f"])  # same name, other code
+    path = str(tmp_path / "f.py")
+    (tmp_path / "f.py").write_text("")
+    src = "def f(x):\n    return x in {'a', 'b', 'c'} and (lambda: 1)()"
+    exec(compile(src, path, "exec"), ns_a)  # noqa: S102
+    exec(compile(src.replace("'c'", "'d'"), path, "exec"), ns_b)  # noqa: S102
+    assert stable_text(ns_a["f"]) != stable_text(ns_b["f"])  # same name and file, other code
+    exec(compile(src, "<string>", "exec"), ns_b)  # noqa: S102
+    with pytest.raises(_Unstable, match="no source file"):  # its reads could not be checked
+        stable_text(ns_b["f"])
     code = ns_a["f"].__code__
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]); from tylo.kernel.reads import "

@@ -149,6 +149,10 @@ def _function_text(fn: types.FunctionType, depth: int) -> str:
         wrapped = getattr(fn, "__wrapped__", None)
         inner = "" if wrapped is None else stable_text(wrapped, depth)
         return f"tylo function {_qualname(fn)}({inner})"
+    if not os.path.isfile(fn.__code__.co_filename):
+        # exec'd code (``<string>``): the trace's hook sees no file, so the globals it
+        # reads could not be checked; no stable text keeps it out of the first level
+        raise _Unstable(f"{_qualname(fn)} has no source file")
     cells = []
     for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
         try:
