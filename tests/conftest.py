@@ -6,6 +6,8 @@
   need and what was found, or failed under ``TYLO_REQUIRE_GPU_RUNTIME=1``.
 * Tests that use ``gpu_runtime`` get the ``gpu`` marker (``-m "not gpu"`` leaves them out).
 * ``TYLO_EVIDENCE=<dir>`` is honoured by :func:`tylo.backend.pipeline.compile_ir` itself.
+* Tests never touch the user's disk cache: at session start ``TYLO_CACHE_DIR`` points at a
+  fresh temporary directory (removed at the end); subprocesses inherit it.
 
 Every xdist worker reads the device once (``tylo.testing.runtime_target`` is memoized).
 """
@@ -13,11 +15,27 @@ Every xdist worker reads the device once (``tylo.testing.runtime_target`` is mem
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from tylo.target import Target
+
+
+_SESSION_CACHE: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # before any test or collection compiles: the user's real cache stays untouched
+    _SESSION_CACHE.append(tempfile.mkdtemp(prefix="tylo-test-cache-"))
+    os.environ["TYLO_CACHE_DIR"] = _SESSION_CACHE[-1]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _SESSION_CACHE:
+        shutil.rmtree(_SESSION_CACHE.pop(), ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

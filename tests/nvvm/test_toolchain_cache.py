@@ -1,19 +1,24 @@
-"""compile_ir through the disk cache, across processes, and TYLO_EVIDENCE (no GPU)."""
+"""compile_ir through the disk cache, across processes, and TYLO_EVIDENCE; the kernel
+cache refusing tampered entries (no GPU)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
+import tylo
 from tylo.backend import CompileOptions, compile_ir
+from tylo.backend import cache as C
 from tylo.backend import pipeline as P
 from tylo.backend.cache import DiskCache
 from tylo.backend.errors import CompileWarning
 from tylo.backend.sass import find_nvdisasm
+from tylo.kernel import diskcache
 from tylo.testing import vector_add_ir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -137,3 +142,92 @@ def test_unwritable_evidence_warns(cache_dir, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("TYLO_EVIDENCE", str(blocker / "sub"))
     with pytest.warns(CompileWarning, match="TYLO_EVIDENCE"):
         compile_ir(vector_add_ir(), "sm_90a")
+
+
+# ------------------------------------------------- the first-level (kernel) cache, tampered
+
+
+def _guarded_scale(out, x, n):
+    tylo.assume(tylo.divisible(n, 4))
+    i = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x
+    if i < n:
+        out[i] = x[i] * 2.0
+
+
+def _compile_fresh():
+    """A new Kernel object for the same function: only the disk cache can know it."""
+    k = tylo.kernel(_guarded_scale)
+    return k, k.compile(tylo.f32, tylo.f32, int, block=128, target="sm_90a")
+
+
+def _kernel_entry(cache_dir: Path) -> tuple[Path, C.CacheEntry]:
+    found = []
+    for path in cache_dir.rglob("*.tylo"):
+        e = C._decode(path.read_bytes(), path.stem)
+        if e is not None and e.meta.get("format") == diskcache.FORMAT:
+            found.append((path, e))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _forge(path: Path, e: C.CacheEntry, **meta) -> None:
+    """Rewrite the entry with other metadata and a *correct* checksum (what someone who
+    can write the cache directory can do)."""
+    path.write_bytes(C._encode(path.stem, C.CacheEntry(e.ptx, e.cubin, e.info_log,
+                                                       {**e.meta, **meta})))
+
+
+def _flip_in_cubin(path: Path, e: C.CacheEntry) -> None:
+    data = bytearray(path.read_bytes())
+    at = bytes(data).index(e.cubin) + len(e.cubin) // 2
+    data[at] ^= 0x40
+    path.write_bytes(bytes(data))
+
+
+def _edit(old: bytes, new: bytes):
+    def edit(path: Path, e: C.CacheEntry) -> None:
+        data = path.read_bytes()
+        assert old in data
+        path.write_bytes(data.replace(old, new))
+
+    return edit
+
+
+MARKER = Path(tempfile.gettempdir()) / f"tylo-pwned-{os.getpid()}"
+PAYLOAD = f"__import__('pathlib').Path({str(MARKER)!r}).touch() or True"
+
+TAMPER = {
+    "header byte": _edit(b'"dynamic_shared_bytes": 0', b'"dynamic_shared_bytes": 8'),
+    "guard": _edit(b'["v", 2], 4]', b'["v", 2], 1]'),
+    "cubin": _flip_in_cubin,
+    "forged runtime": lambda p, e: _forge(p, e, runtime=[0, 1, 1]),
+    "forged shared size": lambda p, e: _forge(p, e, dynamic_shared_bytes=-1),
+    "forged entry name": lambda p, e: _forge(p, e, entry="k; rm -rf"),
+    "forged guard as code": lambda p, e: _forge(p, e, guards=[["pwned", PAYLOAD]]),
+    "forged guard tree": lambda p, e: _forge(p, e, guards=[["pwned", [PAYLOAD, ["v", 2]]]]),
+    "forged deps": lambda p, e: _forge(p, e, deps=PAYLOAD),
+}
+
+
+@pytest.mark.parametrize("how", list(TAMPER))
+def test_a_tampered_kernel_entry_is_refused_and_recompiled(cache_dir, how) -> None:
+    MARKER.unlink(missing_ok=True)
+    _, good = _compile_fresh()
+    path, e = _kernel_entry(cache_dir)
+    TAMPER[how](path, e)
+    k, again = _compile_fresh()
+    assert (k.stats.traces, k.stats.disk_hits) == (1, 0)  # refused: traced again
+    assert again.guards == good.guards and again.runtime == good.runtime
+    assert again.dynamic_shared_bytes == good.dynamic_shared_bytes and again.cubin == good.cubin
+    assert not MARKER.exists()  # the payload never ran
+    k, hit = _compile_fresh()  # the recompile stored a good entry again
+    assert (k.stats.traces, k.stats.disk_hits) == (0, 1) and hit.guards == good.guards
+
+
+def test_the_payload_is_live_code() -> None:
+    """The forged guard would run if it were evaluated, as guard text was before: the
+    test above would see the marker."""
+    MARKER.unlink(missing_ok=True)
+    eval(f"lambda v: {PAYLOAD}", {"__builtins__": __builtins__})((0, 0, 4))  # noqa: S307
+    assert MARKER.exists()
+    MARKER.unlink()

@@ -1,12 +1,27 @@
 """Disk cache of compiled modules (PTX, cubin, linker log), shared across processes.
 
-Location ``$TYLO_CACHE_DIR`` (default ``~/.cache/tylo``); ``TYLO_CACHE=0`` turns it off.
+Location: ``$TYLO_CACHE_DIR`` when set, else the platform's per-user cache directory
+(:func:`cache_dir`: platformdirs when installed; otherwise ``$XDG_CACHE_HOME/tylo`` or
+``~/.cache/tylo`` on Linux, ``~/Library/Caches/tylo`` on macOS,
+``%LOCALAPPDATA%\\tylo\\Cache`` on Windows). ``TYLO_CACHE=0`` turns the cache off. A
+``TYLO_CACHE_DIR`` that cannot be used (not a directory, cannot be created, not writable)
+raises :class:`CacheError`; an unusable platform default only warns once and compiles
+without the cache.
+
 A key is a sha256 over everything that can change the output: tylo's own source (every
 ``tylo/**/*.py``, hashed once per process, so editing tylo invalidates old entries without
 relying on modification times), the IR, the target, the options and the toolchain
 versions. Entries are written atomically (a temporary file in the same directory, then
-``os.replace``) and carry a sha256 of their payload: a truncated or corrupt entry is
-removed and reported as a miss, never an error.
+``os.replace``) and carry a sha256 of *everything* after it: the key, the sizes, the
+metadata and the payload. A truncated, corrupt or edited entry is removed and reported as
+a miss, never an error. (The checksum finds damage and edits that did not recompute it;
+it is not a signature: the directory is created private to its user, and whoever can
+write it controls what the GPU runs, as with any cache of machine code. Nothing read
+from it is ever evaluated as Python.)
+
+The cache is bounded: after each write, entries are evicted least recently used first
+(a hit marks its entry used) until the total size is at most ``TYLO_CACHE_MAX_BYTES``
+(default :data:`DEFAULT_MAX_BYTES`, 1 GiB).
 """
 
 from __future__ import annotations
@@ -16,7 +31,9 @@ import hashlib
 import json
 import os
 import struct
+import sys
 import tempfile
+import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,22 +42,37 @@ from typing import Any
 
 import tylo
 from tylo.backend.errors import CompileWarning
+from tylo.errors import TyloError
 
 __all__ = [
     "CacheEntry",
+    "CacheError",
+    "DEFAULT_MAX_BYTES",
     "DiskCache",
     "cache_dir",
     "cache_enabled",
     "cache_key",
     "default_cache",
+    "max_bytes",
+    "platform_cache_dir",
     "source_hash",
 ]
 
-FORMAT_VERSION = 1
-_MAGIC = b"TYLO-CACHE\x01\n"
+FORMAT_VERSION = 2
+#: The size bound when ``TYLO_CACHE_MAX_BYTES`` is not set (1 GiB: thousands of kernels).
+DEFAULT_MAX_BYTES = 1 << 30
+_MAGIC = b"TYLO-CACHE\x02\n"
+_DIGEST = 32  # sha256 of everything after it
 _HEADER = struct.Struct("<I")
 _SUFFIX = ".tylo"
 _OFF_VALUES = ("0", "false", "no", "off")
+_STALE_TMP_S = 3600.0  # a writer's temporary file older than this was left by a crash
+
+
+class CacheError(TyloError):
+    """A cache setting cannot be used: ``TYLO_CACHE_DIR`` names something that is not a
+    usable directory, or ``TYLO_CACHE_MAX_BYTES`` is not a positive integer. The message
+    names the setting, its value, what is wrong and the fix."""
 
 
 def cache_enabled() -> bool:
@@ -48,10 +80,52 @@ def cache_enabled() -> bool:
     return os.environ.get("TYLO_CACHE", "1").strip().lower() not in _OFF_VALUES
 
 
+def platform_cache_dir(platform: str, environ: Mapping[str, str], home: Path) -> Path:
+    """The per-user cache directory for tylo by ``platform``'s convention (``sys.platform``
+    values), without platformdirs: ``%LOCALAPPDATA%\\tylo\\Cache`` on Windows,
+    ``~/Library/Caches/tylo`` on macOS, else ``$XDG_CACHE_HOME/tylo`` (an absolute
+    ``XDG_CACHE_HOME`` only, as the XDG spec says) or ``~/.cache/tylo``."""
+    if platform.startswith("win"):
+        local = environ.get("LOCALAPPDATA", "")
+        base = Path(local) if local and os.path.isabs(local) else home / "AppData" / "Local"
+        return base / "tylo" / "Cache"
+    if platform == "darwin":
+        return home / "Library" / "Caches" / "tylo"
+    xdg = environ.get("XDG_CACHE_HOME", "")
+    return (Path(xdg) if xdg and os.path.isabs(xdg) else home / ".cache") / "tylo"
+
+
 def cache_dir() -> Path:
-    """``$TYLO_CACHE_DIR``, else ``~/.cache/tylo``."""
-    configured = os.environ.get("TYLO_CACHE_DIR")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "tylo"
+    """``$TYLO_CACHE_DIR`` (made absolute) when set and non-empty; else platformdirs'
+    ``user_cache_dir("tylo")`` when platformdirs is installed; else
+    :func:`platform_cache_dir` for this platform."""
+    configured = os.environ.get("TYLO_CACHE_DIR", "")
+    if configured:
+        return Path(os.path.abspath(os.path.expanduser(configured)))
+    try:
+        import platformdirs
+    except ImportError:
+        return platform_cache_dir(sys.platform, os.environ, Path.home())
+    return Path(platformdirs.user_cache_dir("tylo", appauthor=False))
+
+
+def max_bytes() -> int:
+    """``TYLO_CACHE_MAX_BYTES`` (a positive integer of bytes; ``_`` separators allowed), or
+    :data:`DEFAULT_MAX_BYTES`; anything else raises :class:`CacheError`."""
+    text = os.environ.get("TYLO_CACHE_MAX_BYTES", "").strip()
+    if not text:
+        return DEFAULT_MAX_BYTES
+    try:
+        value = int(text, 10)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise CacheError(
+            f"tylo cache: TYLO_CACHE_MAX_BYTES={text!r} is not a positive integer of bytes; "
+            f"set it to e.g. {DEFAULT_MAX_BYTES} (the default), or TYLO_CACHE=0 to turn the "
+            "cache off"
+        )
+    return value
 
 
 @functools.lru_cache(maxsize=1)
@@ -87,7 +161,8 @@ def cache_key(llvm_ir: str, target: str, options: str, toolchain: Mapping[str, s
 
 @dataclass(frozen=True)
 class CacheEntry:
-    """What a cache entry stores: the stages that cost time to produce."""
+    """What a cache entry stores: the stages that cost time to produce, and JSON
+    metadata (covered by the entry's checksum like the rest)."""
 
     ptx: str
     cubin: bytes
@@ -96,10 +171,14 @@ class CacheEntry:
 
 
 class DiskCache:
-    """A directory of compiled modules keyed by :func:`cache_key`."""
+    """A directory of compiled modules keyed by :func:`cache_key`, at most ``limit`` bytes
+    in total after each :meth:`put` (default: :func:`max_bytes`)."""
 
-    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str] | None = None, *, limit: int | None = None
+    ) -> None:
         self.directory = Path(directory) if directory is not None else cache_dir()
+        self.limit = max_bytes() if limit is None else limit
         self._warned = False
 
     def path(self, key: str) -> Path:
@@ -108,40 +187,45 @@ class DiskCache:
 
     def lookup(self, key: str) -> tuple[CacheEntry | None, str]:
         """(entry, status) with status ``'hit'``, ``'miss'`` or ``'corrupt'`` (the bad
-        entry has been removed)."""
+        entry has been removed). A hit marks the entry used (for eviction)."""
         path = self.path(key)
         try:
             data = path.read_bytes()
-        except FileNotFoundError:
-            return None, "miss"
         except OSError:
             return None, "miss"
         entry = _decode(data, key)
         if entry is None:
-            try:
-                path.unlink()
-            except OSError:
-                pass
+            self.discard(key)
             return None, "corrupt"
+        _touch(path)
         return entry, "hit"
 
     def get(self, key: str) -> CacheEntry | None:
         """The entry for ``key``, or None (missing or corrupt)."""
         return self.lookup(key)[0]
 
+    def discard(self, key: str) -> None:
+        """Remove the entry for ``key`` if there is one (a reader that finds an intact
+        entry unusable, e.g. one whose metadata does not validate, drops it)."""
+        try:
+            self.path(key).unlink()
+        except OSError:
+            pass
+
     def put(self, key: str, entry: CacheEntry) -> bool:
-        """Store ``entry`` atomically; returns False (with one warning) if the directory is
-        not writable."""
+        """Store ``entry`` atomically, then evict least recently used entries until the
+        cache holds at most ``limit`` bytes; returns whether the entry is stored. A
+        directory that cannot be written gives one warning and False."""
         path = self.path(key)
         data = _encode(key, entry)
         tmp = None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=_SUFFIX, dir=path.parent)
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
             os.replace(tmp, path)
-            return True
+            _touch(path)
         except OSError as err:
             if tmp is not None:
                 try:
@@ -155,11 +239,60 @@ class DiskCache:
                     stacklevel=2,
                 )
             return False
+        self.evict()
+        return path.exists()
+
+    def entries(self) -> list[tuple[int, int, Path]]:
+        """``(last_use_ns, size, path)`` of every entry (all format versions), oldest use
+        first."""
+        found = []
+        for path in self.directory.glob(f"v*/*/*{_SUFFIX}"):
+            if path.name.startswith(".tmp-"):
+                continue
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            found.append((max(st.st_atime_ns, st.st_mtime_ns), st.st_size, path))
+        found.sort()
+        return found
+
+    def size(self) -> int:
+        """Total bytes of the entries."""
+        return sum(size for _, size, _ in self.entries())
+
+    def evict(self, limit: int | None = None) -> int:
+        """Remove entries, least recently used first, until the total is at most
+        ``limit`` (default ``self.limit``) bytes; also removes temporary files that
+        crashed writers left. Returns how many entries were removed."""
+        limit = self.limit if limit is None else limit
+        now = time.time()
+        for tmp in self.directory.glob(f"v*/*/.tmp-*{_SUFFIX}"):
+            try:
+                if now - tmp.stat().st_mtime > _STALE_TMP_S:
+                    tmp.unlink()
+            except OSError:
+                pass
+        found = self.entries()
+        total = sum(size for _, size, _ in found)
+        removed = 0
+        for _, size, path in found:
+            if total <= limit:
+                break
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass  # another process evicted it
+            except OSError:
+                continue
+            total -= size
+            removed += 1
+        return removed
 
     def clear(self) -> int:
         """Remove every entry; returns how many were removed."""
         removed = 0
-        for path in self.directory.glob(f"v*/*/*{_SUFFIX}"):
+        for _, _, path in self.entries():
             try:
                 path.unlink()
                 removed += 1
@@ -168,46 +301,88 @@ class DiskCache:
         return removed
 
 
+_checked: set[Path] = set()
+
+
+def _usable_configured_dir(directory: Path) -> None:
+    """Raise :class:`CacheError` unless ``directory`` (from ``TYLO_CACHE_DIR``) exists or
+    can be created, and is a directory this process can write (checked once)."""
+    if directory in _checked:
+        return
+    fix = "point TYLO_CACHE_DIR at a writable directory, or set TYLO_CACHE=0"
+    if directory.exists() and not directory.is_dir():
+        raise CacheError(f"tylo cache: TYLO_CACHE_DIR={str(directory)!r} is not a directory; {fix}")
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as err:
+        raise CacheError(
+            f"tylo cache: cannot create TYLO_CACHE_DIR={str(directory)!r} "
+            f"({err.strerror or err}); {fix}"
+        ) from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise CacheError(
+            f"tylo cache: TYLO_CACHE_DIR={str(directory)!r} is not writable by this user; {fix}"
+        )
+    _checked.add(directory)
+
+
 def default_cache() -> DiskCache | None:
-    """The cache the environment asks for, or None when ``TYLO_CACHE=0``."""
-    return DiskCache(cache_dir()) if cache_enabled() else None
+    """The cache the environment asks for, or None when ``TYLO_CACHE=0``. Raises
+    :class:`CacheError` for a ``TYLO_CACHE_DIR`` or ``TYLO_CACHE_MAX_BYTES`` that cannot
+    be used."""
+    if not cache_enabled():
+        return None
+    directory = cache_dir()
+    if os.environ.get("TYLO_CACHE_DIR", ""):
+        _usable_configured_dir(directory)
+    return DiskCache(directory)
+
+
+def _touch(path: Path) -> None:
+    """Mark ``path`` used now (explicitly: mounts with ``noatime`` never update it)."""
+    now = time.time_ns()
+    try:
+        os.utime(path, ns=(now, now))
+    except OSError:
+        pass
 
 
 def _encode(key: str, entry: CacheEntry) -> bytes:
     parts = [entry.ptx.encode(), entry.cubin, entry.info_log.encode()]
-    payload = b"".join(parts)
     header = json.dumps(
-        {
-            "key": key,
-            "sizes": [len(p) for p in parts],
-            "sha256": hashlib.sha256(payload).hexdigest(),
-            "meta": entry.meta,
-        },
+        {"key": key, "sizes": [len(p) for p in parts], "meta": entry.meta},
         sort_keys=True,
+        allow_nan=False,
     ).encode()
-    return _MAGIC + _HEADER.pack(len(header)) + header + payload
+    body = _HEADER.pack(len(header)) + header + b"".join(parts)
+    return _MAGIC + hashlib.sha256(body).digest() + body
 
 
 def _decode(data: bytes, key: str) -> CacheEntry | None:
-    """The entry in ``data``, or None if it is not a complete, intact entry for ``key``."""
+    """The entry in ``data``, or None if it is not a complete, intact entry for ``key``
+    (any changed byte, header and metadata included, fails the checksum)."""
     try:
-        if not data.startswith(_MAGIC):
+        if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + _DIGEST + _HEADER.size:
             return None
-        pos = len(_MAGIC)
-        (hlen,) = _HEADER.unpack_from(data, pos)
-        pos += _HEADER.size
-        header = json.loads(data[pos : pos + hlen])
-        payload = data[pos + hlen :]
+        body = memoryview(data)[len(_MAGIC) + _DIGEST :]
+        if hashlib.sha256(body).digest() != data[len(_MAGIC) : len(_MAGIC) + _DIGEST]:
+            return None
+        (hlen,) = _HEADER.unpack_from(body, 0)
+        header = json.loads(bytes(body[_HEADER.size : _HEADER.size + hlen]))
+        payload = body[_HEADER.size + hlen :]
         sizes = header["sizes"]
+        meta = header["meta"]
         if (
             header["key"] != key
+            or not isinstance(meta, dict)
+            or not isinstance(sizes, list)
             or len(sizes) != 3
+            or not all(type(s) is int and s >= 0 for s in sizes)
             or sum(sizes) != len(payload)
-            or hashlib.sha256(payload).hexdigest() != header["sha256"]
         ):
             return None
         ptx, cubin = payload[: sizes[0]], payload[sizes[0] : sizes[0] + sizes[1]]
         log = payload[sizes[0] + sizes[1] :]
-        return CacheEntry(ptx.decode(), bytes(cubin), log.decode(), dict(header.get("meta", {})))
-    except (ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError):
+        return CacheEntry(bytes(ptx).decode(), bytes(cubin), bytes(log).decode(), meta)
+    except (ValueError, KeyError, TypeError, struct.error, RecursionError):
         return None

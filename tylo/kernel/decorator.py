@@ -353,7 +353,7 @@ class Kernel:
                     "entry": result.entry,
                     "runtime": list(result.runtime),
                     "dynamic_shared_bytes": result.dynamic_shared_bytes,
-                    "guards": [[g.text, g.source] for g in result.guards],
+                    "guards": [g.to_data() for g in result.guards],
                     "deps": result.deps.to_json() if result.deps is not None else {},
                 },
             )
@@ -410,7 +410,7 @@ class Kernel:
             index_bits=self.index_bits,
             dynamic_shared_bytes=int(meta["dynamic_shared_bytes"]),
             timings=timings,
-            guards=tuple(Guard(t, src) for t, src in meta.get("guards", [])),
+            guards=tuple(Guard.from_data(g) for g in meta.get("guards", [])),
         )
 
 

@@ -10,77 +10,44 @@ this module keys a specialization on what determines its IR:
   (:func:`tylo_identity`: paths, sizes and modification times; a miss here only means a
   trace, after which the toolchain's cache checks tylo's sources by content);
 - each parameter's binding: kinds, dtypes, checks, and static values in a *stable* text
-  (ints, floats, strings, tuples, DTypes, enums, frozen dataclasses field by field,
-  functions by qualified name, objects with ``__tylo_cache_key__``); a static value or a
-  closure variable without a stable text disables this cache for that specialization
-  (tracing then goes through the IR-keyed cache as before);
+  (:func:`~tylo.kernel.reads.stable_text`: numbers, strings, containers, DTypes, enums,
+  dataclasses field by field, functions by name with their closures and defaults,
+  objects with ``__tylo_cache_key__``); a static value or a closure variable without a
+  stable text disables this cache for that specialization (tracing then goes through the
+  IR-keyed cache as before);
 - the closure variables of the kernel function, the same way.
 
-The entry records what the trace depended on, and a lookup re-checks it: the sha256 of
-every user source file whose code ran during the trace (the kernel's file, helpers'
-files) and of files of user modules the traced code referenced, plus the values of
-simple globals (numbers, strings, tuples, DTypes) the traced code read. Any difference is
-a miss, so an edited kernel, helper or module constant is never served a stale cubin.
-What a trace reads from elsewhere (environment variables, data files) is not seen: such
-inputs belong in static arguments, or set ``TYLO_CACHE=0``.
+The entry records what the trace read (:class:`~tylo.kernel.reads.Dependencies`: the
+sha256 of every user source file whose code ran, and a digest of every global, module
+attribute and class attribute that code names), and a lookup re-checks it: any
+difference is a miss, so an edited kernel or helper, a changed ``CONST['a']`` or
+``othermodule.ATTR`` is never served a stale cubin. A trace that read a value without a
+stable text is not stored. The entry's metadata is covered by the toolchain cache's
+checksum and validated on load (:func:`valid_meta`); its guards are data
+(:mod:`tylo.kernel.guardexpr`), never evaluated.
 
 Entries are stored by the toolchain's :class:`~tylo.backend.cache.DiskCache` (atomic
-writes, checksums; a corrupt entry is a miss) under ``$TYLO_CACHE_DIR``.
+writes, checksums, a bounded size; a corrupt entry is a miss) in its directory.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import functools
 import hashlib
 import os
+import re
 import sys
-import types
 from collections.abc import Sequence
 from typing import Any
 
-from tylo.dtypes import DType
+from tylo.kernel.reads import Dependencies, _Unstable, code_digest, stable_text
 
-__all__ = ["Dependencies", "lookup", "specialization_key", "stable_text", "store"]
+__all__ = ["Dependencies", "lookup", "specialization_key", "stable_text", "store", "valid_meta"]
 
-FORMAT = "tylo-kernel-l1-v1"
-_SIMPLE = (int, float, str, bytes, bool, type(None))
-
-
-class _Unstable(Exception):
-    """A value has no stable text (internal)."""
-
-
-def stable_text(value: Any) -> str:
-    """A text of ``value`` that is the same in every process, or raise ``_Unstable``."""
-    if isinstance(value, _SIMPLE):
-        return repr(value)
-    if isinstance(value, DType):
-        return f"tylo.{value.name}"
-    if isinstance(value, enum.Enum):
-        return f"{type(value).__module__}.{type(value).__qualname__}.{value.name}"
-    if isinstance(value, (tuple, list, frozenset)):
-        items = (
-            sorted(stable_text(v) for v in value)
-            if isinstance(value, frozenset)
-            else [stable_text(v) for v in value]
-        )
-        return f"{type(value).__name__}({','.join(items)})"
-    hook = getattr(value, "__tylo_cache_key__", None)
-    if hook is not None:
-        return f"{type(value).__module__}.{type(value).__qualname__}:{stable_text(hook())}"
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = ",".join(
-            f"{f.name}={stable_text(getattr(value, f.name))}" for f in dataclasses.fields(value)
-        )
-        return f"{type(value).__module__}.{type(value).__qualname__}({fields})"
-    if isinstance(value, (types.FunctionType, type)):
-        return f"{value.__module__}.{value.__qualname__}"
-    module = type(value).__module__
-    if module.startswith("tylo.") and type(value).__repr__ is not object.__repr__:
-        return f"{module}.{type(value).__qualname__}:{value!r}"  # tylo's own value types
-    raise _Unstable(type(value).__name__)
+FORMAT = "tylo-kernel-l1-v2"
+_ENTRY_NAME = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]{0,255}")
+_MAX_PARAMS = 1 << 16
+_MAX_DYNAMIC_SHARED = 1 << 32
 
 
 def _binding_text(b: Any) -> str:
@@ -143,14 +110,18 @@ def specialization_key(
     kernel: Any, bindings: Sequence[Any], block: tuple[int, int, int], target: Any
 ) -> str | None:
     """The first-level key of one specialization, or None when some static value or
-    closure variable has no stable text."""
+    closure variable has no stable text, or the kernel's code is not in a source file
+    (``exec``, ``python -c``: the lookup could not check what that code reads)."""
     fn = kernel.fn
+    if not os.path.isfile(fn.__code__.co_filename):
+        return None
     try:
         closure = [stable_text(c.cell_contents) for c in fn.__closure__ or ()]
         parts = {
             "format": FORMAT,
             "kernel": f"{fn.__module__}.{fn.__qualname__}",
             "file": fn.__code__.co_filename,
+            "code": code_digest(fn.__code__),
             "index_bits": str(kernel.index_bits),
             "options": kernel.options.canonical() if kernel.options is not None else "default",
             "block": repr(block),
@@ -169,74 +140,42 @@ def specialization_key(
     return digest.hexdigest()
 
 
-# ---------------------------------------------------------------------------- dependencies
-
-
-def _file_hash(path: str) -> str | None:
-    try:
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
-    except OSError:
-        return None
-
-
-class Dependencies:
-    """What a trace read: user files (with hashes) and simple global values."""
-
-    def __init__(self) -> None:
-        self.files: dict[str, str | None] = {}
-        self.values: dict[tuple[str, str], str] = {}
-
-    def add_code(self, code: types.CodeType, f_globals: dict[str, Any] | None) -> None:
-        """Record that ``code`` (a user function) ran with ``f_globals``."""
-        from tylo.kernel.errors import is_user_file
-
-        if code.co_filename not in self.files:
-            self.files[code.co_filename] = _file_hash(code.co_filename)
-        if f_globals is None:
-            return
-        module = f_globals.get("__name__", "?")
-        for name in code.co_names:
-            if name not in f_globals:
-                continue
-            value = f_globals[name]
-            if isinstance(value, types.ModuleType):
-                path = getattr(value, "__file__", None)
-                if path and is_user_file(path) and path not in self.files:
-                    self.files[path] = _file_hash(path)
-                continue
-            try:
-                if isinstance(value, (*_SIMPLE, tuple, DType)):
-                    self.values[(module, name)] = stable_text(value)
-            except _Unstable:
-                pass
-
-    def to_json(self) -> dict[str, Any]:
-        return {"files": self.files, "values": [[m, n, v] for (m, n), v in self.values.items()]}
-
-    @staticmethod
-    def still_valid(record: dict[str, Any]) -> bool:
-        """Whether the recorded files and values are unchanged in this process."""
-        for path, digest in record.get("files", {}).items():
-            if digest is None or _file_hash(path) != digest:
-                return False
-        for module, name, text in record.get("values", []):
-            mod = sys.modules.get(module)
-            if mod is None or name not in vars(mod):
-                return False
-            try:
-                if stable_text(vars(mod)[name]) != text:
-                    return False
-            except _Unstable:
-                return False
-        return True
-
-
 # ---------------------------------------------------------------------------- store / load
 
 
+def valid_meta(meta: Any) -> bool:
+    """Whether ``meta`` (read from an entry) is what :func:`store` writes: this format,
+    an entry name, distinct ascending runtime parameter indexes, a dynamic shared size
+    in ``0..2**32``, guards that validate as data (:meth:`Guard.from_data
+    <tylo.kernel.guards.Guard.from_data>`: never evaluated) and a dependency record."""
+    from tylo.kernel.guards import Guard, GuardDataError
+
+    if type(meta) is not dict or meta.get("format") != FORMAT:
+        return False
+    entry, runtime = meta.get("entry"), meta.get("runtime")
+    dyn, guards = meta.get("dynamic_shared_bytes"), meta.get("guards", [])
+    if type(entry) is not str or not _ENTRY_NAME.fullmatch(entry):
+        return False
+    if type(runtime) is not list or not all(type(i) is int for i in runtime):
+        return False
+    if any(not 0 <= i < _MAX_PARAMS for i in runtime) or runtime != sorted(set(runtime)):
+        return False
+    if type(dyn) is not int or not 0 <= dyn <= _MAX_DYNAMIC_SHARED:
+        return False
+    if type(meta.get("llvm", "")) is not str or type(guards) is not list:
+        return False
+    try:
+        for g in guards:
+            Guard.from_data(g)
+    except GuardDataError:
+        return False
+    return type(meta.get("deps")) is dict
+
+
 def lookup(key: str) -> tuple[Any, dict[str, Any]] | None:
-    """``(CacheEntry, meta)`` for ``key`` when present and its dependencies are unchanged."""
+    """``(CacheEntry, meta)`` for ``key`` when present, intact (the toolchain cache's
+    checksum covers the metadata), well formed (:func:`valid_meta`; else the entry is
+    dropped) and its recorded dependencies are unchanged in this process."""
     from tylo.backend.cache import default_cache
 
     disk = default_cache()
@@ -246,15 +185,24 @@ def lookup(key: str) -> tuple[Any, dict[str, Any]] | None:
     if entry is None:
         return None
     meta = entry.meta
-    if meta.get("format") != FORMAT or not Dependencies.still_valid(meta.get("deps", {})):
+    if not valid_meta(meta):
+        disk.discard(key)
+        return None
+    if not Dependencies.still_valid(meta["deps"]):
         return None
     return entry, meta
 
 
 def store(key: str, module: Any, meta: dict[str, Any]) -> None:
-    """Record ``module`` (a CompiledModule) and the specialization's ``meta`` under ``key``."""
+    """Record ``module`` (a CompiledModule) and the specialization's ``meta`` under
+    ``key``, unless the trace was unverifiable (it read a value without a stable text):
+    such a specialization is traced in every process, and its cubin comes from the
+    IR-keyed cache."""
     from tylo.backend.cache import CacheEntry, default_cache
 
+    deps = meta.get("deps")
+    if type(deps) is not dict or "unverifiable" in deps:
+        return
     disk = default_cache()
     if disk is None:
         return

@@ -120,9 +120,10 @@ def _c_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) -> Any:
     entry = hot.entry
     ints, aligns = entry.check_values()
     guard = None
-    if entry.guards:
-        body = " and ".join(f"({g.source})" for g in entry.guards)
-        guard = eval(f"lambda v: {body}", {"__builtins__": {"min": min, "max": max}})
+    if entry.guards:  # closures built from the guards' validated trees: nothing is eval'd
+        from tylo.kernel.guards import compile_guards
+
+        guard = compile_guards(entry.guards)
     slots = tuple(
         (i, p.code, off) for i, p, off in zip(entry.runtime, record.signature, record.offsets)
     )

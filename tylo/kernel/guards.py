@@ -25,12 +25,15 @@ from typing import Any
 
 import sympy
 
-from tylo.kernel import facts
+from tylo.kernel import facts, guardexpr
 from tylo.kernel.context import TraceContext, current
 from tylo.kernel.errors import KernelArgumentError, TraceError
+from tylo.kernel.guardexpr import GuardDataError
 from tylo.kernel.memory import Tensor
 
-__all__ = ["Guard", "assume", "assume_aligned", "divisible"]
+__all__ = ["Guard", "GuardDataError", "assume", "assume_aligned", "compile_guards", "divisible"]
+
+MAX_TEXT = 4096
 
 
 def divisible(expr: Any, divisor: Any) -> Any:
@@ -42,14 +45,53 @@ def divisible(expr: Any, divisor: Any) -> Any:
 
 @dataclass(frozen=True)
 class Guard:
-    """One launch check: ``text`` describes the fact, ``source`` is the Python expression
-    over ``v`` (the launch's argument values, one per Python parameter)."""
+    """One launch check: ``text`` describes the fact; ``expr`` is the fact as data, an
+    expression tree over ``v`` (the launch's argument values, one per Python parameter)
+    in the grammar of :mod:`tylo.kernel.guardexpr`, validated on construction (raises
+    :class:`~tylo.kernel.guardexpr.GuardDataError`). A guard is never stored or read
+    back as code: :meth:`compile` builds closures from the tree."""
 
     text: str
-    source: str
+    expr: Any
+
+    def __post_init__(self) -> None:
+        if type(self.text) is not str or len(self.text) > MAX_TEXT:
+            raise GuardDataError(
+                f"Guard: text must be a str of at most {MAX_TEXT} characters, got "
+                f"{type(self.text).__name__} of length {len(str(self.text))}"
+            )
+        object.__setattr__(self, "expr", guardexpr.validate(self.expr))
+
+    @property
+    def source(self) -> str:
+        """The fact as a Python expression over ``v[i]``, rendered from the validated
+        tree (for generated launch code; only ints, ``v[i]``, operators, ``min``/``max``)."""
+        return guardexpr.render(self.expr)
 
     def compile(self) -> Callable[[Sequence[Any]], bool]:
-        return eval(f"lambda v: {self.source}", {"__builtins__": {"min": min, "max": max}})
+        """``f(v)``: whether launch values ``v`` satisfy the fact (closures, no eval; a
+        division by zero is a violation)."""
+        return guardexpr.compile_expr(self.expr)
+
+    def to_data(self) -> list[Any]:
+        """``[text, expr]`` in JSON's types; :meth:`from_data` reads it back."""
+        return [self.text, guardexpr.to_data(self.expr)]
+
+    @classmethod
+    def from_data(cls, data: Any) -> Guard:
+        """The guard :meth:`to_data` wrote, validated; anything else raises
+        :class:`~tylo.kernel.guardexpr.GuardDataError` (never evaluated)."""
+        if type(data) is not list or len(data) != 2:
+            raise GuardDataError(
+                f"Guard.from_data: expected [text, expr], got {type(data).__name__}"
+            )
+        return cls(data[0], data[1])
+
+
+def compile_guards(guards: Sequence[Guard]) -> Callable[[Sequence[Any]], bool]:
+    """One function ``f(v)`` true exactly when ``v`` satisfies every guard (closures, no
+    eval; for launch paths that check all guards at once)."""
+    return guardexpr.compile_all([g.expr for g in guards])
 
 
 def _require_top_level(ctx: TraceContext, what: str) -> None:
@@ -71,8 +113,7 @@ def assume(*conditions: Any, message: str | None = None) -> None:
             continue
         if decided is False:
             raise TraceError(f"tylo.assume({cond}): this can never hold")
-        source = _python(ctx, cond)
-        ctx.guards.append(Guard(message or f"{cond}", source))
+        ctx.guards.append(_guard(message or f"{cond}", _tree(ctx, cond)))
         ctx.enter_facts(facts.assuming(cond))
 
 
@@ -90,7 +131,10 @@ def assume_aligned(ptr: Tensor, nbytes: int) -> Tensor:
         raise TraceError(f"tylo.assume_aligned: nbytes must be a power of two, got {nbytes!r}")
     if nbytes > ptr.align:
         ctx.guards.append(
-            Guard(f"{ptr.name} is aligned to {nbytes} bytes", f"v[{ptr.param}] % {nbytes} == 0")
+            _guard(
+                f"{ptr.name} is aligned to {nbytes} bytes",
+                ("==", ("%", ("v", ptr.param), nbytes), 0),
+            )
         )
     return Tensor(
         ptr.dtype,
@@ -103,19 +147,26 @@ def assume_aligned(ptr: Tensor, nbytes: int) -> Tensor:
     )
 
 
-def _python(ctx: TraceContext, e: Any) -> str:
-    """Python source for fact ``e`` over ``v[i]`` (the launch values)."""
+def _guard(text: str, tree: Any) -> Guard:
+    try:
+        return Guard(text, tree)
+    except GuardDataError as err:
+        raise TraceError(f"tylo.assume: cannot check {text} at launch: {err}") from None
+
+
+def _tree(ctx: TraceContext, e: Any) -> Any:
+    """Fact ``e`` as a guard expression tree over ``("v", i)`` (the launch values)."""
     from tylo.layouts.symbolic import Divisible
 
     if isinstance(e, Divisible):
-        return f"({_python(ctx, e.expr)}) % ({_python(ctx, e.divisor)}) == 0"
-    if isinstance(e, bool):
-        return str(e)
-    if isinstance(e, int):
-        return str(e)
+        return ("==", ("%", _tree(ctx, e.expr), _tree(ctx, e.divisor)), 0)
+    if isinstance(e, (bool, int)):
+        return e
     e = sympy.sympify(e)
+    if e is sympy.true or e is sympy.false:
+        return bool(e)
     if e.is_Integer:
-        return str(int(e))
+        return int(e)
     if e.is_Symbol:
         index = ctx.param_index.get(e)
         if index is None:
@@ -123,33 +174,41 @@ def _python(ctx: TraceContext, e: Any) -> str:
                 f"tylo.assume: {e} is not a runtime integer parameter of the "
                 "kernel, so a launch cannot check it"
             )
-        return f"v[{index}]"
-    args = [_python(ctx, a) for a in e.args]
-    if e.is_Add:
-        return "(" + " + ".join(args) + ")"
-    if e.is_Mul:
-        return "(" + " * ".join(args) + ")"
-    if e.is_Pow and e.exp.is_Integer and int(e.exp) >= 0:
-        return f"({args[0]}) ** {int(e.exp)}"
-    if isinstance(e, sympy.Mod):
-        return f"({args[0]}) % ({args[1]})"
+        return ("v", index)
     if isinstance(e, sympy.floor):
         num, den = sympy.fraction(sympy.together(e.args[0]))
-        return f"({_python(ctx, num)}) // ({_python(ctx, den)})"
-    if isinstance(e, (sympy.Min, sympy.Max)):
-        return f"{'min' if isinstance(e, sympy.Min) else 'max'}({', '.join(args)})"
+        return ("//", _tree(ctx, num), _tree(ctx, den))
+    op = _sympy_op(e)
+    if op is None:
+        raise TraceError(
+            f"tylo.assume: cannot check {e} ({type(e).__name__}) at launch; use "
+            "+, -, *, //, %, min, max, comparisons and divisible()"
+        )
+    return (op, *(_tree(ctx, a) for a in e.args))
+
+
+def _sympy_op(e: Any) -> str | None:
+    if e.is_Add:
+        return "+"
+    if e.is_Mul:
+        return "*"
+    if e.is_Pow and e.exp.is_Integer and int(e.exp) >= 0:
+        return "**"
+    if isinstance(e, sympy.Mod):
+        return "%"
+    if isinstance(e, sympy.Min):
+        return "min"
+    if isinstance(e, sympy.Max):
+        return "max"
     if isinstance(e, sympy.core.relational.Relational):
-        return f"({args[0]}) {e.rel_op} ({args[1]})"
+        return e.rel_op
     if isinstance(e, sympy.And):
-        return "(" + " and ".join(args) + ")"
+        return "and"
     if isinstance(e, sympy.Or):
-        return "(" + " or ".join(args) + ")"
+        return "or"
     if isinstance(e, sympy.Not):
-        return f"(not {args[0]})"
-    raise TraceError(
-        f"tylo.assume: cannot check {e} ({type(e).__name__}) at launch; use "
-        "+, -, *, //, %, min, max, comparisons and divisible()"
-    )
+        return "not"
+    return None
 
 
 def check_guards(
