@@ -31,7 +31,7 @@ import os
 import re
 import struct
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from tylo.kernel.readers import ArgSpec, inline_spec
@@ -196,6 +196,7 @@ def launch_inline(dims, args, shared, stream):
 def _python_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) -> Any:
     from tylo.backend import driver
     from tylo.backend.driver import DEFAULT_DYNAMIC_SHARED_LIMIT
+    from tylo.kernel.guards import compile_guards
 
     entry = hot.entry
     n = len(specs)
@@ -229,7 +230,9 @@ def _python_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) ->
             "t": spec.type, "d": spec.dtype, "e": spec.device, "v": spec.value, "r": spec.refuse
         }
         names.update({prefix + k: v for k, v in consts.items()})
-    checks = nonnull + [_VALUE_INDEX.sub(r"v\1", t) for t in entry.check_terms()]
+    names["GUARDS"] = compile_guards(entry.guards)
+    call = "GUARDS((" + "".join(f"v{i}, " for i in range(n)) + "))"
+    checks = nonnull + [_VALUE_INDEX.sub(r"v\1", t) for t in entry.check_terms(call)]
     dyn = entry.dynamic_shared_bytes
     checks.append(
         ("shared == 0 or " if dyn == 0 else "")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
-from tylo.kernel.guards import check_guards
+from tylo.kernel.guards import check_guards, compile_guards
 from tylo.kernel import fastpath
 from tylo.kernel.fastpath import Hot
 from tylo.kernel.readers import make_reader
@@ -131,9 +131,12 @@ class CompiledKernel:
         getter = operator.itemgetter(*self.runtime) if self.runtime else (lambda v: ())
         self._runtime_values = (lambda v: (getter(v),)) if len(self.runtime) == 1 else getter
 
-    def check_terms(self) -> list[str]:
+    def check_terms(self, guard_call: str = "GUARDS(v)") -> list[str]:
         """The launch checks on the values ``v[i]`` as Python expressions (int facts,
-        alignment, guards); all true means the checked path would accept them."""
+        alignment) and, when the kernel has guards, ``guard_call``: a call of the guards'
+        compiled closures (:func:`~tylo.kernel.guards.compile_guards`, bound as ``GUARDS``
+        where the expressions run), so no guard is ever rendered into evaluated code; all
+        true means the checked path would accept the values."""
         terms = []
         limit = (1 << (self.index_bits - 1)) - 1
         for i, _, check in self._checks:
@@ -144,7 +147,7 @@ class CompiledKernel:
                 terms.append(f"{check.min} <= v[{i}] <= {hi}")
                 if check.multiple_of > 1:
                     terms.append(f"v[{i}] % {check.multiple_of} == 0")
-        return terms + [f"({g.source})" for g in self.guards]
+        return terms + ([guard_call] if self.guards else [])
 
     def check_values(self) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int]]]:
         """The launch checks as data (the guards aside): ``(index, lo, hi, multiple)``
@@ -172,8 +175,12 @@ class CompiledKernel:
             *self.check_terms(),
         ]
         source = f"lambda v, shared, ordinal: {' and '.join(terms)}"
-        scope = {"__builtins__": {"min": min, "max": max}, "smem": self._smem_limit}
-        return eval(source, scope)
+        scope = {
+            "__builtins__": {"min": min, "max": max},
+            "smem": self._smem_limit,
+            "GUARDS": compile_guards(self.guards),
+        }
+        return eval(source, scope)  # noqa: S307 - tylo's own int checks, no cached text
 
     # ------------------------------------------------------------------ stages
 
