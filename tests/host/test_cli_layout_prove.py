@@ -163,7 +163,8 @@ def test_layout_table_matches_dot_products(capsys: pytest.CaptureFixture[str]) -
 def test_layout_symbols_facts_and_values(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(capsys, "layout", "(M,K):(1,lda)", "--multiple-of", "M=8")
     assert status == EXIT_OK
-    assert "size    K*M" in out and "--set K=... --set M=... --set lda=..." in out
+    assert "size    K*M" in out and "symbols K, M, lda" in out
+    assert "needs values for K, M (the shape): --set K=... --set M=..." in out
     status, out, _ = run(capsys, "layout", "(4,K):(1,lda)", "--set", "K=2")
     assert status == EXIT_OK and "lda + 3" in out  # a static shape prints symbolic offsets
     status, out, _ = run(

@@ -124,8 +124,9 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         print(f"symbols {', '.join(missing)}")
     if not static_shape:
-        need = " ".join(f"--set {n}=..." for n in missing)
-        print(f"the table needs values for {', '.join(missing)}: give them with {need}")
+        shape_syms = sorted(s.name for s in size(layout).free_symbols)
+        need = " ".join(f"--set {n}=..." for n in shape_syms)
+        print(f"the table needs values for {', '.join(shape_syms)} (the shape): {need}")
     elif args.tv:
         print()
         print("\n".join(_tv_table(layout, _tile(args.tv), args.limit)))

@@ -90,8 +90,16 @@ def verdict_lines(v: Any) -> list[str]:
     if v.guard is not None and not v.proved:
         out.append(f"guard: {v.guard}")
     if v.assumptions:
-        out.append("assumptions: " + "; ".join(str(a) for a in v.assumptions))
+        out.append("assumptions: " + "; ".join(_fact_text(a) for a in v.assumptions))
     return out
+
+
+def _fact_text(fact: Any) -> str:
+    import sympy
+
+    if isinstance(fact, sympy.Eq):  # sympy prints Eq(a, b); the command line wrote a == b
+        return f"{fact.lhs} == {fact.rhs}"
+    return str(fact)
 
 
 def run(args: argparse.Namespace) -> int:
