@@ -328,3 +328,20 @@ def test_help_has_examples(capsys: pytest.CaptureFixture[str]) -> None:
         assert "examples:" in capsys.readouterr().out, sub
     assert main([]) == EXIT_USAGE
     assert "usage: tylo" in capsys.readouterr().err
+
+
+def test_layout_hostile_values(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    big = 2**63 - 1
+    status, out, _ = run(capsys, "layout", f"(2,2):(1,{big})", "--bank", "8", "--limit", "0")
+    rows = table(out)
+    assert status == EXIT_OK
+    assert [(int(r[2]), int(r[3])) for r in rows] == [
+        (o, (o * 8 // 4) % 32) for o in (0, 1, big, big + 1)
+    ]
+    status, out, _ = run(capsys, "layout", "(4):(-1)", "--limit", "0")
+    assert status == EXIT_OK and [int(r[2]) for r in table(out)] == [0, -1, -2, -3]
+    status, _, err = run(capsys, "layout", "(200,200):(1,200)", "--svg", str(tmp_path / "x.svg"))
+    assert status == EXIT_USAGE and "more than the 16384" in err
+    assert not (tmp_path / "x.svg").exists()
+    status, _, err = run(capsys, "layout", "(2,2):(1,2)", "--svg", str(tmp_path / "no" / "x.svg"))
+    assert status == EXIT_FAILED and "cannot write" in err

@@ -82,9 +82,12 @@ def _status(err: TyloError) -> int:
     from tylo.backend.errors import ToolchainError
     from tylo.layouts import LayoutError
     from tylo.layouts.proofs import ProofInternalError
+    from tylo.pictures import PictureError
 
     if isinstance(err, CliError):
         return err.status
+    if isinstance(err, PictureError):
+        return EXIT_USAGE  # what was asked cannot be drawn (too large, not a layout)
     if isinstance(err, ToolchainError):
         return EXIT_UNAVAILABLE
     if isinstance(err, LayoutError) and not isinstance(err, ProofInternalError):
