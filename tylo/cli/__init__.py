@@ -21,6 +21,7 @@ index  coordinate  offset
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -108,3 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TyloError as err:
         print(f"tylo {args.command}: error: {err}", file=sys.stderr)
         return _status(err)
+    except BrokenPipeError:  # `tylo ... | head`: the reader left; stop quietly (Python's
+        # signal module docs, "Note on SIGPIPE")
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED

@@ -70,10 +70,13 @@ def check_driver() -> list[Check]:
 
     version = driver.driver_version()
     if version is None:
+        from tylo.backend.device import device_properties
+        from tylo.errors import TyloError
+
         reason = "no driver/GPU"
         try:
-            driver._init()
-        except Exception as err:  # noqa: BLE001 - the driver's own reason, whatever it raised
+            device_properties(0)  # fails, and its error says why (no library, cuInit's code)
+        except TyloError as err:
             reason = f"no driver/GPU ({_error(err)})"
         return [
             Check("driver", False, detail=reason, fix=DRIVER_FIX, required=False),
