@@ -50,6 +50,7 @@ class Parser(argparse.ArgumentParser):
     2 is ``prove``'s "unknown")."""
 
     def error(self, message: str) -> NoReturn:
+        """Print the usage and ``message`` to stderr and exit with :data:`EXIT_USAGE`."""
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 

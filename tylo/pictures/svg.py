@@ -79,10 +79,12 @@ class Panel:
 
     @property
     def width(self) -> int:
+        """Pixels across: the row-index margin plus ``cols`` cells."""
         return MARGIN + self.cols * self.cell_w
 
     @property
     def height(self) -> int:
+        """Pixels down: the title, the column-index margin and ``rows`` cells."""
         return TITLE_H + MARGIN + self.rows * CELL_H
 
 
