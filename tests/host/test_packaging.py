@@ -60,7 +60,7 @@ def test_no_unverified_urls() -> None:
     )
 
 
-def test_strategies_need_only_hypothesis_and_tylo_layouts() -> None:
+def test_strategies_and_pictures_need_no_cuda() -> None:
     code = """
 import sys
 for blocked in ("llvmlite", "cuda", "tylo.backend", "tylo.kernel", "tylo.cli", "tylo.pictures"):
@@ -79,6 +79,8 @@ from tylo.layouts import size
 def draw(a, b, c):
     assert size(a) >= 1 and size(b) >= 1 and c
 draw()
+del sys.modules["tylo.pictures"]
+import tylo.pictures  # pictures need no CUDA library either (llvmlite and cuda stay blocked)
 print("ok")
 """
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
