@@ -7,6 +7,7 @@ stdlib) and works on any machine.
 
 from __future__ import annotations
 
+import builtins
 import importlib
 from typing import Any
 
@@ -121,7 +122,11 @@ _LAZY: dict[str, str] = {
     "where": "tylo.kernel",
 }
 
-__all__ = sorted(["__version__", *_LAZY])
+# Names that are also Python builtins stay attributes (``tylo.abs``, ``tylo.range``) but are
+# left out of ``__all__``, so that ``from tylo import *`` never replaces ``abs``/``range``.
+_SHADOWS_BUILTINS: frozenset[str] = frozenset(n for n in _LAZY if n in vars(builtins))
+
+__all__ = sorted(["__version__", *(n for n in _LAZY if n not in _SHADOWS_BUILTINS)])
 
 
 def __getattr__(name: str) -> Any:
