@@ -21,7 +21,13 @@ def test_every_public_name_resolves():
 def test_all_lists_are_sorted_and_unique():
     for names in (tylo.kernel.__all__,):
         assert len(set(names)) == len(names)
-    assert sorted(tylo._LAZY) == sorted(n for n in tylo.__all__ if n != "__version__")
+    import builtins
+
+    assert not set(tylo.kernel.__all__) & set(vars(builtins))  # star imports shadow nothing
+    assert tylo.kernel.abs is not abs and tylo.kernel.range is not range
+    assert sorted(set(tylo._LAZY) - tylo._SHADOWS_BUILTINS) == sorted(
+        n for n in tylo.__all__ if n != "__version__"
+    )
 
 
 def test_kernel_is_the_package_and_the_decorator():

@@ -86,7 +86,6 @@ __all__ = [
     "Tensor",
     "TraceError",
     "Value",
-    "abs",
     "all_of",
     "any_of",
     "assume",
@@ -111,7 +110,6 @@ __all__ = [
     "pack_f16x2",
     "pointer",
     "ptx",
-    "range",
     "rsqrt",
     "shared",
     "shfl_down",
@@ -127,6 +125,10 @@ __all__ = [
     "warp_id",
     "where",
 ]
+
+
+# ``tylo.kernel.abs`` and ``tylo.kernel.range`` are public, but ``from tylo.kernel import *``
+# leaves them out so that it never replaces Python's builtins (tests/host/test_packaging.py)
 
 
 class _CallablePackage(types.ModuleType):
