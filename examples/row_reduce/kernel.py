@@ -50,7 +50,7 @@ def _combine(op: str, a: Any, b: Any) -> Any:
 @tylo.kernel
 def row_reduce_kernel(
     out,
-    x,
+    x: tylo.Ptr(strided=True),  # read through Layout((rows, cols), (ld, cs)): any strides
     rows,
     cols,
     ld,

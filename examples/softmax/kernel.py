@@ -57,6 +57,9 @@ OPS = ("maximum", "add")  # the row reductions of a softmax
 
 # runtime extents and leading dimensions: positive, below 2**31
 Dim = tylo.Int(min=1, max=2**31 - 1)
+# rows ``ld`` elements apart, each row contiguous: the kernels take the row strides (ldo, ldx)
+# as arguments; softmax() (host.py) checks the column stride is 1 before launching
+Rows = tylo.Ptr(strided=True)
 
 
 # --8<-- [start:load]
@@ -181,7 +184,15 @@ def _views(cfg, out, x, aux, rows, cols, ldo, ldx, ldm):
 # --8<-- [start:row_kernel]
 @tylo.kernel
 def row_softmax_kernel(
-    cfg: tylo.Static, out, x, aux, rows: Dim, cols: Dim, ldo: Dim, ldx: Dim, ldm: Dim
+    cfg: tylo.Static,
+    out: Rows,
+    x: Rows,
+    aux,
+    rows: Dim,
+    cols: Dim,
+    ldo: Dim,
+    ldx: Dim,
+    ldm: Dim,
 ):
     """One pass, the row in registers: lane-local rows (``cfg.style == 'lane'``) or
     warp-striped rows (``'warp'``), per ``cfg.ownership``."""
@@ -212,7 +223,15 @@ def fetch_row(cfg, plan, src, dst, tid, row):
 # --8<-- [start:prefetch_kernel]
 @tylo.kernel(index_bits=32)  # the host picks it only when every offset fits in 31 bits
 def prefetch_softmax_kernel(
-    cfg: tylo.Static, out, x, aux, rows: Dim, cols: Dim, ldo: Dim, ldx: Dim, ldm: Dim
+    cfg: tylo.Static,
+    out: Rows,
+    x: Rows,
+    aux,
+    rows: Dim,
+    cols: Dim,
+    ldo: Dim,
+    ldx: Dim,
+    ldm: Dim,
 ):
     """Warp-striped rows, one pass, with the next rows in flight: each block walks rows
     ``bid, bid + grid, ...`` and, while it normalizes one, the next ``stages - 1`` stream
@@ -256,7 +275,15 @@ def prefetch_softmax_kernel(
 # --8<-- [start:online_kernel]
 @tylo.kernel
 def online_softmax_kernel(
-    cfg: tylo.Static, out, x, aux, rows: Dim, cols: Dim, ldo: Dim, ldx: Dim, ldm: Dim
+    cfg: tylo.Static,
+    out: Rows,
+    x: Rows,
+    aux,
+    rows: Dim,
+    cols: Dim,
+    ldo: Dim,
+    ldx: Dim,
+    ldm: Dim,
 ):
     """Warp-striped rows longer than the registers hold: pass 1 streams the row in tiles
     of ``cfg.tile_cols`` keeping each thread's running maximum and sum (no communication
@@ -295,7 +322,15 @@ def online_softmax_kernel(
 # --8<-- [start:mma_kernel]
 @tylo.kernel
 def mma_softmax_kernel(
-    cfg: tylo.Static, out, x, aux, rows: Dim, cols: Dim, ldo: Dim, ldx: Dim, ldm: Dim
+    cfg: tylo.Static,
+    out: Rows,
+    x: Rows,
+    aux,
+    rows: Dim,
+    cols: Dim,
+    ldo: Dim,
+    ldx: Dim,
+    ldm: Dim,
 ):
     """Rows held as ``mma.sync`` m16n8k16 accumulators (``cfg.mma_plan``): each row's
     values live in the 4 lanes of a quad, so its reductions are in-thread folds and two

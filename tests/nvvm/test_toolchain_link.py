@@ -90,13 +90,20 @@ def test_wgmma_ptx_for_non_a_target_fails_at_link() -> None:
 
 
 def _spill_resources(r: Resources, f: Resources) -> None:
-    """What a capped and a free compile of spill_ir() must report, from any log form."""
+    """What a capped (r) and a free (f) compile of spill_ir() must report, from any log
+    form; each is judged by its own log (two links in one run can log differently: the
+    H200's nvJitLink sometimes leaves ptxas' lines out under parallel links)."""
     assert r.registers <= 24 < f.registers
-    if r.source == "ptxas":  # only ptxas' own lines count spills
-        assert r.spill_stores > 0 and r.spill_loads > 0 and r.spills is True
-        assert f.spills is False and r.barriers == f.barriers == 1
-    else:
-        assert r.spills is None and f.spills in (False, None) and r.barriers is None
+    for x, capped in ((r, True), (f, False)):
+        if x.source == "ptxas":  # only ptxas' own lines count spills and barriers
+            assert x.barriers == 1
+            if capped:
+                assert x.spill_stores > 0 and x.spill_loads > 0 and x.spills is True
+            else:
+                assert x.spills is False
+        else:
+            assert x.barriers is None
+            assert x.spills is None if capped else x.spills in (False, None)
     assert r.shared_bytes == f.shared_bytes == 1024  # the 256-float tile, without reserved smem
     assert r.stack_bytes > f.stack_bytes >= 256  # 64-float local array (+ spill slots)
 
