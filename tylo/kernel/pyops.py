@@ -72,6 +72,10 @@ def is_runtime(x: Any) -> bool:
     return False
 
 
+def _elementwise(x: Any) -> bool:
+    return hasattr(type(x), "__tylo_elementwise__")
+
+
 def _has_runtime(x: Any) -> bool:
     if isinstance(x, (tuple, list)):
         return any(_has_runtime(e) for e in x)
@@ -127,6 +131,8 @@ def _eq_condition(c: Any, other: Any) -> Any:
 def eq(a: Any, b: Any) -> Any:
     """``a == b`` in a kernel: a relation (index expressions), a bool Value (Values), the
     element-wise conjunction (tuples, lists), or Python's answer for static operands."""
+    if _elementwise(a) or _elementwise(b):
+        return a == b  # a register fragment compares slot by slot itself
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
         if type(a) is not type(b) or len(a) != len(b):
             return a == b if not (_has_runtime(a) or _has_runtime(b)) else False
@@ -155,7 +161,7 @@ def eq(a: Any, b: Any) -> Any:
 
 def ne(a: Any, b: Any) -> Any:
     """``a != b`` in a kernel: the negation of :func:`eq` (Python's ``!=`` when static)."""
-    if not (_has_runtime(a) or _has_runtime(b)):
+    if not (_has_runtime(a) or _has_runtime(b)) or _elementwise(a) or _elementwise(b):
         return a != b
     e = eq(a, b)
     if isinstance(e, sympy.Eq):
