@@ -44,7 +44,8 @@ def store_at_32(out, index: tylo.Static):
 
 
 def gep_offset(text: str) -> int:
-    (m,) = re.findall(r"getelementptr inbounds float, float addrspace\(1\)\* %\"out\", i(?:32|64) (-?\d+)", text)
+    gep = r"getelementptr inbounds float, float addrspace\(1\)\* %\"out\", i(?:32|64) (-?\d+)"
+    (m,) = re.findall(gep, text)
     return int(m)
 
 

@@ -102,7 +102,7 @@ def float_address(out, x):
 @pytest.mark.parametrize(
     ("kern", "text", "message"),
     [
-        (unknown, 'out[0] = tylo.ptx("foo.bar.f32", x[0])', "'foo' (in 'foo.bar.f32') is not a PTX"),
+        (unknown, 'out[0] = tylo.ptx("foo.bar.f32", x[0])', "'foo' (in 'foo.bar.f32') is not"),
         (untyped, 'out[0] = tylo.ptx("mov", x[0])', "cannot infer the result type of 'mov'"),
         (branch, 'tylo.ptx("bra", x[0])', "transfers control"),
         (float_address, 'tylo.ptx("st.global.f32", x[0], x[1])', "is an address"),

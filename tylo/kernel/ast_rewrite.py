@@ -41,9 +41,10 @@ condition (:mod:`tylo.kernel.patterns`), so a runtime subject gives real branche
 ``break``, ``continue`` and ``return`` are preceded by a check that they do not leave a
 dynamic loop or branch, and ``return value`` is refused in the kernel itself. The tests of
 ``while``, ``assert`` and comprehension filters must be static. Nested function
-definitions and lambdas are left as written; helpers called from a kernel can opt in
-with ``@tylo.inline``. An ``async def`` is refused at its line; a ``yield`` line is
-recorded on the rewritten function, so a generator kernel is refused before it runs.
+definitions are left as written (a lambda's body, an expression, is rewritten); helpers
+called from a kernel can opt in with ``@tylo.inline``. An ``async def`` is refused at
+its line; a ``yield`` line is recorded on the rewritten function, so a generator kernel is
+refused before it runs.
 """
 
 from __future__ import annotations
@@ -117,7 +118,9 @@ def _lambda(body: ast.expr) -> ast.Lambda:
         kwarg=None,
         defaults=[],
     )
-    return ast.Lambda(args=args, body=body)
+    lam = ast.Lambda(args=args, body=body)
+    lam._tylo_generated = True  # type: ignore[attr-defined]  # its body is rewritten already
+    return lam
 
 
 _COMPARE_FN: dict[type, str] = {
@@ -156,6 +159,10 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.Lambda:
+        # a lambda's body is one expression: `==`, `in`, `and`... in it are rewritten like
+        # the kernel's own (statements, which need the enclosing frame, are not)
+        if not getattr(node, "_tylo_generated", False):
+            node.body = self.visit(node.body)
         return node
 
     def _comprehension(self, node: ast.AST) -> ast.AST:
@@ -407,7 +414,8 @@ class _Rewriter(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> ast.expr:
         self.generic_visit(node)
         func = node.func
-        if not _plain_args(node):
+        generated = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+        if not _plain_args(node) or (generated and func.value.id == RT):  # type: ignore[union-attr]
             return node
         if isinstance(func, ast.Attribute) and func.attr == "get" and 1 <= len(node.args) <= 2:
             call = _call(_attr(RT, "get"), func.value, *node.args)
@@ -432,7 +440,10 @@ class _Rewriter(ast.NodeTransformer):
             begin = ast.Assign(
                 targets=[_name(var, ast.Store())],
                 value=_call(
-                    _attr(RT, "match_case"), _name(subject), pattern_spec(case.pattern), _const(line)
+                    _attr(RT, "match_case"),
+                    _name(subject),
+                    pattern_spec(case.pattern),
+                    _const(line),
                 ),
             )
             stmts: list[ast.stmt] = [begin]

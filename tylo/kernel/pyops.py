@@ -364,7 +364,8 @@ def select(cond: Any, a: Any, b: Any, what: str) -> Any:
                 "expressions and Values can be; give every entry (and the default) a number"
             )
     ints = all(
-        (isinstance(x, (int, np.integer)) and not isinstance(x, bool)) or (isinstance(x, sympy.Expr) and x.is_integer)
+        (isinstance(x, (int, np.integer)) and not isinstance(x, bool))
+        or (isinstance(x, sympy.Expr) and x.is_integer)
         for x in (a, b)
     )
     if kind == "sym" and ints:
