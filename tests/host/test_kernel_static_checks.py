@@ -264,3 +264,27 @@ def test_async_kernel_is_refused_at_its_line(tmp_path, monkeypatch):
     assert "async def" in err.message
     assert err.filename == str(path) and err.lineno == 6
     assert err.source_line == "async def async_kernel(out):"
+
+
+@tylo.kernel
+def long_loop(out, stop: tylo.Static):
+    acc = tylo.value(0.0)
+    for i in tylo.range(stop):
+        acc = acc + 1.0
+    out[0] = acc
+
+
+@tylo.kernel(index_bits=32)
+def long_loop_32(out, stop: tylo.Static):
+    acc = tylo.value(0.0)
+    for i in tylo.range(stop):
+        acc = acc + 1.0
+    out[0] = acc
+
+
+@pytest.mark.parametrize(("kern", "stop"), [(long_loop, 2**63), (long_loop_32, 2**31)])
+def test_loop_bounds_past_the_counter_width_are_refused(kern, stop):
+    err = trace_error(kern, F32, stop)
+    assert f"tylo.range stop {stop} does not fit" in err.message
+    assert_points_at(err, kern, "for i in tylo.range(stop):")
+    kern.trace(F32, stop - 1, block=32)  # the largest stop traces

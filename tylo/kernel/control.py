@@ -10,6 +10,13 @@ Python behaviour, no IR) or *dynamic* (IR control flow):
   settles, runs one branch at trace time; on a bool Value or an undecided relation it
   traces both branches and merges the names they rebind with phi nodes.
 
+Python operators whose outcome depends on runtime values (``==``, ``in``, ``is``,
+``d[k]``, ``d.get``, ``any``/``all``/``bool``, division by a static zero) are in
+:mod:`tylo.kernel.pyops`, and ``match`` patterns in :mod:`tylo.kernel.patterns`; this
+module re-exports their entry points, so the rewritten code reaches everything through
+one namespace. ``return value`` in the kernel itself, and runtime tests of ``while``,
+``assert`` and comprehension filters, raise a TraceError at their line.
+
 Loop-carried values: a name assigned in the loop body that is bound before the loop is
 carried. Its leaves (see :mod:`tylo.kernel.tree`) become phi nodes: a Value keeps its
 dtype; a Python int or an index expression becomes a runtime integer (a fresh symbol, so
@@ -32,7 +39,6 @@ from tylo import dtypes as dt
 from tylo.kernel.context import current, current_or_none
 from tylo.kernel.errors import TraceError, Undefined
 from tylo.kernel.loops import loop_begin, range
-from tylo.kernel.patterns import match_case
 from tylo.kernel.merge import (
     Branches,
     classify,
@@ -40,6 +46,7 @@ from tylo.kernel.merge import (
     merge_names,
     snapshot,
 )
+from tylo.kernel.patterns import match_case
 from tylo.kernel.pyops import (
     all_of,
     any_of,
@@ -57,6 +64,7 @@ from tylo.kernel.pyops import (
 from tylo.kernel.values import Value
 
 __all__ = [
+    "Undefined",
     "all_of",
     "and_",
     "any_of",
@@ -82,7 +90,6 @@ __all__ = [
     "or_",
     "range",
     "static_test",
-    "Undefined",
 ]
 
 
@@ -120,8 +127,9 @@ def static_test(test: Any, line: int, what: str) -> bool:
     kind, value = classify(test, what)
     if kind != "static":
         hint = _STATIC_HINTS.get(what, "make it static")
+        shown = f"`{value}`" if kind == "sym" else f"this {value.dtype} value"
         raise TraceError(
-            f"a `{what}` condition must be known at trace time, but {value} depends on "
+            f"a `{what}` condition must be known at trace time, but {shown} depends on "
             f"runtime values; {hint}",
             lineno=line,
         )
