@@ -397,21 +397,27 @@ def builtins_kernel(out, x, n):
         out[t] = 2.0
     if bool(n - 4):
         out[t] = 3.0
+    out[t + 64] = max(vals) + tylo.value(min(t, n, 40)).to(F32)
 
 
 def test_any_all_bool_of_runtime_conditions_lower():
     text = ir(builtins_kernel, F32, F32, int)
     assert text.count("fcmp ogt float") == 3 and text.count("br i1") == 3
+    assert text.count('call float @"llvm.maxnum.f32"') == 2  # max(vals)
+    assert text.count("select") == 2  # min(t, n, 40): two selects of index values
     assert re.search(r"icmp ne i64 %\"n\", 4\b", text) or re.search(r"icmp ne i64 .*, 0\b", text)
 
 
 def test_any_all_bool_static_semantics_are_pythons():
-    assert pyops.builtin(any, iter([0, 0, 3]), "any") is True
-    assert pyops.builtin(all, [], "all") is True and pyops.builtin(any, [], "any") is False
-    assert pyops.builtin(any, [N < 3, True], "any") is True  # a static True decides
-    assert pyops.builtin(all, [N < 3, False], "all") is False
-    assert pyops.builtin(bool, N, "bool") == sympy.Ne(N, 0)
-    assert pyops.builtin(len, [1, 2], "bool") == 2  # a shadowed name is just called
+    assert pyops.builtin(any, "any", iter([0, 0, 3])) is True
+    assert pyops.builtin(all, "all", []) is True and pyops.builtin(any, "any", []) is False
+    assert pyops.builtin(any, "any", [N < 3, True]) is True  # a static True decides
+    assert pyops.builtin(all, "all", [N < 3, False]) is False
+    assert pyops.builtin(bool, "bool", N) == sympy.Ne(N, 0)
+    assert pyops.builtin(len, "bool", [1, 2]) == 2  # a shadowed name is just called
+    assert pyops.builtin(max, "max", 3, 9, 4) == 9 and pyops.builtin(min, "min", [3, 1]) == 1
+    assert pyops.builtin(max, "max", N, 4, N + 1) == sympy.Max(N + 1, 4)
+    assert pyops.builtin(min, "min", [N, 4]) == sympy.Min(N, 4)
 
 
 @tylo.kernel

@@ -133,6 +133,7 @@ _COMPARE_FN: dict[type, str] = {
 }
 _DIVIDE_OPS: dict[type, str] = {ast.FloorDiv: "//", ast.Mod: "%", ast.Div: "/"}
 _BUILTINS = ("any", "all", "bool")
+_EXTREMA = ("min", "max")
 
 
 def _plain_args(node: ast.Call) -> bool:
@@ -420,8 +421,11 @@ class _Rewriter(ast.NodeTransformer):
         if isinstance(func, ast.Attribute) and func.attr == "get" and 1 <= len(node.args) <= 2:
             call = _call(_attr(RT, "get"), func.value, *node.args)
             return ast.copy_location(call, node)
-        if isinstance(func, ast.Name) and func.id in _BUILTINS and len(node.args) == 1:
-            call = _call(_attr(RT, "builtin"), func, node.args[0], _const(func.id))
+        if isinstance(func, ast.Name) and (
+            (func.id in _BUILTINS and len(node.args) == 1)
+            or (func.id in _EXTREMA and len(node.args) >= 1)
+        ):
+            call = _call(_attr(RT, "builtin"), func, _const(func.id), *node.args)
             return ast.copy_location(call, node)
         return node
 

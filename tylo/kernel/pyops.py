@@ -450,12 +450,17 @@ def get(obj: Any, *args: Any, **kwargs: Any) -> Any:
 # ---------------------------------------------------------------------------- builtins
 
 
-def builtin(fn: Any, arg: Any, name: str) -> Any:
-    """``any(arg)``, ``all(arg)`` or ``bool(arg)``, where ``fn`` is what the name refers
-    to: Python's builtin gives the runtime disjunction / conjunction / truth of runtime
-    conditions (static elements short-circuit as in Python); anything else is called."""
+def builtin(fn: Any, name: str, *args: Any) -> Any:
+    """``any(x)``, ``all(x)``, ``bool(x)``, ``min(...)`` or ``max(...)``, where ``fn`` is what
+    the name refers to: Python's builtin gives the runtime disjunction / conjunction /
+    truth of runtime conditions (static elements short-circuit as in Python) and the
+    runtime minimum / maximum (``tylo.minimum`` / ``tylo.maximum``: ``Min``/``Max`` of
+    index expressions, a min/max instruction of Values); anything else is called."""
     if fn is not getattr(_builtins, name, None):
-        return fn(arg)
+        return fn(*args)
+    if name in ("min", "max"):
+        return _extremum(fn, name, args)
+    (arg,) = args
     if name == "bool":
         kind, v = classify(arg, "bool()")
         return v if kind != "static" else bool(v)
@@ -471,6 +476,19 @@ def builtin(fn: Any, arg: Any, name: str) -> Any:
     if not found:
         return not is_any
     return any_of(*found) if is_any else all_of(*found)
+
+
+def _extremum(fn: Any, name: str, args: tuple[Any, ...]) -> Any:
+    items = list(args[0]) if len(args) == 1 else list(args)
+    if not any(is_runtime(x) for x in items):
+        return fn(items)
+    from tylo.kernel.mathfn import maximum, minimum
+
+    pick = maximum if name == "max" else minimum
+    out = items[0]
+    for x in items[1:]:
+        out = pick(out, x)
+    return out
 
 
 # ---------------------------------------------------------------------------- division
