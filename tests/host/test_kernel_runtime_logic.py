@@ -478,3 +478,15 @@ def test_lambda_bodies_are_rewritten():
     text = ir(lambda_logic, F32, int)
     assert re.search(r"icmp eq i32 %\"tid_x\", 0\b", text) and "br i1" in text
     assert re.search(r"icmp eq i64 %\"n\", 2\b", text)
+
+
+def test_tensors_cannot_be_iterated_or_searched_by_python():
+    from llvmlite import ir as llvm_ir
+
+    from tylo.kernel.memory import Tensor
+
+    base = llvm_ir.Constant(llvm_ir.FloatType().as_pointer(1), None)
+    t = Tensor(F32, base, addrspace=1, align=4, name="x")
+    for use in (lambda: list(t), lambda: 1.0 in t):
+        with pytest.raises(tylo.TraceError, match="memory without a length"):
+            use()

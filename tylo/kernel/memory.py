@@ -125,7 +125,8 @@ class Tensor:
             "with `in`; loop over indices (for i in tylo.range(n))"
         )
 
-    __contains__ = __iter__
+    def __contains__(self, item: Any) -> bool:
+        return self.__iter__()
 
     # -------------------------------------------------------------- offsets
 
