@@ -192,3 +192,22 @@ def test_match_and_in_keep_their_branches_through_libnvvm(target):
         bits = int.from_bytes(struct.pack(">f", value), "big")
         assert bits in stored, (value, ptx)
     assert len(re.findall(r"@%p\d+ bra", ptx)) >= 4  # t % 4 == 0, in {1, 2}, n in {...}
+
+
+def test_templates_are_read_statement_by_statement():
+    text = "{\n.reg .pred p;\nsetp.ne.b32 p, $1, 0;\ndone: @p red.global.add.u32 [$0], 1;\n}"
+    assert instruction_effects(text) == (True, True)
+    assert inline_ptx.unknown_instructions(text) == []
+    assert inline_ptx.unknown_instructions("L1: fma.rn.f32 $0, $1;\n@%p fmaa.rn.f32 $0, $1;") == [
+        "fmaa.rn.f32"
+    ]
+
+
+@tylo.kernel
+def bad_template(out, x):
+    out[0] = tylo.ptx("fma.rn.f32 $0, $1, $1, $1;\n\tsqrtt.f32 $0, $0;", x[0], out=F32)
+
+
+def test_unknown_instruction_in_a_template_is_refused():
+    with pytest.raises(tylo.TraceError, match="'sqrtt.f32' in .* is not a PTX instruction"):
+        bad_template.trace(F32, F32, block=32)

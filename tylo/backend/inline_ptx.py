@@ -47,6 +47,7 @@ __all__ = [
     "has_destination",
     "inline_asm",
     "instruction_effects",
+    "unknown_instructions",
 ]
 
 _PLACEHOLDER_RE = re.compile(r"\{\{(o|i)(\d+)\}\}")
@@ -164,16 +165,40 @@ def instruction_effects(text: str) -> tuple[bool, bool]:
     """
     memory = False
     side = bool(_VOLATILE_SREG.search(text))
-    for stmt in re.split(r"[;{}\n]", text):
-        m = _INSTRUCTION_RE.match(stmt)
-        if m is None:
-            continue
-        root = m.group(1).split(".")[0]
+    for name in _instruction_names(text):
+        root = name.split(".")[0]
         if root in _MEMORY:
             side = memory = True
         elif root in _EFFECTS:
             side = True
     return side, memory
+
+
+def unknown_instructions(text: str) -> list[str]:
+    """The instruction names in PTX ``text`` (a template of one or more statements) that
+    are not PTX instructions; directives (``.reg``), labels (``done:``), operands and
+    predicates are not instruction names.
+
+    >>> unknown_instructions("{ .reg .pred p; setp.ne.b32 p, $1, 0; @p fooo.b32 $0, 1; }")
+    ['fooo.b32']
+    """
+    return [name for name in _instruction_names(text) if name.split(".")[0] not in PTX_INSTRUCTIONS]
+
+
+_LABEL_RE = re.compile(r"^[$A-Za-z_][$\w]*\s*:(?!:)\s*")
+
+
+def _instruction_names(text: str) -> list[str]:
+    """The dotted instruction name of each statement of PTX ``text`` (labels skipped)."""
+    out = []
+    for stmt in re.split(r"[;{}\n]", text):
+        body = stmt.strip()
+        while (label := _LABEL_RE.match(body)) is not None:
+            body = body[label.end() :]
+        m = _INSTRUCTION_RE.match(body)
+        if m is not None:
+            out.append(m.group(1))
+    return out
 
 
 class InlinePTXError(TyloError):

@@ -22,6 +22,7 @@ from tylo.backend.inline_ptx import (
     has_destination,
     inline_asm,
     instruction_effects,
+    unknown_instructions,
 )
 from tylo.kernel import facts
 from tylo.kernel.context import TraceContext, current
@@ -358,6 +359,12 @@ def ptx(
     if not template and not _NAME_RE.match(instruction):
         raise TraceError(f"tylo.ptx: {instruction!r} is not a PTX instruction name")
     if template:
+        unknown = unknown_instructions(instruction)
+        if unknown:
+            raise TraceError(
+                f"tylo.ptx: {', '.join(map(repr, unknown))} in {instruction!r} is not a PTX "
+                "instruction (PTX ISA 9.7); check the spelling"
+            )
         outs = _explicit_outs(None if out == "auto" else out)
         if out == "auto":
             res = _result_dtype(instruction.split()[0])
