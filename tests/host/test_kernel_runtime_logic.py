@@ -490,3 +490,28 @@ def test_tensors_cannot_be_iterated_or_searched_by_python():
     for use in (lambda: list(t), lambda: 1.0 in t):
         with pytest.raises(tylo.TraceError, match="memory without a length"):
             use()
+
+
+@tylo.kernel
+def one_branch_name(out, n):
+    if n > 3:
+        y = 1
+    if y == 1:
+        out[0] = 1.0
+
+
+@tylo.kernel
+def one_branch_none(out, n):
+    if n > 3:
+        y = 1
+    if y is None:
+        out[0] = 1.0
+
+
+@pytest.mark.parametrize(
+    ("kern", "line"), [(one_branch_name, "if y == 1:"), (one_branch_none, "if y is None:")]
+)
+def test_comparing_a_name_without_a_value_says_why(kern, line):
+    err = trace_error(kern, F32, int)
+    assert "assigned in only one branch" in err.message
+    assert_points_at(err, kern, line)

@@ -37,7 +37,7 @@ import sympy
 
 from tylo import dtypes as dt
 from tylo.kernel.context import current
-from tylo.kernel.errors import TraceError
+from tylo.kernel.errors import TraceError, Undefined
 from tylo.kernel.lower import bounds, lower_bool
 from tylo.kernel.merge import classify
 from tylo.kernel.values import Value, as_value, is_relation, to_index
@@ -70,6 +70,13 @@ def is_runtime(x: Any) -> bool:
     if isinstance(x, sympy.Basic):
         return not (x.is_number or x is sympy.true or x is sympy.false)
     return False
+
+
+def _defined(*xs: Any) -> None:
+    """Raise the reason of a name without a value (Undefined compares by identity)."""
+    for x in xs:
+        if isinstance(x, Undefined):
+            x._fail()
 
 
 def _elementwise(x: Any) -> bool:
@@ -131,6 +138,7 @@ def _eq_condition(c: Any, other: Any) -> Any:
 def eq(a: Any, b: Any) -> Any:
     """``a == b`` in a kernel: a relation (index expressions), a bool Value (Values), the
     element-wise conjunction (tuples, lists), or Python's answer for static operands."""
+    _defined(a, b)
     if _elementwise(a) or _elementwise(b):
         return a == b  # a register fragment compares slot by slot itself
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
@@ -161,6 +169,7 @@ def eq(a: Any, b: Any) -> Any:
 
 def ne(a: Any, b: Any) -> Any:
     """``a != b`` in a kernel: the negation of :func:`eq` (Python's ``!=`` when static)."""
+    _defined(a, b)
     if not (_has_runtime(a) or _has_runtime(b)) or _elementwise(a) or _elementwise(b):
         return a != b
     e = eq(a, b)
@@ -230,6 +239,7 @@ def contains(item: Any, container: Any) -> Any:
     """``item in container``: Python's answer when both are static; for a runtime item or
     runtime elements, the disjunction of ``item == e`` over the elements of a tuple, list,
     set, dict (its keys) or range."""
+    _defined(item, container)
     if is_runtime(container) or _is_tensor(container):
         raise TraceError(
             f"`in` on {_describe(container)}: its elements are only known on the GPU; "
@@ -324,6 +334,7 @@ def _describe(x: Any) -> str:
 def is_(a: Any, b: Any) -> Any:
     """``a is b``: a runtime value is never None; other identity tests of runtime values
     are refused (a trace-time object's identity says nothing about its runtime value)."""
+    _defined(a, b)
     if a is b:
         return True
     ra, rb = is_runtime(a), is_runtime(b)
