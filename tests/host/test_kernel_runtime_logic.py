@@ -515,3 +515,17 @@ def test_comparing_a_name_without_a_value_says_why(kern, line):
     err = trace_error(kern, F32, int)
     assert "assigned in only one branch" in err.message
     assert_points_at(err, kern, line)
+
+
+@tylo.kernel
+def dict_store(out, n, m):
+    seen = {}
+    seen[n] = 1.0
+    seen[m] = 2.0
+    out[0] = seen.get(n, 0.0)
+
+
+def test_dict_store_under_a_runtime_key_is_refused():
+    err = trace_error(dict_store, F32, int, int)
+    assert "keyed by the expression" in err.message
+    assert_points_at(err, dict_store, "seen[n] = 1.0")

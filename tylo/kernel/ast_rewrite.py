@@ -401,6 +401,20 @@ class _Rewriter(ast.NodeTransformer):
         call = _call(_attr(RT, "divide"), node.left, node.right, _const(op))
         return ast.copy_location(call, node)
 
+    def visit_Assign(self, node: ast.Assign) -> ast.stmt | list[ast.stmt]:
+        self.generic_visit(node)
+        (target,) = node.targets if len(node.targets) == 1 else (None,)
+        if not isinstance(target, ast.Subscript) or isinstance(target.slice, ast.Slice):
+            return node
+        # `d[k] = v`: a dict stored under a runtime key would hash the expression; Python's
+        # order is kept (the value first, then the container and the key)
+        value = self._fresh("value")
+        first = ast.Assign(targets=[_name(value, ast.Store())], value=node.value)
+        store = ast.Expr(
+            _call(_attr(RT, "setitem"), target.value, target.slice, _name(value))
+        )
+        return [_at(first, node), _at(store, node)]  # type: ignore[list-item]
+
     def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
         self.generic_visit(node)
         key = node.slice

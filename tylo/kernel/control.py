@@ -60,6 +60,7 @@ from tylo.kernel.pyops import (
     is_not,
     ne,
     not_contains,
+    setitem,
 )
 from tylo.kernel.values import Value
 
@@ -89,6 +90,7 @@ __all__ = [
     "not_contains",
     "or_",
     "range",
+    "setitem",
     "static_test",
 ]
 

@@ -57,6 +57,7 @@ __all__ = [
     "ne",
     "not_contains",
     "select",
+    "setitem",
 ]
 
 _MAX_SELECT = 1024  # entries a runtime lookup may select between
@@ -426,6 +427,18 @@ def getitem(obj: Any, key: Any) -> Any:
     if isinstance(obj, (tuple, list)) and is_runtime(key):
         return _sequence_select(obj, key)
     return obj[key]
+
+
+def setitem(obj: Any, key: Any, value: Any) -> None:
+    """``obj[key] = value``, refusing a dict (or other mapping) with a runtime key: its
+    entry would be filed under the expression, not under the key's runtime value."""
+    if isinstance(obj, Mapping) and _has_runtime(key) and not _is_tensor(obj):
+        raise TraceError(
+            f"storing into a {type(obj).__name__} under {_describe(key)}: the entry would "
+            "be keyed by the expression, not by its runtime value (two keys equal at run "
+            "time would be two entries); use static keys, or memory (tylo.shared)"
+        )
+    obj[key] = value
 
 
 def _sequence_select(seq: tuple | list, key: Any) -> Any:
