@@ -131,18 +131,20 @@ def test_closures_are_shared_live():
     assert fn(2) == 26
 
 
-def test_nested_functions_and_comprehensions_are_left_alone():
+def test_nested_functions_are_left_alone_and_comprehension_filters_must_be_static():
     def outer(xs):
         def helper(v):
             if v:
                 return 1
             return 0
 
-        return [helper(v) for v in xs if v or not v]  # noqa: SIM221 - a BoolOp, kept
+        return [helper(v) for v in xs if v or not v]  # noqa: SIM221 - a BoolOp, rewritten
 
     text = ast.unparse(rewrite_source(outer))
     assert "def helper(v):\n            if v:" in text
-    assert "[helper(v) for v in xs if v or not v]" in text
+    # a comprehension's filter decides the list's length: it must be known at trace time
+    assert "if __tylo_rt__.static_test(__tylo_rt__.or_(v, lambda: __tylo_rt__.not_(v))" in text
+    assert rewrite_function(outer, control)([0, 1, 2]) == [0, 1, 1]
 
 
 def test_equality_becomes_a_relation_for_index_expressions():

@@ -29,13 +29,22 @@ written (so ``if relu:`` with a static ``relu`` costs nothing in the kernel, and
 ``for`` over ``range`` unrolls). ``a and b`` / ``a or b`` become ``rt.and_(a, lambda: b)``
 (short-circuit control flow when ``a`` is dynamic), ``not a`` becomes ``rt.not_(a)``,
 ``x if c else y`` becomes ``rt.ifexp(c, lambda: x, lambda: y, line)`` and a chained
-comparison ``a < b < c`` becomes ``rt.compare_chain(...)``. ``a == b`` and ``a != b``
-become ``rt.eq(a, b)`` / ``rt.ne(a, b)``: sympy's ``==`` is structural and would answer
-``False`` for ``lane == 0``, so with an index expression on either side they build the
-relation ``Eq(lane, 0)`` instead. ``break``, ``continue`` and
-``return`` are preceded by a check that they do not leave a dynamic loop or branch. A
-``while`` test must be static. Nested function definitions, lambdas and comprehensions
-are left as written; helpers called from a kernel can opt in with ``@tylo.inline``.
+comparison ``a < b < c`` becomes ``rt.compare_chain(...)``.
+
+Constructs whose Python outcome would be decided at trace time from a runtime value's
+structure, hash or identity go to :mod:`tylo.kernel.pyops`, which lowers them or raises:
+``a == b`` / ``!=`` (``rt.eq``: sympy's ``==`` is structural and would answer ``False``
+for ``lane == 0``), ``x in c`` / ``not in``, ``a is b`` / ``is not``, ``d[k]`` loads,
+``d.get(k, v)``, ``any(...)`` / ``all(...)`` / ``bool(x)``, and ``//``, ``%``, ``/``
+(a static zero divisor). ``match`` becomes a chain of ``if``s over each case's
+condition (:mod:`tylo.kernel.patterns`), so a runtime subject gives real branches.
+``break``, ``continue`` and ``return`` are preceded by a check that they do not leave a
+dynamic loop or branch, and ``return value`` is refused in the kernel itself. The tests of
+``while``, ``assert`` and comprehension filters must be static. Nested function
+definitions are left as written (a lambda's body, an expression, is rewritten); helpers
+called from a kernel can opt in with ``@tylo.inline``. An ``async def`` is refused at
+its line; a ``yield`` line is recorded on the rewritten function, so a generator kernel is
+refused before it runs.
 """
 
 from __future__ import annotations
@@ -48,7 +57,9 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from tylo.kernel.ast_names import assigned_names
 from tylo.kernel.errors import TraceError
+from tylo.kernel.patterns import captured_names, pattern_spec
 
 __all__ = ["assigned_names", "rewrite_function", "rewrite_source"]
 
@@ -107,91 +118,26 @@ def _lambda(body: ast.expr) -> ast.Lambda:
         kwarg=None,
         defaults=[],
     )
-    return ast.Lambda(args=args, body=body)
+    lam = ast.Lambda(args=args, body=body)
+    lam._tylo_generated = True  # type: ignore[attr-defined]  # its body is rewritten already
+    return lam
 
 
-class _Names(ast.NodeVisitor):
-    """Names bound by statements, not looking inside nested scopes."""
-
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-
-    def _target(self, node: ast.AST) -> None:
-        if isinstance(node, ast.Name):
-            self.names.add(node.id)
-        elif isinstance(node, (ast.Tuple, ast.List)):
-            for e in node.elts:
-                self._target(e)
-        elif isinstance(node, ast.Starred):
-            self._target(node.value)
-        elif isinstance(node, (ast.Subscript, ast.Attribute)):
-            # `accs[u] = v` / `obj.field = v` mutate the container bound to a name: carry
-            # that name (its leaves) through loops and branches like a rebinding
-            base = node.value
-            while isinstance(base, (ast.Subscript, ast.Attribute)):
-                base = base.value
-            if isinstance(base, ast.Name):
-                self.names.add(base.id)
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        for t in node.targets:
-            self._target(t)
-        self.visit(node.value)
-
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self._target(node.target)
-        self.visit(node.value)
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        if node.value is not None:
-            self._target(node.target)
-            self.visit(node.value)
-
-    def visit_For(self, node: ast.For) -> None:
-        self._target(node.target)
-        self.generic_visit(node)
-
-    def visit_With(self, node: ast.With) -> None:
-        for item in node.items:
-            if item.optional_vars is not None:
-                self._target(item.optional_vars)
-        self.generic_visit(node)
-
-    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
-        self._target(node.target)
-        self.visit(node.value)
-
-    def visit_Import(self, node: ast.Import) -> None:
-        for a in node.names:
-            self.names.add((a.asname or a.name).split(".")[0])
-
-    visit_ImportFrom = visit_Import  # type: ignore[assignment]
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        self.names.add(node.name)
-
-    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self.names.add(node.name)
-
-    def visit_Lambda(self, node: ast.Lambda) -> None:
-        return
-
-    def _comprehension(self, node: ast.AST) -> None:
-        for n in ast.walk(node):  # only walrus targets leak out of comprehensions
-            if isinstance(n, ast.NamedExpr):
-                self._target(n.target)
-
-    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension  # type: ignore[assignment]
+_COMPARE_FN: dict[type, str] = {
+    ast.Eq: "eq",
+    ast.NotEq: "ne",
+    ast.In: "contains",
+    ast.NotIn: "not_contains",
+    ast.Is: "is_",
+    ast.IsNot: "is_not",
+}
+_DIVIDE_OPS: dict[type, str] = {ast.FloorDiv: "//", ast.Mod: "%", ast.Div: "/"}
+_BUILTINS = ("any", "all", "bool")
+_EXTREMA = ("min", "max")
 
 
-def assigned_names(stmts: list[ast.stmt]) -> list[str]:
-    """Sorted names bound by ``stmts`` (tylo's own ``__tylo`` names excluded)."""
-    v = _Names()
-    for s in stmts:
-        v.visit(s)
-    return sorted(n for n in v.names if not n.startswith(_PREFIX))
+def _plain_args(node: ast.Call) -> bool:
+    return not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args)
 
 
 class _Rewriter(ast.NodeTransformer):
@@ -214,12 +160,35 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.Lambda:
+        # a lambda's body is one expression: `==`, `in`, `and`... in it are rewritten like
+        # the kernel's own (statements, which need the enclosing frame, are not)
+        if not getattr(node, "_tylo_generated", False):
+            node.body = self.visit(node.body)
         return node
 
-    def _keep(self, node: ast.AST) -> ast.AST:
+    def _comprehension(self, node: ast.AST) -> ast.AST:
+        # the element and conditions are expressions like any other; a filter decides the
+        # list's length, so it must be static
+        for gen in node.generators:  # type: ignore[attr-defined]
+            gen.iter = self.visit(gen.iter)
+            gen.ifs = [
+                _at(
+                    _call(
+                        _attr(RT, "static_test"),
+                        self.visit(c),
+                        _const(c.lineno),
+                        _const("comprehension filter"),
+                    ),
+                    c,
+                )
+                for c in gen.ifs
+            ]
+        for field in ("elt", "key", "value"):
+            if hasattr(node, field):
+                setattr(node, field, self.visit(getattr(node, field)))
         return node
 
-    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _keep  # type: ignore[assignment]
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension  # type: ignore[assignment]
 
     def rewrite_top(self, fn: ast.FunctionDef) -> ast.FunctionDef:
         body = self._block(fn.body)
@@ -255,7 +224,19 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_Return(self, node: ast.Return) -> list[ast.stmt]:
         self.generic_visit(node)
+        if node.value is not None:
+            node.value = _at(
+                _call(_attr(RT, "check_return"), node.value, _const(node.lineno)), node
+            )
         return [self._check(_name(DEPTH), "return", node), node]
+
+    def visit_Assert(self, node: ast.Assert) -> ast.stmt:
+        self.generic_visit(node)
+        node.test = _at(
+            _call(_attr(RT, "static_test"), node.test, _const(node.lineno), _const("assert")),
+            node,
+        )
+        return node
 
     def visit_Break(self, node: ast.Break) -> list[ast.stmt]:
         if not self.loops:
@@ -398,9 +379,10 @@ class _Rewriter(ast.NodeTransformer):
         self.generic_visit(node)
         if len(node.ops) == 1:
             op = node.ops[0]
-            if isinstance(op, (ast.Eq, ast.NotEq)):
-                # sympy's == is structural (a bool); make index equalities relations
-                fn = "eq" if isinstance(op, ast.Eq) else "ne"
+            fn = _COMPARE_FN.get(type(op))
+            if fn is not None:
+                # sympy's == is structural (a bool), `in` and `is` go through == and
+                # identity: route them to the runtime, which builds relations
                 call = _call(_attr(RT, fn), node.left, node.comparators[0])
                 return ast.copy_location(call, node)
             return node
@@ -410,6 +392,96 @@ class _Rewriter(ast.NodeTransformer):
         ]
         call = _call(_attr(RT, "compare_chain"), node.left, *pairs)
         return ast.copy_location(call, node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
+        self.generic_visit(node)
+        op = _DIVIDE_OPS.get(type(node.op))
+        if op is None:
+            return node
+        call = _call(_attr(RT, "divide"), node.left, node.right, _const(op))
+        return ast.copy_location(call, node)
+
+    def visit_Assign(self, node: ast.Assign) -> ast.stmt | list[ast.stmt]:
+        self.generic_visit(node)
+        (target,) = node.targets if len(node.targets) == 1 else (None,)
+        if not isinstance(target, ast.Subscript) or isinstance(target.slice, ast.Slice):
+            return node
+        # `d[k] = v`: a dict stored under a runtime key would hash the expression; Python's
+        # order is kept (the value first, then the container and the key)
+        value = self._fresh("value")
+        first = ast.Assign(targets=[_name(value, ast.Store())], value=node.value)
+        store = ast.Expr(
+            _call(_attr(RT, "setitem"), target.value, target.slice, _name(value))
+        )
+        return [_at(first, node), _at(store, node)]  # type: ignore[list-item]
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
+        self.generic_visit(node)
+        key = node.slice
+        parts = key.elts if isinstance(key, ast.Tuple) else [key]
+        if not isinstance(node.ctx, ast.Load) or any(
+            isinstance(p, (ast.Slice, ast.Starred)) for p in parts
+        ):
+            return node
+        # a dict or tuple indexed by a runtime key: the runtime selects or refuses
+        return ast.copy_location(_call(_attr(RT, "getitem"), node.value, key), node)
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        self.generic_visit(node)
+        func = node.func
+        generated = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+        if not _plain_args(node) or (generated and func.value.id == RT):  # type: ignore[union-attr]
+            return node
+        if isinstance(func, ast.Attribute) and func.attr == "get" and 1 <= len(node.args) <= 2:
+            call = _call(_attr(RT, "get"), func.value, *node.args)
+            return ast.copy_location(call, node)
+        if isinstance(func, ast.Name) and (
+            (func.id in _BUILTINS and len(node.args) == 1)
+            or (func.id in _EXTREMA and len(node.args) >= 1)
+        ):
+            call = _call(_attr(RT, "builtin"), func, _const(func.id), *node.args)
+            return ast.copy_location(call, node)
+        return node
+
+    # -------------------------------------------------------------- match
+
+    def visit_Match(self, node: ast.Match) -> list[ast.stmt]:
+        """``match`` as a chain of ifs over each case's condition (see
+        :mod:`tylo.kernel.patterns`): a runtime subject becomes real branches."""
+        subject = self._fresh("subject")
+        head = ast.Assign(targets=[_name(subject, ast.Store())], value=self.visit(node.subject))
+        _at(head, node)
+        chain: list[ast.stmt] = []
+        for case in reversed(node.cases):
+            var = self._fresh("case")
+            line = case.pattern.lineno
+            begin = ast.Assign(
+                targets=[_name(var, ast.Store())],
+                value=_call(
+                    _attr(RT, "match_case"),
+                    _name(subject),
+                    pattern_spec(case.pattern),
+                    _const(line),
+                ),
+            )
+            stmts: list[ast.stmt] = [begin]
+            captured = sorted(captured_names(case.pattern))
+            if captured:
+                names = ast.Tuple(elts=[_const(n) for n in captured], ctx=ast.Load())
+                stmts.append(_assign(captured, _call(_attr(var, "bind"), names, _locals())))
+            test: ast.expr = _attr(var, "cond")
+            if case.guard is not None:
+                test = _call(_attr(RT, "and_"), test, _lambda(self.visit(case.guard)))
+            branch = ast.If(test=test, body=case.body, orelse=chain)
+            for st in (*stmts, branch):
+                _at(st, case.pattern)
+            branch.lineno = line
+            chain = stmts + [branch]
+        out = [head]
+        for st in chain:
+            r = self.visit(st)
+            out.extend(r if isinstance(r, list) else [r])
+        return out
 
 
 def _parse_function(fn: Callable[..., Any]) -> tuple[ast.FunctionDef, str]:
@@ -435,7 +507,12 @@ def _parse_function(fn: Callable[..., Any]) -> tuple[ast.FunctionDef, str]:
         n = stack.pop(0)
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == fn.__name__:
             if isinstance(n, ast.AsyncFunctionDef):
-                raise TraceError(f"{fn.__qualname__}: a kernel cannot be an async function")
+                raise TraceError(
+                    f"{fn.__qualname__} is an `async def`: a kernel or inline helper is a "
+                    "plain function (remove `async`)",
+                    filename=filename,
+                    lineno=n.lineno,
+                )
             return n, filename
         stack.extend(ast.iter_child_nodes(n))
     raise TraceError(f"cannot find the definition of {fn.__qualname__} in {filename}")
@@ -493,4 +570,22 @@ def rewrite_function(fn: Callable[..., Any], runtime: Any) -> types.FunctionType
     out.__qualname__ = fn.__qualname__
     out.__module__ = fn.__module__
     out.__doc__ = fn.__doc__
+    out.__tylo_generator_line__ = _yield_line(module)  # type: ignore[attr-defined]
     return out
+
+
+def _yield_line(module: ast.Module) -> int | None:
+    """The line of the first ``yield`` of the rewritten function (not of nested scopes),
+    or None: a generator kernel would return a generator without running its body."""
+    factory = module.body[0]
+    fdef = factory.body[0]  # type: ignore[attr-defined]
+    stack: list[ast.AST] = list(fdef.body)
+    lines = []
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.Yield, ast.YieldFrom)):
+            lines.append(n.lineno)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        stack.extend(ast.iter_child_nodes(n))
+    return min(lines) if lines else None

@@ -10,6 +10,13 @@ Python behaviour, no IR) or *dynamic* (IR control flow):
   settles, runs one branch at trace time; on a bool Value or an undecided relation it
   traces both branches and merges the names they rebind with phi nodes.
 
+Python operators whose outcome depends on runtime values (``==``, ``in``, ``is``,
+``d[k]``, ``d.get``, ``any``/``all``/``bool``, division by a static zero) are in
+:mod:`tylo.kernel.pyops`, and ``match`` patterns in :mod:`tylo.kernel.patterns`; this
+module re-exports their entry points, so the rewritten code reaches everything through
+one namespace. ``return value`` in the kernel itself, and runtime tests of ``while``,
+``assert`` and comprehension filters, raise a TraceError at their line.
+
 Loop-carried values: a name assigned in the loop body that is bound before the loop is
 carried. Its leaves (see :mod:`tylo.kernel.tree`) become phi nodes: a Value keeps its
 dtype; a Python int or an index expression becomes a runtime integer (a fresh symbol, so
@@ -22,6 +29,7 @@ loop index itself are unbound (using them is a clear error).
 from __future__ import annotations
 
 import operator
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -31,13 +39,28 @@ from tylo import dtypes as dt
 from tylo.kernel.context import current, current_or_none
 from tylo.kernel.errors import TraceError, Undefined
 from tylo.kernel.loops import loop_begin, range
-from tylo.kernel.lower import lower_bool
 from tylo.kernel.merge import (
     Branches,
     classify,
     close_branch,
     merge_names,
     snapshot,
+)
+from tylo.kernel.patterns import match_case
+from tylo.kernel.pyops import (
+    all_of,
+    any_of,
+    builtin,
+    contains,
+    divide,
+    eq,
+    get,
+    getitem,
+    is_,
+    is_not,
+    ne,
+    not_contains,
+    setitem,
 )
 from tylo.kernel.values import Value
 
@@ -46,17 +69,28 @@ __all__ = [
     "all_of",
     "and_",
     "any_of",
+    "builtin",
     "check_exit",
+    "check_return",
     "compare_chain",
+    "contains",
     "depth",
+    "divide",
     "eq",
+    "get",
+    "getitem",
     "if_begin",
     "ifexp",
+    "is_",
+    "is_not",
     "loop_begin",
+    "match_case",
     "ne",
     "not_",
+    "not_contains",
     "or_",
     "range",
+    "setitem",
     "static_test",
 ]
 
@@ -79,14 +113,43 @@ def check_exit(start_depth: int, kind: str, line: int) -> None:
     )
 
 
+_STATIC_HINTS = {
+    "while": "use `for i in tylo.range(...)` with an `if` inside",
+    "assert": "an assert cannot stop a GPU thread; state the fact with tylo.assume(...) "
+    "(checked at launch for runtime arguments) or test it with `if`",
+    "comprehension filter": "a list's length cannot depend on runtime values; build it "
+    "from every element and use tylo.where(c, a, b) per element",
+}
+
+
 def static_test(test: Any, line: int, what: str) -> bool:
+    """The truth of a ``while`` test, an ``assert`` or a comprehension's ``if`` filter,
+    which must be known at trace time: a runtime condition raises a TraceError at
+    ``line``."""
     kind, value = classify(test, what)
     if kind != "static":
+        hint = _STATIC_HINTS.get(what, "make it static")
+        shown = f"`{value}`" if kind == "sym" else f"this {value.dtype} value"
         raise TraceError(
-            f"a `{what}` condition must be known at trace time, but this one depends on "
-            "runtime values; use `for i in tylo.range(...)` with an `if` inside",
+            f"a `{what}` condition must be known at trace time, but {shown} depends on "
+            f"runtime values; {hint}",
             lineno=line,
         )
+    return value
+
+
+def check_return(value: Any, line: int) -> Any:
+    """``value``, after checking that the kernel itself (not an inline helper) does not
+    return a value: a kernel's results go to memory."""
+    ctx = current_or_none()
+    if value is not None and ctx is not None:
+        frame = sys._getframe(1)
+        if frame.f_code is getattr(ctx, "kernel_code", None):
+            raise TraceError(
+                f"a kernel returns nothing, but this returns {type(value).__name__} "
+                f"{value!r}; store results to memory (out[i] = value)",
+                lineno=line,
+            )
     return value
 
 
@@ -232,29 +295,6 @@ def or_(first: Any, *rest: Callable[[], Any]) -> Any:
     return _short_circuit(False, first, rest)
 
 
-def _symbolic(x: Any) -> bool:
-    return isinstance(x, sympy.Expr) and not x.is_number
-
-
-def eq(a: Any, b: Any) -> Any:
-    """``a == b`` in a kernel: a relation when an index expression is involved (sympy's
-    own ``==`` is structural), the Values' comparison for Values, else Python's."""
-    if isinstance(a, Value) or isinstance(b, Value):
-        return a == b if isinstance(a, Value) else b == a
-    if _symbolic(a) or _symbolic(b):
-        return sympy.Eq(a, b)
-    return a == b
-
-
-def ne(a: Any, b: Any) -> Any:
-    """``a != b`` in a kernel (see :func:`eq`)."""
-    if isinstance(a, Value) or isinstance(b, Value):
-        return a != b if isinstance(a, Value) else b != a
-    if _symbolic(a) or _symbolic(b):
-        return sympy.Ne(a, b)
-    return a != b
-
-
 _COMPARE = {
     "Lt": operator.lt,
     "LtE": operator.le,
@@ -262,10 +302,10 @@ _COMPARE = {
     "GtE": operator.ge,
     "Eq": eq,
     "NotEq": ne,
-    "Is": operator.is_,
-    "IsNot": operator.is_not,
-    "In": lambda a, b: a in b,
-    "NotIn": lambda a, b: a not in b,
+    "Is": is_,
+    "IsNot": is_not,
+    "In": contains,
+    "NotIn": not_contains,
 }
 
 
@@ -277,39 +317,3 @@ def compare_chain(left: Any, *pairs: tuple[str, Callable[[], Any]]) -> Any:
     if not rest:
         return result
     return and_(result, lambda: compare_chain(right, *rest))
-
-
-def all_of(*conditions: Any) -> Any:
-    """The conjunction of all ``conditions`` without short-circuit (every operand is
-    evaluated): for helpers not rewritten by @tylo.inline, where ``and`` cannot see runtime
-    values. Relations stay symbolic; bool Values are combined with ``&``."""
-    return _fold(conditions, True)
-
-
-def any_of(*conditions: Any) -> Any:
-    """The disjunction of all ``conditions`` without short-circuit (see :func:`all_of`)."""
-    return _fold(conditions, False)
-
-
-def _fold(conditions: tuple[Any, ...], is_and: bool) -> Any:
-    sym: list[Any] = []
-    values: list[Value] = []
-    for c in conditions:
-        kind, v = classify(c, "all_of" if is_and else "any_of")
-        if kind == "static":
-            if v != is_and:
-                return not is_and
-        elif kind == "sym":
-            sym.append(v)
-        else:
-            values.append(v)
-    if not values:
-        if not sym:
-            return is_and
-        return sympy.And(*sym) if is_and else sympy.Or(*sym)
-    b = current().builder
-    acc = values[0].use()
-    rest = [v.use() for v in values[1:]] + [lower_bool(current(), s) for s in sym]
-    for r in rest:
-        acc = b.and_(acc, r) if is_and else b.or_(acc, r)
-    return Value(dt.bool_, acc)

@@ -16,7 +16,14 @@ from typing import Any
 from llvmlite import ir
 
 from tylo import dtypes as dt
-from tylo.backend.inline_ptx import inline_asm
+from tylo.backend.inline_ptx import (
+    PTX_INSTRUCTIONS,
+    address_operands,
+    has_destination,
+    inline_asm,
+    instruction_effects,
+    unknown_instructions,
+)
 from tylo.kernel import facts
 from tylo.kernel.context import TraceContext, current
 from tylo.kernel.errors import TraceError
@@ -268,8 +275,6 @@ _NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[A-Za-z0-9_:]+)*$")
 
 def _result_dtype(instruction: str) -> Any:
     parts = instruction.split(".")
-    if parts[0] in ("setp", "st", "red", "bar", "fence", "membar", "cp", "mbarrier"):
-        return None
     for part in parts[1:]:
         d = _PTX_TYPES.get(part)
         if d is not None:
@@ -277,6 +282,49 @@ def _result_dtype(instruction: str) -> Any:
                 return _WIDER.get(d, d)
             return d
     return None
+
+
+_CONTROL = ("bra", "brx", "call", "ret")
+
+
+def _short_form(instruction: str, out: Any) -> tuple[Any, ...]:
+    """The result dtypes of the plain instruction name ``instruction`` (checked)."""
+    root = instruction.split(".")[0]
+    if root not in PTX_INSTRUCTIONS:
+        raise TraceError(
+            f"tylo.ptx: {root!r} (in {instruction!r}) is not a PTX instruction (PTX ISA "
+            "9.7); check the spelling, or pass a full template with $0.. operands"
+        )
+    if root in _CONTROL:
+        raise TraceError(
+            f"tylo.ptx: {instruction!r} transfers control, which inline asm cannot do "
+            "inside the kernel's IR; use `if`, loops and helpers instead"
+        )
+    if root == "setp":
+        raise TraceError(
+            "tylo.ptx: setp writes a predicate; compare Values instead "
+            "(a < b gives a bool Value)"
+        )
+    if out != "auto":
+        return _explicit_outs(out)
+    if not has_destination(instruction):
+        return ()
+    res = _result_dtype(instruction)
+    if res is None:
+        raise TraceError(
+            f"tylo.ptx: cannot infer the result type of {instruction!r} (no type suffix "
+            "such as .f32 or .u32); pass out=tylo.<dtype>, or out=None if it writes no "
+            "register"
+        )
+    return (res,)
+
+
+def _explicit_outs(out: Any) -> tuple[Any, ...]:
+    if out is None:
+        return ()
+    if isinstance(out, tuple):
+        return tuple(dt.dtype_of(o) for o in out)
+    return (dt.dtype_of(out),)
 
 
 def ptx(
@@ -291,37 +339,45 @@ def ptx(
     ``ptx("fma.rn.f32", a, b, c)`` writes ``fma.rn.f32 $0, $1, $2, $3;`` with operand
     constraints from the argument dtypes and the result dtype from the instruction's type
     suffix (the first one, so ``cvt.rn.f16.f32`` gives f16; ``.wide`` doubles it).
-    Python numbers become values of the result dtype. A full template with ``$0..``
-    (outputs first) is accepted too: ``ptx("mov.b64 {$0, $1}, $2;", x, out=(tylo.u32,
-    tylo.u32))``. ``out`` is a dtype, a tuple of dtypes, or None (no result);
-    ``side_effects`` keeps the instruction from being moved or removed, ``memory`` also
-    adds a memory clobber (for instructions that read or write memory).
+    Instructions without a destination (``st``, ``red``, ``bar``, ``fence``...) return
+    None, and the address operand of a memory instruction is written ``[a]``:
+    ``ptx("red.global.add.u32", out.address(i), v)`` is ``red.global.add.u32 [$0], $1;``
+    (``out.address(i)`` is a u64 global or u32 shared address). An unknown instruction
+    name is a TraceError. Python numbers become values of the result dtype. A full
+    template with ``$0..`` (outputs first) is accepted too: ``ptx("mov.b64 {$0, $1}, $2;",
+    x, out=(tylo.u32, tylo.u32))``; ``out`` is a dtype, a tuple of dtypes, or None (no
+    result). Instructions that access or order memory (ld, st, red, atom, cp, bar, fence,
+    mbarrier...) get side effects and a memory clobber, and those with other effects
+    (trap, vote, shfl, reads of %clock...) side effects, from their names; an asm without
+    results always keeps its side effects. ``side_effects`` / ``memory`` add them to
+    any other instruction.
     """
     ctx = current()
+    if not isinstance(instruction, str):
+        raise TraceError(f"tylo.ptx: the instruction must be a str, got {instruction!r}")
     template = any(ch in instruction for ch in " ${};")
     if not template and not _NAME_RE.match(instruction):
         raise TraceError(f"tylo.ptx: {instruction!r} is not a PTX instruction name")
-    if out == "auto":
-        res = _result_dtype(instruction.split()[0] if template else instruction)
-        outs: tuple[Any, ...] = () if res is None else (res,)
-        if res is None and not template and instruction.split(".")[0] == "setp":
+    if template:
+        unknown = unknown_instructions(instruction)
+        if unknown:
             raise TraceError(
-                "tylo.ptx: setp writes a predicate; compare Values instead "
-                "(a < b gives a bool Value)"
+                f"tylo.ptx: {', '.join(map(repr, unknown))} in {instruction!r} is not a PTX "
+                "instruction (PTX ISA 9.7); check the spelling"
             )
-    elif out is None:
-        outs = ()
-    elif isinstance(out, tuple):
-        outs = tuple(dt.dtype_of(o) for o in out)
+        outs = _explicit_outs(None if out == "auto" else out)
+        if out == "auto":
+            res = _result_dtype(instruction.split()[0])
+            outs = () if res is None or not has_destination(instruction.split()[0]) else (res,)
     else:
-        outs = (dt.dtype_of(out),)
+        outs = _short_form(instruction, out)
     like = outs[0] if outs else None
     values = []
     for a in args:
         if isinstance(a, Value):
             values.append(a)
         else:
-            if like is None and not isinstance(a, Value):
+            if like is None:
                 raise TraceError(
                     f"tylo.ptx: give {a!r} as a Value (tylo.value(x, dtype)); "
                     "its type cannot be inferred"
@@ -336,14 +392,27 @@ def ptx(
     if template:
         text = instruction
     else:
-        operands = ", ".join(f"${k}" for k in range(len(outs) + len(values)))
-        text = f"{instruction} {operands};"
+        addresses = address_operands(instruction)
+        for k in addresses:
+            if k < len(values) and (values[k].dtype.is_float or values[k].dtype.bits < 32):
+                raise TraceError(
+                    f"tylo.ptx: operand {k + 1} of {instruction!r} is an address; got a "
+                    f"{values[k].dtype} value (use t.address(i): u64 global, u32 shared)"
+                )
+        ops = [f"${k}" for k in range(len(outs))]
+        ops += [
+            f"[${len(outs) + k}]" if k in addresses else f"${len(outs) + k}"
+            for k in range(len(values))
+        ]
+        text = f"{instruction} {', '.join(ops)};" if ops else f"{instruction};"
+    auto_side, auto_memory = instruction_effects(text)
+    memory = memory or auto_memory
     results = inline_asm(
         ctx.builder,
         text,
         [ir_type(d) for d in outs],
         [v.use() for v in values],
-        side_effects=side_effects or memory,
+        side_effects=side_effects or memory or auto_side or not outs,
         memory=memory,
         name=instruction.split()[0],
     )

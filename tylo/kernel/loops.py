@@ -134,6 +134,16 @@ class DynamicLoop:
         self.start = to_index(rng.start, "tylo.range start")
         self.stop = to_index(rng.stop, "tylo.range stop")
         self.step = to_index(rng.step, "tylo.range step")
+        lo, hi = -(1 << (ctx.index_bits - 1)), (1 << (ctx.index_bits - 1)) - 1
+        for what, bound in (("start", self.start), ("stop", self.stop), ("step", self.step)):
+            if bound.is_Integer and not lo <= int(bound) <= hi:
+                raise TraceError(
+                    f"tylo.range {what} {bound} does not fit the kernel's "
+                    f"{ctx.index_bits}-bit loop counter ([{lo}, {hi}])",
+                    lineno=line,
+                )
+        if self.step.is_Integer and int(self.step) == 0:
+            raise TraceError("tylo.range step must not be zero", lineno=line)
         up = facts.decide(sympy.Gt(self.step, 0))
         down = facts.decide(sympy.Lt(self.step, 0)) if up is not True else False
         if up is not True and down is not True:

@@ -291,6 +291,13 @@ def _cache_for(ctx: TraceContext, e: sympy.Basic) -> dict[Any, ir.Value]:
 
 
 def _const(value: int, bits: int) -> ir.Constant:
+    # a constant outside both the signed and the unsigned range of its width would be
+    # reduced modulo 2**bits: another number, silently
+    if not -(1 << (bits - 1)) <= value < (1 << bits):
+        raise TraceError(
+            f"the integer {value} does not fit the {bits}-bit index arithmetic it is used "
+            "in; it would wrap to another number"
+        )
     return ir.IntType(bits)(value & ((1 << bits) - 1))
 
 

@@ -35,7 +35,7 @@ from tylo.dtypes import DType
 from tylo.kernel import facts
 from tylo.kernel.context import current
 from tylo.kernel.errors import TraceError
-from tylo.kernel.lower import lower_int
+from tylo.kernel.lower import bounds, lower_int
 from tylo.kernel.values import Value, as_value, convert, ir_type, memory_type, to_index
 
 __all__ = ["Tensor", "dynamic_shared", "shared", "view"]
@@ -50,6 +50,10 @@ _STORE_CACHE = re.compile(
     rf"evict_normal))(?:\.(?!$)|$))+$"
 )
 _VECTOR_BYTES = (4, 8, 16)
+# Statically allocated shared memory per block is limited to 48 KB; more must be dynamic
+# and opted in per function (CUDA C++ Programming Guide, "Shared Memory" of each
+# compute capability).
+STATIC_SHARED_LIMIT = 48 * 1024
 _SPACE = {ADDRSPACE_GLOBAL: "global", ADDRSPACE_SHARED: "shared"}
 
 
@@ -70,10 +74,17 @@ class Tensor:
 
     ``dtype``: element type; ``layout``: coordinate -> element offset (None: the index
     is the offset); ``align``: the base address's known alignment in bytes; ``param``:
-    the kernel parameter it views, if any.
+    the kernel parameter it views, if any; ``extent``: the number of elements from the
+    base, where known (shared memory).
+
+    Offsets are checked while tracing: a static offset must fit the kernel's index width
+    (``index_bits``) and its byte offset 64 bits, must not be negative (the base is the
+    start of the memory: Python's negative indexing does not apply) and must lie within
+    a known extent; an offset whose proved range lies entirely outside these limits is
+    refused too.
     """
 
-    __slots__ = ("addrspace", "align", "base", "dtype", "layout", "name", "param")
+    __slots__ = ("addrspace", "align", "base", "dtype", "extent", "layout", "name", "param")
 
     def __init__(
         self,
@@ -85,8 +96,10 @@ class Tensor:
         layout: Any = None,
         name: str = "tensor",
         param: int | None = None,
+        extent: int | None = None,
     ) -> None:
         self.dtype = dtype
+        self.extent = extent  # elements from the base, where known (shared memory)
         self.base = base
         self.addrspace = addrspace
         self.align = align
@@ -105,6 +118,16 @@ class Tensor:
     def __bool__(self) -> bool:
         return True
 
+    def __iter__(self) -> Any:
+        # without this, Python would iterate by calling __getitem__(0), (1), ... forever
+        raise TraceError(
+            f"{self.name} is memory without a length: it cannot be iterated or searched "
+            "with `in`; loop over indices (for i in tylo.range(n))"
+        )
+
+    def __contains__(self, item: Any) -> bool:
+        return self.__iter__()
+
     # -------------------------------------------------------------- offsets
 
     def offset(self, coord: Any) -> Any:
@@ -120,6 +143,47 @@ class Tensor:
             crd = tuple(_coord(c, self.name) for c in coord)
             return _expr(self.layout(*crd))
         return _expr(self.layout(_coord(coord, self.name)))
+
+    def _check_offset(self, offset: Any, count: int, what: str) -> None:
+        """Refuse an element offset that cannot address elements ``offset .. offset +
+        count - 1`` of this memory (see the class docstring)."""
+        ctx = current()
+        bits = ctx.index_bits
+        lo_lim, hi_lim = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        where = f"{self.name}{what}"
+        if isinstance(offset, sympy.Integer) or isinstance(offset, int):
+            lo = hi = int(offset)
+        else:
+            lo, hi = bounds(ctx, offset)
+        static = lo is not None and lo == hi
+        if static:
+            wraps = not (lo_lim <= lo and lo + count - 1 <= hi_lim)  # type: ignore[operator]
+        else:
+            wraps = (lo is not None and lo > hi_lim) or (hi is not None and hi < lo_lim)
+        if wraps:
+            raise TraceError(
+                f"{where}: the element offset {offset} does not fit the kernel's {bits}-bit "
+                f"index arithmetic ([{lo_lim}, {hi_lim}]); it would wrap to another "
+                "element" + ("; use @tylo.kernel(index_bits=64)" if bits == 32 else "")
+            )
+        nbytes = max(self.dtype.nbytes, 1)
+        if static and not -(1 << 63) <= lo * nbytes < (1 << 63):  # type: ignore[operator]
+            raise TraceError(
+                f"{where}: the element offset {offset} is {lo * nbytes} bytes from the base, "
+                "beyond any 64-bit address"
+            )
+        if hi is not None and hi < 0:
+            raise TraceError(
+                f"{where}: the element offset {offset} is negative, before the start of "
+                f"{self.name} (a pointer has no length, so Python's negative indexing does "
+                "not apply; index from the start)"
+            )
+        if self.extent is not None and lo is not None and lo + count > self.extent:
+            span = f"elements {lo}..{lo + count - 1}" if count > 1 else f"element {lo}"
+            raise TraceError(
+                f"{where}: {span} of {self.name}, which holds {self.extent} elements"
+                + (f" (the offset {offset} is at least {lo})" if lo != hi else "")
+            )
 
     def _pointer(self, offset: Any, elem: ir.Type | None = None) -> ir.Value:
         ctx = current()
@@ -141,6 +205,7 @@ class Tensor:
         elements starting there (a tuple of Values, one vector instruction).
         ``cache`` is a PTX cache qualifier ('nc', 'cs', 'L1::no_allocate', ...)."""
         offset = self.offset(coord)
+        self._check_offset(offset, vector if type(vector) is int else 1, f"[{coord!r}]")
         if vector != 1:
             self._check_vector(offset, vector, "load")
         if cache is not None:
@@ -172,6 +237,7 @@ class Tensor:
         offset = self.offset(coord)
         values = list(value) if isinstance(value, (tuple, list)) else None
         vector = len(values) if values is not None else 1
+        self._check_offset(offset, vector, f"[{coord!r}]")
         if values is not None and vector != 1:
             self._check_vector(offset, vector, "store")
         items = [_as_element(v, self.dtype) for v in (values if values is not None else [value])]
@@ -199,7 +265,9 @@ class Tensor:
         """The address of the element at ``coord``: a u32 shared-window address for shared
         memory (for inline PTX ``[r]`` operands), a u64 global address otherwise."""
         ctx = current()
-        p = self._pointer(self.offset(coord))
+        offset = self.offset(coord)
+        self._check_offset(offset, 1, f".address({coord!r})")
+        p = self._pointer(offset)
         if self.addrspace == ADDRSPACE_SHARED:
             return Value(dt.u32, ctx.builder.ptrtoint(p, ir.IntType(32)))
         return Value(dt.u64, ctx.builder.ptrtoint(p, ir.IntType(64)))
@@ -376,6 +444,7 @@ def view(ptr: Tensor, layout: Any) -> Tensor:
         layout=layout,
         name=ptr.name,
         param=ptr.param,
+        extent=ptr.extent,
     )
 
 
@@ -403,13 +472,26 @@ def shared(dtype: Any, layout_or_size: Any, *, align: int = 16, name: str = "sme
     layout, n = _extent(layout_or_size, "tylo.shared")
     if align < 1 or align & (align - 1):
         raise TraceError(f"tylo.shared: align must be a power of two, got {align}")
+    if ctx.static_shared_bytes + n * d.nbytes > STATIC_SHARED_LIMIT:
+        raise TraceError(
+            f"tylo.shared: {n} {d} elements ({n * d.nbytes} bytes) bring the kernel's static "
+            f"shared memory to {ctx.static_shared_bytes + n * d.nbytes} bytes, over the "
+            f"{STATIC_SHARED_LIMIT}-byte static limit (CUDA C++ Programming Guide, shared "
+            "memory); use tylo.dynamic_shared for more"
+        )
     gv = ctx.module.shared_array(name, memory_type(d), n, align=max(align, d.nbytes))
     zero = ir.IntType(32)(0)
     base = gv.gep([zero, zero])
     pad = -ctx.static_shared_bytes % max(align, d.nbytes)
     ctx.static_shared_bytes += pad + n * d.nbytes
     return Tensor(
-        d, base, addrspace=ADDRSPACE_SHARED, align=max(align, d.nbytes), layout=layout, name=name
+        d,
+        base,
+        addrspace=ADDRSPACE_SHARED,
+        align=max(align, d.nbytes),
+        layout=layout,
+        name=name,
+        extent=n,
     )
 
 
@@ -435,5 +517,11 @@ def dynamic_shared(
     ctx.dynamic_shared_bytes = max(ctx.dynamic_shared_bytes, offset_bytes + n * d.nbytes)
     align = 16 if offset_bytes == 0 else min(16, offset_bytes & -offset_bytes)
     return Tensor(
-        d, base, addrspace=ADDRSPACE_SHARED, align=max(align, d.nbytes), layout=layout, name=name
+        d,
+        base,
+        addrspace=ADDRSPACE_SHARED,
+        align=max(align, d.nbytes),
+        layout=layout,
+        name=name,
+        extent=n,
     )

@@ -157,8 +157,16 @@ def _int_only(name: str, d: DType) -> None:
         raise TraceError(f"{name} needs integer values, got {d}")
 
 
+def _static_zero_divisor(name: str, d: DType, y: Value) -> None:
+    """An integer division by a divisor known to be zero has no defined result on the GPU
+    (PTX ISA div/rem: unspecified); Python would raise ZeroDivisionError."""
+    if isinstance(y.ir, ir.Constant) and y.ir.constant == 0:
+        raise TraceError(f"integer division by zero: {name} of a {d} value by 0")
+
+
 def _floordiv(b: ir.IRBuilder, d: DType, x: Value, y: Value) -> Value:
     _int_only("//", d)
+    _static_zero_divisor("//", d, y)
     if d.kind == "u":
         return Value(d, b.udiv(x.use(), y.use()))
     q, r = b.sdiv(x.use(), y.use()), b.srem(x.use(), y.use())
@@ -170,6 +178,7 @@ def _floordiv(b: ir.IRBuilder, d: DType, x: Value, y: Value) -> Value:
 
 def _mod(b: ir.IRBuilder, d: DType, x: Value, y: Value) -> Value:
     _int_only("%", d)
+    _static_zero_divisor("%", d, y)
     if d.kind == "u":
         return Value(d, b.urem(x.use(), y.use()))
     r = b.srem(x.use(), y.use())

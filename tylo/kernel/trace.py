@@ -156,6 +156,18 @@ def trace_kernel(
                     args.append(sym)
                 else:
                     args.append(Value(b.dtype, arg, ctx.root))  # type: ignore[arg-type]
+            yield_line = getattr(fn, "__tylo_generator_line__", None)
+            if yield_line is not None:
+                raise TraceError(
+                    f"a kernel cannot be a generator (`yield` at line {yield_line}): it "
+                    "would return without running; store results to memory instead",
+                    kernel=name,
+                    filename=fn.__code__.co_filename,
+                    lineno=yield_line,
+                )
+            # `return value` in the kernel itself (not in an inline helper) is refused at
+            # its line by control.check_return, which recognizes the kernel by its code
+            ctx.kernel_code = fn.__code__  # type: ignore[attr-defined]
             profiler = _DependencyTracker(deps) if deps is not None else None
             if profiler is not None:
                 profiler.start()
