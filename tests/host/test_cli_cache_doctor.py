@@ -72,13 +72,16 @@ def test_cache_summary_counts_per_version(
     other = tmp_path / "v0" / "ab" / ("ab" * 32 + ".tylo")
     other.parent.mkdir(parents=True)
     other.write_bytes(b"x" * 1000)
-    (tmp_path / "v1" / "junk.txt").write_text("not an entry")
+    from tylo.backend.cache import FORMAT_VERSION
+
+    current = f"v{FORMAT_VERSION}"  # where fill() put its entries
+    (tmp_path / current / "junk.txt").write_text("not an entry")
     s = cache_summary(tmp_path)
     assert s["entries"] == 4 and s["bytes"] == total + 1000
     assert s["versions"]["v0"] == {"entries": 1, "bytes": 1000}
     assert main(["cache", "info"]) == EXIT_OK
     out = capsys.readouterr().out
-    assert "v0: 1 entries, 1000 B" in out and "v1: 3 entries" in out
+    assert "v0: 1 entries, 1000 B" in out and f"{current}: 3 entries" in out
     with pytest.raises(SystemExit) as exc:  # argparse's usage errors exit, with 64
         main(["cache", "frobnicate"])
     assert exc.value.code == EXIT_USAGE
