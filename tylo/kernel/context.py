@@ -106,6 +106,7 @@ class TraceContext:
         self.param_index: dict[sympy.Symbol, int] = {}  # runtime int symbol -> parameter
         self.guards: list[Any] = []  # facts launches must check (tylo.kernel.guards)
         self.target = target
+        self.kernel_code: Any = None  # the kernel's code object (trace.py; returned values)
         entry = function.append_basic_block("entry")
         body = function.append_basic_block("body")
         self.prologue = ir.IRBuilder(entry)
