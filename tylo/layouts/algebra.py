@@ -358,19 +358,15 @@ def complement(layout: Any, cotarget: Any = None) -> Layout:
         rest = -(-cotarget // cur)
     elif divides(cur, cotarget) is True:
         rest = ceil_div(cotarget, cur)
+    elif maybe_trivial is not None:
+        # were s == 1, the last mode would start at a smaller reach and round up differently
+        s, d = maybe_trivial
+        raise undecidable_cmp("complement", s, "==", 1, f"mode {fmt(s)}:{fmt(d)} of {x}")
     elif decide_cmp(cotarget, "<=", cur) is True:
-        if maybe_trivial is not None:
-            s, d = maybe_trivial
-            raise undecidable_cmp("complement", s, "==", 1, f"mode {fmt(s)}:{fmt(d)} of {x}")
         rest = 1
     else:
-        if divides(cur, cotarget) is False:
-            raise ComplementError(
-                f"{what}: the last mode would have extent ceil({fmt(cotarget)}/{fmt(cur)}), "
-                "which is not exact for these symbols; give a cotarget that is a multiple "
-                f"of {fmt(cur)}"
-            )
-        raise undecidable_divides("complement", cur, cotarget, f"to size the last mode of {what}")
+        # CuTe's last extent ceil(cotarget / reach), as the static path rounds up
+        rest = ceil_div(cotarget, cur)
     rs.append(rest)
     rd.append(cur)
     return coalesce(Layout._make(tuple(rs), tuple(rd)))
