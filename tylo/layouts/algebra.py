@@ -13,7 +13,7 @@ import sympy
 
 from tylo.layouts.errors import ComplementError, ShapeError
 from tylo.layouts.inttuple import flatten_tuple, fmt, product, vmul
-from tylo.layouts.layout import Layout, _as_layout, cosize, make_layout
+from tylo.layouts.layout import Layout, _as_layout, cosize, make_layout, size
 from tylo.layouts.swizzle import ComposedLayout
 from tylo.layouts.symbolic import (
     ceil_div,
@@ -271,6 +271,9 @@ def _inadmissible(
             both = _offsets(make_layout(filtered, cand), _ENUMERATION_LIMIT)
             if both is not None and len(set(both)) == len(both):
                 return cand
+        cand = _floor_candidate(filtered, cotarget)
+        if cand is not None:
+            return cand
         image = _offsets(filtered, _ENUMERATION_LIMIT)
         if image is not None and len(set(image)) < len(image):
             raise ComplementError(
@@ -280,11 +283,41 @@ def _inadmissible(
             )
     raise ComplementError(
         f"{head}; tylo builds the complement of admissible layouts only (or, for a static "
-        "layout, when the cotarget is within that reach and the result is checked "
-        "injective), and did not decide whether another layout R makes (A, R) injective "
-        "and covering the cotarget; use an injective layout whose sorted strides divide "
-        "each other"
+        "layout, the gaps below the cotarget or CuTe's construction with gaps rounded "
+        "down, each checked by enumeration), and did not decide whether another layout R "
+        "makes (A, R) injective and covering the cotarget; use an injective layout whose "
+        "sorted strides divide each other"
     )
+
+
+def _floor_candidate(filtered: Layout, cotarget: int) -> Layout | None:
+    """CuTe's construction for a static layout, gaps rounded down (``d_k // reach``), when
+    it has the defining property, checked by enumeration: R ordered, ``(A, R)`` injective,
+    its image covering ``[0, cotarget)``. None otherwise (or past the enumeration limit)."""
+    fs, fd = filtered.flat()
+    modes = sorted((d, sz) for sz, d in zip(fs, fd) if sz != 1 and d != 0)
+    rs, rd, cur = [], [], 1
+    for d, sz in modes:
+        if d // cur < 1:
+            return None
+        rs.append(d // cur)
+        rd.append(cur)
+        cur = sz * d
+    rs.append(-(-cotarget // cur))
+    rd.append(cur)
+    cand = coalesce(Layout._make(tuple(rs), tuple(rd)))
+    n = 1
+    for e in (*fs, *cand.flat()[0]):
+        n *= e
+    if n > _ENUMERATION_LIMIT:
+        return None
+    rv = [cand(i) for i in range(size(cand))]
+    if any(a >= b for a, b in zip(rv, rv[1:])):
+        return None
+    both = _offsets(make_layout(filtered, cand), _ENUMERATION_LIMIT)
+    if both is None or len(set(both)) != len(both) or not set(range(cotarget)) <= set(both):
+        return None
+    return cand
 
 
 _ENUMERATION_LIMIT = 1 << 14
@@ -302,7 +335,9 @@ def complement(layout: Any, cotarget: Any = None) -> Layout:
     Needs *admissibility*: sorted by stride, each stride is a multiple of the reach
     ``extent*stride`` of the previous mode. An inadmissible static layout still gets the
     complement of its admissible prefix when ``n`` is within that prefix's reach and the
-    result is checked injective (``complement((4,6):(1,6), 1) == 1:0``); otherwise
+    result is checked injective (``complement((4,6):(1,6), 1) == 1:0``), or CuTe's
+    construction with gaps rounded down when enumeration shows it has the defining
+    property (``complement((2,2):(1,5), 3) == 2:2``); otherwise
     ComplementError, which says no complement exists only when A' is not injective. A
     cotarget below 1 raises ShapeError.
 

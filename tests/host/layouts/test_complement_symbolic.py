@@ -113,3 +113,16 @@ def test_divide_by_an_inadmissible_tiler_refuses_without_a_fake_complement():
         logical_divide(Layout(3, 1), b)
     assert "logical_divide" in str(info.value)
     assert "no complement exists" not in str(info.value)
+
+
+def test_inadmissible_static_layout_gets_cutes_construction_when_checked():
+    """(2,2):(1,5) is not admissible; CuTe's construction (gaps rounded down) gives 2:2,
+    which covers [0, 3) injectively with the layout's offsets {0, 1, 5, 6}: tylo checks
+    and returns it (the divide by that tiler then exists too)."""
+    x = Layout((2, 2), (1, 5))
+    r = complement(x, 3)
+    assert r == Layout(2, 2)
+    sums = [a + b for b in (r(0), r(1)) for a in (0, 1, 5, 6)]
+    assert len(set(sums)) == len(sums) and {0, 1, 2} <= set(sums)
+    d = logical_divide(Layout(3, 1), x)
+    assert d[0] == x
