@@ -331,7 +331,10 @@ def _as_layout(x: Any, op: str) -> Any:
     if isinstance(x, Layout):
         return x
     if type(x) is int or isinstance(x, sympy.Basic):
-        return Layout(x)
+        try:
+            return Layout(x)
+        except LayoutError as e:
+            raise e.within(f"{op}({reprlib.repr(x)})") from None
     from tylo.layouts.swizzle import ComposedLayout
 
     if isinstance(x, ComposedLayout):
