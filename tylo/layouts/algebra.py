@@ -12,7 +12,7 @@ from typing import Any
 import sympy
 
 from tylo.layouts.errors import ComplementError, ShapeError
-from tylo.layouts.inttuple import flatten_tuple, fmt, product, vmul
+from tylo.layouts.inttuple import check_depth, flatten_tuple, fmt, product, vmul
 from tylo.layouts.layout import Layout, _as_layout, cosize, make_layout, size
 from tylo.layouts.swizzle import ComposedLayout
 from tylo.layouts.symbolic import (
@@ -118,6 +118,8 @@ def coalesce(layout: Any, profile: Any = None) -> Any:
         if layout.is_static:
             s, d = _coalesce_flat(fs, fd, True)
             return Layout._make(s, d)
+    if type(profile) is tuple:
+        check_depth(profile, "the profile", "coalesce")
     if isinstance(layout, ComposedLayout):
         return ComposedLayout(layout.outer, layout.offset, coalesce(layout.inner, profile))
     x = _as_layout(layout, "coalesce")
@@ -156,6 +158,8 @@ def filter_(layout: Any, profile: Any = None) -> Layout:
     >>> str(filter_(Layout((4, 2, 3), (1, 0, 4))))
     '12:1'
     """
+    if type(profile) is tuple:
+        check_depth(profile, "the profile", "filter_")
     x = _as_layout(layout, "filter_")
     return coalesce(Layout._make(_drop_zero_strides(x.shape, x.stride), x.stride), profile)
 
@@ -214,6 +218,7 @@ def _static_complement(x: Layout, cotarget: int) -> Layout | None:
 def _check_cotarget(x: Any, cotarget: Any) -> Any:
     """The cotarget as a size: a positive int or a symbolic value decided ``>= 1``."""
     if type(cotarget) is tuple:
+        check_depth(cotarget, "the cotarget", "complement")
         for e in flatten_tuple(cotarget):
             _check_cotarget(x, e)
         return product(cotarget)

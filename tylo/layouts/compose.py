@@ -33,6 +33,8 @@ UndecidableError naming the fact to supply.
 
 from __future__ import annotations
 
+import reprlib
+
 from typing import Any
 
 import sympy
@@ -512,7 +514,10 @@ def _composition(a: Any, b: Any) -> Any:
     if type(a) is int or isinstance(a, sympy.Basic):
         a = Layout(a)
     if not isinstance(a, Layout):
-        raise ShapeError(f"composition: left operand {a!r} is not a Layout")
+        raise ShapeError(
+            f"composition: left operand {reprlib.repr(a)} ({type(a).__name__}) is not a "
+            "Layout; give a Layout, a ComposedLayout, a Swizzle or an int"
+        )
     if b is None:
         return a
     if type(b) is tuple:

@@ -12,7 +12,7 @@ from typing import Any
 from tylo.layouts.algebra import complement
 from tylo.layouts.compose import by_mode, composition
 from tylo.layouts.errors import LayoutError, ShapeError
-from tylo.layouts.layout import Layout, _as_layout, make_layout, size
+from tylo.layouts.layout import Layout, _as_layout, check_depth, make_layout, size
 from tylo.layouts.swizzle import ComposedLayout
 
 __all__ = ["flat_divide", "logical_divide", "tiled_divide", "unzip_modes", "zipped_divide"]
@@ -73,6 +73,7 @@ def _by_mode(fn: Any, op: str, a: Layout, tiler: tuple) -> Layout:
 def unzip_modes(fn: Any, a: Any, tiler: Any) -> Any:
     """Apply a rank-2 splitter ``fn`` (logical_divide or logical_product) by mode and
     gather the results into ``((tiles...), (rests..., untouched modes...))``."""
+    check_depth(tiler, "the tiler", getattr(fn, "__name__", "unzip_modes"))
     if isinstance(a, ComposedLayout):
         return ComposedLayout(a.outer, a.offset, unzip_modes(fn, a.inner, tiler))
     a = _as_layout(a, "zipped")
