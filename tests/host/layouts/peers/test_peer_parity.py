@@ -148,3 +148,14 @@ def test_brute_force_layout_recognition() -> None:
     cands = brute.complement_candidates(Layout((4, 6), (1, 6)), 34)
     assert cands == []  # CuTe's own default-cotarget case has no complement
     assert Layout(1, 0) in brute.complement_candidates(Layout((4, 6), (1, 6)), 1)
+
+
+def test_the_documented_table_is_current() -> None:
+    """docs/proofs.md's "Peer parity" table is the one this run prints."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[4] / "docs" / "proofs.md").read_text()
+    block = doc[doc.index("### The table") :].split("\n\n")[1]
+    documented = [" ".join(line.split()) for line in block.splitlines()]
+    current = [" ".join(line.split()) for line in table(list(_verdicts())).splitlines()[2:11]]
+    assert documented == current, "update the table in docs/proofs.md (Peer parity)"
