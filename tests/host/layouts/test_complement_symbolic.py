@@ -42,6 +42,8 @@ def test_cute_examples_round_up():
     assert str(complement(Layout(32, 1), N)) == "ceiling(N/32):32"
     assert str(logical_divide(Layout(N, 1), Layout(32, 1))) == "(32,ceiling(N/32)):(1,32)"
     got = logical_divide(Layout(N32, 1), Layout(32, 2))
+    assert str(got) == "(32,(2,ceiling(N/64))):(2,(1,64))"  # CuTe's form
+    assert str(complement(Layout(32, 2), N32)) == "(2,ceiling(N/64)):(1,64)"
     for n in (32, 64, 96, 160, 1024):
         same_function(
             substitute(got, {"N": n}), logical_divide(Layout(n, 1), Layout(32, 2))
