@@ -389,8 +389,8 @@ def _stricter(op: str, args: tuple, err: Exception) -> str | None:
         )
     if op in ("left_inverse", "right_inverse") and composed[0]:
         return (
-            "inverses are plain Layouts; composed layouts are refused (inverse.py); "
-            "CuTe returns a composed inverse"
+            "tylo returns the inverse of S o L only as S' o Q for a swizzle S' (inverse.py, "
+            "docs/layouts.md); CuTe returns any composed inverse"
         )
     if op in ("complement", "logical_divide", "logical_product") and not any(composed):
         x = args[0] if op != "logical_divide" else args[1]
