@@ -15,9 +15,10 @@ from typing import Any
 import sympy
 
 from tylo.layouts import _poly as P
+from tylo.layouts._depth import MAX_DEPTH, check_depth
 from tylo.layouts._facts import facts_for
 from tylo.layouts._symbols import Dim, Divisible, IndexSymbol
-from tylo.layouts.errors import AssumptionError
+from tylo.layouts.errors import AssumptionError, ShapeError
 from tylo.layouts.symbolic import _STACK, _normalize_fact, to_value
 
 __all__ = ["assignments", "sample_assignment", "substitute"]
@@ -84,11 +85,15 @@ def _exact_int(k: Any, v: Any) -> int:
     return v
 
 
-def _map(obj: Any, fn: Any) -> Any:
-    if type(obj) is tuple:
-        return tuple(_map(e, fn) for e in obj)
-    if type(obj) is list:
-        return [_map(e, fn) for e in obj]
+def _map(obj: Any, fn: Any, depth: int = 0) -> Any:
+    if type(obj) is tuple or type(obj) is list:
+        if depth >= MAX_DEPTH:
+            raise ShapeError(
+                f"substitute: the tuple nests deeper than {MAX_DEPTH} levels (tylo's limit, "
+                "tylo.layouts.layout.MAX_DEPTH); flatten it"
+            )
+        out = [_map(e, fn, depth + 1) for e in obj]
+        return tuple(out) if type(obj) is tuple else out
     mapper = getattr(obj, "map_values", None)
     if mapper is not None and not isinstance(obj, sympy.Basic):
         return mapper(fn)
@@ -181,6 +186,8 @@ def sample_assignment(
         rng = random.Random(rng)
     facts_all = _STACK.current + tuple(_normalize_fact(a) for a in assumptions)
     f = facts_for(facts_all)
+    symbols = list(symbols)
+    check_depth(symbols, "the objects", "sample_assignment")
     syms = _closure(symbols, facts_all)
     if not syms:
         return {}

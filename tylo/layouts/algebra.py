@@ -12,8 +12,8 @@ from typing import Any
 import sympy
 
 from tylo.layouts.errors import ComplementError, ShapeError
-from tylo.layouts.inttuple import flatten_tuple, fmt, product, vmul
-from tylo.layouts.layout import Layout, _as_layout, cosize, make_layout
+from tylo.layouts.inttuple import check_depth, flatten_tuple, fmt, product, vmul
+from tylo.layouts.layout import Layout, _as_layout, cosize, make_layout, size
 from tylo.layouts.swizzle import ComposedLayout
 from tylo.layouts.symbolic import (
     ceil_div,
@@ -118,6 +118,8 @@ def coalesce(layout: Any, profile: Any = None) -> Any:
         if layout.is_static:
             s, d = _coalesce_flat(fs, fd, True)
             return Layout._make(s, d)
+    if type(profile) is tuple:
+        check_depth(profile, "the profile", "coalesce")
     if isinstance(layout, ComposedLayout):
         return ComposedLayout(layout.outer, layout.offset, coalesce(layout.inner, profile))
     x = _as_layout(layout, "coalesce")
@@ -156,6 +158,8 @@ def filter_(layout: Any, profile: Any = None) -> Layout:
     >>> str(filter_(Layout((4, 2, 3), (1, 0, 4))))
     '12:1'
     """
+    if type(profile) is tuple:
+        check_depth(profile, "the profile", "filter_")
     x = _as_layout(layout, "filter_")
     return coalesce(Layout._make(_drop_zero_strides(x.shape, x.stride), x.stride), profile)
 
@@ -214,6 +218,7 @@ def _static_complement(x: Layout, cotarget: int) -> Layout | None:
 def _check_cotarget(x: Any, cotarget: Any) -> Any:
     """The cotarget as a size: a positive int or a symbolic value decided ``>= 1``."""
     if type(cotarget) is tuple:
+        check_depth(cotarget, "the cotarget", "complement")
         for e in flatten_tuple(cotarget):
             _check_cotarget(x, e)
         return product(cotarget)
@@ -271,6 +276,9 @@ def _inadmissible(
             both = _offsets(make_layout(filtered, cand), _ENUMERATION_LIMIT)
             if both is not None and len(set(both)) == len(both):
                 return cand
+        cand = _floor_candidate(filtered, cotarget)
+        if cand is not None:
+            return cand
         image = _offsets(filtered, _ENUMERATION_LIMIT)
         if image is not None and len(set(image)) < len(image):
             raise ComplementError(
@@ -280,11 +288,41 @@ def _inadmissible(
             )
     raise ComplementError(
         f"{head}; tylo builds the complement of admissible layouts only (or, for a static "
-        "layout, when the cotarget is within that reach and the result is checked "
-        "injective), and did not decide whether another layout R makes (A, R) injective "
-        "and covering the cotarget; use an injective layout whose sorted strides divide "
-        "each other"
+        "layout, the gaps below the cotarget or CuTe's construction with gaps rounded "
+        "down, each checked by enumeration), and did not decide whether another layout R "
+        "makes (A, R) injective and covering the cotarget; use an injective layout whose "
+        "sorted strides divide each other"
     )
+
+
+def _floor_candidate(filtered: Layout, cotarget: int) -> Layout | None:
+    """CuTe's construction for a static layout, gaps rounded down (``d_k // reach``), when
+    it has the defining property, checked by enumeration: R ordered, ``(A, R)`` injective,
+    its image covering ``[0, cotarget)``. None otherwise (or past the enumeration limit)."""
+    fs, fd = filtered.flat()
+    modes = sorted((d, sz) for sz, d in zip(fs, fd) if sz != 1 and d != 0)
+    rs, rd, cur = [], [], 1
+    for d, sz in modes:
+        if d // cur < 1:
+            return None
+        rs.append(d // cur)
+        rd.append(cur)
+        cur = sz * d
+    rs.append(-(-cotarget // cur))
+    rd.append(cur)
+    cand = coalesce(Layout._make(tuple(rs), tuple(rd)))
+    n = 1
+    for e in (*fs, *cand.flat()[0]):
+        n *= e
+    if n > _ENUMERATION_LIMIT:
+        return None
+    rv = [cand(i) for i in range(size(cand))]
+    if any(a >= b for a, b in zip(rv, rv[1:])):
+        return None
+    both = _offsets(make_layout(filtered, cand), _ENUMERATION_LIMIT)
+    if both is None or len(set(both)) != len(both) or not set(range(cotarget)) <= set(both):
+        return None
+    return cand
 
 
 _ENUMERATION_LIMIT = 1 << 14
@@ -302,7 +340,9 @@ def complement(layout: Any, cotarget: Any = None) -> Layout:
     Needs *admissibility*: sorted by stride, each stride is a multiple of the reach
     ``extent*stride`` of the previous mode. An inadmissible static layout still gets the
     complement of its admissible prefix when ``n`` is within that prefix's reach and the
-    result is checked injective (``complement((4,6):(1,6), 1) == 1:0``); otherwise
+    result is checked injective (``complement((4,6):(1,6), 1) == 1:0``), or CuTe's
+    construction with gaps rounded down when enumeration shows it has the defining
+    property (``complement((2,2):(1,5), 3) == 2:2``); otherwise
     ComplementError, which says no complement exists only when A' is not injective. A
     cotarget below 1 raises ShapeError.
 
@@ -358,19 +398,15 @@ def complement(layout: Any, cotarget: Any = None) -> Layout:
         rest = -(-cotarget // cur)
     elif divides(cur, cotarget) is True:
         rest = ceil_div(cotarget, cur)
+    elif maybe_trivial is not None:
+        # were s == 1, the last mode would start at a smaller reach and round up differently
+        s, d = maybe_trivial
+        raise undecidable_cmp("complement", s, "==", 1, f"mode {fmt(s)}:{fmt(d)} of {x}")
     elif decide_cmp(cotarget, "<=", cur) is True:
-        if maybe_trivial is not None:
-            s, d = maybe_trivial
-            raise undecidable_cmp("complement", s, "==", 1, f"mode {fmt(s)}:{fmt(d)} of {x}")
         rest = 1
     else:
-        if divides(cur, cotarget) is False:
-            raise ComplementError(
-                f"{what}: the last mode would have extent ceil({fmt(cotarget)}/{fmt(cur)}), "
-                "which is not exact for these symbols; give a cotarget that is a multiple "
-                f"of {fmt(cur)}"
-            )
-        raise undecidable_divides("complement", cur, cotarget, f"to size the last mode of {what}")
+        # CuTe's last extent ceil(cotarget / reach), as the static path rounds up
+        rest = ceil_div(cotarget, cur)
     rs.append(rest)
     rd.append(cur)
     return coalesce(Layout._make(tuple(rs), tuple(rd)))

@@ -45,7 +45,7 @@ from tylo.layouts.algebra import (
 )
 from tylo.layouts.errors import CompositionError, LayoutError, ShapeError, UndecidableError
 from tylo.layouts.inttuple import fmt, product, vadd, vmul
-from tylo.layouts.layout import Layout, check_depth, size
+from tylo.layouts.layout import Layout, _as_layout, check_depth, size
 from tylo.layouts.swizzle import ComposedLayout, Swizzle
 from tylo.layouts.symbolic import (
     decide_cmp,
@@ -512,7 +512,7 @@ def _composition(a: Any, b: Any) -> Any:
     if type(a) is int or isinstance(a, sympy.Basic):
         a = Layout(a)
     if not isinstance(a, Layout):
-        raise ShapeError(f"composition: left operand {a!r} is not a Layout")
+        _as_layout(a, "composition")  # raises ShapeError naming the operand (reprlib: any depth)
     if b is None:
         return a
     if type(b) is tuple:

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tylo.layouts.algebra import coalesce, complement
+from tylo.layouts.algebra import complement
 from tylo.layouts.compose import by_mode, composition
-from tylo.layouts.errors import ComplementError, LayoutError, ShapeError, UndecidableError
-from tylo.layouts.layout import Layout, _as_layout, make_layout, size
+from tylo.layouts.errors import LayoutError, ShapeError
+from tylo.layouts.layout import Layout, _as_layout, check_depth, make_layout, size
 from tylo.layouts.swizzle import ComposedLayout
-from tylo.layouts.inttuple import vmul
-from tylo.layouts.symbolic import ceil_div, decide_cmp
 
 __all__ = ["flat_divide", "logical_divide", "tiled_divide", "unzip_modes", "zipped_divide"]
 
@@ -30,29 +28,6 @@ def _tiler_layout(b: Any, op: str) -> Layout:
     if isinstance(b, Layout):
         return b
     return _as_layout(b, op)
-
-
-def _divide_complement(b: Layout, n: Any) -> Layout:
-    """``complement(b, n)`` as CuTe computes it for a divide: the last mode has extent
-    ``ceil(n / reach)`` even when ``reach`` does not divide a symbolic ``n`` (the static
-    algebra rounds up the same way), so substituting values gives the static result.
-
-    ``reach`` is ``size(b) * size(complement(b, 1))``: the gaps between b's sorted modes
-    times b's own extents, i.e. where the complement's last mode starts.
-    """
-    try:
-        return complement(b, n)
-    except (UndecidableError, ComplementError) as first:
-        try:
-            gaps = complement(b, 1)
-        except LayoutError:
-            raise first from None
-        reach = vmul(size(b), size(gaps))
-        if decide_cmp(reach, ">=", 1) is not True:
-            raise first from None
-        rest = ceil_div(n, reach)
-        gs, gd = gaps.flat()
-        return coalesce(Layout._make((*gs, rest), (*gd, reach)))
 
 
 def logical_divide(a: Any, tiler: Any) -> Any:
@@ -85,7 +60,7 @@ def logical_divide(a: Any, tiler: Any) -> Any:
         )
     b = Layout._make(tiler, 1) if type(tiler) is int else _tiler_layout(tiler, "logical_divide")
     try:
-        c = _divide_complement(b, size(a))
+        c = complement(b, size(a))
         return composition(a, Layout._make((b.shape, c.shape), (b.stride, c.stride)))
     except LayoutError as e:
         raise e.within(f"logical_divide({a}, {b})") from None
@@ -98,6 +73,7 @@ def _by_mode(fn: Any, op: str, a: Layout, tiler: tuple) -> Layout:
 def unzip_modes(fn: Any, a: Any, tiler: Any) -> Any:
     """Apply a rank-2 splitter ``fn`` (logical_divide or logical_product) by mode and
     gather the results into ``((tiles...), (rests..., untouched modes...))``."""
+    check_depth(tiler, "the tiler", getattr(fn, "__name__", "unzip_modes"))
     if isinstance(a, ComposedLayout):
         return ComposedLayout(a.outer, a.offset, unzip_modes(fn, a.inner, tiler))
     a = _as_layout(a, "zipped")

@@ -18,6 +18,7 @@ __all__ = [
     "LayoutError",
     "NotationError",
     "ShapeError",
+    "SizeBudgetError",
     "StaticRequiredError",
     "SwizzleError",
     "UndecidableError",

@@ -14,6 +14,7 @@ from typing import Any
 
 import sympy
 
+from tylo.layouts._depth import check_depth
 from tylo.layouts.errors import ShapeError
 from tylo.layouts.symbolic import floor_div, mod, to_value
 
@@ -207,6 +208,9 @@ def idx2crd(idx: Any, shape: IntTuple, stride: IntTuple = None) -> IntTuple:
     >>> idx2crd(16, (3, (2, 3)))
     (1, (1, 2))
     """
+    for t, what in ((idx, "the index"), (shape, "the shape"), (stride, "the stride")):
+        if type(t) is tuple:
+            check_depth(t, what, "idx2crd")
     try:
         if stride is None:
             stride = prefix_product(shape)
@@ -254,6 +258,9 @@ def crd2idx(crd: Any, shape: IntTuple, stride: IntTuple = None) -> Any:
     >>> crd2idx(16, (3, (2, 3)), (3, (12, 1))), crd2idx((1, 5), (3, (2, 3)), (3, (12, 1)))
     (17, 17)
     """
+    for t, what in ((crd, "the coordinate"), (shape, "the shape"), (stride, "the stride")):
+        if type(t) is tuple:
+            check_depth(t, what, "crd2idx")
     try:
         if stride is None:
             stride = prefix_product(shape)

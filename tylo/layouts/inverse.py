@@ -117,8 +117,9 @@ def left_inverse(layout: Any) -> Any:
     index stride of mode k (CuTe's ``right_inverse((layout, complement(layout)))`` for a
     bijection onto ``[0, size)``; on offsets the layout does not reach R's values are
     unspecified, and the same for static and symbolic extents). Raises InverseError
-    saying "no layout exists" only when that is so (two coordinates share an offset, or
-    an offset is negative); otherwise the error names the condition tylo needs.
+    saying "no layout exists" only when that is so (two coordinates share an offset);
+    otherwise the error names the condition tylo needs (e.g. no negative stride: R is
+    defined on offsets ``[0, size(R))`` only, stricter than CuTe).
 
     For a swizzled layout ``S o L`` (offset 0) the result is ``left_inverse(L) o S``, as
     the composed layout ``S' o left_inverse(L)`` (its last extent widened, if needed, so
@@ -184,8 +185,9 @@ def _left_modes(x: Layout) -> list:
         if decide_cmp(d, "<=", -1) is True:
             raise InverseError(
                 f"left_inverse({x}): stride {fmt(d)} is negative, so the layout reaches the "
-                f"negative offset {fmt(d)}, outside every layout's domain [0, size); no left "
-                "inverse layout exists (tylo's left inverse is defined on offsets >= 0)"
+                f"negative offset {fmt(d)}; tylo's left inverse R is defined on the offsets "
+                "[0, size(R)) and needs every stride >= 0 (CuTe, which evaluates R at "
+                "negative offsets, may give one); reverse the mode (a positive stride) first"
             )
         raise undecidable_cmp("left_inverse", d, ">=", 1, f"a stride of {x}")
     if all(type(d) is int for d, _, _ in modes):

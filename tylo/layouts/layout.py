@@ -15,6 +15,7 @@ from typing import Any
 import sympy
 
 from tylo.layouts.errors import LayoutError, ShapeError, UndecidableError
+from tylo.layouts._depth import MAX_DEPTH, check_depth  # re-exported here
 from tylo.layouts.inttuple import (
     crd2idx,
     depth_of,
@@ -39,26 +40,6 @@ __all__ = [
     "select",
     "size",
 ]
-
-
-#: Deepest nesting of a shape or stride that tylo accepts (CuTe layouts rarely nest more
-#: than 4 deep); deeper input raises ShapeError instead of exhausting Python's stack.
-MAX_DEPTH = 64
-
-
-def check_depth(t: Any, what: str, op: str) -> None:
-    """Raise ShapeError when the (nested tuple or list) ``t`` nests deeper than
-    ``MAX_DEPTH``; iterative, so any input is safe to check."""
-    stack = [(t, 0)]
-    while stack:
-        e, d = stack.pop()
-        if isinstance(e, (tuple, list)):
-            if d >= MAX_DEPTH:
-                raise ShapeError(
-                    f"{op}: {what} nests deeper than {MAX_DEPTH} levels (tylo's limit, "
-                    "tylo.layouts.layout.MAX_DEPTH); flatten it"
-                )
-            stack.extend((c, d + 1) for c in e)
 
 
 def _norm(t: Any, what: str, text: Any, depth: int = 0) -> Any:
@@ -331,7 +312,10 @@ def _as_layout(x: Any, op: str) -> Any:
     if isinstance(x, Layout):
         return x
     if type(x) is int or isinstance(x, sympy.Basic):
-        return Layout(x)
+        try:
+            return Layout(x)
+        except LayoutError as e:
+            raise e.within(f"{op}({reprlib.repr(x)})") from None
     from tylo.layouts.swizzle import ComposedLayout
 
     if isinstance(x, ComposedLayout):

@@ -35,6 +35,8 @@ arguments are plain ints.
 
 from __future__ import annotations
 
+import reprlib
+
 import contextlib
 import threading
 from collections.abc import Iterable, Iterator
@@ -203,7 +205,8 @@ def to_value(x: Any) -> Value:
         return operator.index(x)
     except TypeError:
         raise AssumptionError(
-            f"expected an int or a sympy integer expression, got {x!r} ({type(x).__name__})"
+            f"expected an int or a sympy integer expression, got {reprlib.repr(x)} "
+            f"({type(x).__name__})"
         ) from None
 
 

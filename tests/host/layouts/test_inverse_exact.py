@@ -33,6 +33,7 @@ from tylo.layouts.strategies import (
 )
 
 NO_LAYOUT = "no left inverse layout exists"
+NEGATIVE = "needs every stride >= 0"  # tylo's domain [0, size(R)); CuTe may have one
 
 
 @st.composite
@@ -153,7 +154,10 @@ def test_left_inverse_property_or_honest_refusal(x):
         assert msg.startswith(f"left_inverse({x})")
         offs = offsets(x)
         if NO_LAYOUT in msg:
-            assert len(set(offs)) < len(offs) or min(offs) < 0, msg
+            assert len(set(offs)) < len(offs), msg
+        elif NEGATIVE in msg:
+            # stricter by design, and the message must not claim that none exists
+            assert min(offs) < 0, msg
         else:
             # tylo's condition fails, and the message says so without claiming more
             assert "tylo builds a left inverse only when" in msg, msg
@@ -192,16 +196,29 @@ REFUSED_NO_LAYOUT = [
     Layout((2, 2), (1, 1)),
     Layout((3, 2), (0, 1)),
     Layout((4, 3), (2, 3)),
-    Layout(3, -1),
-    Layout((2, 2), (1, -2)),
     Layout((3, 2), (2, 4)),
 ]
+
+REFUSED_NEGATIVE = [Layout(3, -1), Layout((2, 2), (1, -2)), Layout(4, -1), Layout((2, 4), (-1, 2))]
 
 
 @pytest.mark.parametrize("x", REFUSED_NO_LAYOUT, ids=str)
 def test_no_layout_claims_hold_by_search(x):
     with pytest.raises(InverseError, match=NO_LAYOUT):
         left_inverse(x)
+    assert brute_left_inverse(x) is None
+
+
+@pytest.mark.parametrize("x", REFUSED_NEGATIVE, ids=str)
+def test_negative_strides_are_refused_without_claiming_none_exists(x):
+    """tylo's R is defined on [0, size(R)), which no negative offset lies in (the search
+    finds none), but CuTe evaluates R at negative offsets and may have one (4:-1 has 4:-1):
+    the refusal names tylo's condition and does not say that no layout exists."""
+    with pytest.raises(InverseError) as e:
+        left_inverse(x)
+    msg = str(e.value)
+    assert NEGATIVE in msg and NO_LAYOUT not in msg and "no left inverse" not in msg, msg
+    assert msg.startswith(f"left_inverse({x})")
     assert brute_left_inverse(x) is None
 
 
@@ -319,7 +336,10 @@ def test_symbolic_inverses_hold_at_every_assignment(case, data):
         r = results.get(left_inverse)
         if isinstance(r, InverseError):
             offs = offsets(xs)
-            assert NO_LAYOUT in str(r), str(r)
-            assert len(set(offs)) < len(offs) or min(offs) < 0, (str(r), values)
+            if NEGATIVE in str(r):
+                assert min(offs) < 0, (str(r), values)
+            else:
+                assert NO_LAYOUT in str(r), str(r)
+                assert len(set(offs)) < len(offs), (str(r), values)
         elif r is not None:
             check_left(xs, substitute(r, values))

@@ -119,3 +119,19 @@ def test_provers_are_exported_from_tylo_layouts():
         assert getattr(tl, name) is getattr(proofs, name)
     with pytest.raises(AttributeError):
         tl.no_such_name  # noqa: B018
+
+
+def test_every_error_class_is_exported():
+    """Each LayoutError subclass of tylo.layouts.errors is in its __all__ and exported from
+    tylo.layouts (SizeBudgetError was missing once)."""
+    import tylo.layouts as tl
+    import tylo.layouts.errors as errors
+
+    classes = [
+        n for n, v in vars(errors).items()
+        if isinstance(v, type) and issubclass(v, errors.LayoutError)
+    ]
+    assert "SizeBudgetError" in classes
+    for n in classes:
+        assert n in errors.__all__, n
+        assert n in tl.__all__ and getattr(tl, n) is getattr(errors, n), n

@@ -20,6 +20,7 @@ Verdicts are cached by (property, forms, parameters, assumptions).
 from __future__ import annotations
 
 import operator
+import reprlib
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
@@ -164,7 +165,8 @@ def symbolic_value(x: Any, name: str, what: str) -> Any:
         return to_value(x)
     except LayoutError:
         raise ProofArgumentError(
-            f"{what}: {name} must be an int or a sympy integer expression, got {x!r}"
+            f"{what}: {name} must be an int or a sympy integer expression, got "
+            f"{reprlib.repr(x)}"
         ) from None
 
 

@@ -16,6 +16,8 @@ decided identity) is the layouts package's own :func:`~tylo.layouts.algebra.coal
 
 from __future__ import annotations
 
+import reprlib
+
 from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
@@ -305,6 +307,7 @@ def to_form(obj: Any, what: str) -> Form:
     if type(obj) is int or isinstance(obj, sympy.Expr):
         return Form(Layout(obj))
     raise ProofArgumentError(
-        f"{what}: expected a Layout or a ComposedLayout, got {obj!r} ({type(obj).__name__}); "
+        f"{what}: expected a Layout or a ComposedLayout, got {reprlib.repr(obj)} "
+        f"({type(obj).__name__}); "
         "build one with tylo.layouts.Layout(shape, stride) or composition(Swizzle(...), layout)"
     )

@@ -14,6 +14,8 @@ import pytest
 from tests.host.layouts.peers import brute
 from tests.host.layouts.peers.cases import GROUPS, SYMBOLIC
 from tests.host.layouts.peers.judge import (
+    _claims_none,
+    _stricter,
     check,
     complement_ok,
     composition_ok,
@@ -84,6 +86,18 @@ def test_table_accounts_for_every_case(capsys: pytest.CaptureFixture) -> None:
         ("complement", ("4:2", 16), "(2,2):(1,16)"),  # leaves 8..15 uncovered
         ("logical_divide", ("6:1", "2:3"), "(2,3):(1,2)"),  # mode 0 is not A o B
         ("logical_product", ("3:1", "4:1"), "(3,4):(1,4)"),  # mode 1 is not C o B
+        # no complement of (2,2):(1,3) for 3 exists: A o (B, 1:0) is no divide
+        ("logical_divide", ("3:1", "(2,2):(1,3)"), "((2,2),1):((1,3),0)"),
+        # ordered and injective with L, but 2 is never covered (was judged through tylo)
+        ("complement", ("(2,2):(1,3)", 3), "1:0"),
+        ("complement", ("(4,6):(1,6)", 5), "1:0"),  # 4 is not covered
+        # swizzled inverses, judged with the brute-force swizzle evaluator
+        ("left_inverse", ("S<1,0,2> o (4,4):(4,1)",), "S<1,0,2> o (4,4):(4,1)"),
+        ("left_inverse", ("S<1,0,2> o (4,4):(4,1)",), "(4,4):(4,1)"),  # swizzle dropped
+        ("right_inverse", ("S<1,0,1> o (4,4):(8,1)",), "S<1,2,1> o 4:8"),
+        ("right_inverse", ("S<1,0,2> o (4,4):(1,4)",), "16:1"),  # swizzle dropped
+        ("left_inverse", ("(2,2):(1,2)",), "2:1"),  # offsets 2, 3 outside R's domain
+        ("right_inverse", ("4:1",), "8:1"),  # R(i) past size(L)
     ],
 )
 def test_judge_rejects_wrong_results(op: str, args: tuple, bad: str) -> None:
@@ -98,6 +112,28 @@ def test_judge_accepts_known_results() -> None:
     # CuTe's last-mode extension: 1:1 o 4:1 is 4:1
     assert composition_ok(parse("1:1"), parse("4"), parse("4:1"))[0]
     assert not composition_ok(parse("1:1"), parse("4"), parse("4:0"))[0]
+    # the swizzled inverses tylo returns pass, and so do the complements tylo's own
+    # complement((L, R)) would refuse (the judge no longer calls it)
+    assert check("left_inverse", (parse("S<1,0,2> o (4,4):(4,1)"),),
+                 parse("S<1,0,-2> o (4,4):(4,1)"))[0]
+    assert check("right_inverse", (parse("S<1,0,1> o (4,4):(8,1)"),), parse("S<1,2,1> o 4:4"))[0]
+    assert check("complement", (parse("(4,6):(1,6)"), 1), parse("1:0"))[0]
+    assert check("logical_divide", (parse("48:1"), parse("32:1")), parse("(32,2):(1,32)"))[0]
+
+
+def test_stricter_classification_needs_a_reason() -> None:
+    """Each stricter class applies only where its reason holds."""
+    err = ValueError("x")
+    assert _stricter("left_inverse", (parse("4:-1"),), err)
+    assert _stricter("left_inverse", (parse("(2,2):(2,3)"),), err)  # does not chain
+    assert _stricter("left_inverse", (parse("(4,2):(1,5)"),), err) is None  # chains
+    assert _stricter("left_inverse", (parse("(2,4):(1,2)"),), err) is None
+    assert _stricter("complement", (parse("(2,2):(1,3)"), 3), err)  # not admissible
+    assert _stricter("complement", (parse("(2,2):(1,2)"), 3), err) is None
+    assert _stricter("logical_divide", (parse("3:1"), parse("(2,2):(1,2)")), err) is None
+    assert _stricter("logical_divide", (parse("3:1"), parse("(2,2):(1,5)")), err)
+    assert _claims_none(ValueError("... so no left inverse layout exists"))
+    assert not _claims_none(ValueError("a left inverse layout may still exist"))
 
 
 def test_brute_force_layout_recognition() -> None:
@@ -112,3 +148,14 @@ def test_brute_force_layout_recognition() -> None:
     cands = brute.complement_candidates(Layout((4, 6), (1, 6)), 34)
     assert cands == []  # CuTe's own default-cotarget case has no complement
     assert Layout(1, 0) in brute.complement_candidates(Layout((4, 6), (1, 6)), 1)
+
+
+def test_the_documented_table_is_current() -> None:
+    """docs/proofs.md's "Peer parity" table is the one this run prints."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[4] / "docs" / "proofs.md").read_text()
+    block = doc[doc.index("### The table") :].split("\n\n")[1]
+    documented = [" ".join(line.split()) for line in block.splitlines()]
+    current = [" ".join(line.split()) for line in table(list(_verdicts())).splitlines()[2:11]]
+    assert documented == current, "update the table in docs/proofs.md (Peer parity)"
