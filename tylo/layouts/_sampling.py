@@ -17,9 +17,9 @@ import sympy
 from tylo.layouts import _poly as P
 from tylo.layouts._depth import MAX_DEPTH, check_depth
 from tylo.layouts._facts import facts_for
+from tylo.layouts._scope import _STACK, _normalize_fact, to_value
 from tylo.layouts._symbols import Dim, Divisible, IndexSymbol
 from tylo.layouts.errors import AssumptionError, ShapeError
-from tylo.layouts.symbolic import _STACK, _normalize_fact, to_value
 
 __all__ = ["assignments", "sample_assignment", "substitute"]
 

@@ -122,36 +122,16 @@ class IndexSymbol(sympy.Symbol):
         return self.name
 
 
-def _check_nonempty(name: str, upper: Any) -> None:
-    """Refuse an index range ``0 <= name < upper`` that is empty for every value of the
-    symbols in ``upper`` (its fact would contradict everything). A range empty for only
-    some values (a loop's trip count) is accepted: its fact is used only for questions
-    that mention the index."""
-    from tylo.layouts._facts import facts_for
+# The fact engine (_facts.py) builds on these classes, so it sits above this module; it
+# installs its emptiness check of an index range here when imported (tylo.layouts imports it).
+_RANGE_CHECKS: list[Any] = []
 
-    try:
-        f = facts_for(())
-        p = f.poly(upper)
-        if not f.integral(p):
-            raise AssumptionError(
-                f"index_symbol({name!r}, upper={_text(upper)}): upper is not an integer "
-                "expression (it must bound an integer index); use dims whose facts make it "
-                "an integer, e.g. dim('N', multiple_of=64) / 64"
-            )
-        empty = f.nonneg(f.poly(upper - 1)) is False
-    except AssumptionError:
-        raise
-    except Exception as e:  # a sympy construct the fact engine cannot read
-        raise AssumptionError(
-            f"index_symbol({name!r}, upper={_text(upper)}): cannot read the upper bound "
-            f"({type(e).__name__}: {e}); give an int or a polynomial over dims"
-        ) from None
-    if empty:
-        raise AssumptionError(
-            f"index_symbol({name!r}, upper={_text(upper)}): the range 0 <= {name} < "
-            f"{_text(upper)} is empty for every value of the symbols (upper <= 0); give an "
-            "exclusive upper bound that is >= 1"
-        )
+
+def _check_nonempty(name: str, upper: Any) -> None:
+    """Refuse an index range that is empty for every value of its symbols (the check
+    :func:`tylo.layouts._facts.check_index_range` installs)."""
+    for check in _RANGE_CHECKS:
+        check(name, upper)
 
 
 @dataclass(frozen=True)

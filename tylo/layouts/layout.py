@@ -14,8 +14,8 @@ from typing import Any
 
 import sympy
 
-from tylo.layouts.errors import LayoutError, ShapeError, UndecidableError
 from tylo.layouts._depth import MAX_DEPTH, check_depth  # re-exported here
+from tylo.layouts.errors import LayoutError, NotationError, ShapeError, UndecidableError
 from tylo.layouts.inttuple import (
     crd2idx,
     depth_of,
@@ -188,9 +188,25 @@ class Layout:
         >>> Layout.parse("((2,2),8):((1,16),2)")
         Layout(shape=((2, 2), 8), stride=((1, 16), 2))
         """
-        from tylo.layouts.parse import parse_layout
+        import re
 
-        return parse_layout(text, symbols)
+        from tylo.layouts._notation import read_layout, symbol_table
+
+        if not isinstance(text, str):
+            raise NotationError(f"Layout.parse: expected text, got {type(text).__name__}")
+        if re.search(r"\s+o\s+|^\s*S<", text):
+            kind = "ComposedLayout" if re.search(r"\s+o\s+", text) else "Swizzle"
+            raise NotationError(
+                f"Layout.parse({text!r}): this is a {kind}, not a Layout; use "
+                "tylo.layouts.parse.parse for swizzles and composed layouts"
+            )
+        shape, stride = read_layout(text, symbol_table(symbols))
+        try:
+            return Layout(shape, stride)
+        except ShapeError as e:
+            if isinstance(e, NotationError):
+                raise
+            raise NotationError(f"Layout.parse({text!r}): {e}") from None
 
     # -- structure ---------------------------------------------------------------------
 
@@ -316,9 +332,7 @@ def _as_layout(x: Any, op: str) -> Any:
             return Layout(x)
         except LayoutError as e:
             raise e.within(f"{op}({reprlib.repr(x)})") from None
-    from tylo.layouts.swizzle import ComposedLayout
-
-    if isinstance(x, ComposedLayout):
+    if getattr(x, "is_composed", False):  # a ComposedLayout (tylo.layouts.swizzle)
         return x
     raise ShapeError(
         f"{op}: expected a Layout or an int, got {reprlib.repr(x)} ({type(x).__name__})"
@@ -333,9 +347,7 @@ def make_layout(*args: Any, stride: Any = None) -> Layout:
     ('(2,(2,2)):(1,(2,4))', '(4,3):(2,8)')
     """
     if len(args) == 1 and not isinstance(args[0], Layout):
-        from tylo.layouts.swizzle import ComposedLayout
-
-        if stride is None and isinstance(args[0], ComposedLayout):
+        if stride is None and getattr(args[0], "is_composed", False):
             return args[0]
         return Layout(args[0], stride)
     if (
@@ -416,9 +428,7 @@ def cosize(x: Any) -> Any:
     >>> cosize(Layout((4, 8), (1, 4))), cosize(Layout((4, 8), (8, 1)))
     (32, 32)
     """
-    from tylo.layouts.swizzle import ComposedLayout
-
-    if isinstance(x, ComposedLayout):
+    if getattr(x, "is_composed", False):  # a ComposedLayout knows its own cosize
         return x.cosize()
     if not isinstance(x, Layout):
         x = _as_layout(x, "cosize")
@@ -456,10 +466,8 @@ def depth(x: Any) -> int:
 def _split_composed(x: Any, op: str) -> tuple[Any, Layout]:
     """(wrap, layout): a ComposedLayout's inner layout and a function that puts a result
     back under its outer function and offset; ints mean ``n:1``."""
-    from tylo.layouts.swizzle import ComposedLayout
-
-    if isinstance(x, ComposedLayout):
-        return (lambda r: ComposedLayout(x.outer, x.offset, r)), x.inner
+    if getattr(x, "is_composed", False):  # a ComposedLayout: results go back under it
+        return x.with_inner, x.inner
     if isinstance(x, Layout):
         return (lambda r: r), x
     if type(x) is int or isinstance(x, sympy.Expr):

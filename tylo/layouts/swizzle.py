@@ -158,6 +158,10 @@ class ComposedLayout:
 
     __slots__ = ("inner", "offset", "outer")
 
+    # tylo.layouts.layout's functions recognize composed layouts by this marker (they sit
+    # below this module and do not import it)
+    is_composed = True
+
     def __init__(self, outer: Any, offset: Any, inner: Any) -> None:
         if not isinstance(outer, (Swizzle, Layout)):
             raise LayoutError(f"ComposedLayout: outer {outer!r} must be a Swizzle or a Layout")
@@ -166,6 +170,10 @@ class ComposedLayout:
         self.outer = outer
         self.offset = to_value(offset)
         self.inner = inner
+
+    def with_inner(self, inner: Any) -> ComposedLayout:
+        """The same outer function and offset over another inner layout."""
+        return ComposedLayout(self.outer, self.offset, inner)
 
     @property
     def shape(self) -> Any:

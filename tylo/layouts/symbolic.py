@@ -35,17 +35,16 @@ arguments are plain ints.
 
 from __future__ import annotations
 
-import reprlib
-
 import contextlib
-import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import sympy
 
 from tylo.layouts import _poly as P
+from tylo.layouts import _ranges  # noqa: F401 - installs the index-range check
 from tylo.layouts._facts import Facts, facts_for
+from tylo.layouts._scope import _STACK, _normalize_fact, to_value
 from tylo.layouts._symbols import Dim, Divisible, IndexSymbol
 from tylo.layouts.errors import (
     AssumptionError,
@@ -123,14 +122,6 @@ def divisible(expr: Value, divisor: Value) -> Divisible:
     return Divisible(to_value(expr), to_value(divisor))
 
 
-class _Stack(threading.local):
-    def __init__(self) -> None:
-        self.current: tuple = ()
-
-
-_STACK = _Stack()
-
-
 @contextlib.contextmanager
 def assuming(*facts: Any) -> Iterator[tuple]:
     """Put relations (``lda >= m``, ``sympy.Eq(a, b)``, ``>``, ``<=``, ``<``) and
@@ -165,12 +156,6 @@ def assuming(*facts: Any) -> Iterator[tuple]:
         _STACK.current = previous
 
 
-def _normalize_fact(f: Any) -> Any:
-    if isinstance(f, bool):
-        return sympy.true if f else sympy.false
-    return f
-
-
 def current_assumptions() -> tuple:
     """The assumptions in force in this thread (outermost first).
 
@@ -182,32 +167,6 @@ def current_assumptions() -> tuple:
 
 
 # -- values --------------------------------------------------------------------------------
-
-
-def to_value(x: Any) -> Value:
-    """Normalize a scalar to ``int`` (for any static integer, sympy or numpy) or a sympy
-    expression (symbolic). Raises StaticRequiredError-free: only non-integers are rejected.
-
-    >>> to_value(sympy.Integer(4)), type(to_value(sympy.Integer(4))).__name__
-    (4, 'int')
-    """
-    if type(x) is int:
-        return x
-    if isinstance(x, sympy.Basic):
-        if x.is_Integer:
-            return int(x)
-        return x
-    if isinstance(x, bool):
-        raise AssumptionError(f"expected an integer value, got the bool {x}")
-    try:
-        import operator
-
-        return operator.index(x)
-    except TypeError:
-        raise AssumptionError(
-            f"expected an int or a sympy integer expression, got {reprlib.repr(x)} "
-            f"({type(x).__name__})"
-        ) from None
 
 
 def is_static(x: Any) -> bool:

@@ -17,7 +17,6 @@ decided identity) is the layouts package's own :func:`~tylo.layouts.algebra.coal
 from __future__ import annotations
 
 import reprlib
-
 from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
