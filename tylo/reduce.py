@@ -1,19 +1,33 @@
-"""Moved to :mod:`tylo.tile.reduce`; this alias is kept for one release (0.2) and then removed.
-
-Importing it warns and binds the old name to the new module itself, so attributes, private
-helpers and monkeypatching behave exactly as on `tylo.tile.reduce`.
-"""
+"""Moved: the host-side recipe to :mod:`tylo.tile.reduce`, the kernel-side ``reduce`` to
+:mod:`tylo.tile.fragment`. This alias is kept for one release (0.2) and then removed."""
 
 from __future__ import annotations
 
-import sys
 import warnings
 
-import tylo.tile.reduce as _moved
+from tylo.tile.fragment import reduce
+from tylo.tile.reduce import (
+    REDUCTION_OPS,
+    ReductionError,
+    ReductionPlan,
+    fold_pairwise,
+    reduction_plan,
+    reduction_scratch,
+)
+
+__all__ = [
+    "REDUCTION_OPS",
+    "ReductionError",
+    "ReductionPlan",
+    "fold_pairwise",
+    "reduce",
+    "reduction_plan",
+    "reduction_scratch",
+]
 
 warnings.warn(
-    "tylo.reduce moved to tylo.tile.reduce; import it from there (the old path is removed in tylo 0.2)",
+    "tylo.reduce moved to tylo.tile.reduce (the recipe) and tylo.tile.fragment (reduce); "
+    "import them from there (the old path is removed in tylo 0.2)",
     DeprecationWarning,
     stacklevel=2,
 )
-sys.modules[__name__] = _moved

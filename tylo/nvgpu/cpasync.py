@@ -37,7 +37,7 @@ import sympy
 from tylo import dtypes as dt
 from tylo.dtypes import DType
 from tylo.layouts import ComposedLayout, Layout, composition
-from tylo.nvgpu.warp.mma import PlanError
+from tylo.nvgpu.errors import PlanError
 from tylo.tile.ownership import Ownership
 
 __all__ = ["CopyPlan", "commit_copies", "copy_async", "wait_copies"]

@@ -25,6 +25,7 @@ Python (host emulation, used by tests and documentation).
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -32,8 +33,16 @@ from typing import Any
 from tylo import dtypes as dt
 from tylo.hostmath import HOST_MATH
 from tylo.tile.ownership import Ownership, OwnershipError, broadcast_map
+from tylo.tile.reduce import (
+    REDUCTION_OPS,
+    ReductionError,
+    ReductionPlan,
+    fold_pairwise,
+    reduction_plan,
+)
+from tylo.tile.views import SharedTile
 
-__all__ = ["Fragment", "FragmentError", "full", "ptx", "zeros"]
+__all__ = ["Fragment", "FragmentError", "full", "ptx", "reduce", "zeros"]
 
 
 class FragmentError(OwnershipError):
@@ -366,13 +375,11 @@ class Fragment:
         """Reduce along ``axis`` with ``op`` ('add', 'maximum', 'minimum', ...): the
         thread's values folded pairwise, then shuffles and, across warps, shared memory
         (``scratch=``, ``sync=``), as the ownership requires; see
-        :func:`tylo.tile.reduce.reduce`."""
-        from tylo.tile.reduce import reduce
-
+        :func:`tylo.tile.fragment.reduce`."""
         return reduce(self, op, axis, **kwargs)
 
     def sum(self, axis: int, **kwargs: Any) -> Fragment:
-        """The sum along ``axis`` (see :func:`tylo.tile.reduce.reduce`)."""
+        """The sum along ``axis`` (see :func:`tylo.tile.fragment.reduce`)."""
         return self.reduce("add", axis, **kwargs)
 
     def max(self, axis: int, **kwargs: Any) -> Fragment:
@@ -423,3 +430,130 @@ def zeros(ownership: Ownership, dtype: Any = dt.f32) -> Fragment:
     """A fragment of zeros (``dtype`` defaults to f32)."""
     d = dt.dtype_of(dtype)
     return full(ownership, 0.0 if d.is_float else 0, d)
+
+
+# -- the kernel-side reduction step (the recipe is tylo.tile.reduce.ReductionPlan) ---------
+
+
+def _combine(op: str, a: Any, b: Any) -> Any:
+    return _apply_scalar(op, (a, b))
+
+
+def reduce(
+    fragment: Any,
+    op: str,
+    axis: int,
+    *,
+    scratch: Any = None,
+    tid: Any = None,
+    sync: bool = True,
+) -> Any:
+    """Reduce ``fragment`` along ``axis`` with ``op`` (one of :data:`REDUCTION_OPS`).
+
+    ``scratch`` (a shared tensor, e.g. from :func:`reduction_scratch`, or a
+    :class:`~tylo.tile.access.SharedTile`, of at least ``plan.scratch_elements`` elements of the
+    fragment's dtype) is needed only when warps combine; ``tid`` is the thread's index in
+    the ownership (default: the block's linear thread index; lanes are ``tid % 32``);
+    ``sync=False`` drops the leading barrier of the cross-warp step (see the module
+    docstring for when that is safe).
+    """
+    if not isinstance(fragment, Fragment):
+        raise ReductionError(f"reduce: expected a Fragment, got {type(fragment).__name__}")
+    if op not in REDUCTION_OPS:
+        raise ReductionError(f"reduce: op must be one of {REDUCTION_OPS}, got {op!r}")
+    if fragment.packed is not None:
+        raise ReductionError("reduce: unpack the fragment first (fragment.unpack())")
+    plan = reduction_plan(fragment.ownership, axis)
+    combine = functools.partial(_combine, op)
+    vals = [fold_pairwise(combine, [fragment.values[i] for i in g]) for g in plan.groups]
+    if (plan.lane_masks or plan.warps > 1) and not _all_values(vals):
+        raise ReductionError(
+            f"reduce along axis {axis} of {fragment.ownership.label}: lanes and warps "
+            "exchange values by shuffles and shared memory, so this reduction runs inside a "
+            "kernel only (ReductionPlan.simulate runs the recipe on the host)"
+        )
+    if plan.lane_masks:
+        from tylo.kernel.intrinsics import shfl_xor
+
+        for mask in plan.lane_masks:
+            vals = [_combine(op, v, shfl_xor(v, mask)) for v in vals]
+    if plan.warps > 1:
+        vals = _across_warps(plan, op, vals, scratch, tid, sync)
+    return Fragment(vals, plan.result)
+
+
+def _all_values(vals: list) -> bool:
+    from tylo.kernel.values import Value
+
+    return all(isinstance(v, Value) for v in vals)
+
+
+def _scratch_tensor(plan: ReductionPlan, scratch: Any, dtype: Any) -> tuple[Any, Any]:
+    """(a flat shared tensor, the element offset of the scratch in it), checked."""
+    from tylo.backend.ir import ADDRSPACE_SHARED
+    from tylo.kernel.memory import Tensor
+    from tylo.layouts import cosize
+
+    what = f"reduce along axis {plan.axis} of {plan.ownership.label}"
+    need = plan.scratch_elements
+    if scratch is None:
+        raise ReductionError(
+            f"{what} combines {plan.warps} warps through shared memory: pass scratch= (a "
+            f"shared tensor of at least {need} elements; tylo.tile.reduce.reduction_scratch "
+            "allocates one, ReductionPlan.scratch_elements says how many)"
+        )
+    base: Any = 0
+    size = None
+    if isinstance(scratch, SharedTile):
+        base, layout, tensor = scratch.base, scratch.layout, scratch.storage
+        size = cosize(layout)
+    elif isinstance(scratch, Tensor) and scratch.addrspace == ADDRSPACE_SHARED:
+        tensor = scratch
+        if scratch.layout is not None:
+            size = cosize(scratch.layout)
+    else:
+        raise ReductionError(
+            f"{what}: scratch must be shared memory (tylo.shared, tylo.dynamic_shared or a "
+            f"SharedTile), got {scratch!r}"
+        )
+    if tensor.dtype is not dtype:
+        raise ReductionError(
+            f"{what}: the scratch holds {tensor.dtype} elements, but the partials are "
+            f"{dtype}; allocate the scratch as {dtype}"
+        )
+    if type(size) is int and size < need:
+        raise ReductionError(
+            f"{what}: the scratch has {size} elements, the recipe needs {need} "
+            f"({plan.warps} warps x {need // plan.warps} reduced elements)"
+        )
+    flat = Tensor(
+        tensor.dtype, tensor.base, addrspace=tensor.addrspace, align=tensor.align, name="scratch"
+    )
+    return flat, base
+
+
+def _across_warps(
+    plan: ReductionPlan, op: str, vals: list, scratch: Any, tid: Any, sync: bool
+) -> list:
+    """The cross-warp step (module docstring, step 3): every lane writes its warp's
+    partial, one barrier, each lane reads :attr:`~ReductionPlan.partials_per_lane`
+    partials and the lanes combine them with the :attr:`~ReductionPlan.exchange_masks`
+    butterflies."""
+    from tylo.kernel.intrinsics import linear_thread_idx, shfl_xor, sync_threads
+
+    dtype = vals[0].dtype
+    flat, base = _scratch_tensor(plan, scratch, dtype)
+    t = linear_thread_idx() if tid is None else tid
+    if sync:
+        sync_threads()
+    reads = []
+    for j, v in enumerate(vals):
+        at, mine = plan.scratch_slots(t, j)
+        flat[base + at] = v  # lanes that share a slot hold the same partial
+        reads.append(mine)
+    sync_threads()
+    combine = functools.partial(_combine, op)
+    out = [fold_pairwise(combine, [flat[base + i] for i in mine]) for mine in reads]
+    for mask in plan.exchange_masks:
+        out = [_combine(op, v, shfl_xor(v, mask)) for v in out]
+    return out

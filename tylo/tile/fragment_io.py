@@ -37,8 +37,8 @@ from typing import Any
 import sympy
 
 from tylo import dtypes as dt
-from tylo.tile.ownership import Ownership
 from tylo.tile.access import TileError
+from tylo.tile.ownership import Ownership
 
 __all__ = ["coordinates", "load_fragment", "store_fragment", "vector_axis"]
 
@@ -277,8 +277,8 @@ def load_fragment(
     slots where it is False read as ``fill`` too (the load is still made), under the
     same select as the bounds.
     """
-    from tylo.tile.fragment import Fragment
     from tylo.kernel.mathfn import minimum, where
+    from tylo.tile.fragment import Fragment
 
     what = "load_fragment"
     axis = vector_axis(ownership, vector, what=what)
@@ -379,8 +379,8 @@ def store_fragment(
     ``bounds``, a group of slots at or past an extent is not stored (one condition per
     group; the facts may settle it). ``cache`` is a PTX cache qualifier of global stores
     ('cs', 'wt', 'L1::no_allocate')."""
-    from tylo.tile.fragment import Fragment
     from tylo.kernel.values import convert
+    from tylo.tile.fragment import Fragment
 
     what = "store_fragment"
     if not isinstance(fragment, Fragment):
@@ -450,8 +450,8 @@ def coordinates(
     """The coordinate along ``axis`` of every slot thread ``tid`` holds (plus ``origin``),
     as a fragment of ``ownership`` whose values are index values: compare it to build
     masks (``tylo.where(coordinates(own, tid, 1) < n, f, 0.0)``)."""
-    from tylo.tile.fragment import Fragment
     from tylo.kernel.values import as_value
+    from tylo.tile.fragment import Fragment
 
     what = "coordinates"
     if not isinstance(ownership, Ownership):

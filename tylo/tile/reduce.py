@@ -35,6 +35,9 @@ sum in the other, also across iterations of a loop that does both), where each
 reduction's own barrier protects the other array. A single scratch reused by consecutive
 reductions (or by one reduction in a loop) needs ``sync=True``.
 
+The kernel-side step (``f.reduce(...)``, :func:`tylo.tile.fragment.reduce`) lives with the
+fragments it builds, in :mod:`tylo.tile.fragment`; this module holds the host-side recipe.
+
 The result is a fragment over the reduced tile (extent 1 along ``axis``), held by every
 thread that held part of the row, so it broadcasts back against the original fragment
 (``f - f.max(axis=1)``). An ownership whose lanes along ``axis`` do not form whole lane
@@ -55,7 +58,6 @@ __all__ = [
     "ReductionError",
     "ReductionPlan",
     "fold_pairwise",
-    "reduce",
     "reduction_plan",
     "reduction_scratch",
 ]
@@ -326,63 +328,6 @@ def fold_pairwise(op: Callable[[Any, Any], Any], values: Sequence[Any]) -> Any:
     return vals[0]
 
 
-def _combine(op: str, a: Any, b: Any) -> Any:
-    from tylo.tile.fragment import _apply_scalar
-
-    return _apply_scalar(op, (a, b))
-
-
-def reduce(
-    fragment: Any,
-    op: str,
-    axis: int,
-    *,
-    scratch: Any = None,
-    tid: Any = None,
-    sync: bool = True,
-) -> Any:
-    """Reduce ``fragment`` along ``axis`` with ``op`` (one of :data:`REDUCTION_OPS`).
-
-    ``scratch`` (a shared tensor, e.g. from :func:`reduction_scratch`, or a
-    :class:`~tylo.tile.access.SharedTile`, of at least ``plan.scratch_elements`` elements of the
-    fragment's dtype) is needed only when warps combine; ``tid`` is the thread's index in
-    the ownership (default: the block's linear thread index; lanes are ``tid % 32``);
-    ``sync=False`` drops the leading barrier of the cross-warp step (see the module
-    docstring for when that is safe).
-    """
-    from tylo.tile.fragment import Fragment
-
-    if not isinstance(fragment, Fragment):
-        raise ReductionError(f"reduce: expected a Fragment, got {type(fragment).__name__}")
-    if op not in REDUCTION_OPS:
-        raise ReductionError(f"reduce: op must be one of {REDUCTION_OPS}, got {op!r}")
-    if fragment.packed is not None:
-        raise ReductionError("reduce: unpack the fragment first (fragment.unpack())")
-    plan = reduction_plan(fragment.ownership, axis)
-    combine = functools.partial(_combine, op)
-    vals = [fold_pairwise(combine, [fragment.values[i] for i in g]) for g in plan.groups]
-    if (plan.lane_masks or plan.warps > 1) and not _all_values(vals):
-        raise ReductionError(
-            f"reduce along axis {axis} of {fragment.ownership.label}: lanes and warps "
-            "exchange values by shuffles and shared memory, so this reduction runs inside a "
-            "kernel only (ReductionPlan.simulate runs the recipe on the host)"
-        )
-    if plan.lane_masks:
-        from tylo.kernel.intrinsics import shfl_xor
-
-        for mask in plan.lane_masks:
-            vals = [_combine(op, v, shfl_xor(v, mask)) for v in vals]
-    if plan.warps > 1:
-        vals = _across_warps(plan, op, vals, scratch, tid, sync)
-    return Fragment(vals, plan.result)
-
-
-def _all_values(vals: list) -> bool:
-    from tylo.kernel.values import Value
-
-    return all(isinstance(v, Value) for v in vals)
-
-
 def reduction_scratch(
     ownership: Ownership, axis: int, dtype: Any, *, name: str = "reduce_scratch"
 ) -> Any:
@@ -394,75 +339,3 @@ def reduction_scratch(
 
     n = reduction_plan(ownership, axis).scratch_elements
     return shared(dtype, n, name=name) if n else None
-
-
-def _scratch_tensor(plan: ReductionPlan, scratch: Any, dtype: Any) -> tuple[Any, Any]:
-    """(a flat shared tensor, the element offset of the scratch in it), checked."""
-    from tylo.backend.ir import ADDRSPACE_SHARED
-    from tylo.kernel.memory import Tensor
-    from tylo.layouts import cosize
-    from tylo.tile.access import SharedTile
-
-    what = f"reduce along axis {plan.axis} of {plan.ownership.label}"
-    need = plan.scratch_elements
-    if scratch is None:
-        raise ReductionError(
-            f"{what} combines {plan.warps} warps through shared memory: pass scratch= (a "
-            f"shared tensor of at least {need} elements; tylo.tile.reduce.reduction_scratch "
-            "allocates one, ReductionPlan.scratch_elements says how many)"
-        )
-    base: Any = 0
-    size = None
-    if isinstance(scratch, SharedTile):
-        base, layout, tensor = scratch.base, scratch.layout, scratch.storage
-        size = cosize(layout)
-    elif isinstance(scratch, Tensor) and scratch.addrspace == ADDRSPACE_SHARED:
-        tensor = scratch
-        if scratch.layout is not None:
-            size = cosize(scratch.layout)
-    else:
-        raise ReductionError(
-            f"{what}: scratch must be shared memory (tylo.shared, tylo.dynamic_shared or a "
-            f"SharedTile), got {scratch!r}"
-        )
-    if tensor.dtype is not dtype:
-        raise ReductionError(
-            f"{what}: the scratch holds {tensor.dtype} elements, but the partials are "
-            f"{dtype}; allocate the scratch as {dtype}"
-        )
-    if type(size) is int and size < need:
-        raise ReductionError(
-            f"{what}: the scratch has {size} elements, the recipe needs {need} "
-            f"({plan.warps} warps x {need // plan.warps} reduced elements)"
-        )
-    flat = Tensor(
-        tensor.dtype, tensor.base, addrspace=tensor.addrspace, align=tensor.align, name="scratch"
-    )
-    return flat, base
-
-
-def _across_warps(
-    plan: ReductionPlan, op: str, vals: list, scratch: Any, tid: Any, sync: bool
-) -> list:
-    """The cross-warp step (module docstring, step 3): every lane writes its warp's
-    partial, one barrier, each lane reads :attr:`~ReductionPlan.partials_per_lane`
-    partials and the lanes combine them with the :attr:`~ReductionPlan.exchange_masks`
-    butterflies."""
-    from tylo.kernel.intrinsics import linear_thread_idx, shfl_xor, sync_threads
-
-    dtype = vals[0].dtype
-    flat, base = _scratch_tensor(plan, scratch, dtype)
-    t = linear_thread_idx() if tid is None else tid
-    if sync:
-        sync_threads()
-    reads = []
-    for j, v in enumerate(vals):
-        at, mine = plan.scratch_slots(t, j)
-        flat[base + at] = v  # lanes that share a slot hold the same partial
-        reads.append(mine)
-    sync_threads()
-    combine = functools.partial(_combine, op)
-    out = [fold_pairwise(combine, [flat[base + i] for i in mine]) for mine in reads]
-    for mask in plan.exchange_masks:
-        out = [_combine(op, v, shfl_xor(v, mask)) for v in out]
-    return out

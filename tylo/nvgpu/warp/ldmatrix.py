@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tylo import dtypes as dt
+from tylo.nvgpu.errors import PlanError
 from tylo.tile.ownership import Ownership, OwnershipError, fit_modes
 
 __all__ = ["LdmatrixLoad", "OperandLoads", "load_operand", "operand_loads"]
@@ -89,7 +90,6 @@ class OperandLoads:
     @functools.cached_property
     def _rows(self) -> tuple[bool, list[list[tuple]]]:
         """(trans, per register the start coordinates of its 8 stored rows)."""
-        from tylo.nvgpu.warp.mma import PlanError
 
         own = self.warp_ownership
         rows: list[tuple[bool, list[tuple]]] = []
@@ -132,7 +132,6 @@ class OperandLoads:
         lanes and warps; value modes are the 8 row elements, the loads of a k-step, and
         the k-steps. Slot ``8 * (g + loads * ks)`` is the first element of load ``g`` of
         k-step ``ks``."""
-        from tylo.nvgpu.warp.mma import PlanError
 
         plan = self.plan
         own = self.warp_ownership
@@ -177,7 +176,6 @@ class OperandLoads:
         row is 8 contiguous elements starting 16-byte aligned. Returns the verdicts."""
         from tylo.layouts import composition
         from tylo.layouts.proofs import prove_aligned, prove_contiguous
-        from tylo.nvgpu.warp.mma import PlanError
 
         rows = composition(layout, self.source.tv)
         nbytes = self.plan.atom.dtype.nbytes
@@ -228,7 +226,6 @@ def _operand_loads(plan: Any, operand: str, axis: int) -> OperandLoads:
 
 
 def _contiguous_axis(tile: Any) -> int:
-    from tylo.nvgpu.warp.mma import PlanError
 
     o = tile.static_offsets([(0, 0), (0, 1), (1, 0)])
     if o[1] - o[0] == 1:
@@ -251,12 +248,11 @@ def _tables(loads: OperandLoads, k_step: int, threads: int) -> tuple:
 def load_operand(plan: Any, operand: str, tile: Any, tid: Any, k_step: int) -> Any:
     """Emit the ldmatrix loads of ``operand`` for ``k_step`` from shared ``tile`` (the
     CTA's operand tile, (M, k) or (N, k)); returns the packed operand fragment."""
-    from tylo.tile.fragment import Fragment
     from tylo.kernel.context import current
     from tylo.kernel.values import Value
-    from tylo.nvgpu.warp.mma import PlanError
     from tylo.nvgpu.instructions import check_arch, ldmatrix
     from tylo.tile.access import SharedTile, class_addresses
+    from tylo.tile.fragment import Fragment
 
     if not isinstance(tile, SharedTile):
         raise PlanError(f"mma: operand {operand.upper()} must be a SharedTile, got {tile!r}")

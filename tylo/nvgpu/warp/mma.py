@@ -36,6 +36,7 @@ from tylo.layouts.tv import (
     MMA_M16N8K16_C_TV,
     WARP_SIZE,
 )
+from tylo.nvgpu.errors import PlanError
 from tylo.tile.ownership import Ownership
 
 __all__ = [
@@ -49,10 +50,6 @@ __all__ = [
     "threads",
     "zero_accumulator",
 ]
-
-
-class PlanError(TyloError):
-    """An operation plan (MMA, copy) that is invalid or cannot be proved sound."""
 
 
 _ATOMS = {(16, 8, 16): (MMA_M16N8K16_A_TV, MMA_M16N8K16_B_TV, MMA_M16N8K16_C_TV)}
@@ -337,10 +334,10 @@ def load_operands(plan: TiledMMA, a: Any, b: Any, tid: Any, k_step: int) -> tupl
 def mma_atoms(plan: TiledMMA, a: Any, b: Any, acc: Any) -> Any:
     """``acc + A*B`` for one k-step: ``rm * rn`` ``mma.sync`` instructions per warp, from
     packed operand fragments (as :func:`load_operands` returns) and the accumulator."""
-    from tylo.tile.fragment import Fragment
     from tylo.kernel.context import current
     from tylo.kernel.values import Value
     from tylo.nvgpu.instructions import check_arch, mma_m16n8k16
+    from tylo.tile.fragment import Fragment
 
     ctx = current()
     check_arch("mma.m16n8k16", ctx.target)
