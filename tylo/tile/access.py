@@ -15,7 +15,6 @@ import sympy
 from llvmlite import ir
 
 from tylo.layouts import ComposedLayout
-from tylo.layouts.swizzle import SwizzleXor
 from tylo.tile.views import (
     _SHARED_LIMIT,
     GlobalTile,
@@ -139,34 +138,6 @@ def class_addresses(tile: SharedTile, tables: list[tuple], coords: list[tuple]) 
         off = nbytes * (sym + _expr(tile.base) + d)
         out.append(b.add(base, lower_int(ctx, off, 32)))
     return out
-
-
-# ---------------------------------------------------------------------------- lowering
-
-
-def _lower_swizzle(ctx: Any, b: ir.IRBuilder, e: Any) -> ir.Value:
-    """``SwizzleXor(x, bits, base, shift)`` -> ``x ^ ((x & mask) >> shift)``."""
-    from tylo.kernel.lower import bounds, lower_int
-
-    x, bits, base, shift = e.args
-    bits, base, shift = int(bits), int(base), int(shift)
-    lo, hi = bounds(ctx, x)
-    width = 32 if lo is not None and hi is not None and lo >= 0 and hi < 2**31 else 64
-    t = ir.IntType(width)
-    v = lower_int(ctx, x, width)
-    mask = ((1 << bits) - 1) << (base + max(0, shift))
-    moved = b.and_(v, t(mask))
-    moved = b.lshr(moved, t(shift)) if shift >= 0 else b.shl(moved, t(-shift))
-    return b.xor(v, moved)
-
-
-def _register() -> None:
-    from tylo.kernel.lower import register_lowering
-
-    register_lowering(SwizzleXor.__name__, _lower_swizzle)
-
-
-_register()
 
 
 # ---------------------------------------------------------------------------- stores

@@ -25,6 +25,7 @@ from llvmlite import ir
 from tylo import dtypes as dt
 from tylo.errors import TyloError
 from tylo.layouts import ComposedLayout, Layout, Swizzle
+from tylo.layouts.swizzle import SwizzleXor
 
 __all__ = ["GlobalTile", "SharedTile", "TileError", "shared_address", "shared_base"]
 
@@ -258,3 +259,33 @@ def shared_address(storage: Any, offset: Any, dtype: Any = None) -> ir.Value:
 
 
 # ---------------------------------------------------------------------------- address classes
+
+
+# ---------------------------------------------------------------------------- lowering
+# Registered where the offsets that contain SwizzleXor are made, so that any kernel that
+# reads a swizzled tile's offsets can lower them.
+
+
+def _lower_swizzle(ctx: Any, b: ir.IRBuilder, e: Any) -> ir.Value:
+    """``SwizzleXor(x, bits, base, shift)`` -> ``x ^ ((x & mask) >> shift)``."""
+    from tylo.kernel.lower import bounds, lower_int
+
+    x, bits, base, shift = e.args
+    bits, base, shift = int(bits), int(base), int(shift)
+    lo, hi = bounds(ctx, x)
+    width = 32 if lo is not None and hi is not None and lo >= 0 and hi < 2**31 else 64
+    t = ir.IntType(width)
+    v = lower_int(ctx, x, width)
+    mask = ((1 << bits) - 1) << (base + max(0, shift))
+    moved = b.and_(v, t(mask))
+    moved = b.lshr(moved, t(shift)) if shift >= 0 else b.shl(moved, t(-shift))
+    return b.xor(v, moved)
+
+
+def _register() -> None:
+    from tylo.kernel.lower import register_lowering
+
+    register_lowering(SwizzleXor.__name__, _lower_swizzle)
+
+
+_register()
