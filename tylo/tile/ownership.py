@@ -45,7 +45,6 @@ __all__ = [
 class OwnershipError(TyloError):
     """An ownership (thread-value layout over a tile) that tylo cannot use as asked."""
 
-
 @dataclass(frozen=True)
 class AxisMode:
     """One refined mode of an ownership: ``extent`` digits of the thread index (when
@@ -356,6 +355,12 @@ class Ownership:
 
     def __str__(self) -> str:
         return f"Ownership({self.tv} over {self.shape})"
+
+    def _repr_svg_(self) -> str | None:
+        """The picture Jupyter shows (:func:`tylo.pictures.repr_svg`)."""
+        from tylo.pictures import repr_svg  # lazy: pictures are drawn on demand
+
+        return repr_svg(self)
 
 
 @functools.lru_cache(maxsize=256)

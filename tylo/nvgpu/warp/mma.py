@@ -121,6 +121,12 @@ class MMAAtom:
         m, n, k = self.shape
         return f"MMAAtom(m{m}n{n}k{k}, {self.dtype})"
 
+    def _repr_svg_(self) -> str | None:
+        """The picture Jupyter shows (:func:`tylo.pictures.repr_svg`)."""
+        from tylo.pictures import repr_svg  # lazy: pictures are drawn on demand
+
+        return repr_svg(self)
+
 
 def _pair(x: Any, what: str) -> tuple[int, int]:
     t = tuple(x) if isinstance(x, (tuple, list)) else None
