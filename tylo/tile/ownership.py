@@ -45,6 +45,7 @@ __all__ = [
 class OwnershipError(TyloError):
     """An ownership (thread-value layout over a tile) that tylo cannot use as asked."""
 
+
 @dataclass(frozen=True)
 class AxisMode:
     """One refined mode of an ownership: ``extent`` digits of the thread index (when
