@@ -402,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--variant",
         default=None,
-        help="a benchmarks/gemm_sweep.py variant name to use for tylo "
+        help="a benchmarks/gemm_variants.py variant name to use for tylo "
         "(default: examples.gemm.kernel.choose_config)",
     )
     args = parser.parse_args(argv)
@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     base = None
     if args.variant:
-        from benchmarks.gemm_sweep import variants
+        from benchmarks.gemm_variants import variants
 
         base = variants()[args.variant]
         print(f"tylo variant {args.variant!r}: {base.describe()}")

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from tylo.dtypes import DType, DTypeError, dtype_of
-from tylo.errors import TyloError
+from tylo.errors import ArrayError
 
 __all__ = [
     "NOT_DENSE",
@@ -51,10 +51,6 @@ _DL_DEVICE_NAMES = {
     13: "CUDAManaged",
     14: "OneAPI",
 }
-
-
-class ArrayError(TyloError, TypeError):
-    """An array that cannot be passed to a kernel (wrong device, dtype or strides)."""
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,13 @@ This module imports nothing, so every layer may depend on it.
 
 from __future__ import annotations
 
-__all__ = ["TyloError"]
+__all__ = ["ArrayError", "TyloError"]
 
 
 class TyloError(Exception):
     """Base class of every error tylo raises deliberately."""
+
+
+class ArrayError(TyloError, TypeError):
+    """An array that cannot be passed to a kernel (wrong device, dtype or strides); raised
+    by :mod:`tylo.arrays` and by the driver's host-buffer copies, so it lives below both."""

@@ -12,13 +12,13 @@ from the provers and from counting over every lane:
 
 - the fragment's writes land inside the scratch tile, each on its own word, and the
   padding (``pad`` elements per column) makes them bank-conflict free;
-- the read-back is a :class:`~tylo.copy.CopyPlan` over the transposed (N, M) tile: its
+- the read-back is a :class:`~tylo.nvgpu.cpasync.CopyPlan` over the transposed (N, M) tile: its
   vectors are unique, contiguous and 16-byte aligned in the scratch layout, and
   (``prove_source``) contiguous and aligned in D's symbolic layout ``(N, M):(ldd, 1)``
   with ``ldd`` a multiple of 4 -- which the kernel states and every launch checks.
 
 >>> import tylo
->>> from tylo.mma import MMAAtom, TiledMMA
+>>> from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
 >>> st = StagedStore(TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), (2, 4), (4, 8), 64))
 >>> str(st.scratch), st.shared_bytes, st.reads.vectors_per_thread
 ('(128,256):(1,132)', 135168, 32)
@@ -35,9 +35,9 @@ from typing import Any
 from llvmlite import ir
 
 import tylo
-from tylo.copy import CopyPlan
+from tylo.nvgpu.cpasync import CopyPlan
 from tylo.layouts import Layout, composition
-from tylo.mma import PlanError, TiledMMA
+from tylo.nvgpu.warp.mma import PlanError, TiledMMA
 
 __all__ = ["StagedStore", "staged_store"]
 
@@ -142,11 +142,11 @@ def staged_store(st: StagedStore, window: Any, fragment: Any, tid: Any, scratch:
     ``window`` (the full (BM, BN) window of D, M-contiguous, 16-byte aligned, ``ldd`` a
     multiple of 4) through ``scratch`` (a shared f32 tensor of ``st.elements``, which this
     overwrites: every warp must be done with it). Two barriers; call it from every thread."""
-    from tylo.fragment import Fragment
+    from tylo.tile.fragment import Fragment
     from tylo.kernel import facts
     from tylo.kernel.context import current
-    from tylo.ptx_ops import ld_shared_vector, st_shared
-    from tylo.tiles import GlobalTile, shared_address
+    from tylo.nvgpu.instructions import ld_shared_vector, st_shared
+    from tylo.tile.access import GlobalTile, shared_address
 
     if not isinstance(fragment, Fragment) or fragment.ownership != st.plan.acc_ownership:
         raise PlanError("staged_store: expects a fragment with the plan's accumulator ownership")

@@ -35,7 +35,7 @@ from examples.gemm.kernel import (
     tiled_gemm_kernel,
 )
 from examples.gemm.pack import pack_rows, packed_ld
-from tylo.mma import MMAAtom, TiledMMA, size
+from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA, size
 
 __all__ = ["choose_config", "compile_gemm", "gemm", "reference", "verify"]
 

@@ -37,12 +37,12 @@ from typing import Any
 import tylo
 from examples.gemm.epilogue import StagedStore, staged_store
 from examples.gemm.sass import sass_summary
-from tylo.copy import CopyPlan, commit_copies, copy_async, wait_copies
+from tylo.nvgpu.cpasync import CopyPlan, commit_copies, copy_async, wait_copies
 from tylo.kernel import facts
 from tylo.layouts import ComposedLayout, Layout, Swizzle, composition
-from tylo.ldmatrix import operand_loads
-from tylo.mma import MMAAtom, PlanError, TiledMMA, load_operands, mma_atoms, size, zero_accumulator
-from tylo.tiles import GlobalTile, SharedTile, store
+from tylo.nvgpu.warp.ldmatrix import operand_loads
+from tylo.nvgpu.warp.mma import MMAAtom, PlanError, TiledMMA, load_operands, mma_atoms, size, zero_accumulator
+from tylo.tile.access import GlobalTile, SharedTile, store
 
 __all__ = [
     "DEFAULT_EPILOGUE",

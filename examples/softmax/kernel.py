@@ -1,14 +1,14 @@
 """Row softmax over fragments: ``out[r, :] = softmax(x[r, :])`` with optional masking.
 
 Every kernel here loads a register *fragment* of the input (values placed by an
-:class:`~tylo.ownership.Ownership`), takes the row maximum and the row sum with the
+:class:`~tylo.tile.ownership.Ownership`), takes the row maximum and the row sum with the
 fragment's layout-derived reductions (``f.max(axis=1)``, ``f.sum(axis=1)``), and stores the
 normalized fragment by the same ownership. What differs between the styles is only the
 ownership, and therefore the communication the reductions derive from it (see
 ``docs/softmax.md`` and :mod:`examples.softmax.plan`): in-thread folds, butterfly
 shuffles, and, when warps share a row, tylo's two-level step between warps (one shared
-slot per warp, one barrier, ``log2(warps)`` more shuffles; :mod:`tylo.reduce`). Loads and
-stores are tylo's by-ownership vector accesses (:mod:`tylo.fragment_io`); this module
+slot per warp, one barrier, ``log2(warps)`` more shuffles; :mod:`tylo.tile.reduce`). Loads and
+stores are tylo's by-ownership vector accesses (:mod:`tylo.tile.fragment_io`); this module
 adds only the softmax's policy: masked and missing elements are ``-inf``.
 
 Kernels: :func:`row_softmax_kernel` (lane-local or warp-striped rows, one pass),
@@ -29,12 +29,12 @@ from __future__ import annotations
 import math
 
 import tylo
-from tylo.copy import CopyPlan, commit_copies, copy_async, wait_copies
-from tylo.fragment import Fragment, full
-from tylo.fragment_io import coordinates, load_fragment, store_fragment
+from tylo.nvgpu.cpasync import CopyPlan, commit_copies, copy_async, wait_copies
+from tylo.tile.fragment import Fragment, full
+from tylo.tile.fragment_io import coordinates, load_fragment, store_fragment
 from tylo.layouts import Layout
-from tylo.reduce import reduction_plan, reduction_scratch
-from tylo.tiles import GlobalTile, SharedTile
+from tylo.tile.reduce import reduction_plan, reduction_scratch
+from tylo.tile.access import GlobalTile, SharedTile
 
 __all__ = [
     "LOG2E",

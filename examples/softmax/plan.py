@@ -30,8 +30,8 @@ from typing import Any
 
 import tylo
 from tylo.errors import TyloError
-from tylo.mma import MMAAtom, TiledMMA
-from tylo.ownership import Ownership
+from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
+from tylo.tile.ownership import Ownership
 
 __all__ = [
     "DTYPES",

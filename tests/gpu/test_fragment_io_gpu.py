@@ -1,5 +1,5 @@
 # TEST_TARGET: cc>=8.0
-"""tylo.fragment_io on the GPU against numpy: windows of odd-shaped arrays loaded and
+"""tylo.tile.fragment_io on the GPU against numpy: windows of odd-shaped arrays loaded and
 stored by ownership in 16-byte vectors (elements past the bounds read as fill, clamped rows
 read the last row, stores past the bounds skipped and nothing outside written), keep masks
 with coordinates, and a shared staging tile read back by the same ownership."""
@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import tylo
-from tylo.fragment_io import coordinates, load_fragment, store_fragment
+from tylo.tile.fragment_io import coordinates, load_fragment, store_fragment
 from tylo.layouts import Layout
-from tylo.ownership import Ownership
-from tylo.tiles import SharedTile
+from tylo.tile.ownership import Ownership
+from tylo.tile.access import SharedTile
 
 Dim = tylo.Int(min=1, max=2**31 - 1)
 TILE = (8, 512)

@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:
 
 from examples.gemm.host import choose_config, verify
 from examples.gemm.kernel import DEFAULT_PLAN, SMALL_PLAN, gemm_config
-from tylo.mma import MMAAtom, TiledMMA
+from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
 
 RUN = [sys.executable, str(ROOT / "examples" / "gemm" / "run.py")]
 

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 import tylo
-from tylo.copy import CopyPlan, commit_copies, copy_async, wait_copies
+from tylo.nvgpu.cpasync import CopyPlan, commit_copies, copy_async, wait_copies
 from tylo.layouts import Layout, Swizzle, composition, cosize
-from tylo.mma import MMAAtom, TiledMMA, load_operands, mma, size, zero_accumulator
-from tylo.tiles import GlobalTile, SharedTile, store
+from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA, load_operands, mma, size, zero_accumulator
+from tylo.tile.access import GlobalTile, SharedTile, store
 
 PLANS = {
     "seed": TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(2, 2), repeat=(2, 4), k=32),

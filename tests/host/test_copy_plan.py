@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from tylo import dtypes as dt
-from tylo.copy import CopyPlan
+from tylo.nvgpu.cpasync import CopyPlan
 from tylo.layouts import Layout, Swizzle, composition, dim, make_tv_layout
-from tylo.mma import PlanError
+from tylo.nvgpu.warp.mma import PlanError
 
 
 def _swizzled(rows: int, cols: int) -> object:

@@ -19,15 +19,15 @@ FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 PAGES = ["fragments.md", "gemm.md"]
 INCLUDE = re.compile(r'^--8<-- "([^":]+):([\w-]+)"$', re.MULTILINE)
 MODULES = [
-    "tylo.ownership",
-    "tylo.fragment",
-    "tylo.reduce",
-    "tylo.fragment_io",
-    "tylo.mma",
-    "tylo.ldmatrix",
-    "tylo.copy",
-    "tylo.tiles",
-    "tylo.ptx_ops",
+    "tylo.tile.ownership",
+    "tylo.tile.fragment",
+    "tylo.tile.reduce",
+    "tylo.tile.fragment_io",
+    "tylo.nvgpu.warp.mma",
+    "tylo.nvgpu.warp.ldmatrix",
+    "tylo.nvgpu.cpasync",
+    "tylo.tile.access",
+    "tylo.nvgpu.instructions",
     "examples.gemm.kernel",
     "examples.gemm.sass",
 ]

@@ -8,8 +8,8 @@ import pytest
 
 from tylo import dtypes as dt
 from tylo.layouts import Layout, Swizzle, composition
-from tylo.ldmatrix import OperandLoads, operand_loads
-from tylo.mma import MMAAtom, PlanError, TiledMMA, size, threads
+from tylo.nvgpu.warp.ldmatrix import OperandLoads, operand_loads
+from tylo.nvgpu.warp.mma import MMAAtom, PlanError, TiledMMA, size, threads
 
 SEED = TiledMMA(MMAAtom((16, 8, 16), dt.bf16), warps=(2, 2), repeat=(2, 4), k=32)
 BIG = TiledMMA(MMAAtom((16, 8, 16), dt.bf16), warps=(2, 4), repeat=(4, 8), k=32)

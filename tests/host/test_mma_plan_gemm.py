@@ -15,7 +15,7 @@ if str(ROOT) not in sys.path:
 import tylo
 from examples.gemm.host import choose_config
 from examples.gemm.kernel import DEFAULT_PLAN, SMALL_PLAN, gemm_config
-from tylo.mma import MMAAtom, PlanError, TiledMMA
+from tylo.nvgpu.warp.mma import MMAAtom, PlanError, TiledMMA
 
 
 def test_seed_config_proofs():

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from tylo.layouts import Layout, dim, flatten
 from tylo.layouts.strategies import layouts
 from tylo.layouts.tv import MMA_M16N8K16_C_TV
-from tylo.mma import MMAAtom
-from tylo.ownership import Ownership
+from tylo.nvgpu.warp.mma import MMAAtom
+from tylo.tile.ownership import Ownership
 from tylo.pictures import PictureError, index_colour, mma_svg, ownership_svg, repr_svg, tv_svg
 
 NS = "{http://www.w3.org/2000/svg}"
@@ -149,7 +149,7 @@ def test_refusals() -> None:
     for bad in ((0, 4), (-1,), (dim("M"), 2), 2.5):
         with pytest.raises(PictureError, match="static positive ints"):
             tv_svg(Layout((2, 2), (1, 2)), bad)
-    with pytest.raises(PictureError, match="expected a tylo.ownership.Ownership"):
+    with pytest.raises(PictureError, match="expected a tylo.tile.ownership.Ownership"):
         ownership_svg(Layout((2, 2), (1, 2)))
     with pytest.raises(PictureError, match="without .b"):
         mma_svg(type("Half", (), {"a": Ownership(MMA_M16N8K16_C_TV, (16, 8))})())

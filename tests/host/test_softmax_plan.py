@@ -26,8 +26,8 @@ from examples.softmax.plan import (
     vector_width,
 )
 from tylo.arrays import DeviceArray
-from tylo.ownership import broadcast_map
-from tylo.reduce import reduction_plan
+from tylo.tile.ownership import broadcast_map
+from tylo.tile.reduce import reduction_plan
 
 BASE = 0x7F0000000000  # a fake, 16-byte aligned device address (nothing is launched)
 

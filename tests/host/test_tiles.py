@@ -10,9 +10,9 @@ from tylo import dtypes as dt
 from tylo.backend.ir import ADDRSPACE_GLOBAL, ADDRSPACE_SHARED
 from tylo.kernel.memory import Tensor
 from tylo.layouts import Layout, Swizzle, composition, dim, index_symbol
-from tylo.ldmatrix import operand_loads
-from tylo.mma import MMAAtom, TiledMMA
-from tylo.tiles import GlobalTile, SharedTile, TileError, address_classes
+from tylo.nvgpu.warp.ldmatrix import operand_loads
+from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
+from tylo.tile.access import GlobalTile, SharedTile, TileError, address_classes
 
 
 def _shared(layout) -> SharedTile:
@@ -96,7 +96,7 @@ def test_symbolic_addresses_agree_with_static_ones():
     """What a kernel evaluates per thread (coordinates of the ldmatrix and cp.async sources
     as expressions of the thread index, through the swizzled layout) equals, for every
     thread, what the host proved and grouped."""
-    from tylo.copy import CopyPlan
+    from tylo.nvgpu.cpasync import CopyPlan
 
     plan = TiledMMA(MMAAtom((16, 8, 16), dt.bf16), (2, 4), (4, 8), 32)
     layout = composition(Swizzle(2, 3, 3), Layout((128, 32, 3), (32, 1, 4096)))
@@ -122,7 +122,7 @@ def test_symbolic_addresses_agree_with_static_ones():
 def test_address_classes_memo_keys_on_the_view():
     """The memoized classes are those of a direct evaluation, for views of one layout that
     differ in origin, in selected stage and in the (window) coordinates given."""
-    from tylo.tiles import _address_classes
+    from tylo.tile.access import _address_classes
 
     plan = TiledMMA(MMAAtom((16, 8, 16), dt.bf16), (2, 4), (4, 8), 32)
     layout = composition(Swizzle(2, 3, 3), Layout((128, 32, 4), (32, 1, 4096)))

@@ -1,4 +1,4 @@
-"""tylo.fragment_io inside kernels, compiled for sm_80 and sm_90a without a GPU: vector
+"""tylo.tile.fragment_io inside kernels, compiled for sm_80 and sm_90a without a GPU: vector
 loads and stores by ownership (16-byte accesses), bounds checked only where the facts do
 not settle them, clamped axes, keep masks, pieces of at most 16 bytes, tiles as sources,
 and typed errors for ownerships, layouts and bounds that vectors cannot use."""
@@ -11,10 +11,10 @@ import re
 import pytest
 
 import tylo
-from tylo.fragment_io import coordinates, load_fragment, store_fragment
+from tylo.tile.fragment_io import coordinates, load_fragment, store_fragment
 from tylo.layouts import Layout
-from tylo.ownership import Ownership
-from tylo.tiles import GlobalTile, SharedTile
+from tylo.tile.ownership import Ownership
+from tylo.tile.access import GlobalTile, SharedTile
 
 Dim = tylo.Int(min=1, max=2**31 - 1)
 # 8 rows of 128 columns, 32 lanes per row striding 4-element vectors, 4 vectors per lane

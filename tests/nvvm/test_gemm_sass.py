@@ -18,7 +18,7 @@ if str(ROOT) not in sys.path:
 
 from examples.gemm.host import compile_gemm
 from examples.gemm.kernel import DEFAULT_PLAN, gemm_config, sass_summary
-from tylo.mma import MMAAtom, TiledMMA
+from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
 
 SEED = TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(2, 2), repeat=(2, 4), k=32)
 # ptxas 13.x adds the L2 128-byte qualifier (LTC128B) on its own to cp.async.cg

@@ -285,7 +285,7 @@ def mem_free(ptr: int) -> None:
 
 def _host_view(buf: Any, what: str, nbytes: int | None, *, writable: bool) -> tuple[Any, int, int]:
     """(object to keep alive, address, byte count) of a C-contiguous host buffer."""
-    from tylo.arrays import ArrayError
+    from tylo.errors import ArrayError
 
     try:
         mv = memoryview(buf)

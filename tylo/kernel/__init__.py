@@ -29,7 +29,8 @@ import sys
 import types
 from typing import Any
 
-from tylo.kernel.control import all_of, any_of, range
+from tylo.kernel import ops as _ops  # noqa: F401 - installs the elementwise funnel first
+from tylo.kernel.control import all_of, any_of, range  # noqa: F401 - tylo.kernel.range (not in __all__)
 from tylo.kernel.decorator import Kernel, KernelStats, inline, kernel
 from tylo.kernel.errors import KernelArgumentError, TraceError
 from tylo.kernel.guards import assume, assume_aligned, divisible
@@ -54,7 +55,7 @@ from tylo.kernel.intrinsics import (
 )
 from tylo.kernel.launch import CompiledKernel
 from tylo.kernel.mathfn import (
-    abs,
+    abs,  # noqa: F401 - tylo.kernel.abs (not in __all__: it would shadow the builtin)
     exp,
     exp2,
     fma,

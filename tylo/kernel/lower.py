@@ -22,7 +22,6 @@ module turns such an expression into IR, with these rules:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +31,7 @@ from llvmlite import ir
 from tylo.kernel import facts
 from tylo.kernel.context import TraceContext
 from tylo.kernel.errors import TraceError
+from tylo.kernel.freesyms import free_symbols
 from tylo.kernel.minmax import relation
 
 __all__ = ["bounds", "is_nonnegative", "lower_bool", "lower_int", "register_lowering"]
@@ -250,32 +250,6 @@ def lower_bool(ctx: TraceContext, expr: Any) -> ir.Value:
         raise TraceError(f"cannot use {e} as a condition: it is not a relation or a boolean")
     _cache_for(ctx, e)[("bool", e)] = value
     return value
-
-
-def free_symbols(e: sympy.Basic) -> frozenset[sympy.Symbol]:
-    """``e.free_symbols``, memoized per sub-expression: sympy walks the whole tree on every
-    call, and lowering asks for every node of every index expression."""
-    got = _FREE.get(e)
-    if got is None:
-        if e.args and _unions_args(type(e)):
-            got = frozenset().union(*map(free_symbols, e.args))
-        else:  # symbols, atoms, and classes with bound variables (Lambda, Sum, ...)
-            got = frozenset(e.free_symbols)
-        if len(_FREE) > 100_000:
-            _FREE.clear()
-        _FREE[e] = got
-    return got
-
-
-_FREE: dict[sympy.Basic, frozenset[sympy.Symbol]] = {}
-
-
-@functools.cache
-def _unions_args(cls: type) -> bool:
-    """Whether ``cls`` keeps sympy's default ``free_symbols``, the union of its args' (the
-    MRO is searched: a class attribute lookup would find the metaclass' property)."""
-    owner = next(k for k in cls.__mro__ if "free_symbols" in k.__dict__)
-    return owner is sympy.Basic
 
 
 def _builder_for(ctx: TraceContext, e: sympy.Basic) -> ir.IRBuilder:

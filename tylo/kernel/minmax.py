@@ -26,6 +26,8 @@ from typing import Any
 
 import sympy
 
+from tylo.kernel.freesyms import free_symbols
+
 __all__ = ["maximum", "minimum", "relation"]
 
 _MAX_SYMBOLS = 12
@@ -123,8 +125,6 @@ def _sign_changes(a: Any, b: Any) -> bool:
     """Whether ``a - b`` is positive at one assignment of the symbols and negative at
     another, each value allowed by its symbol's assumptions (a sufficient test; False
     means "not shown")."""
-    from tylo.kernel.lower import free_symbols
-
     symbols = sorted(free_symbols(a) | free_symbols(b), key=sympy.default_sort_key)
     if not symbols or len(symbols) > _MAX_SYMBOLS:
         return False

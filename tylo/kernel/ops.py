@@ -18,6 +18,7 @@ from llvmlite import ir
 
 from tylo import dtypes as dt
 from tylo.dtypes import DType
+from tylo.kernel import values as _values
 from tylo.kernel.context import current
 from tylo.kernel.errors import TraceError, Undefined
 from tylo.kernel.values import Value, as_value, convert, ir_type, is_relation
@@ -270,3 +271,6 @@ OPS: dict[str, Any] = {
     "invert": _invert,
     **{name: _compare(name) for name in _CMP},
 }
+
+
+_values._FUNNEL[:] = [elementwise]  # Value's operators call the funnel (see values.py)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -45,7 +46,6 @@ __all__ = [
     "is_dynamic_bool",
     "is_relation",
     "memory_type",
-    "promote",
     "to_index",
 ]
 
@@ -414,5 +414,14 @@ def convert(v: Value, to: DType) -> Value:
     return Value(to, b.sext(x, t) if src.kind == "i" else b.zext(x, t))
 
 
-# The funnel lives in tylo.kernel.ops, which builds on Value: import it last.
-from tylo.kernel.ops import elementwise, promote
+# The funnel lives in tylo.kernel.ops, which builds on Value and so sits above this module;
+# it installs itself here when imported (tylo.kernel imports it), so Value's operators reach
+# it without this module importing ops.
+_FUNNEL: list[Callable[..., Any]] = []
+
+
+def elementwise(op: str, *args: Any) -> Any:
+    """Apply elementwise ``op`` to ``args`` (the funnel, :func:`tylo.kernel.ops.elementwise`)."""
+    if not _FUNNEL:
+        raise TraceError("tylo.kernel.ops is not loaded: import tylo.kernel first")
+    return _FUNNEL[0](op, *args)

@@ -102,13 +102,13 @@ def tv_svg(tv: Any, tile_shape: Any, *, title: str | None = None) -> str:
 def _check_ownership(own: Any, what: str) -> None:
     if not (hasattr(own, "tv") and hasattr(own, "shape")):
         raise PictureError(
-            f"{what}: expected a tylo.ownership.Ownership (with .tv and .shape), got "
+            f"{what}: expected a tylo.tile.ownership.Ownership (with .tv and .shape), got "
             f"{type(own).__name__}"
         )
 
 
 def ownership_svg(own: Any, *, title: str | None = None) -> str:
-    """An SVG picture of a fragment ownership (:class:`tylo.ownership.Ownership`): the
+    """An SVG picture of a fragment ownership (:class:`tylo.tile.ownership.Ownership`): the
     :func:`tv_svg` of ``own.tv`` over ``own.shape``, titled with its name."""
     _check_ownership(own, "ownership_svg")
     name = title or getattr(own, "label", "") or f"{own.tv} over {own.shape}"
@@ -118,7 +118,7 @@ def ownership_svg(own: Any, *, title: str | None = None) -> str:
 def mma_svg(atom: Any, *, title: str | None = None) -> str:
     """An SVG picture of an MMA atom's three operand ownerships side by side: A over
     (M, K), B over (N, K) and C over (M, N), each as :func:`ownership_svg` draws it.
-    ``atom`` is anything with ownerships ``.a``, ``.b`` and ``.c`` (``tylo.mma.MMAAtom``).
+    ``atom`` is anything with ownerships ``.a``, ``.b`` and ``.c`` (``tylo.nvgpu.warp.mma.MMAAtom``).
     """
     panels = []
     for part, axes in (("a", "M x K"), ("b", "N x K"), ("c", "M x N")):
@@ -126,7 +126,7 @@ def mma_svg(atom: Any, *, title: str | None = None) -> str:
         if own is None:
             raise PictureError(
                 f"mma_svg: expected an MMA atom with ownerships .a, .b and .c "
-                f"(tylo.mma.MMAAtom), got {type(atom).__name__} without .{part}"
+                f"(tylo.nvgpu.warp.mma.MMAAtom), got {type(atom).__name__} without .{part}"
             )
         _check_ownership(own, "mma_svg")
         name = f"{part.upper()} ({axes})"
