@@ -56,7 +56,7 @@ CASES = {
     "K 128B n128 k64": (128, 64, "128B", "K"),
     "K 128B n256 k64": (256, 64, "128B", "K"),
     "K 128B n8 k64": (8, 64, "128B", "K"),
-    "B MN 128B n64 k32": (64, 32, "128B", "MN"),
+    "B MN 128B n64 k64": (64, 64, "128B", "MN"),
 }
 
 
@@ -103,7 +103,7 @@ def _compile(case, target="sm_90a"):
     )
 
 
-@pytest.mark.parametrize("case", ["K 128B n128 k64", "B MN 128B n64 k32", "K none n64 k32"])
+@pytest.mark.parametrize("case", ["K 128B n128 k64", "B MN 128B n64 k64", "K none n64 k32"])
 def test_assembly(case):
     kern = _compile(case)
     n, k, _, _ = CASES[case]
@@ -149,6 +149,29 @@ def _ptx_d_coord(t: int, v: int) -> tuple[int, int]:
 @pytest.mark.parametrize("n", [8, 64, 136, 256])
 def test_accumulator_ownership_is_the_ptx_fragment(n):
     own = WarpgroupMMAAtom((64, n, 16), tylo.bf16).c
-    assert own.covers_once()
+    assert own.covers_once
     for t in range(128):
         assert own.coords(t) == [_ptx_d_coord(t, v) for v in range(n // 2)]
+
+
+@tylo.kernel
+def read_pending(raw, a: tylo.Ptr(align=16), b: tylo.Ptr(align=16), wait: tylo.Static):
+    atom = WarpgroupMMAAtom((64, 64, 16), a.dtype)
+    la, lb = _layouts(64, 16 * 2, "32B", "K")
+    sa = SharedTile(tylo.shared(a.dtype, 64 * 32, align=1024), la)
+    sb = SharedTile(tylo.shared(b.dtype, 64 * 32, align=1024), lb)
+    fence()
+    acc = mma_async(atom, sa, sb, zeros(atom.c), accumulate=False)
+    commit_group()
+    if wait:
+        acc = wait_group(0, acc)
+    raw[tylo.thread_idx.x] = acc[0]
+
+
+def test_reading_a_pending_accumulator_is_a_trace_error():
+    args = (tylo.f32, tylo.pointer(tylo.bf16, align=16), tylo.pointer(tylo.bf16, align=16))
+    with pytest.raises(tylo.TyloError, match="pending") as err:
+        read_pending.compile(*args, False, block=128, target="sm_90a")
+    assert "test_wgmma.py" in str(err.value) or "raw[tylo.thread_idx.x]" in str(err.value)
+    kern = read_pending.compile(*args, True, block=128, target="sm_90a")
+    assert "wgmma.wait_group.sync.aligned 0" in kern.ptx
