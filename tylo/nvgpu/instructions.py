@@ -54,6 +54,7 @@ MIN_ARCH: dict[str, tuple[tuple[int, int], str]] = {
     "mma.m16n8k16": ((8, 0), "9.7.14.5.14 mma; fragments 9.7.14.5.8 (m16n8k16)"),
     "cvt.rn.bf16x2.f32": ((8, 0), "9.7.9.21 cvt (packed .bf16x2/.f16x2 destination)"),
     "shfl.sync.bfly": ((7, 0), "9.7.9.6 shfl.sync"),
+    "mbarrier": ((9, 0), "9.7.13.15 mbarrier (expect_tx, try_wait.parity: sm_90)"),
     "wgmma": ((9, 0), "9.7.15 Asynchronous warpgroup-level matrix instructions (sm_90a)"),
 }
 
