@@ -55,11 +55,13 @@ MIN_ARCH: dict[str, tuple[tuple[int, int], str]] = {
     "cvt.rn.bf16x2.f32": ((8, 0), "9.7.9.21 cvt (packed .bf16x2/.f16x2 destination)"),
     "shfl.sync.bfly": ((7, 0), "9.7.9.6 shfl.sync"),
     "mbarrier": ((9, 0), "9.7.13.15 mbarrier (expect_tx, try_wait.parity: sm_90)"),
+    "setmaxnreg": ((9, 0), "9.7.17.1 setmaxnreg (sm_90a)"),
+    "elect.sync": ((9, 0), "9.7.13.13 elect.sync"),
     "wgmma": ((9, 0), "9.7.15 Asynchronous warpgroup-level matrix instructions (sm_90a)"),
 }
 
 # instructions that exist only on the arch-specific target (sm_90a, not sm_90)
-ARCH_SPECIFIC = frozenset({"wgmma"})
+ARCH_SPECIFIC = frozenset({"wgmma", "setmaxnreg"})
 
 
 class PTXOpError(TyloError):

@@ -277,5 +277,7 @@ def _field_problem(start: int, lbo: int, sbo: int, nbytes: int) -> str | None:
     for name, v in (("the k-step's start", start), ("LBO", lbo), ("SBO", sbo)):
         b = v * nbytes
         if b % 16 or not 0 <= b < _FIELD_LIMIT:
-            return f"{name} is {b} bytes; the descriptor needs a multiple of 16 in [0, {_FIELD_LIMIT})"
+            return (
+                f"{name} is {b} bytes; the descriptor needs a multiple of 16 in [0, {_FIELD_LIMIT})"
+            )
     return None
