@@ -1,0 +1,249 @@
+"""The tensor memory accelerator (TMA, sm_90): tensor maps planned and proved on the host.
+
+A TMA copy moves a *box* of a global tensor into shared memory (or back) in one instruction,
+described by a 128-byte tensor map (``CUtensorMap``) that the host encodes with
+``cuTensorMapEncodeTiled`` (CUDA driver API, "Tensor Map Object Management") and passes to the
+kernel as a ``grid_constant`` parameter. :class:`TensorMapPlan` is the host half: from a
+global tile's layout (runtime extents and strides allowed), a static box and a swizzle mode it
+
+- orders the tensor's dimensions as TMA wants them (the contiguous mode first);
+- proves that every other stride is a multiple of 16 bytes (or records the condition, checked
+  by :meth:`TensorMapPlan.encode` on the concrete strides);
+- checks that the box fits the hardware (1-256 elements per dimension, whole 16-byte rows,
+  rows of exactly the swizzle's width when swizzled);
+- and proves that the shared layout the box writes (row-major in TMA order, swizzled) *equals*
+  the shared layout the kernel reads, with :func:`~tylo.layouts.proofs.prove_equal`; a plan
+  whose layouts differ is refused with the prover's counterexample.
+
+Elements outside the tensor are filled with zeros on loads (``CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE``),
+so edge tiles need no predication.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tylo import dtypes as dt
+from tylo.dtypes import DType
+from tylo.layouts import ComposedLayout, Layout, Swizzle
+from tylo.layouts.proofs import prove_equal
+from tylo.layouts.symbolic import divides, to_value
+from tylo.nvgpu.errors import PlanError
+
+__all__ = ["TMAError", "TensorMapPlan"]
+
+MAX_RANK = 5
+MAX_BOX = 256
+_SWIZZLE_BYTES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
+_SWIZZLE_BITS = {"32B": 1, "64B": 2, "128B": 3}
+# tylo dtype -> the CUtensorMapDataType enumerator's name
+_DATA_TYPES = {
+    "u8": "CU_TENSOR_MAP_DATA_TYPE_UINT8",
+    "i8": "CU_TENSOR_MAP_DATA_TYPE_UINT8",
+    "u16": "CU_TENSOR_MAP_DATA_TYPE_UINT16",
+    "i16": "CU_TENSOR_MAP_DATA_TYPE_UINT16",
+    "u32": "CU_TENSOR_MAP_DATA_TYPE_UINT32",
+    "i32": "CU_TENSOR_MAP_DATA_TYPE_INT32",
+    "u64": "CU_TENSOR_MAP_DATA_TYPE_UINT64",
+    "i64": "CU_TENSOR_MAP_DATA_TYPE_INT64",
+    "f16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16",
+    "bf16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
+    "f32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32",
+    "f64": "CU_TENSOR_MAP_DATA_TYPE_FLOAT64",
+}
+
+
+class TMAError(PlanError):
+    """A tensor map that the hardware cannot use, or whose shared layout is not the kernel's."""
+
+
+def _flat_modes(layout: Any, what: str) -> tuple[tuple, tuple]:
+    if not isinstance(layout, Layout):
+        raise TMAError(f"{what}: the global layout must be a Layout, got {layout!r}")
+    shape, stride = layout.shape, layout.stride
+    if type(shape) is not tuple:
+        shape, stride = (shape,), (stride,)
+    if any(type(s) is tuple for s in shape):
+        raise TMAError(f"{what}: nested modes are not TMA dimensions; flatten {layout} first")
+    return shape, stride
+
+
+@dataclass(frozen=True)
+class TensorMapPlan:
+    """A tiled tensor map: ``global_layout`` (flat, modes = the tensor's dimensions, one of
+    stride 1), ``box`` (static extent per mode, same order), ``swizzle`` ('none', '32B',
+    '64B', '128B') and ``smem_layout`` (what the kernel reads for one box, coordinates in
+    the same mode order). See the module docstring for what construction proves.
+
+    >>> from tylo.layouts import composition, dim
+    >>> M, K, lda = dim("M"), dim("K"), dim("lda", multiple_of=8)
+    >>> p = TensorMapPlan(dt.bf16, Layout((M, K), (lda, 1)), (64, 64), "128B",
+    ...                   composition(Swizzle(3, 3, 3), Layout((64, 64), (64, 1))))
+    >>> p.order, p.box_bytes, p.conditions
+    ((1, 0), 8192, ())
+    """
+
+    dtype: DType
+    global_layout: Layout
+    box: tuple[int, ...]
+    swizzle: str
+    smem_layout: Any
+    order: tuple[int, ...] = field(init=False)
+    conditions: tuple[Any, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        what = "TensorMapPlan"
+        d = dt.dtype_of(self.dtype)
+        if d.name not in _DATA_TYPES:
+            raise TMAError(f"{what}: TMA has no {d} element type")
+        object.__setattr__(self, "dtype", d)
+        shape, stride = _flat_modes(self.global_layout, what)
+        rank = len(shape)
+        if not 1 <= rank <= MAX_RANK:
+            raise TMAError(f"{what}: TMA tensors have 1 to {MAX_RANK} dimensions, got {rank}")
+        box = tuple(self.box) if isinstance(self.box, (tuple, list)) else (self.box,)
+        if len(box) != rank or any(type(b) is not int or not 1 <= b <= MAX_BOX for b in box):
+            raise TMAError(
+                f"{what}: box must give one int in [1, {MAX_BOX}] per dimension ({rank}), "
+                f"got {self.box!r}"
+            )
+        object.__setattr__(self, "box", box)
+        if self.swizzle not in _SWIZZLE_BYTES:
+            raise TMAError(f"{what}: swizzle must be one of {sorted(_SWIZZLE_BYTES)}")
+        inner = [i for i, s in enumerate(stride) if to_value(s) == 1]
+        if len(inner) != 1:
+            raise TMAError(
+                f"{what}: TMA needs exactly one contiguous dimension (stride 1) in "
+                f"{self.global_layout}; found {len(inner)}"
+            )
+        order = (inner[0], *(i for i in range(rank) if i != inner[0]))
+        object.__setattr__(self, "order", order)
+        object.__setattr__(self, "conditions", self._stride_conditions(stride, d, what))
+        row = box[order[0]] * d.nbytes
+        if row % 16:
+            raise TMAError(
+                f"{what}: the box's contiguous extent is {row} bytes; TMA moves whole 16-byte "
+                "units (CUDA driver API, cuTensorMapEncodeTiled: boxDim[0] * elementSize)"
+            )
+        sw = _SWIZZLE_BYTES[self.swizzle]
+        if sw and row != sw:
+            raise TMAError(
+                f"{what}: with the {self.swizzle} swizzle the box's contiguous extent must be "
+                f"{sw} bytes (one swizzled row), got {row} bytes"
+            )
+        self._prove_smem(what)
+
+    @staticmethod
+    def _stride_conditions(stride: tuple, d: DType, what: str) -> tuple:
+        out = []
+        for s in stride:
+            if to_value(s) == 1:
+                continue
+            nbytes = to_value(s) * d.nbytes
+            ok = divides(16, nbytes)
+            if ok is False:
+                raise TMAError(
+                    f"{what}: stride {s} is {nbytes} bytes; TMA needs every global stride to "
+                    "be a multiple of 16 bytes (pack or pad the leading dimension)"
+                )
+            if ok is None:
+                out.append(nbytes)  # checked on the concrete strides by encode()
+        return tuple(out)
+
+    def box_layout(self) -> Layout | ComposedLayout:
+        """The shared layout one box is written in: row-major in TMA order (the contiguous
+        dimension innermost), swizzled by the mode's byte swizzle on element offsets."""
+        strides = [0] * len(self.box)
+        acc = 1
+        for i in self.order:
+            strides[i] = acc
+            acc *= self.box[i]
+        lay = Layout(self.box, tuple(strides)) if len(self.box) > 1 else Layout(self.box[0], 1)
+        if self.swizzle == "none":
+            return lay
+        m = 4 - (self.dtype.nbytes.bit_length() - 1)
+        if m < 0:
+            raise TMAError(f"TensorMapPlan: {self.dtype} elements are wider than 16 bytes")
+        return ComposedLayout(Swizzle(_SWIZZLE_BITS[self.swizzle], m, 3), 0, lay)
+
+    def _prove_smem(self, what: str) -> None:
+        want = self.box_layout()
+        if not getattr(self.smem_layout, "is_static", False):
+            raise TMAError(f"{what}: the shared layout must be static, got {self.smem_layout}")
+        v = prove_equal(want, self.smem_layout)
+        if not v.proved:
+            raise TMAError(
+                f"{what}: the box is written as {want}, but the kernel reads {self.smem_layout}: "
+                f"{v.reason}"
+                + (f" (counterexample {dict(v.counterexample)})" if v.counterexample else "")
+            )
+
+    @property
+    def box_bytes(self) -> int:
+        """Bytes one load of the box brings (the barrier's transaction count)."""
+        n = self.dtype.nbytes
+        for b in self.box:
+            n *= b
+        return n
+
+    def encode(self, address: int, extents: tuple[int, ...], strides: tuple[int, ...]) -> bytes:
+        """The 128-byte ``CUtensorMap`` for a tensor at global ``address`` with these concrete
+        extents and strides (elements, in the global layout's mode order), through
+        ``cuTensorMapEncodeTiled``. Raises :class:`TMAError` for values the hardware refuses."""
+        from tylo.backend import driver
+
+        rank = len(self.box)
+        extents, strides = tuple(extents), tuple(strides)
+        if len(extents) != rank or len(strides) != rank:
+            raise TMAError(f"encode: give {rank} extents and {rank} strides")
+        if type(address) is not int or address <= 0 or address % 16:
+            raise TMAError(f"encode: the global address {address!r} must be 16-byte aligned")
+        for e in extents:
+            if type(e) is not int or not 1 <= e <= 2**32:
+                raise TMAError(f"encode: extents must be ints in [1, 2**32], got {extents}")
+        if strides[self.order[0]] != 1:
+            raise TMAError(f"encode: the contiguous dimension's stride must be 1, got {strides}")
+        gstrides = []
+        for i in self.order[1:]:
+            b = strides[i] * self.dtype.nbytes
+            if type(strides[i]) is not int or b <= 0 or b % 16 or b >= 2**40:
+                raise TMAError(
+                    f"encode: stride {strides[i]} of dimension {i} is {b} bytes; TMA needs a "
+                    "positive multiple of 16 below 2**40"
+                )
+            gstrides.append(b)
+        cu = driver._cuda()
+        driver.check(cu.cuInit(0), "cuInit")
+        enum = cu.CUtensorMapDataType
+        swz = {
+            "none": cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
+            "32B": cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_32B,
+            "64B": cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_64B,
+            "128B": cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+        }[self.swizzle]
+        tmap = driver.check(
+            cu.cuTensorMapEncodeTiled(
+                getattr(enum, _DATA_TYPES[self.dtype.name]),
+                rank,
+                address,
+                [extents[i] for i in self.order],
+                gstrides,
+                [self.box[i] for i in self.order],
+                [1] * rank,
+                cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+                swz,
+                cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+            ),
+            "cuTensorMapEncodeTiled",
+        )
+        return bytes(_tensor_map_bytes(tmap))
+
+
+def _tensor_map_bytes(tmap: Any) -> bytes:
+    """The 128 bytes of a ``CUtensorMap`` from cuda.bindings."""
+    import ctypes
+
+    ptr = int(tmap.getPtr())
+    return ctypes.string_at(ptr, 128)
