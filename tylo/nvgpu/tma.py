@@ -22,7 +22,7 @@ so edge tiles need no predication.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from tylo import dtypes as dt
 from tylo.dtypes import DType
@@ -31,7 +31,15 @@ from tylo.layouts.proofs import prove_equal
 from tylo.layouts.symbolic import divides, to_value
 from tylo.nvgpu.errors import PlanError
 
-__all__ = ["TMAError", "TensorMapPlan"]
+__all__ = [
+    "TMAError",
+    "TensorMap",
+    "TensorMapPlan",
+    "commit_stores",
+    "load",
+    "store",
+    "wait_stores",
+]
 
 MAX_RANK = 5
 MAX_BOX = 256
@@ -91,6 +99,12 @@ class TensorMapPlan:
     smem_layout: Any
     order: tuple[int, ...] = field(init=False)
     conditions: tuple[Any, ...] = field(init=False)
+    # a plan is also the compile-only spec of a tensor-map parameter (Kernel.compile)
+    tylo_param_kind: ClassVar[str] = "tensor_map"
+
+    @property
+    def plan(self) -> TensorMapPlan:
+        return self
 
     def __post_init__(self) -> None:
         what = "TensorMapPlan"
@@ -247,3 +261,159 @@ def _tensor_map_bytes(tmap: Any) -> bytes:
 
     ptr = int(tmap.getPtr())
     return ctypes.string_at(ptr, 128)
+
+
+class TensorMap:
+    """A tensor map encoded for one array: pass it to a kernel's parameter (by value, as a
+    ``grid_constant``); the kernel sees a :class:`~tylo.kernel.tensormap.TensorMapParam`.
+    ``array`` is any device array (tylo, torch, DLPack) whose shape and strides are the
+    plan's global layout's, mode by mode; it is kept alive with the map.
+    """
+
+    tylo_param_kind: ClassVar[str] = "tensor_map"
+
+    def __init__(self, plan: TensorMapPlan, array: Any) -> None:
+        from tylo.arrays import as_device_array
+
+        if not isinstance(plan, TensorMapPlan):
+            raise TMAError(f"TensorMap: expected a TensorMapPlan, got {plan!r}")
+        arr = as_device_array(array)
+        if arr.dtype is not plan.dtype:
+            raise TMAError(f"TensorMap: the plan is for {plan.dtype}, the array holds {arr.dtype}")
+        if len(arr.shape) != len(plan.box):
+            raise TMAError(
+                f"TensorMap: the plan has {len(plan.box)} dimensions, the array {len(arr.shape)}"
+            )
+        self.plan = plan
+        self.array = arr
+        self.data = plan.encode(int(arr.ptr), tuple(arr.shape), tuple(arr.strides))
+
+    def __repr__(self) -> str:
+        return f"TensorMap(box={self.plan.box}, {self.plan.swizzle}, shape={self.array.shape})"
+
+
+def _check_tile(op: str, tmap: Any, tile: Any) -> None:
+    from tylo.kernel.tensormap import TensorMapParam
+    from tylo.tile.views import SharedTile
+
+    if not isinstance(tmap, TensorMapParam):
+        raise TMAError(f"{op}: expected a tensor-map kernel parameter, got {tmap!r}")
+    if not isinstance(tile, SharedTile):
+        raise TMAError(f"{op}: the shared side must be a SharedTile, got {tile!r}")
+    plan = tmap.plan
+    if tuple(tile.shape) != tuple(plan.box) or tile.layout != plan.smem_layout:
+        raise TMAError(
+            f"{op}: the tile {tile!r} is not the box the plan proved ({plan.box} in "
+            f"{plan.smem_layout}); take a window of that shape over that layout"
+        )
+    align = (
+        1024
+        if plan.swizzle == "128B"
+        else 512
+        if plan.swizzle == "64B"
+        else 256
+        if (plan.swizzle == "32B")
+        else 128
+    )
+    from tylo.kernel import facts
+
+    period = align // plan.dtype.nbytes
+    if facts.divides(period, tile.base) is not True or tile.storage.align < align:
+        raise TMAError(
+            f"{op}: TMA with the {plan.swizzle} swizzle writes shared memory from a "
+            f"{align}-byte aligned start; allocate with tylo.shared(..., align={align}) and "
+            f"keep the tile's offset a proved multiple of {period} elements"
+        )
+
+
+def _coords(b: Any, tmap: Any, coords: Any) -> list:
+    from tylo.kernel.context import current
+    from tylo.kernel.lower import lower_int
+    from tylo.kernel.values import to_index
+
+    plan = tmap.plan
+    coords = tuple(coords)
+    if len(coords) != len(plan.box):
+        raise TMAError(f"TMA: give {len(plan.box)} coordinates (one per mode), got {coords}")
+    ctx = current()
+    # TMA coordinates are signed 32-bit element indices, innermost dimension first
+    return [lower_int(ctx, to_index(coords[i], "TMA coordinate"), 32) for i in plan.order]
+
+
+def load(tmap: Any, tile: Any, coords: Any, barriers: Any, i: Any) -> None:
+    """``cp.async.bulk.tensor.Nd.shared::cluster.global.tile.mbarrier::complete_tx::bytes``
+    (sm_90; PTX ISA 9.7.9.27.1.2): copy the box at element ``coords`` (one per mode of the
+    global layout) of ``tmap``'s tensor into shared ``tile``; its ``plan.box_bytes`` complete
+    on barrier ``i`` of ``barriers`` (arm it with ``arrive_expect_tx``). Elements outside the
+    tensor arrive as zeros. Issued by one thread."""
+    from tylo.backend.inline_ptx import PTXAsm
+    from tylo.kernel.context import current
+    from tylo.nvgpu.instructions import check_arch
+    from tylo.tile.views import shared_address
+
+    _check_tile("tma.load", tmap, tile)
+    ctx = current()
+    check_arch("mbarrier", ctx.target)
+    b = ctx.builder
+    asm = PTXAsm("cp.async.bulk.tensor")
+    dst = asm.input(shared_address(tile.storage, tile.base, tile.dtype))
+    tm = asm.input(tmap.address())
+    cs = [asm.input(c) for c in _coords(b, tmap, coords)]
+    bar = asm.input(barriers.address(i))
+    asm.line(
+        f"cp.async.bulk.tensor.{len(cs)}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+        f"[{dst}], [{tm}, {{{', '.join(cs)}}}], [{bar}];"
+    )
+    asm.emit(b, memory=True)
+
+
+def store(tmap: Any, tile: Any, coords: Any) -> None:
+    """``cp.async.bulk.tensor.Nd.global.shared::cta.tile.bulk_group`` (sm_90; PTX ISA
+    9.7.9.27.1.3): write shared ``tile`` (the plan's box) to the box at ``coords``; elements
+    outside the tensor are not written. Fence ordinary shared stores first
+    (``fence_shared_to_async()`` and a barrier), then :func:`commit_stores` and
+    :func:`wait_stores` before reusing the tile. Issued by one thread."""
+    from tylo.backend.inline_ptx import PTXAsm
+    from tylo.kernel.context import current
+    from tylo.nvgpu.instructions import check_arch
+    from tylo.tile.views import shared_address
+
+    _check_tile("tma.store", tmap, tile)
+    ctx = current()
+    check_arch("mbarrier", ctx.target)
+    b = ctx.builder
+    asm = PTXAsm("cp.async.bulk.tensor store")
+    tm = asm.input(tmap.address())
+    cs = [asm.input(c) for c in _coords(b, tmap, coords)]
+    src = asm.input(shared_address(tile.storage, tile.base, tile.dtype))
+    asm.line(
+        f"cp.async.bulk.tensor.{len(cs)}d.global.shared::cta.tile.bulk_group "
+        f"[{tm}, {{{', '.join(cs)}}}], [{src}];"
+    )
+    asm.emit(b, memory=True)
+
+
+def commit_stores() -> None:
+    """``cp.async.bulk.commit_group``: close the group of bulk stores issued so far."""
+    _simple("cp.async.bulk.commit_group;")
+
+
+def wait_stores(n: int = 0, *, read: bool = True) -> None:
+    """``cp.async.bulk.wait_group[.read] n``: wait until at most ``n`` bulk-store groups are
+    pending (``read=True``: until their shared sources may be overwritten; False: until the
+    writes are visible)."""
+    if type(n) is not int or not 0 <= n <= 63:
+        raise TMAError(f"wait_stores: n must be a static int in [0, 63], got {n!r}")
+    _simple(f"cp.async.bulk.wait_group{'.read' if read else ''} {n};")
+
+
+def _simple(text: str) -> None:
+    from tylo.backend.inline_ptx import PTXAsm
+    from tylo.kernel.context import current
+    from tylo.nvgpu.instructions import check_arch
+
+    ctx = current()
+    check_arch("mbarrier", ctx.target)
+    asm = PTXAsm(text.split()[0])
+    asm.line(text)
+    asm.emit(ctx.builder, memory=True)
