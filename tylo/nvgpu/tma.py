@@ -239,12 +239,12 @@ class TensorMapPlan:
         tmap = driver.check(
             cu.cuTensorMapEncodeTiled(
                 getattr(enum, _DATA_TYPES[self.dtype.name]),
-                rank,
+                cu.cuuint32_t(rank),
                 address,
-                [extents[i] for i in self.order],
-                gstrides,
-                [self.box[i] for i in self.order],
-                [1] * rank,
+                [cu.cuuint64_t(extents[i]) for i in self.order],
+                [cu.cuuint64_t(b) for b in gstrides],
+                [cu.cuuint32_t(self.box[i]) for i in self.order],
+                [cu.cuuint32_t(1)] * rank,
                 cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
                 swz,
                 cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
