@@ -19,6 +19,7 @@ from tylo.nvgpu.warpgroup.mma import fence_shared_to_async
 from tylo.tile.views import SharedTile
 
 Coord = tylo.Int(min=0, max=2**20)
+Inner = tylo.Int(min=0, max=2**20, multiple_of=8)  # 16 bytes of any dtype here
 M, K, LD = dim("M"), dim("K"), dim("ld", multiple_of=8)
 
 PLANS = {
@@ -44,7 +45,7 @@ def plan_for(name):
 
 
 @tylo.kernel
-def tma_load_box(out, tm, r0: Coord, c0: Coord):
+def tma_load_box(out, tm, r0: Coord, c0: Inner):
     plan = tm.plan
     rows, cols = plan.box
     tile = SharedTile(tylo.shared(plan.dtype, rows * cols, align=1024), plan.smem_layout)
@@ -57,20 +58,22 @@ def tma_load_box(out, tm, r0: Coord, c0: Coord):
         bars.arrive_expect_tx(0, plan.box_bytes)
         tma.load(tm, tile, (r0, c0), bars, 0)
     bars.wait(0, 0)
-    for j in range(rows * cols // 128):
+    for j in range(-(-rows * cols // 128)):
         e = tid + 128 * j
-        out[e] = tile.storage[tile.offset((e // cols, e % cols))]
+        if e < rows * cols:
+            out[e] = tile.storage[tile.offset((e // cols, e % cols))]
 
 
 @tylo.kernel
-def tma_store_box(src, tm, r0: Coord, c0: Coord):
+def tma_store_box(src, tm, r0: Coord, c0: Inner):
     plan = tm.plan
     rows, cols = plan.box
     tile = SharedTile(tylo.shared(plan.dtype, rows * cols, align=1024), plan.smem_layout)
     tid = tylo.thread_idx.x
-    for j in range(rows * cols // 128):
+    for j in range(-(-rows * cols // 128)):
         e = tid + 128 * j
-        tile.storage[tile.offset((e // cols, e % cols))] = src[e]
+        if e < rows * cols:
+            tile.storage[tile.offset((e // cols, e % cols))] = src[e]
     fence_shared_to_async()
     tylo.sync_threads()
     if tid == 0:
@@ -83,10 +86,10 @@ def tma_store_box(src, tm, r0: Coord, c0: Coord):
 def test_assembly(name):
     plan = plan_for(name)
     dtype = plan.dtype
-    k = tma_load_box.compile(dtype, plan, Coord, Coord, block=128, target="sm_90a")
+    k = tma_load_box.compile(dtype, plan, Coord, Inner, block=128, target="sm_90a")
     assert ".param .align 64 .b8" in k.ptx and "cp.async.bulk.tensor.2d" in k.ptx
     assert "UTMALDG.2D" in k.sass and "SYNCS" in k.sass
-    k = tma_store_box.compile(dtype, plan, Coord, Coord, block=128, target="sm_90a")
+    k = tma_store_box.compile(dtype, plan, Coord, Inner, block=128, target="sm_90a")
     assert "UTMASTG.2D" in k.sass
     for op in ("LDL", "STL"):
         assert op not in k.sass
@@ -101,6 +104,19 @@ def test_a_tile_that_is_not_the_box_is_refused():
 
     with pytest.raises(tylo.TyloError, match="not the box"):
         wrong.compile(tylo.bf16, plan_for("bf16 128B 16x64"), block=128, target="sm_90a")
+
+
+@tylo.kernel
+def load_anywhere(tm, r0: Coord, c0: Coord):
+    plan = tm.plan
+    tile = SharedTile(tylo.shared(plan.dtype, 16 * 64, align=1024), plan.smem_layout)
+    tma.load(tm, tile, (r0, c0), Barriers(1), 0)
+
+
+def test_an_unaligned_inner_coordinate_is_refused():
+    plan = plan_for("bf16 128B 16x64")
+    with pytest.raises(tylo.TyloError, match="multiple of 8"):
+        load_anywhere.compile(plan, Coord, Coord, block=128, target="sm_90a")
 
 
 def _torch_dtype(d):
@@ -121,7 +137,7 @@ def test_load_matches_numpy(gpu_runtime, name, where):
     view = a[:, :k]
     r0, c0 = {
         "inside": (3, 8),
-        "bottom-right": (m - 5, k - 7),
+        "bottom-right": (m - 5, k - 8),
         "outside": (m + 2, 0),
     }[where]
     out = torch.full((rows * cols,), float("nan"), device="cuda").to(a.dtype)
@@ -146,7 +162,7 @@ def test_store_writes_exactly_the_box(gpu_runtime, name, where):
     m, k, ld = 37, 100, 104
     dst = torch.full((m, ld), -7.0, device="cuda").to(_torch_dtype(plan.dtype))
     src = torch.randn(rows * cols, device="cuda").to(dst.dtype)
-    r0, c0 = (3, 8) if where == "inside" else (m - 5, k - 7)
+    r0, c0 = (3, 8) if where == "inside" else (m - 5, k - 12)
     tma_store_box[1, 128](src, tma.TensorMap(plan, dst[:, :k]), r0, c0)
     torch.cuda.synchronize()
     want = np.full((m, ld), -7.0)

@@ -331,10 +331,22 @@ def _coords(b: Any, tmap: Any, coords: Any) -> list:
     from tylo.kernel.lower import lower_int
     from tylo.kernel.values import to_index
 
+    from tylo.kernel import facts
+
     plan = tmap.plan
     coords = tuple(coords)
     if len(coords) != len(plan.box):
         raise TMAError(f"TMA: give {len(plan.box)} coordinates (one per mode), got {coords}")
+    # the box must start on a 16-byte boundary of the contiguous dimension: an H200 raises
+    # CUDA_ERROR_ILLEGAL_INSTRUCTION for a bf16 box at inner coordinate 97 and not at 96
+    unit = max(16 // plan.dtype.nbytes, 1)
+    inner = to_index(coords[plan.order[0]], "TMA coordinate")
+    if facts.divides(unit, inner) is not True:
+        raise TMAError(
+            f"TMA: the box's start {inner} in the contiguous dimension must be a proved "
+            f"multiple of {unit} elements (16 bytes of {plan.dtype}); declare it "
+            f"tylo.Int(multiple_of={unit}) or tylo.assume(tylo.divisible(x, {unit}))"
+        )
     ctx = current()
     # TMA coordinates are signed 32-bit element indices, innermost dimension first
     return [lower_int(ctx, to_index(coords[i], "TMA coordinate"), 32) for i in plan.order]
