@@ -174,6 +174,21 @@ class NVVMModule:
             self._annotations.append([fn, "grid_constant", idx])
         return fn
 
+    def set_min_ctas_per_sm(self, fn: ir.Function, n: int) -> None:
+        """``.minnctapersm n`` for kernel ``fn`` (the ``minctasm`` annotation). With
+        ``.maxntid`` it fixes the registers per thread at entry, which ``setmaxnreg`` needs:
+        without it ptxas drops every ``setmaxnreg`` (info C7508). Idempotent."""
+        if fn.name not in self.kernels:
+            raise IRError(f"set_min_ctas_per_sm: {fn.name!r} is not a kernel of this module")
+        if type(n) is not int or n < 1:
+            raise IRError(f"set_min_ctas_per_sm: n must be a positive int, got {n!r}")
+        for ann in self._annotations:
+            if ann[0] is fn and ann[1] == "minctasm":
+                if ann[2].constant != n:
+                    raise IRError(f"set_min_ctas_per_sm: {fn.name!r} already has {ann[2].constant}")
+                return
+        self._annotations.append([fn, "minctasm", _I32(n)])
+
     # ------------------------------------------------------------------ intrinsics
 
     def intrinsic(self, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:

@@ -225,6 +225,8 @@ class Kernel:
     def _binding(self, name: str, ann: Any, kind: ParamKind, value: Any) -> Binding:
         if kind is ParamKind.STATIC:
             return Binding(name, kind, static=value)
+        if kind is ParamKind.TENSOR_MAP:  # the plan selects the specialization
+            return Binding(name, kind, value.plan.dtype, static=value.plan)
         if kind is ParamKind.INT:
             check = ann if isinstance(ann, Int) else value if isinstance(value, Int) else None
             return Binding(name, kind, check=check)

@@ -23,10 +23,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
-from tylo.kernel.guards import check_guards, compile_guards
 from tylo.kernel import fastpath
+from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
 from tylo.kernel.fastpath import Hot
+from tylo.kernel.guards import check_guards, compile_guards
 from tylo.kernel.readers import make_reader
 from tylo.kernel.spec import Int, ParamKind, Ptr
 from tylo.kernel.trace import Binding
@@ -240,6 +240,8 @@ class CompiledKernel:
                 b = self.bindings[i]
                 if b.kind is ParamKind.POINTER:
                     kinds.append(driver.PTR)
+                elif b.kind is ParamKind.TENSOR_MAP:
+                    kinds.append(driver.raw(128, 64))  # CUtensorMap: 128 bytes, 64-aligned
                 elif b.kind is ParamKind.INT:
                     kinds.append(driver.I64 if self.index_bits == 64 else driver.I32)
                 else:

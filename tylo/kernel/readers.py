@@ -185,6 +185,23 @@ def _array_reader(name: str, refuse: int) -> Reader:
     return read
 
 
+def _tensor_map_reader(name: str) -> Reader:
+    """A TMA tensor map: the key is its plan, the value its 128 encoded bytes (launches
+    with one stay on the reader path: nothing of it is inlined)."""
+
+    def read(a: Any) -> tuple[Any, Any]:
+        data = getattr(a, "data", None)
+        if type(data) is not bytes or len(data) != 128:
+            raise KernelArgumentError(
+                f"argument {name!r}: a tensor map parameter takes a tylo.nvgpu.tma.TensorMap "
+                f"(encoded for an array), got {type(a).__name__}"
+            )
+        return ("tensor_map", a.plan), data
+
+    read.inline = lambda a: None  # type: ignore[attr-defined]
+    return read
+
+
 def _static_reader(name: str) -> Reader:
     def read(a: Any) -> tuple[Any, Any]:
         return static_key(name, a), a
@@ -206,6 +223,8 @@ def make_reader(annotation: Any, arg: Any, name: str) -> tuple[ParamKind, Reader
                 f"{t.__name__} {arg!r}"
             )
         return kind, (_read_int if t is int else lambda a: (int, int(a)))
+    if kind is ParamKind.TENSOR_MAP:
+        return kind, _tensor_map_reader(name)
     if kind is ParamKind.FLOAT:
         if t is bool or not isinstance(arg, (int, float)) and not hasattr(arg, "__float__"):
             raise KernelArgumentError(

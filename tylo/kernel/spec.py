@@ -15,7 +15,9 @@ A kernel parameter is one of four kinds:
   runtime integer, a symbol with those facts inside the kernel; the facts are checked at
   every launch (default: ``min=1``, a positive extent);
 - **float** (``alpha: tylo.Float()`` / ``tylo.Float(tylo.f64)``, or an unannotated Python
-  float): a runtime f32 (or f64) value.
+  float): a runtime f32 (or f64) value;
+- **tensor map** (a :class:`tylo.nvgpu.tma.TensorMap`): a 128-byte TMA descriptor passed by
+  value as a ``grid_constant`` parameter; its plan is part of the specialization.
 
 For compile-only use (:meth:`tylo.kernel.decorator.Kernel.compile`) an argument *spec*
 stands for a runtime argument: ``tylo.pointer(tylo.f32, align=16)`` or a bare DType for a
@@ -158,6 +160,14 @@ class ParamKind(enum.Enum):
     POINTER = "pointer"
     INT = "int"
     FLOAT = "float"
+    TENSOR_MAP = "tensor_map"
+
+
+def is_tensor_map(x: Any) -> bool:
+    """Whether ``x`` is a TMA tensor map argument (a :class:`tylo.nvgpu.tma.TensorMap`) or
+    its compile spec (a :class:`~tylo.nvgpu.tma.TensorMapPlan`): duck-typed, so the tracer
+    does not import the hardware layer above it."""
+    return getattr(type(x), "tylo_param_kind", None) == "tensor_map"
 
 
 def is_array_like(x: Any) -> bool:
@@ -218,6 +228,8 @@ def classify(annotation: Any, value: Any, name: str) -> ParamKind:
     if isinstance(annotation, Ptr):
         return ParamKind.POINTER
     # unannotated (or annotated with something tylo does not interpret): by the value
+    if is_tensor_map(value):
+        return ParamKind.TENSOR_MAP
     if isinstance(value, (bool, DType)) or value is None:
         return ParamKind.STATIC
     if isinstance(value, Ptr):

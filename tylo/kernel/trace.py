@@ -29,6 +29,7 @@ from tylo.kernel.diskcache import Dependencies
 from tylo.kernel.errors import TraceError, is_user_file, user_frames
 from tylo.kernel.memory import Tensor
 from tylo.kernel.spec import Int, ParamKind, Ptr, value_types
+from tylo.kernel.tensormap import TensorMapParam
 from tylo.kernel.values import Value, ir_type, memory_type
 
 __all__ = ["Binding", "TraceResult", "trace_kernel"]
@@ -76,6 +77,8 @@ def _entry_name(name: str) -> str:
 
 
 def _param_type(b: Binding, index_bits: int) -> ir.Type:
+    if b.kind is ParamKind.TENSOR_MAP:  # CUtensorMap by value (TOOLCHAIN.md: byval + grid_constant)
+        return ir.ArrayType(ir.IntType(8), 128).as_pointer()
     if b.kind is ParamKind.POINTER:
         return memory_type(b.dtype).as_pointer(ADDRSPACE_GLOBAL)  # type: ignore[arg-type]
     if b.kind is ParamKind.INT:
@@ -120,9 +123,17 @@ def trace_kernel(
     module = NVVMModule(entry)
     runtime = tuple(i for i, b in enumerate(bindings) if b.kind is not ParamKind.STATIC)
     types = [_param_type(bindings[i], index_bits) for i in runtime]
+    by_value = [k for k, i in enumerate(runtime) if bindings[i].kind is ParamKind.TENSOR_MAP]
     function = module.add_kernel(
-        entry, types, maxntid=block, param_names=[bindings[i].name for i in runtime]
+        entry,
+        types,
+        maxntid=block,
+        param_names=[bindings[i].name for i in runtime],
+        grid_constant=by_value,
+        byval=by_value,
     )
+    for k in by_value:
+        function.args[k].attributes.align = 64  # CUtensorMap: .param .align 64 .b8 p[128]
     ctx = TraceContext(
         module, function, kernel_name=name, block=block, index_bits=index_bits, target=target
     )
@@ -150,6 +161,8 @@ def trace_kernel(
                             param=index,
                         )
                     )
+                elif b.kind is ParamKind.TENSOR_MAP:
+                    args.append(TensorMapParam(b.static, arg, b.name))
                 elif b.kind is ParamKind.INT:
                     sym = _int_symbol(ctx, b, arg)
                     ctx.param_index[sym] = index

@@ -54,7 +54,14 @@ MIN_ARCH: dict[str, tuple[tuple[int, int], str]] = {
     "mma.m16n8k16": ((8, 0), "9.7.14.5.14 mma; fragments 9.7.14.5.8 (m16n8k16)"),
     "cvt.rn.bf16x2.f32": ((8, 0), "9.7.9.21 cvt (packed .bf16x2/.f16x2 destination)"),
     "shfl.sync.bfly": ((7, 0), "9.7.9.6 shfl.sync"),
+    "mbarrier": ((9, 0), "9.7.13.15 mbarrier (expect_tx, try_wait.parity: sm_90)"),
+    "setmaxnreg": ((9, 0), "9.7.17.1 setmaxnreg (sm_90a)"),
+    "elect.sync": ((9, 0), "9.7.13.13 elect.sync"),
+    "wgmma": ((9, 0), "9.7.15 Asynchronous warpgroup-level matrix instructions (sm_90a)"),
 }
+
+# instructions that exist only on the arch-specific target (sm_90a, not sm_90)
+ARCH_SPECIFIC = frozenset({"wgmma", "setmaxnreg"})
 
 
 class PTXOpError(TyloError):
@@ -68,6 +75,11 @@ def check_arch(instruction: str, target: Any) -> None:
         raise PTXOpError(
             f"{instruction} needs sm_{need[0]}{need[1]} or newer (PTX ISA {section}); the "
             f"kernel is compiled for {target}"
+        )
+    if target is not None and instruction in ARCH_SPECIFIC and not target.arch_specific:
+        raise PTXOpError(
+            f"{instruction} needs the arch-specific target sm_{need[0]}{need[1]}a (PTX ISA "
+            f"{section}); the kernel is compiled for {target}"
         )
 
 
@@ -323,3 +335,72 @@ def bar_sync(b: ir.IRBuilder, module: Any) -> None:
     block meet, and their earlier shared and global accesses are ordered before later ones."""
     fn = module.intrinsic("llvm.nvvm.barrier0", ir.VoidType(), [])
     b.call(fn, [])
+
+
+# -- warpgroup MMA (sm_90a; PTX ISA 9.7.15) ----------------------------------------------------
+
+
+def wgmma_fence(b: ir.IRBuilder) -> None:
+    """``wgmma.fence.sync.aligned`` (PTX ISA 9.7.15.6.1)."""
+    asm = PTXAsm("wgmma.fence")
+    asm.line("wgmma.fence.sync.aligned;")
+    asm.emit(b, memory=True)
+
+
+def wgmma_commit_group(b: ir.IRBuilder) -> None:
+    """``wgmma.commit_group.sync.aligned`` (PTX ISA 9.7.15.6.2)."""
+    asm = PTXAsm("wgmma.commit_group")
+    asm.line("wgmma.commit_group.sync.aligned;")
+    asm.emit(b, memory=True)
+
+
+def wgmma_wait_group(b: ir.IRBuilder, n: int, registers: Sequence[ir.Value]) -> list:
+    """``wgmma.wait_group.sync.aligned n`` (PTX ISA 9.7.15.6.3), with ``registers`` (the
+    pending accumulators) threaded through as in-out operands: their later reads depend on
+    the wait, so the compiler cannot hoist them above it."""
+    asm = PTXAsm("wgmma.wait_group")
+    outs = [asm.inout(r) for r in registers]
+    asm.line(f"wgmma.wait_group.sync.aligned {int(n)};")
+    if outs:
+        asm.line("// accumulators " + " ".join(outs))
+    return asm.emit(b, memory=True)
+
+
+def wgmma_mma_async(
+    b: ir.IRBuilder,
+    instruction: str,
+    acc: Sequence[ir.Value],
+    a: Any,
+    b_desc: ir.Value,
+    scale_d: ir.Value,
+    *,
+    trans_a: int | None,
+    trans_b: int,
+) -> list:
+    """``wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T`` (PTX ISA 9.7.15.5.2): ``acc`` the
+    N/2 f32 accumulators (in-out), ``a`` an i64 descriptor or 4 packed i32 registers (then
+    ``trans_a`` is None), ``b_desc`` an i64 descriptor, ``scale_d`` an i1 (0: D = A*B)."""
+    asm = PTXAsm("wgmma.mma_async")
+    outs = [asm.inout(r) for r in acc]
+    if trans_a is None:
+        a_text = "{" + ", ".join(asm.input(r) for r in a) + "}"
+        imm = f"1, 1, {int(trans_b)}"
+    else:
+        a_text = asm.input(a)
+        imm = f"1, 1, {int(trans_a)}, {int(trans_b)}"
+    bd = asm.input(b_desc)
+    p = asm.input(b.zext(scale_d, I32) if scale_d.type != I32 else scale_d)
+    asm.line("{\n.reg .pred %p;")
+    asm.line(f"setp.ne.b32 %p, {p}, 0;")
+    asm.line(f"{instruction} {{{', '.join(outs)}}}, {a_text}, {bd}, %p, {imm};")
+    asm.line("}")
+    return asm.emit(b, memory=True)
+
+
+def fence_proxy_async_shared(b: ir.IRBuilder) -> None:
+    """``fence.proxy.async.shared::cta`` (sm_90; PTX ISA 9.7.13.4 membar/fence): make this
+    thread's ordinary (generic-proxy) writes to shared memory visible to the async proxy
+    (``wgmma`` operand reads, TMA stores) that a later barrier orders after them."""
+    asm = PTXAsm("fence.proxy.async")
+    asm.line("fence.proxy.async.shared::cta;")
+    asm.emit(b, memory=True)

@@ -1,0 +1,285 @@
+"""Shared-memory barriers (``mbarrier``, sm_90) and the pipelines built on them.
+
+An mbarrier (PTX ISA 9.7.13.15) is a 64-bit object in shared memory that completes a *phase*
+when the expected number of threads have arrived *and* every byte announced with
+``expect_tx`` has landed (asynchronous copies such as ``cp.async.bulk`` and TMA count their
+bytes off it). Waiting names the phase by its parity: ``wait(i, parity)`` returns once the
+phase with that parity has completed. Right after ``init`` the barrier is in phase 0, so
+waiting on parity 1 returns at once (the "previous" phase counts as complete).
+
+:class:`Barriers` is an array of mbarriers with the PTX operations as methods. A
+:class:`Pipeline` is the usual ring of ``stages`` buffers between producers and consumers
+(CUTLASS's TMA pipeline, in spirit): a *full* and an *empty* barrier per stage, and the
+phase bookkeeping derived from the iteration count, so the kernel says only which iteration
+it is on::
+
+    pipe = Pipeline(PipelinePlan(stages=4, consumers=128))
+    pipe.init()                      # one thread; then a CTA barrier
+    # producer, iteration it:
+    pipe.producer_acquire(it); ...issue copies completing on pipe.full_address(it)...
+    pipe.producer_commit(it, tx_bytes=nbytes)
+    # consumers, iteration it:
+    pipe.consumer_wait(it); ...read stage pipe.stage(it)...; pipe.consumer_release(it)
+
+Stage ``it % stages`` is reused every ``stages`` iterations; the parity a consumer waits on is
+``(it // stages) % 2``, and a producer waits on the opposite parity of the empty barrier (its
+first pass through the ring does not wait). Misuse caught at trace time raises
+:class:`PipelineError`: arrival counts that do not fit the block, a consumer that waits on a
+pipeline whose producer side was never armed in the kernel, or a full barrier armed with
+bytes that are not a multiple of 16.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from llvmlite import ir
+
+from tylo import dtypes as dt
+from tylo.backend.inline_ptx import PTXAsm
+from tylo.nvgpu.errors import PlanError
+
+__all__ = [
+    "Barriers",
+    "Pipeline",
+    "PipelineError",
+    "PipelinePlan",
+    "bulk_copy_to_shared",
+    "fence_barrier_init",
+]
+
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+_MAX_COUNT = (1 << 20) - 1  # mbarrier arrival counts are 20-bit (PTX ISA 9.7.13.15.1)
+_MAX_TX = (1 << 20) - 1  # and so are transaction counts
+
+
+class PipelineError(PlanError):
+    """A barrier or pipeline used in a way that would hang or race."""
+
+
+def _ctx() -> Any:
+    from tylo.kernel.context import current
+    from tylo.nvgpu.instructions import check_arch
+
+    ctx = current()
+    check_arch("mbarrier", ctx.target)
+    return ctx
+
+
+def _i32(x: Any, what: str) -> ir.Value:
+    from tylo.kernel.context import current
+    from tylo.kernel.lower import lower_int
+    from tylo.kernel.values import to_index
+
+    if type(x) is int:
+        if not 0 <= x < 2**31:
+            raise PipelineError(f"{what} must be in [0, 2**31), got {x}")
+        return I32(x)
+    return lower_int(current(), to_index(x, what), 32)
+
+
+class Barriers:
+    """``n`` mbarriers in static shared memory (8-byte aligned), inside a kernel."""
+
+    def __init__(self, n: int, *, name: str = "mbar") -> None:
+        from tylo.kernel.memory import shared
+
+        if type(n) is not int or n < 1:
+            raise PipelineError(f"Barriers: n must be a positive int, got {n!r}")
+        _ctx()
+        self.n = n
+        self.storage = shared(dt.u64, n, align=8, name=name)
+
+    def address(self, i: Any) -> ir.Value:
+        """The i32 shared address of barrier ``i`` (static or an index expression)."""
+        from tylo.kernel.values import to_index
+        from tylo.tile.views import shared_address
+
+        if type(i) is int and not 0 <= i < self.n:
+            raise PipelineError(f"Barriers: index {i} out of range for {self.n} barriers")
+        return shared_address(self.storage, to_index(i, "barrier index"), dt.u64)
+
+    def init(self, i: Any, count: int) -> None:
+        """``mbarrier.init.shared::cta.b64 [bar], count``: expect ``count`` arrivals per phase.
+        One thread initializes; the others must not touch the barrier before a CTA barrier
+        (``tylo.sync_threads()``) or :func:`fence_barrier_init` plus a cluster barrier."""
+        if type(count) is not int or not 1 <= count <= _MAX_COUNT:
+            raise PipelineError(f"mbarrier.init: count must be an int in [1, {_MAX_COUNT}]")
+        ctx = _ctx()
+        asm = PTXAsm("mbarrier.init")
+        a = asm.input(self.address(i))
+        c = asm.input(I32(count))
+        asm.line(f"mbarrier.init.shared::cta.b64 [{a}], {c};")
+        asm.emit(ctx.builder, memory=True)
+
+    def arrive(self, i: Any) -> None:
+        """``mbarrier.arrive.shared::cta.b64 _, [bar]``: this thread arrives."""
+        ctx = _ctx()
+        asm = PTXAsm("mbarrier.arrive")
+        a = asm.input(self.address(i))
+        asm.line(f"mbarrier.arrive.shared::cta.b64 _, [{a}];")
+        asm.emit(ctx.builder, memory=True)
+
+    def arrive_expect_tx(self, i: Any, nbytes: Any) -> None:
+        """``mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], nbytes``: arrive, and make
+        the current phase also wait for ``nbytes`` of asynchronous copies."""
+        if type(nbytes) is int and not 0 <= nbytes <= _MAX_TX:
+            raise PipelineError(f"mbarrier.expect_tx: {nbytes} bytes is outside [0, {_MAX_TX}]")
+        ctx = _ctx()
+        asm = PTXAsm("mbarrier.arrive.expect_tx")
+        a = asm.input(self.address(i))
+        t = asm.input(_i32(nbytes, "expect_tx bytes"))
+        asm.line(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [{a}], {t};")
+        asm.emit(ctx.builder, memory=True)
+
+    def wait(self, i: Any, parity: Any) -> None:
+        """Spin on ``mbarrier.try_wait.parity.shared::cta.b64`` until the phase of ``parity``
+        (0 or 1, static or runtime) of barrier ``i`` has completed."""
+        ctx = _ctx()
+        asm = PTXAsm("mbarrier.try_wait.parity")
+        a = asm.input(self.address(i))
+        p = asm.input(_i32(parity, "parity"))
+        for line in (
+            "{",
+            ".reg .pred %done;",
+            "TYLO_MBAR_WAIT:",
+            f"mbarrier.try_wait.parity.shared::cta.b64 %done, [{a}], {p};",
+            "@!%done bra TYLO_MBAR_WAIT;",
+            "}",
+        ):
+            asm.line(line)
+        asm.emit(ctx.builder, memory=True)
+
+
+def fence_barrier_init() -> None:
+    """``fence.mbarrier_init.release.cluster``: make barrier initializations visible to the
+    cluster (before a cluster barrier); inside one CTA, ``tylo.sync_threads()`` suffices."""
+    ctx = _ctx()
+    asm = PTXAsm("fence.mbarrier_init")
+    asm.line("fence.mbarrier_init.release.cluster;")
+    asm.emit(ctx.builder, memory=True)
+
+
+def bulk_copy_to_shared(
+    dst: Any, dst_offset: Any, src: Any, src_offset: Any, nbytes: int, barriers: Barriers, i: Any
+) -> None:
+    """``cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes`` (sm_90; PTX ISA
+    9.7.9.25.4.1): copy ``nbytes`` (a multiple of 16) from element ``src_offset`` of global
+    ``src`` to element ``dst_offset`` of shared ``dst``; the bytes complete on barrier ``i``
+    (arm it with ``arrive_expect_tx`` for the same number of bytes). Both addresses must be
+    16-byte aligned; issued by one thread."""
+    from tylo.kernel.values import to_index
+    from tylo.tile.views import shared_address
+
+    if type(nbytes) is not int or nbytes <= 0 or nbytes % 16 or nbytes > _MAX_TX:
+        raise PipelineError(
+            f"cp.async.bulk: nbytes must be a positive multiple of 16 up to {_MAX_TX}, "
+            f"got {nbytes!r}"
+        )
+    ctx = _ctx()
+    b = ctx.builder
+    d = shared_address(dst, to_index(dst_offset, "bulk copy destination"), dst.dtype)
+    s = b.ptrtoint(src._pointer(to_index(src_offset, "bulk copy source")), I64)
+    asm = PTXAsm("cp.async.bulk")
+    da, sa, n, m = (
+        asm.input(d),
+        asm.input(s),
+        asm.input(I32(nbytes)),
+        asm.input(barriers.address(i)),
+    )
+    asm.line(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+        f"[{da}], [{sa}], {n}, [{m}];"
+    )
+    asm.emit(b, memory=True)
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    """A ring of ``stages`` buffers: ``producers`` arrivals complete a full barrier (1 for
+    a single thread issuing TMA or bulk copies with ``expect_tx``), ``consumers`` arrivals
+    complete an empty barrier (every consumer thread, or one elected thread per warp)."""
+
+    stages: int
+    consumers: int
+    producers: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("stages", "consumers", "producers"):
+            v = getattr(self, name)
+            if type(v) is not int or not 1 <= v <= _MAX_COUNT:
+                raise PipelineError(f"PipelinePlan: {name} must be an int in [1, {_MAX_COUNT}]")
+
+    def stage(self, it: Any) -> Any:
+        return it % self.stages
+
+    def parity(self, it: Any) -> Any:
+        """The parity of the full barrier's phase that iteration ``it`` consumes."""
+        return (it // self.stages) % 2
+
+
+class Pipeline:
+    """The barriers of a :class:`PipelinePlan` inside a kernel, and its four operations,
+    each given the iteration count ``it`` (0, 1, 2, ...; static or an index expression)."""
+
+    def __init__(self, plan: PipelinePlan, *, name: str = "pipe") -> None:
+        from tylo.kernel.context import current
+
+        if not isinstance(plan, PipelinePlan):
+            raise PipelineError(f"Pipeline: expected a PipelinePlan, got {plan!r}")
+        bx, by, bz = current().block
+        block = bx * by * bz
+        for what, count in (("consumers", plan.consumers), ("producers", plan.producers)):
+            if count > block:
+                raise PipelineError(
+                    f"Pipeline: {count} {what} arrive per phase, but the block has {block} "
+                    "threads: the barrier would never complete"
+                )
+        self.plan = plan
+        self.full = Barriers(plan.stages, name=f"{name}_full")
+        self.empty = Barriers(plan.stages, name=f"{name}_empty")
+        self._armed = False
+
+    def init(self) -> None:
+        """Initialize every barrier (call from one thread, then ``tylo.sync_threads()``)."""
+        for s in range(self.plan.stages):
+            self.full.init(s, self.plan.producers)
+            self.empty.init(s, self.plan.consumers)
+
+    def stage(self, it: Any) -> Any:
+        return self.plan.stage(it)
+
+    def full_address(self, it: Any) -> ir.Value:
+        return self.full.address(self.plan.stage(it))
+
+    def producer_acquire(self, it: Any) -> None:
+        """Wait until the consumers released the stage of iteration ``it`` (returns at once
+        on the first pass through the ring)."""
+        self.empty.wait(self.plan.stage(it), 1 - self.plan.parity(it))
+
+    def producer_commit(self, it: Any, *, tx_bytes: Any = None) -> None:
+        """Arrive on the stage's full barrier; with ``tx_bytes``, also expect that many bytes
+        of asynchronous copies issued for this stage (a multiple of 16)."""
+        self._armed = True
+        if tx_bytes is None:
+            self.full.arrive(self.plan.stage(it))
+            return
+        if type(tx_bytes) is int and tx_bytes % 16:
+            raise PipelineError(f"producer_commit: tx_bytes {tx_bytes} is not a multiple of 16")
+        self.full.arrive_expect_tx(self.plan.stage(it), tx_bytes)
+
+    def consumer_wait(self, it: Any) -> None:
+        """Wait until the stage of iteration ``it`` is full."""
+        if not self._armed:
+            raise PipelineError(
+                "consumer_wait: no producer_commit was traced for this pipeline before the "
+                "first wait, so no phase of its full barriers can complete (trace the "
+                "producer's branch first, as it runs first)"
+            )
+        self.full.wait(self.plan.stage(it), self.plan.parity(it))
+
+    def consumer_release(self, it: Any) -> None:
+        """Arrive on the stage's empty barrier (each of the plan's consumers once)."""
+        self.empty.arrive(self.plan.stage(it))

@@ -1,0 +1,304 @@
+"""Warpgroup matrix multiply-accumulate (Hopper, sm_90a): the ``wgmma`` atom and its explicit
+completion.
+
+A :class:`WarpgroupMMAAtom` is one ``wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16|f16}``
+(PTX ISA 9.7.15.5.2): the 128 threads of a warpgroup multiply a 64x16 A by a 16xN B into a
+64xN f32 accumulator. A comes from shared memory (a descriptor) or from registers (the register
+A form, the ownership :data:`WGMMA_M64K16_A_TV`); B always from shared memory. The accumulator
+is a :class:`~tylo.tile.fragment.Fragment` whose ownership is the atom's ``c``
+(:func:`~tylo.layouts.tv.wgmma_m64_c_tv`), so reductions, elementwise epilogues and stores by
+ownership work on it.
+
+Completion is explicit, as in the PTX ISA (9.7.15.6): :func:`fence` before the first
+``mma_async`` that reads registers written since (``wgmma.fence``), :func:`commit_group` to
+close a group of issued MMAs, :func:`wait_group` to wait until at most ``n`` groups are
+pending. :func:`mma_async` returns a :class:`PendingAccumulator`: reading it elementwise is a
+trace-time error until :func:`wait_group` hands back the fragment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tylo import dtypes as dt
+from tylo.dtypes import DType
+from tylo.errors import TyloError
+from tylo.layouts import Layout
+from tylo.layouts.tv import WARPGROUP_SIZE, wgmma_m64_c_tv
+from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.warpgroup.descriptor import MatrixDescriptor, derive_descriptor
+from tylo.tile.ownership import Ownership
+
+__all__ = [
+    "WGMMA_M64K16_A_TV",
+    "PendingAccumulator",
+    "PendingAccumulatorError",
+    "WarpgroupMMAAtom",
+    "commit_group",
+    "fence",
+    "fence_shared_to_async",
+    "mma_async",
+    "operand_descriptor",
+    "wait_group",
+]
+
+# The register A of wgmma m64nNk16 (PTX ISA 9.7.15.5.1.1, "Register fragments"): warp w of the
+# warpgroup holds rows 16w..16w+15 exactly as mma.m16n8k16 holds its A (tv.MMA_M16N8K16_A_TV).
+# Index m + 64*k; value v = v0 + 2*v1 + 4*v2: m = 16*warp + groupID + 8*v1,
+# k = 2*threadID_in_group + v0 + 8*v2.
+WGMMA_M64K16_A_TV = Layout(((4, 8, 4), (2, 2, 2)), ((128, 1, 16), (64, 8, 512)))
+
+_SOURCES = ("shared", "registers")
+
+
+@dataclass(frozen=True)
+class WarpgroupMMAAtom:
+    """One ``wgmma``: ``shape = (64, N, 16)`` with N a multiple of 8 in [8, 256], input
+    ``dtype`` bf16 or f16, f32 accumulator, and A from ``a = "shared"`` or ``"registers"``.
+
+    >>> atom = WarpgroupMMAAtom((64, 128, 16), dt.bf16)
+    >>> atom.instruction, atom.c.values
+    ('wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16', 64)
+    """
+
+    shape: tuple[int, int, int] = (64, 64, 16)
+    dtype: DType = dt.bf16
+    acc: DType = dt.f32
+    a: str = "shared"
+
+    min_arch = (9, 0)
+
+    def __post_init__(self) -> None:
+        shape = tuple(self.shape) if isinstance(self.shape, (tuple, list)) else self.shape
+        ok = (
+            type(shape) is tuple
+            and len(shape) == 3
+            and all(type(v) is int for v in shape)
+            and shape[0] == 64
+            and shape[2] == 16
+            and 8 <= shape[1] <= 256
+            and shape[1] % 8 == 0
+        )
+        if not ok:
+            raise PlanError(
+                f"WarpgroupMMAAtom: shape must be (64, N, 16) with N a multiple of 8 in "
+                f"[8, 256] (PTX ISA 9.7.15.5.2, 16-bit inputs), got {self.shape!r}"
+            )
+        try:
+            d, acc = dt.dtype_of(self.dtype), dt.dtype_of(self.acc)
+        except TyloError as err:
+            raise PlanError(f"WarpgroupMMAAtom: {err}") from None
+        if d not in (dt.bf16, dt.f16):
+            raise PlanError(f"WarpgroupMMAAtom: inputs must be bf16 or f16, got {d}")
+        if acc is not dt.f32:
+            raise PlanError(f"WarpgroupMMAAtom: the accumulator must be f32, got {acc}")
+        if self.a not in _SOURCES:
+            raise PlanError(f"WarpgroupMMAAtom: a must be one of {_SOURCES}, got {self.a!r}")
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", d)
+        object.__setattr__(self, "acc", acc)
+
+    @property
+    def n(self) -> int:
+        return self.shape[1]
+
+    @property
+    def instruction(self) -> str:
+        return f"wgmma.mma_async.sync.aligned.m64n{self.n}k16.f32.{self.dtype}.{self.dtype}"
+
+    @property
+    def c(self) -> Ownership:
+        """The accumulator's ownership over (64, N): N/2 f32 per thread, 128 threads."""
+        return Ownership(wgmma_m64_c_tv(self.n), (64, self.n), f"wgmma m64n{self.n}k16 C")
+
+    @property
+    def a_registers(self) -> Ownership:
+        """The register A's ownership over (64, 16): 8 values per thread (4 packed)."""
+        return Ownership(WGMMA_M64K16_A_TV, (64, 16), "wgmma m64k16 A (registers)")
+
+    threads = WARPGROUP_SIZE
+
+    def __str__(self) -> str:
+        return f"WarpgroupMMAAtom(m64n{self.n}k16, {self.dtype}, A from {self.a})"
+
+
+class PendingAccumulatorError(PlanError):
+    """A wgmma accumulator used before :func:`wait_group` completed it."""
+
+
+class PendingAccumulator:
+    """The accumulator of issued, not yet completed ``wgmma``: only :func:`mma_async` (to
+    chain more MMAs into it) and :func:`wait_group` accept it."""
+
+    __slots__ = ("atom", "fragment")
+
+    def __init__(self, atom: WarpgroupMMAAtom, fragment: Any) -> None:
+        self.atom = atom
+        self.fragment = fragment
+
+    def _refuse(self, *_: Any, **__: Any) -> Any:
+        raise PendingAccumulatorError(
+            f"the accumulator of {self.atom} is pending (wgmma.mma_async is asynchronous): "
+            "call tylo.nvgpu.warpgroup.mma.wait_group(n, acc) before reading it"
+        )
+
+    __getitem__ = __iter__ = __len__ = __add__ = __radd__ = __mul__ = __rmul__ = _refuse
+    __sub__ = __rsub__ = __truediv__ = __neg__ = __bool__ = _refuse
+
+    def __getattr__(self, name: str) -> Any:
+        self._refuse()
+
+    def __repr__(self) -> str:
+        return f"PendingAccumulator({self.atom})"
+
+
+def operand_descriptor(tile: Any, rows: int, *, k_offset: int = 0) -> MatrixDescriptor:
+    """The descriptor of one k-step of a :class:`~tylo.tile.views.SharedTile` operand (see
+    :func:`~tylo.nvgpu.warpgroup.descriptor.derive_descriptor`)."""
+    from tylo.tile.views import SharedTile
+
+    if not isinstance(tile, SharedTile):
+        raise PlanError(f"wgmma: shared operands must be SharedTiles, got {tile!r}")
+    if tile.rank != 2:
+        raise PlanError(f"wgmma: operand tiles have rank 2 (rows, k), got {tile!r}")
+    return derive_descriptor(
+        tile.layout, tile.dtype, rows, k_offset=k_offset, coordinate=tile.coordinate
+    )
+
+
+def _descriptor_value(tile: Any, desc: MatrixDescriptor) -> Any:
+    """The 64-bit descriptor of ``tile``'s k-step, built in the kernel (i64 IR value)."""
+    from llvmlite import ir
+
+    from tylo.kernel import facts
+    from tylo.kernel.context import current
+    from tylo.tile.views import shared_address
+
+    b = current().builder
+    period = desc.align // tile.dtype.nbytes
+    if desc.align > 16 and facts.divides(period, tile.base) is not True:
+        raise PlanError(
+            f"wgmma: the {desc.swizzle} swizzle needs the tile's start aligned to {desc.align} "
+            f"bytes; its element offset {tile.base} is not a proved multiple of {period}"
+        )
+    if tile.storage.align < desc.align:
+        raise PlanError(
+            f"wgmma: the {desc.swizzle} swizzle needs shared memory aligned to {desc.align} "
+            f"bytes; allocate it with tylo.shared(..., align={desc.align})"
+        )
+    addr = shared_address(tile.storage, tile.base + desc.start, tile.dtype)
+    i64 = ir.IntType(64)
+    low = b.and_(b.lshr(b.zext(addr, i64), i64(4)), i64(0x3FFF))
+    return b.or_(low, i64(desc.high_bits))
+
+
+def fence() -> None:
+    """``wgmma.fence.sync.aligned`` (PTX ISA 9.7.15.6.1): order this warpgroup's register and
+    shared-memory accesses before the ``wgmma`` issued after it."""
+    from tylo.nvgpu.instructions import wgmma_fence
+
+    _emit(wgmma_fence)
+
+
+def fence_shared_to_async() -> None:
+    """``fence.proxy.async.shared::cta``: shared memory written by ordinary stores becomes
+    visible to ``wgmma``'s operand reads once a barrier (``tylo.sync_threads()``) follows;
+    every thread that wrote calls it before the barrier."""
+    from tylo.nvgpu.instructions import fence_proxy_async_shared
+
+    _emit(fence_proxy_async_shared)
+
+
+def commit_group() -> None:
+    """``wgmma.commit_group.sync.aligned`` (PTX ISA 9.7.15.6.2): close the group of the
+    ``wgmma`` issued since the last commit."""
+    from tylo.nvgpu.instructions import wgmma_commit_group
+
+    _emit(wgmma_commit_group)
+
+
+def _emit(fn: Any, *args: Any) -> Any:
+    from tylo.kernel.context import current
+    from tylo.nvgpu.instructions import check_arch
+
+    ctx = current()
+    check_arch("wgmma", ctx.target)
+    return fn(ctx.builder, *args)
+
+
+def mma_async(
+    atom: WarpgroupMMAAtom, a: Any, b: Any, acc: Any, *, k_offset: int = 0, accumulate: Any = True
+) -> PendingAccumulator:
+    """Issue ``acc + A*B`` for the k-step at ``k_offset`` of the operand tiles: ``a`` a
+    (64, K) SharedTile (or, with ``atom.a == "registers"``, a packed fragment of
+    ``atom.a_registers``), ``b`` an (N, K) SharedTile. ``acc`` is a fragment of ``atom.c``
+    (or a pending accumulator of the same atom). ``accumulate=False`` ignores ``acc``'s values
+    (D = A*B). Returns the pending accumulator; nothing waits."""
+    from tylo.kernel.context import current
+    from tylo.kernel.values import Value, as_value, convert
+    from tylo.nvgpu.instructions import wgmma_mma_async
+    from tylo.tile.fragment import Fragment
+
+    if not isinstance(atom, WarpgroupMMAAtom):
+        raise PlanError(f"mma_async: expected a WarpgroupMMAAtom, got {atom!r}")
+    frag = acc.fragment if isinstance(acc, PendingAccumulator) else acc
+    if not isinstance(frag, Fragment) or frag.ownership != atom.c:
+        raise PlanError(f"mma_async: the accumulator must be a fragment of {atom}'s ownership c")
+    ctx = current()
+    desc_b = operand_descriptor(b, atom.n, k_offset=k_offset)
+    b_val = _descriptor_value(b, desc_b)
+    if atom.a == "shared":
+        desc_a = operand_descriptor(a, 64, k_offset=k_offset)
+        a_op: Any = _descriptor_value(a, desc_a)
+        trans_a = desc_a.transposed
+    else:
+        if not isinstance(a, Fragment) or a.ownership != atom.a_registers or a.packed is None:
+            raise PlanError(
+                "mma_async: a register A must be a packed fragment of atom.a_registers "
+                f"(4 registers of two {atom.dtype}), got {a!r}"
+            )
+        a_op = [r.use() for r in a.values]
+        trans_a = None
+    scale = as_value(accumulate)
+    scale = convert(scale, dt.bool_) if scale.dtype is not dt.bool_ else scale
+    _emit(lambda _b: None)  # the architecture check
+    out = wgmma_mma_async(
+        ctx.builder,
+        atom.instruction,
+        [convert(v, dt.f32).use() for v in frag.values],
+        a_op,
+        b_val,
+        scale.use(),
+        trans_a=trans_a,
+        trans_b=desc_b.transposed,
+    )
+    return PendingAccumulator(atom, Fragment([Value(dt.f32, v) for v in out], frag.ownership))
+
+
+def wait_group(n: int, *accumulators: Any) -> Any:
+    """``wgmma.wait_group.sync.aligned n`` (PTX ISA 9.7.15.6.3): wait until at most ``n``
+    committed groups are pending, and return the given accumulators as fragments (one, or a
+    tuple). The accumulators' registers are threaded through the wait, so no read of them can
+    be scheduled before it."""
+    from tylo.kernel.values import Value
+    from tylo.nvgpu.instructions import wgmma_wait_group
+    from tylo.tile.fragment import Fragment
+
+    if type(n) is not int or not 0 <= n <= 7:
+        raise PlanError(f"wait_group: n must be a static int in [0, 7], got {n!r}")
+    frags = []
+    for a in accumulators:
+        if not isinstance(a, PendingAccumulator):
+            raise PlanError(f"wait_group: expected pending accumulators, got {a!r}")
+        frags.append(a.fragment)
+    flat = [v.use() for f in frags for v in f.values]
+    out = _emit(wgmma_wait_group, n, flat)
+    result, at = [], 0
+    for f in frags:
+        k = len(f.values)
+        result.append(Fragment([Value(dt.f32, v) for v in out[at : at + k]], f.ownership))
+        at += k
+    if len(result) == 1:
+        return result[0]
+    return tuple(result)
