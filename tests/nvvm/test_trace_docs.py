@@ -18,7 +18,7 @@ def test_doctests_pass(monkeypatch):
     result = doctest.testfile(
         str(DOC), module_relative=False, optionflags=doctest.ELLIPSIS, verbose=False, report=True
     )
-    assert result.attempted >= 8
+    assert result.attempted >= 40  # the page has 45 examples: losing many is a defect
     assert result.failed == 0
 
 
