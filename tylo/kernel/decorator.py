@@ -194,7 +194,7 @@ class Kernel:
         from tylo.arrays import ArrayError, as_device_array
 
         bindings = []
-        devices = set()
+        devices: dict[int | None, list[str]] = {}
         for name, ann, a in zip(self.param_names, self.annotations, args):
             kind = classify(ann, a, name)
             if kind is ParamKind.POINTER:
@@ -208,7 +208,7 @@ class Kernel:
                         f"argument {name!r}: the kernel takes {want} elements (tylo.Ptr("
                         f"{want.name})), got a {arr.dtype} array"
                     )
-                devices.add(arr.device)
+                devices.setdefault(arr.device, []).append(name)
                 bindings.append(
                     Binding(name, kind, arr.dtype, check=ann if isinstance(ann, Ptr) else None)
                 )
@@ -216,8 +216,10 @@ class Kernel:
                 bindings.append(self._binding(name, ann, kind, a))
         known = {d for d in devices if d is not None}
         if len(known) > 1:
+            where = "; ".join(f"{', '.join(devices[d])} on device {d}" for d in sorted(known))
             raise KernelArgumentError(
-                f"{self.name}: the array arguments live on different devices {sorted(known)}"
+                f"{self.name}: the array arguments live on different devices ({where}); a "
+                "kernel runs on one device: copy them to one device first (e.g. x.to(y.device))"
             )
         ordinal = known.pop() if known else 0
         return self._build(tuple(bindings), block, device_target(ordinal)), ordinal
