@@ -37,6 +37,7 @@ __all__ = [
     "layout_svg",
     "mma_svg",
     "ownership_svg",
+    "register_notebook_formatters",
     "repr_svg",
     "svg_to_png",
     "tv_owner_table",
@@ -79,3 +80,27 @@ def svg_to_png(svg: str, path: str) -> None:
             f"svg_to_png: {PNG_INSTALL_HINT} ({type(err).__name__}: {err})"
         ) from None
     cairosvg.svg2png(bytestring=svg.encode(), write_to=str(path))
+
+
+def register_notebook_formatters() -> bool:
+    """Show layouts as pictures in IPython/Jupyter: registers :func:`repr_svg` as the
+    ``image/svg+xml`` formatter of ``Layout`` and ``ComposedLayout`` (which live below this
+    package in ``tylo.layouts`` and do not import it; ``Ownership`` and the MMA atoms carry
+    their own ``_repr_svg_``). Runs when this package is imported; True when a running
+    IPython took the formatters."""
+    try:
+        from IPython import get_ipython  # type: ignore[import-not-found]
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    from tylo.layouts import ComposedLayout, Layout
+
+    formatter = shell.display_formatter.formatters["image/svg+xml"]
+    for cls in (Layout, ComposedLayout):
+        formatter.for_type(cls, repr_svg)
+    return True
+
+
+register_notebook_formatters()
