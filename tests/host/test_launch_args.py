@@ -33,6 +33,16 @@ from tylo.kernel.readers import inline_spec, make_reader
 from tylo.kernel.spec import ParamKind, Ptr, classify
 from tylo.kernel.trace import Binding
 
+
+@pytest.fixture(autouse=True)
+def _as_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These host tests use made-up device addresses; on a machine with a GPU the driver
+    would (rightly) refuse them, so they run as on a machine without one (the driver's
+    check of addresses is tested in tests/gpu/test_launch_args_gpu.py)."""
+    from tylo.backend import driver
+
+    monkeypatch.setattr(driver, "device_count", lambda: 0)
+
 F32, F16 = tylo.f32, tylo.f16
 PTR = 0x7F00_0000_0000
 DIMS = (1, 1, 1, 32, 1, 1)

@@ -112,6 +112,7 @@ def test_encode_checks_concrete_values_before_the_driver():
         dict(address=256, extents=(64, 64), strides=(12, 1)),
         dict(address=256, extents=(64, 64), strides=(64, 2)),
         dict(address=256, extents=(64,), strides=(1,)),
+        dict(address=256, extents=(64, 60), strides=(64, 1)),  # 120-byte rows
     ]:
         with pytest.raises(TMAError):
             p.encode(**bad)

@@ -218,6 +218,15 @@ class TensorMapPlan:
                 raise TMAError(f"encode: extents must be ints in [1, 2**32], got {extents}")
         if strides[self.order[0]] != 1:
             raise TMAError(f"encode: the contiguous dimension's stride must be 1, got {strides}")
+        inner = extents[self.order[0]] * self.dtype.nbytes
+        if inner % 16:
+            # seen on an H200: a TMA store wrote whole 16-byte units past such an extent
+            # (bf16 columns 100..103 of a 100-column view); loads share the map: refused too
+            raise TMAError(
+                f"encode: the contiguous dimension holds {extents[self.order[0]]} elements "
+                f"({inner} bytes); TMA moves whole 16-byte units there, so it must be a "
+                "multiple of 16 bytes (pad the rows, or take the edge on another path)"
+            )
         gstrides = []
         for i in self.order[1:]:
             b = strides[i] * self.dtype.nbytes
