@@ -192,3 +192,22 @@ if __name__ == "__main__":
     for c in cycles(g):
         print("cycle:", " <-> ".join(c))
     print(f"import cycles: {len(cycles(g))} among {len(g)} modules")
+
+
+def test_reading_page_names_every_module() -> None:
+    """docs/reading.md gives every module a line: each module appears there in backticks,
+    by its path below its package (``proofs/aligned.py``, ``warp/mma.py``, ``pyops.py``)."""
+    text = (ROOT / "docs" / "reading.md").read_text(encoding="utf-8")
+    missing = []
+    for path in sorted((ROOT / "tylo").rglob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        rel = path.relative_to(ROOT / "tylo").parts
+        name = (
+            "/".join(rel[1:])
+            if len(rel) > 1 and rel[0] not in ("cli", "pictures")
+            else "/".join(rel)
+        )
+        if f"`{name}`" not in text:
+            missing.append(str(path.relative_to(ROOT)))
+    assert not missing, f"docs/reading.md does not name: {missing}"
