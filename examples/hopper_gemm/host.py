@@ -76,9 +76,9 @@ def gemm(d, a, b, m, n, k, lda, ldb, ldd, *, alpha=1.0, cfg=None, stream=None) -
     av = DeviceArray(da.ptr, (m, k), (lda, 1), da.dtype, da.device, owner=a)
     bv = DeviceArray(db.ptr, (n, k), (ldb, 1), db.dtype, db.device, owner=b)
     grid = (-(-n // cfg.bn), -(-m // cfg.bm))
-    hopper_gemm_kernel[grid, THREADS, stream](
+    hopper_gemm_kernel[grid, THREADS](
         d, TensorMap(pa, av), TensorMap(pb, bv), m, n, k, ldd, float(alpha), cfg,
-        shared=cfg.shared_bytes(),
+        shared=cfg.shared_bytes(), stream=stream,
     )
     return "hopper"
 
