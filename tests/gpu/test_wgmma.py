@@ -168,6 +168,28 @@ def read_pending(raw, a: tylo.Ptr(align=16), b: tylo.Ptr(align=16), wait: tylo.S
     raw[tylo.thread_idx.x] = acc[0]
 
 
+@tylo.kernel
+def wait_too_little(raw, a: tylo.Ptr(align=16), b: tylo.Ptr(align=16), commit: tylo.Static):
+    atom = WarpgroupMMAAtom((64, 64, 16), a.dtype)
+    la, lb = _layouts(64, 32, "32B", "K")
+    sa = SharedTile(tylo.shared(a.dtype, 64 * 32, align=1024), la)
+    sb = SharedTile(tylo.shared(b.dtype, 64 * 32, align=1024), lb)
+    fence()
+    acc = mma_async(atom, sa, sb, zeros(atom.c), accumulate=False)
+    if commit:
+        commit_group()
+    acc = wait_group(1, acc)  # its own group is the most recent: not complete
+    raw[tylo.thread_idx.x] = acc[0]
+
+
+def test_waiting_with_n_too_large_or_before_commit_is_a_trace_error():
+    args = (tylo.f32, tylo.pointer(tylo.bf16, align=16), tylo.pointer(tylo.bf16, align=16))
+    with pytest.raises(tylo.TyloError, match="most recent"):
+        wait_too_little.compile(*args, True, block=128, target="sm_90a")
+    with pytest.raises(tylo.TyloError, match="never committed"):
+        wait_too_little.compile(*args, False, block=128, target="sm_90a")
+
+
 def test_reading_a_pending_accumulator_is_a_trace_error():
     args = (tylo.f32, tylo.pointer(tylo.bf16, align=16), tylo.pointer(tylo.bf16, align=16))
     with pytest.raises(tylo.TyloError, match="pending") as err:

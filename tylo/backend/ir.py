@@ -247,16 +247,22 @@ class NVVMModule:
         gv.align = align
         return gv
 
-    def dynamic_shared(self) -> ir.GlobalVariable:
+    def dynamic_shared(self, align: int = 16) -> ir.GlobalVariable:
         """The module's dynamic shared memory, ``external addrspace(3) global [0 x i8]``,
-        aligned to 16 bytes; its size is the launch's ``shared`` bytes."""
+        aligned to 16 bytes or the largest ``align`` asked for (a power of two, at most
+        1024: TMA and wgmma's 128-byte swizzle need 1024); its size is the launch's
+        ``shared`` bytes."""
+        if align < 16 or align > 1024 or align & (align - 1):
+            raise IRError(f"dynamic_shared: align must be a power of two in [16, 1024], got {align}")
+        if self._dynamic_shared is not None:
+            self._dynamic_shared.align = max(self._dynamic_shared.align, align)
         if self._dynamic_shared is None:
             ty = ir.ArrayType(ir.IntType(8), 0)
             gv = ir.GlobalVariable(
                 self.module, ty, self.unique_name("tylo_dynamic_smem"), addrspace=ADDRSPACE_SHARED
             )
             gv.linkage = "external"
-            gv.align = 16
+            gv.align = align
             self._dynamic_shared = gv
         return self._dynamic_shared
 

@@ -496,11 +496,17 @@ def shared(dtype: Any, layout_or_size: Any, *, align: int = 16, name: str = "sme
 
 
 def dynamic_shared(
-    dtype: Any, layout_or_size: Any, *, offset_bytes: int = 0, name: str = "dsmem"
+    dtype: Any,
+    layout_or_size: Any,
+    *,
+    offset_bytes: int = 0,
+    align: int = 16,
+    name: str = "dsmem",
 ) -> Tensor:
     """View the launch's dynamic shared memory (``kern[g, b](..., shared=nbytes)``) from
-    ``offset_bytes`` on as ``layout_or_size`` elements of ``dtype``. Launches that give
-    fewer bytes than the views need fail before launching."""
+    ``offset_bytes`` on as ``layout_or_size`` elements of ``dtype``. ``align`` (a power of
+    two up to 1024) is the alignment the whole allocation gets (swizzled TMA and wgmma tiles
+    need 1024). Launches that give fewer bytes than the views need fail before launching."""
     ctx = current()
     d = dt.dtype_of(dtype)
     layout, n = _extent(layout_or_size, "tylo.dynamic_shared")
@@ -509,13 +515,17 @@ def dynamic_shared(
             f"tylo.dynamic_shared: offset_bytes must be a non-negative multiple "
             f"of {d.nbytes} (the {d} size), got {offset_bytes!r}"
         )
-    gv = ctx.module.dynamic_shared()
+    if type(align) is not int or not 16 <= align <= 1024 or align & (align - 1):
+        raise TraceError(
+            f"tylo.dynamic_shared: align must be a power of two in [16, 1024], got {align!r}"
+        )
+    gv = ctx.module.dynamic_shared(align)
     base = gv.gep([ir.IntType(32)(0), ir.IntType(32)(offset_bytes)]).bitcast(
         memory_type(d).as_pointer(ADDRSPACE_SHARED)
     )
     ctx.uses_dynamic_shared = True
     ctx.dynamic_shared_bytes = max(ctx.dynamic_shared_bytes, offset_bytes + n * d.nbytes)
-    align = 16 if offset_bytes == 0 else min(16, offset_bytes & -offset_bytes)
+    align = align if offset_bytes == 0 else min(align, offset_bytes & -offset_bytes)
     return Tensor(
         d,
         base,

@@ -131,11 +131,12 @@ class PendingAccumulator:
     """The accumulator of issued, not yet completed ``wgmma``: only :func:`mma_async` (to
     chain more MMAs into it) and :func:`wait_group` accept it."""
 
-    __slots__ = ("atom", "fragment")
+    __slots__ = ("atom", "fragment", "group")
 
     def __init__(self, atom: WarpgroupMMAAtom, fragment: Any) -> None:
         self.atom = atom
         self.fragment = fragment
+        self.group: int | None = None  # set by commit_group: the group it completes with
 
     def _refuse(self, *_: Any, **__: Any) -> Any:
         raise PendingAccumulatorError(
@@ -210,12 +211,30 @@ def fence_shared_to_async() -> None:
     _emit(fence_proxy_async_shared)
 
 
+def _groups() -> dict:
+    """This trace's wgmma group bookkeeping: the accumulators issued since the last commit,
+    and how many groups were committed (in program order, as traced)."""
+    from tylo.kernel.context import current
+
+    ctx = current()
+    state = getattr(ctx, "_wgmma_groups", None)
+    if state is None:
+        state = {"open": [], "committed": 0}
+        ctx._wgmma_groups = state
+    return state
+
+
 def commit_group() -> None:
     """``wgmma.commit_group.sync.aligned`` (PTX ISA 9.7.15.6.2): close the group of the
     ``wgmma`` issued since the last commit."""
     from tylo.nvgpu.instructions import wgmma_commit_group
 
     _emit(wgmma_commit_group)
+    state = _groups()
+    state["committed"] += 1
+    for acc in state["open"]:
+        acc.group = state["committed"]
+    state["open"].clear()
 
 
 def _emit(fn: Any, *args: Any) -> Any:
@@ -273,7 +292,9 @@ def mma_async(
         trans_a=trans_a,
         trans_b=desc_b.transposed,
     )
-    return PendingAccumulator(atom, Fragment([Value(dt.f32, v) for v in out], frag.ownership))
+    pending = PendingAccumulator(atom, Fragment([Value(dt.f32, v) for v in out], frag.ownership))
+    _groups()["open"].append(pending)
+    return pending
 
 
 def wait_group(n: int, *accumulators: Any) -> Any:
@@ -288,9 +309,21 @@ def wait_group(n: int, *accumulators: Any) -> Any:
     if type(n) is not int or not 0 <= n <= 7:
         raise PlanError(f"wait_group: n must be a static int in [0, 7], got {n!r}")
     frags = []
+    state = _groups()
     for a in accumulators:
         if not isinstance(a, PendingAccumulator):
             raise PlanError(f"wait_group: expected pending accumulators, got {a!r}")
+        if a.group is None:
+            raise PendingAccumulatorError(
+                "wait_group: this accumulator's wgmma was never committed (call "
+                "commit_group() after issuing it), so no wait completes it"
+            )
+        if a.group > state["committed"] - n:
+            raise PendingAccumulatorError(
+                f"wait_group({n}): this accumulator's group is one of the {n} most recent, "
+                f"which may still be in flight after the wait; wait with n <= "
+                f"{state['committed'] - a.group}"
+            )
         frags.append(a.fragment)
     flat = [v.use() for f in frags for v in f.values]
     out = _emit(wgmma_wait_group, n, flat)
