@@ -58,7 +58,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--shapes", nargs="*", default=None)
-    p.add_argument("--bn", type=int, default=128)
+    p.add_argument("--bn", type=int, choices=(128, 256), default=None,
+                   help="tile columns (default: gemm()'s choice, 256 when N >= 2048)")
     args = p.parse_args(argv)
     import torch
 
@@ -67,9 +68,10 @@ def main(argv=None) -> int:
         return 2
     from examples.hopper_gemm.kernel import HopperGemmConfig
 
-    cfg = HopperGemmConfig(bn=args.bn)
+    cfg = HopperGemmConfig(bn=args.bn) if args.bn else None
     shapes = [tuple(map(int, s.split(","))) for s in args.shapes] if args.shapes else SHAPES
-    print(f"device: {torch.cuda.get_device_name(0)}; tylo {cfg.describe()}")
+    what = cfg.describe() if cfg else "tiles chosen by examples.hopper_gemm.host.gemm"
+    print(f"device: {torch.cuda.get_device_name(0)}; tylo {what}")
     print(f"{'shape':>20} {'path':>6} {'tylo ms':>9} {'cuBLAS ms':>10} {'ratio':>6} "
           f"{'tylo TF/s':>9} {'cuBLAS TF/s':>11}")
     rows = []

@@ -22,6 +22,7 @@ from tylo.nvgpu.tma import TensorMap, TensorMapPlan
 __all__ = ["compile_hopper_gemm", "gemm", "plans", "takes_tma_path", "verify"]
 
 
+# --8<-- [start:plans]
 @lru_cache(maxsize=None)
 def plans(cfg: HopperGemmConfig) -> tuple[TensorMapPlan, TensorMapPlan]:
     """The tensor maps of A and B: boxes of (bm, bk) and (bn, bk) over symbolic (M, K) and
@@ -35,6 +36,7 @@ def plans(cfg: HopperGemmConfig) -> tuple[TensorMapPlan, TensorMapPlan]:
         smem = ComposedLayout(swz, 0, Layout((rows, cfg.bk), (cfg.bk, 1)))
         out.append(TensorMapPlan(cfg.dtype, Layout((extent, K), (ld, 1)), (rows, cfg.bk), "128B", smem))
     return out[0], out[1]
+# --8<-- [end:plans]
 
 
 def compile_hopper_gemm(cfg: HopperGemmConfig, target: Any = "sm_90a") -> Any:
@@ -71,7 +73,9 @@ def gemm(d, a, b, m, n, k, lda, ldb, ldd, *, alpha=1.0, cfg=None, stream=None) -
         warp_gemm(d, a, b, m, n, k, lda, ldb, ldd, alpha=alpha, stream=stream)
         return "warp"
     da, db = as_device_array(a), as_device_array(b)
-    cfg = cfg or HopperGemmConfig(dtype=da.dtype)
+    # 128x256 tiles where there are enough columns (0.86x cuBLAS at 8192^3 on an H200,
+    # against 0.74x for 128x128); 128x128 keeps narrow problems on more SMs
+    cfg = cfg or HopperGemmConfig(bn=256 if n >= 2048 else 128, dtype=da.dtype)
     pa, pb = plans(cfg)
     av = DeviceArray(da.ptr, (m, k), (lda, 1), da.dtype, da.device, owner=a)
     bv = DeviceArray(db.ptr, (n, k), (ldb, 1), db.dtype, db.device, owner=b)

@@ -44,6 +44,7 @@ CONSUMERS = 2
 THREADS = 128 * (1 + CONSUMERS)
 
 
+# --8<-- [start:config]
 @dataclass(frozen=True)
 class HopperGemmConfig:
     """The tile (``bm`` = 64 rows per consumer warpgroup, ``bn`` columns, ``bk`` = 64: one
@@ -70,8 +71,10 @@ class HopperGemmConfig:
             f"{self.bm}x{self.bn}x{self.bk} tile, {self.stages} stages, {CONSUMERS} consumer "
             f"warpgroups + 1 producer, {self.shared_bytes() // 1024} KiB shared, {self.dtype}"
         )
+# --8<-- [end:config]
 
 
+# --8<-- [start:consumer]
 @tylo.inline
 def _consume(cfg, c, ta, tb, smem, pipe, k_tiles, d, m, n, ldd, alpha, row0, col0, tid):
     """Consumer warpgroup ``c`` (static): rows 64c.. of the tile, all of its columns."""
@@ -91,8 +94,10 @@ def _consume(cfg, c, ta, tb, smem, pipe, k_tiles, d, m, n, ldd, alpha, row0, col
         pipe.consumer_release(it)
     D = GlobalTile(d, Layout((m, n), (1, ldd)))
     store(None, D, acc * alpha, tid - 128 * (1 + c), origin=(row0 + 64 * c, col0))
+# --8<-- [end:consumer]
 
 
+# --8<-- [start:kernel]
 @tylo.kernel
 def hopper_gemm_kernel(d, ta, tb, m: Dim, n: Dim, k: Dim, ldd: Dim, alpha: float, cfg: tylo.Static):
     a_elems, b_elems = cfg.stage_elements()
@@ -124,3 +129,4 @@ def hopper_gemm_kernel(d, ta, tb, m: Dim, n: Dim, k: Dim, ldd: Dim, alpha: float
     else:
         set_max_registers(CONSUMER_REGISTERS, increase=True)
         _consume(cfg, 1, ta, tb, smem, pipe, k_tiles, d, m, n, ldd, alpha, row0, col0, tid)
+# --8<-- [end:kernel]

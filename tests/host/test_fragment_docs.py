@@ -16,7 +16,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
-PAGES = ["fragments.md", "gemm.md"]
+PAGES = ["fragments.md", "gemm.md", "hopper.md"]
 INCLUDE = re.compile(r'^--8<-- "([^":]+):([\w-]+)"$', re.MULTILINE)
 MODULES = [
     "tylo.tile.ownership",
