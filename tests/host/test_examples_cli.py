@@ -31,6 +31,7 @@ SIZES = {  # valid positional sizes of each example
     "row_reduce": ["33", "65"],
     "softmax": ["8", "64"],
     "gemm": ["65", "97", "73"],
+    "hopper_gemm": ["64", "128", "64"],
 }
 # run as if torch were not installed, whether or not it is: `import torch` fails
 NO_TORCH = (
