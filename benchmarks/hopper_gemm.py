@@ -58,6 +58,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--shapes", nargs="*", default=None)
+    p.add_argument("--m-atoms", type=int, choices=(1, 2), default=1)
     p.add_argument("--bn", type=int, choices=(128, 256), default=None,
                    help="tile columns (default: gemm()'s choice, 256 when N >= 2048)")
     args = p.parse_args(argv)
@@ -68,7 +69,7 @@ def main(argv=None) -> int:
         return 2
     from examples.hopper_gemm.kernel import HopperGemmConfig
 
-    cfg = HopperGemmConfig(bn=args.bn) if args.bn else None
+    cfg = HopperGemmConfig(bn=args.bn, m_atoms=args.m_atoms) if args.bn else None
     shapes = [tuple(map(int, s.split(","))) for s in args.shapes] if args.shapes else SHAPES
     what = cfg.describe() if cfg else "tiles chosen by examples.hopper_gemm.host.gemm"
     print(f"device: {torch.cuda.get_device_name(0)}; tylo {what}")

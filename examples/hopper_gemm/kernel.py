@@ -47,17 +47,33 @@ THREADS = 128 * (1 + CONSUMERS)
 # --8<-- [start:config]
 @dataclass(frozen=True)
 class HopperGemmConfig:
-    """The tile (``bm`` = 64 rows per consumer warpgroup, ``bn`` columns, ``bk`` = 64: one
-    128-byte swizzled row of bf16/f16), the ring depth and the input dtype."""
+    """The tile (``bm`` = 64 * ``m_atoms`` rows per consumer warpgroup, ``bn`` columns,
+    ``bk`` = 64: one 128-byte swizzled row of bf16/f16), the ring depth and the input dtype.
+    With ``m_atoms = 2`` each consumer issues two independent wgmma chains per k-step."""
 
     bn: int = 128
     stages: int = 4
     dtype: object = tylo.bf16
     bk: int = 64
+    m_atoms: int = 1
+
+    def __post_init__(self) -> None:
+        from tylo.nvgpu.errors import PlanError
+
+        if self.m_atoms not in (1, 2) or self.bn not in (64, 128, 256):
+            raise PlanError(f"HopperGemmConfig: m_atoms 1 or 2, bn 64/128/256; got {self}")
+        if self.m_atoms * self.bn > 256:  # the accumulators: m_atoms * bn / 2 f32 per thread
+            raise PlanError(
+                f"HopperGemmConfig: {self.m_atoms} x {self.bn} columns of accumulators need "
+                f"{self.m_atoms * self.bn // 2} registers per thread, over the 128 that leave "
+                "room under setmaxnreg 232; use m_atoms * bn <= 256"
+            )
+        if self.shared_bytes() > 227 * 1024:
+            raise PlanError(f"HopperGemmConfig: {self.shared_bytes()} B of shared memory > 227 KiB")
 
     @property
     def bm(self) -> int:
-        return 64 * CONSUMERS
+        return 64 * self.m_atoms * CONSUMERS
 
     def stage_elements(self) -> tuple[int, int]:
         return self.bm * self.bk, self.bn * self.bk
@@ -77,23 +93,31 @@ class HopperGemmConfig:
 # --8<-- [start:consumer]
 @tylo.inline
 def _consume(cfg, c, ta, tb, smem, pipe, k_tiles, d, m, n, ldd, alpha, row0, col0, tid):
-    """Consumer warpgroup ``c`` (static): rows 64c.. of the tile, all of its columns."""
+    """Consumer warpgroup ``c`` (static): its ``64 * m_atoms`` rows of the tile, all of
+    its columns, one accumulator per 64-row block."""
     a_elems, b_elems = cfg.stage_elements()
     atom = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype)
-    acc = zeros(atom.c)
+    rows = 64 * cfg.m_atoms
+    accs = tuple(zeros(atom.c) for _ in range(cfg.m_atoms))
     for it in tylo.range(k_tiles):
         pipe.consumer_wait(it)
         base = pipe.stage(it) * (a_elems + b_elems)
-        sa = SharedTile(smem, ta.plan.smem_layout, base=base).window((64 * c, 0), (64, cfg.bk))
+        sa = SharedTile(smem, ta.plan.smem_layout, base=base)
         sb = SharedTile(smem, tb.plan.smem_layout, base=base + a_elems)
         fence()
+        pending = list(accs)
         for kk in range(cfg.bk // 16):
-            acc = mma_async(atom, sa, sb, acc, k_offset=16 * kk)
+            for j in range(cfg.m_atoms):
+                a_rows = sa.window((rows * c + 64 * j, 0), (64, cfg.bk))
+                pending[j] = mma_async(atom, a_rows, sb, pending[j], k_offset=16 * kk)
         commit_group()
-        acc = wait_group(0, acc)
+        done = wait_group(0, *pending)
+        accs = done if cfg.m_atoms > 1 else (done,)
         pipe.consumer_release(it)
     D = GlobalTile(d, Layout((m, n), (1, ldd)))
-    store(None, D, acc * alpha, tid - 128 * (1 + c), origin=(row0 + 64 * c, col0))
+    for j in range(cfg.m_atoms):
+        origin = (row0 + rows * c + 64 * j, col0)
+        store(None, D, accs[j] * alpha, tid - 128 * (1 + c), origin=origin)
 # --8<-- [end:consumer]
 
 
