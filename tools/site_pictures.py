@@ -17,9 +17,9 @@ PAGE = "pictures.md"
 
 # (caption, what tylo.pictures draws): the layouts the page's doctests use
 GALLERY: tuple[tuple[str, str], ...] = (
-    ("`layout_svg(parse(\"((2,4),8):((1,16),2)\"))`: cells labelled by offset", "layout"),
-    ("`bank_svg(parse(\"S<3,3,3> o (8,64):(64,1)\"), 2)`: a swizzled bf16 tile by bank", "bank"),
-    ("`mma_svg(MMAAtom((16, 8, 16), \"bf16\"))`: the operands of mma.sync m16n8k16", "mma"),
+    ('`layout_svg(parse("((2,4),8):((1,16),2)"))`: cells labelled by offset', "layout"),
+    ('`bank_svg(parse("S<3,3,3> o (8,64):(64,1)"), 2)`: a swizzled bf16 tile by bank', "bank"),
+    ('`mma_svg(MMAAtom((16, 8, 16), "bf16"))`: the operands of mma.sync m16n8k16', "mma"),
 )
 
 
@@ -48,8 +48,9 @@ def gallery_markdown() -> str:
     ]
     for caption, kind in GALLERY:
         svg = draw(kind).strip()
-        parts.append(f"{caption}\n\n<div class=\"tylo-picture\" data-picture=\"{kind}\">\n"
-                     f"{svg}\n</div>\n")
+        parts.append(
+            f'{caption}\n\n<div class="tylo-picture" data-picture="{kind}">\n{svg}\n</div>\n'
+        )
     return "\n".join(parts)
 
 

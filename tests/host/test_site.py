@@ -45,11 +45,19 @@ def mkdocs_command() -> list[str] | None:
 def build_site(dest: Path) -> subprocess.CompletedProcess:
     cmd = mkdocs_command()
     if cmd is None:
-        pytest.skip("needs mkdocs, mkdocs-material, mkdocstrings[python] and pymdown-extensions "
-                    "(pip install -e '.[docs]'; found: not all installed)")
-    return subprocess.run([*cmd, "build", "--strict", "--site-dir", str(dest)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+        pytest.skip(
+            "needs mkdocs, mkdocs-material, mkdocstrings[python] and pymdown-extensions "
+            "(pip install -e '.[docs]'; found: not all installed)"
+        )
+    return subprocess.run(
+        [*cmd, "build", "--strict", "--site-dir", str(dest)],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +72,7 @@ def page_text(site: Path, page: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", (site / page / "index.html").read_text()))
 
 
-INCLUDE = re.compile(r'^--8<-- "([^":]+):([\w-]+)"$', re.M)
+INCLUDE = re.compile(r'^--8<-- "([^":]+):([\w-]+)"$', re.MULTILINE)
 
 
 def test_every_code_include_renders_the_section_it_names(site: Path) -> None:
@@ -77,8 +85,9 @@ def test_every_code_include_renders_the_section_it_names(site: Path) -> None:
         for path, section in INCLUDE.findall(md.read_text()):
             source = (ROOT / path).read_text()
             body = source.split(f"[start:{section}]", 1)[1].split(f"[end:{section}]", 1)[0]
-            lines = [ln.strip() for ln in body.splitlines()[1:-1]
-                     if ln.strip() and "--8<--" not in ln]
+            lines = [
+                ln.strip() for ln in body.splitlines()[1:-1] if ln.strip() and "--8<--" not in ln
+            ]
             assert lines, f"{path}:{section} is empty"
             missing = [ln for ln in lines if ln not in built]
             assert not missing, f"{md.name}: {path}:{section} lines missing: {missing[:3]}"
@@ -104,11 +113,15 @@ def test_supported_combinations_are_what_the_atoms_accept() -> None:
     from tylo.nvgpu.warp.mma import MMAAtom
     from tylo.nvgpu.warpgroup.mma import WarpgroupMMAAtom
 
-    listed = {(c["atom"].split()[0], c["dtype"], "registers" in c["atom"])
-              for c in status_page.supported_combinations()}
-    makers = {("mma.sync", False): lambda d: MMAAtom((16, 8, 16), d),
-              ("wgmma", False): lambda d: WarpgroupMMAAtom((64, 64, 16), d, a="shared"),
-              ("wgmma", True): lambda d: WarpgroupMMAAtom((64, 64, 16), d, a="registers")}
+    listed = {
+        (c["atom"].split()[0], c["dtype"], "registers" in c["atom"])
+        for c in status_page.supported_combinations()
+    }
+    makers = {
+        ("mma.sync", False): lambda d: MMAAtom((16, 8, 16), d),
+        ("wgmma", False): lambda d: WarpgroupMMAAtom((64, 64, 16), d, a="shared"),
+        ("wgmma", True): lambda d: WarpgroupMMAAtom((64, 64, 16), d, a="registers"),
+    }
     every = [getattr(dt, n) for n in dt.__all__ if isinstance(getattr(dt, n), dt.DType)]
     assert len(every) >= 10
     for (atom, regs), make in makers.items():
@@ -129,17 +142,30 @@ def _write(tmp: Path, data: object, bench: dict[str, object] | None = None) -> P
     return path
 
 
-GOOD = {"schema": 1, "runs": [{"date": "2026-12-01", "gpu": "G", "driver": "1", "what": "w",
-                               "result": "r | s"}], "benchmarks": []}
+GOOD = {
+    "schema": 1,
+    "runs": [{"date": "2026-12-01", "gpu": "G", "driver": "1", "what": "w", "result": "r | s"}],
+    "benchmarks": [],
+}
 
 
 def test_benchmark_rows_become_tables(tmp_path: Path) -> None:
-    rows = [{"shape": "64x64x64", "impl": "tylo", "ms": 0.012345678, "tflops": 123.456,
-             "nested": {"skip": 1}},
-            {"shape": "8192x8192x8192", "impl": "cuBLAS", "ms": 1.5, "tflops": 784.0,
-             "error": None}]
-    data = {**copy.deepcopy(GOOD), "benchmarks": [
-        {"name": "gemm", "file": "gemm.json", "date": "d", "gpu": "H200", "command": "c"}]}
+    rows = [
+        {
+            "shape": "64x64x64",
+            "impl": "tylo",
+            "ms": 0.012345678,
+            "tflops": 123.456,
+            "nested": {"skip": 1},
+        },
+        {"shape": "8192x8192x8192", "impl": "cuBLAS", "ms": 1.5, "tflops": 784.0, "error": None},
+    ]
+    data = {
+        **copy.deepcopy(GOOD),
+        "benchmarks": [
+            {"name": "gemm", "file": "gemm.json", "date": "d", "gpu": "H200", "command": "c"}
+        ],
+    }
     text = status_page.render(status_page.load(_write(tmp_path, data, {"gemm.json": rows})))
     assert "| shape | impl | ms | tflops | error |" in text
     assert "| 64x64x64 | tylo | 0.01235 | 123.5 |  |" in text
@@ -156,12 +182,34 @@ def test_benchmark_rows_become_tables(tmp_path: Path) -> None:
         ({"schema": 1, "runs": {}, "benchmarks": []}, {}, "'runs' must be a list"),
         ({"schema": 1, "runs": [{"date": "d"}], "benchmarks": []}, {}, "runs[0] lacks"),
         ({"schema": 1, "runs": [7], "benchmarks": []}, {}, "runs[0] lacks"),
-        ({"schema": 1, "runs": [], "benchmarks": [{"name": "g", "file": "absent.json",
-          "date": "d", "gpu": "g", "command": "benchmarks/gemm.py --json x"}]}, {},
-         "write it with `benchmarks/gemm.py --json x`"),
-        ({"schema": 1, "runs": [], "benchmarks": [{"name": "g", "file": "g.json",
-          "date": "d", "gpu": "g", "command": "c"}]}, {"g.json": {"rows": []}},
-         "is not a list of rows"),
+        (
+            {
+                "schema": 1,
+                "runs": [],
+                "benchmarks": [
+                    {
+                        "name": "g",
+                        "file": "absent.json",
+                        "date": "d",
+                        "gpu": "g",
+                        "command": "benchmarks/gemm.py --json x",
+                    }
+                ],
+            },
+            {},
+            "write it with `benchmarks/gemm.py --json x`",
+        ),
+        (
+            {
+                "schema": 1,
+                "runs": [],
+                "benchmarks": [
+                    {"name": "g", "file": "g.json", "date": "d", "gpu": "g", "command": "c"}
+                ],
+            },
+            {"g.json": {"rows": []}},
+            "is not a list of rows",
+        ),
     ],
 )
 def test_malformed_run_data_is_refused_with_the_fix(tmp_path, data, files, fragment) -> None:
@@ -190,16 +238,18 @@ def test_stale_status_page_is_a_build_warning(tmp_path, monkeypatch, caplog) -> 
 def test_api_reference_covers_every_module_tylo_exports_from() -> None:
     import tylo
 
-    documented = "".join((DOCS / "api" / p).read_text() for p in ("tylo.md", "tile.md",
-                                                                   "nvgpu.md"))
-    pages = set(re.findall(r"^::: ([\w.]+)", documented, re.M))
+    documented = "".join((DOCS / "api" / p).read_text() for p in ("tylo.md", "tile.md", "nvgpu.md"))
+    pages = set(re.findall(r"^::: ([\w.]+)", documented, re.MULTILINE))
     for module in sorted(set(tylo._LAZY.values())):
         covered = module in pages or any(
-            module.startswith(p + ".") and p in ("tylo.tile", "tylo.nvgpu") for p in pages)
+            module.startswith(p + ".") and p in ("tylo.tile", "tylo.nvgpu") for p in pages
+        )
         assert covered, f"{module} (names of tylo) is on no docs/api page"
 
 
-DOCTEST_ROW = re.compile(r"^\| \[(\w+\.md)\]\(\1\) \| `([^`]+)` \| ([^|]+) \| ([^|]+) \|$", re.M)
+DOCTEST_ROW = re.compile(
+    r"^\| \[(\w+\.md)\]\(\1\) \| `([^`]+)` \| ([^|]+) \| ([^|]+) \|$", re.MULTILINE
+)
 FLAG_NAMES = ("ELLIPSIS", "NORMALIZE_WHITESPACE", "IGNORE_EXCEPTION_DETAIL", "SKIP")
 
 
@@ -207,7 +257,7 @@ def test_index_states_each_doctest_pages_flags_and_needs() -> None:
     """Every page with ``>>>`` examples is in the index's table, with the test that runs it,
     the flags that test passes, and 'checkout' exactly when it imports ``examples``."""
     rows = {m[0]: m[1:] for m in DOCTEST_ROW.findall((DOCS / "index.md").read_text())}
-    pages = {p.name for p in DOCS.glob("*.md") if re.search(r"^>>> ", p.read_text(), re.M)}
+    pages = {p.name for p in DOCS.glob("*.md") if re.search(r"^>>> ", p.read_text(), re.MULTILINE)}
     assert set(rows) == pages
     for page, (test, flags, needs) in rows.items():
         test_text = (ROOT / test).read_text()
@@ -215,6 +265,11 @@ def test_index_states_each_doctest_pages_flags_and_needs() -> None:
         stated = set(re.findall(r"`(\w+)`", flags))
         used = {f for f in FLAG_NAMES if f"doctest.{f}" in test_text}
         assert stated == used, (page, stated, used)
-        imports_examples = bool(re.search(r"^(>>>|\.\.\.) .*\b(from|import) examples\b",
-                                          (DOCS / page).read_text(), re.M))
+        imports_examples = bool(
+            re.search(
+                r"^(>>>|\.\.\.) .*\b(from|import) examples\b",
+                (DOCS / page).read_text(),
+                re.MULTILINE,
+            )
+        )
         assert (needs.strip() == "checkout") == imports_examples, (page, needs)

@@ -46,7 +46,7 @@ pytestmark = pytest.mark.skipif(_needs() is not None, reason=_needs() or "")
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 
@@ -55,7 +55,11 @@ def base_url(tmp_path_factory) -> Iterator[str]:
     site = tmp_path_factory.mktemp("site")
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout}\n{proc.stderr}"
@@ -89,12 +93,16 @@ def _open(browser, url: str):
     are appended to."""
     page = browser.new_page()
     problems: list[str] = []
-    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
-            if m.type == "error" else None)
+    page.on(
+        "console",
+        lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None,
+    )
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
     page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
-    page.on("response", lambda r: problems.append(f"HTTP {r.status}: {r.url}")
-            if r.status >= 400 else None)
+    page.on(
+        "response",
+        lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None,
+    )
     page.goto(url, wait_until="load")
     page.wait_for_load_state("networkidle")
     return page, problems
@@ -139,7 +147,8 @@ def test_pictures_page_shows_a_layout_picture(browser, base_url) -> None:
         cells = svg.locator("g.cell")
         assert cells.count() == 64
         got = cells.evaluate_all(
-            "gs => gs.map(g => [g.dataset.index, g.dataset.offset, g.textContent.trim()])")
+            "gs => gs.map(g => [g.dataset.index, g.dataset.offset, g.textContent.trim()])"
+        )
         for index, offset, label in got:
             assert int(offset) == layout(int(index)) and label == offset
         assert page.locator("svg g.cell").count() > 64  # the bank and MMA pictures too
