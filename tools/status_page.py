@@ -157,7 +157,8 @@ def _cell(v: Any) -> str:
         text = ""
     else:
         text = str(v)
-    return text.replace("|", "\\|").replace("\n", " ")
+    # one line, and "|" escaped; a backslash becomes an entity so that it cannot escape a border
+    return " ".join(text.splitlines()).replace("\\", "&#92;").replace("|", "\\|")
 
 
 def table(header: list[str], rows: list[list[Any]]) -> list[str]:

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -273,3 +275,24 @@ def test_index_states_each_doctest_pages_flags_and_needs() -> None:
             )
         )
         assert (needs.strip() == "checkout") == imports_examples, (page, needs)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.one_of(st.text(), st.floats(allow_nan=False), st.integers(), st.none()),
+            min_size=3,
+            max_size=3,
+        ),
+        max_size=4,
+    )
+)
+def test_table_cells_never_split_or_wrap(rows: list[list[object]]) -> None:
+    """Whatever a value holds (``|``, newlines, huge floats), each row is one line of exactly
+    three cells: every unescaped ``|`` is a cell border."""
+    lines = status_page.table(["a", "b", "c"], rows)
+    assert len(lines) == 2 + len(rows)
+    for line in lines[2:]:
+        borders = re.findall(r"(?<!\\)\|", line)
+        assert len(borders) == 4 and line.splitlines() == [line], line
