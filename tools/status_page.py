@@ -144,7 +144,10 @@ def supported_combinations() -> list[dict[str, str]]:
                     "dtype": f"{atom.dtype}",
                     "acc": f"{atom.acc}",
                     "targets": targets,
-                    "instruction": atom.instruction,
+                    # wgmma's N is any multiple of 8 in [8, 256]: show the template
+                    "instruction": atom.instruction.replace(
+                        f"m64n{getattr(atom, 'n', '')}k", "m64nNk"
+                    ),
                 }
             )
     return rows
