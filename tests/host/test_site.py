@@ -296,3 +296,20 @@ def test_table_cells_never_split_or_wrap(rows: list[list[object]]) -> None:
     for line in lines[2:]:
         borders = re.findall(r"(?<!\\)\|", line)
         assert len(borders) == 4 and line.splitlines() == [line], line
+
+
+def test_each_doctest_page_states_its_flags_on_the_built_page(site: Path) -> None:
+    """The index's row for a page is repeated under that page's title; no other page has it."""
+    rows = {m[0]: m[1:] for m in DOCTEST_ROW.findall((DOCS / "index.md").read_text())}
+    assert rows
+    for md in sorted(DOCS.glob("*.md")):
+        if md.name == "index.md":
+            continue
+        built = " ".join(page_text(site, md.stem).split())
+        if md.name not in rows:
+            assert "Running the examples on this page" not in built, md.name
+            continue
+        test, flags, needs = rows[md.name]
+        expected = f"Running the examples on this page {test} runs them with the doctest flags "
+        assert expected + flags.replace("`", "").strip() + "; they" in built, md.name
+        assert ("examples.*" in built.split(expected, 1)[1][:200]) is (needs.strip() == "checkout")
