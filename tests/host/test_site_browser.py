@@ -6,7 +6,8 @@ as an ``<svg>`` whose cells carry the layout's offsets; and on every page it ope
 console error, page error or failed request.
 
 Skips with a reason where playwright, chromium or the docs extra is missing (``.ci/run``
-installs chromium; the test extra installs the rest).
+installs chromium; the test extra installs the rest). ``TYLO_CHROMIUM=PATH`` names another
+chromium binary (default ``/usr/bin/chromium``).
 """
 
 from __future__ import annotations
