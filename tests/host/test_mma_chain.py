@@ -1,4 +1,5 @@
-"""Chaining an ``mma.sync`` accumulator into the next MMA's A operand (:mod:`tylo.nvgpu.warp.chain`).
+"""Chaining an ``mma.sync`` accumulator into the next MMA's A operand
+(:mod:`tylo.nvgpu.warp.chain`).
 
 The proof's defining property is checked three independent ways: against the ownerships'
 own coordinates (``Ownership.coords``), against the fragments the PTX ISA defines for

@@ -125,8 +125,8 @@ def test_chain_assembly(name, target):
     assert k.ptx.count(f"mma.sync.aligned.m16n8k16.row.col.f32.{d}.{d}.f32") == sum(hmma)
     assert ops["HMMA"] == sum(hmma) and f"HMMA.16816.F32.{str(d).upper()}" in k.sass
     # the chain: one cvt pack per A register, no shared or local memory round trip
-    assert k.ptx.count(f"cvt.rn.{d}x2.f32") == 4 * second.repeat[0] * second.k_steps
-    assert ops["F2FP"] >= 1
+    packs = 4 * second.repeat[0] * second.k_steps
+    assert k.ptx.count(f"cvt.rn.{d}x2.f32") == packs and ops["F2FP"] == packs
     assert ops["STS"] == 0 and ops["LDS"] == 0, ops
     assert ops["LDL"] == 0 and ops["STL"] == 0, ops
     hm = [i for i, op in enumerate(seq) if op.startswith("HMMA")]

@@ -218,6 +218,4 @@ def accumulator_as_a_operand(acc: Any, plan: TiledMMA, dtype: Any = None) -> tup
         )
     proof = prove_chain(acc.ownership, plan)
     a = proof.a
-    return tuple(
-        Fragment([acc.values[u] for u in proof.slots[s]], a).pack(d) for s in range(len(proof.slots))
-    )
+    return tuple(Fragment([acc.values[u] for u in row], a).pack(d) for row in proof.slots)
