@@ -106,7 +106,7 @@ chains = st.builds(
 )
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(chains)
 def test_proof_property_against_ownership_coords(pair):
     first, nxt = pair
@@ -292,3 +292,26 @@ def test_module_doctests_and_all():
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
     assert all(hasattr(mod, n) for n in mod.__all__) and mod.__all__ == sorted(mod.__all__)
+
+
+def test_equivalent_layouts_chain_by_coordinates_not_by_form():
+    """The proof compares coordinates: the accumulator written with split, nested modes and
+    another name chains exactly like the plan's own; the same name over other coordinates
+    does not."""
+    first, nxt = plan(2, 1, 2, 4, 16), plan(2, 1, 2, 2, 32)
+    own = first.acc_ownership
+    th, va = own._as_mode_lists()
+    split = []
+    for e, ax, step in th:  # every thread mode of extent 4 or 8 as two nested digits
+        if e in (4, 8) and ax is not None:
+            split += [(2, ax, step), (e // 2, ax, 2 * step)]
+        else:
+            split.append((e, ax, step))
+    same = Ownership.from_modes(own.shape, split, va, "S, written differently")
+    assert same.tv != own.tv and np.array_equal(same.table(), own.table())
+    assert prove_chain(same, nxt).slots == prove_chain(own, nxt).slots
+    swapped = Ownership.from_modes(own.shape, th, [va[1], va[0]] + va[2:], own.name)
+    assert swapped.name == own.name and brute_force_map(swapped, nxt) is not None
+    proof = prove_chain(swapped, nxt)  # a different register map, derived, not assumed
+    assert proof.slots != prove_chain(own, nxt).slots
+    assert proof.registers(0)[0] == (0, 2)
