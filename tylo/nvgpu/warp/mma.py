@@ -18,7 +18,9 @@ atom's operand ownership, which 8 elements each lane must receive and therefore 
 Inside a kernel, :func:`mma` loads A and B fragments for each k-step of 16 from two shared
 tiles with ``ldmatrix`` and issues the repeated ``mma.sync``; it allocates nothing and
 inserts no barrier. :func:`load_operands` and :func:`mma_atoms` are its two halves, for
-kernels that double-buffer fragments in registers.
+kernels that double-buffer fragments in registers. An accumulator becomes the next MMA's A
+operand in registers with :func:`tylo.nvgpu.warp.chain.accumulator_as_a_operand`, which
+proves the two ownerships agree.
 """
 
 from __future__ import annotations
@@ -337,6 +339,11 @@ def load_operands(plan: TiledMMA, a: Any, b: Any, tid: Any, k_step: int) -> tupl
     return load_operand(plan, "a", a, tid, k_step), load_operand(plan, "b", b, tid, k_step)
 
 
+@functools.lru_cache(maxsize=64)
+def _step_ownership(plan: TiledMMA, operand: str) -> Ownership:
+    return plan.operand_ownership(operand, k_steps=1)
+
+
 def mma_atoms(plan: TiledMMA, a: Any, b: Any, acc: Any) -> Any:
     """``acc + A*B`` for one k-step: ``rm * rn`` ``mma.sync`` instructions per warp, from
     packed operand fragments (as :func:`load_operands` returns) and the accumulator."""
@@ -358,6 +365,15 @@ def mma_atoms(plan: TiledMMA, a: Any, b: Any, acc: Any) -> Any:
             raise PlanError(
                 f"mma: operand {name} must be a packed fragment of {regs} "
                 f"registers (load_operands), got {f!r}"
+            )
+        # the registers feed the instruction by position: only the operand's own ownership
+        # (thread and value coordinates, whatever its name) puts each element where it belongs
+        own = _step_ownership(plan, name.lower())
+        if (f.ownership.tv, f.ownership.shape) != (own.tv, own.shape):
+            raise PlanError(
+                f"mma: operand {name} has the ownership {f.ownership.label}, not {plan}'s "
+                f"{name} ownership of one k-step {own.tv} over {own.shape}; load it with "
+                "load_operands, or convert an accumulator with accumulator_as_a_operand"
             )
     vals = list(acc.values)
     c = plan.atom.c.values
