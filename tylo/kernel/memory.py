@@ -32,7 +32,7 @@ from tylo import dtypes as dt
 from tylo.backend.inline_ptx import PTXAsm
 from tylo.backend.ir import ADDRSPACE_GLOBAL, ADDRSPACE_SHARED
 from tylo.dtypes import DType
-from tylo.kernel import facts
+from tylo.kernel import debug, facts
 from tylo.kernel.context import current
 from tylo.kernel.errors import TraceError
 from tylo.kernel.lower import bounds, lower_int
@@ -184,6 +184,8 @@ class Tensor:
                 f"{where}: {span} of {self.name}, which holds {self.extent} elements"
                 + (f" (the offset {offset} is at least {lo})" if lo != hi else "")
             )
+        if not static and debug.enabled():  # TYLO_DEBUG_BOUNDS=1: check at run time
+            debug.check_access(self, offset, count, where)
 
     def _pointer(self, offset: Any, elem: ir.Type | None = None) -> ir.Value:
         ctx = current()

@@ -1,0 +1,135 @@
+"""The bounds-debug mode: ``TYLO_DEBUG_BOUNDS=1`` checks every dynamic memory access.
+
+With the variable set when a kernel is traced, every global, shared and local access
+whose element offset is not a trace-time constant is compared with its bound at run time;
+a thread that is out of bounds prints (through ``vprintf``)::
+
+    tylo: out-of-bounds <what> in kernel <name> at <file>:<line>: index <i>, bound <n>
+
+and executes ``trap;``, which ends the launch with ``CUDA_ERROR_ILLEGAL_INSTRUCTION`` (the
+context is unusable afterwards; CUDA C++ Programming Guide, "Assertion"). Offsets known
+while tracing are always checked, debug mode or not (:class:`~tylo.kernel.memory.Tensor`).
+
+The bound of each access:
+
+- shared memory and :func:`tylo.local` arrays: the allocation's element count;
+- a global tensor whose layout has a static cosize (``tylo.view(ptr, Layout(...))``): the
+  cosize, the footprint the view declares;
+- a bare global pointer: its length is unknown to the kernel, so only ``index >= 0`` is
+  checked (view it with a layout whose cosize is the array's length to check the end).
+
+The mode is read (:func:`enabled`) when a kernel is traced; :func:`key_text` is its part
+of the specialization key, so that a kernel traced in one mode is not reused in the other.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import sympy
+from llvmlite import ir
+
+from tylo.kernel.context import current
+from tylo.kernel.errors import is_user_file
+from tylo.kernel.lower import lower_int
+
+__all__ = ["ENV", "bound_of", "check_access", "check_index", "enabled", "key_text", "trap"]
+
+ENV = "TYLO_DEBUG_BOUNDS"
+_ON = ("1", "true", "yes", "on")
+
+
+def enabled() -> bool:
+    """Whether ``TYLO_DEBUG_BOUNDS`` asks for the bounds-debug mode (1/true/yes/on)."""
+    return os.environ.get(ENV, "").strip().lower() in _ON
+
+
+def key_text() -> str:
+    """The mode's part of a specialization key: ``"bounds"`` or ``""``."""
+    return "bounds" if enabled() else ""
+
+
+def user_line() -> tuple[str, int]:
+    """``(file, line)`` of the innermost user frame on the stack (the traced source line)."""
+    f = sys._getframe(1)
+    while f is not None:
+        if is_user_file(f.f_code.co_filename):
+            return os.path.basename(f.f_code.co_filename), f.f_lineno
+        f = f.f_back  # type: ignore[assignment]
+    return "<kernel>", 0
+
+
+def bound_of(t: Any) -> int | None:
+    """The element bound that debug mode checks ``t``'s offsets against (see the module
+    docstring), or None when only ``offset >= 0`` can be checked."""
+    if t.extent is not None:
+        return int(t.extent)
+    if t.layout is not None:
+        from tylo.layouts import cosize
+
+        try:
+            n = sympy.sympify(cosize(t.layout))
+        except Exception:  # noqa: BLE001 - a layout without a cosize checks the sign only
+            return None
+        if n.is_Integer:
+            return int(n)
+    return None
+
+
+def trap(message: str, args: list[ir.Value]) -> None:
+    """Print ``message`` (a C format) with ``args`` and execute ``trap;`` at the builder's
+    position; the block is left terminated by ``unreachable``."""
+    from tylo.backend.inline_ptx import PTXAsm
+    from tylo.kernel.printf import vprintf
+
+    ctx = current()
+    vprintf(ctx, message, args)
+    asm = PTXAsm("trap")
+    asm.line("trap;")
+    asm.emit(ctx.builder, side_effects=True)
+    ctx.builder.unreachable()
+
+
+def check_index(offset: Any, bound: int | None, what: str) -> None:
+    """In debug mode, trap unless ``0 <= offset < bound`` (``bound`` None: unless
+    ``offset >= 0``) at run time. Offsets that are trace-time constants are left to the
+    static checks."""
+    if not enabled():
+        return
+    e = sympy.sympify(offset)
+    if e.is_Integer:
+        return
+    ctx = current()
+    b = ctx.builder
+    off = lower_int(ctx, e, 64)
+    i64 = ir.IntType(64)
+    if bound is None:
+        bad = b.icmp_signed("<", off, i64(0))
+        bound_value = i64(-1)
+    else:
+        bad = b.icmp_unsigned(">=", off, i64(bound))  # negative offsets are huge unsigned
+        bound_value = i64(bound)
+    file, line = user_line()
+    fail = ctx.new_block("bounds_fail")
+    ok = ctx.new_block("bounds_ok")
+    b.cbranch(bad, fail, ok)
+    b.position_at_end(fail)
+    name = ctx.kernel_name.replace("%", "%%")
+    text = (
+        f"tylo: out-of-bounds {what.replace('%', '%%')} in kernel {name} at "
+        f"{file.replace('%', '%%')}:{line}: index %lld, bound %lld\n"
+    )
+    trap(text, [off, bound_value])
+    b.position_at_end(ok)
+
+
+def check_access(t: Any, offset: Any, count: int, what: str) -> None:
+    """Debug-mode check of one access to tensor ``t``: elements ``offset .. offset + count
+    - 1`` must lie within :func:`bound_of`."""
+    if enabled():
+        bound = bound_of(t)
+        if bound is not None:
+            bound = max(bound - count + 1, 0)
+        check_index(offset, bound, f"{t.space} access {what}")
