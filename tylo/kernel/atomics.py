@@ -9,7 +9,7 @@ compare, v)`` follow. Each emits one PTX instruction (PTX ISA 9.7.13.5, "atom"):
 
 with ``order=`` giving ``{sem}`` ("relaxed" by default, "acquire", "release",
 "acq_rel") and ``scope=`` giving ``{scope}`` ("gpu" by default, "cta", "sys"); both need
-sm_70+. ``result=False`` (add, min, max) drops the old value and emits ``red`` (PTX ISA
+sm_70+, below every target tylo compiles for. ``result=False`` (add, min, max) drops the old value and emits ``red`` (PTX ISA
 9.7.13.6), a fire-and-forget reduction (SASS ``RED``) that returns None; ``red`` takes only
 relaxed or release ordering.
 
@@ -101,21 +101,12 @@ def _atomic(
             f"{name}: PTX has no atom.{op} on {d} elements in {t.space} memory (PTX ISA "
             f"9.7.13.5: {op} takes {_supported(op)}); store the data in one of those types"
         )
-    if not result:
-        if op not in ("add", "min", "max"):
-            raise TraceError(
-                f"{name}(result=False): red has no {op}; only add, min and max can drop "
-                "the old value (PTX ISA 9.7.13.6)"
-            )
-        if order not in ("relaxed", "release"):
-            raise TraceError(
-                f"{name}(result=False, order={order!r}): red takes only relaxed or release "
-                "ordering (PTX ISA 9.7.13.6); keep the result to use acquire semantics"
-            )
+    if not result and order not in ("relaxed", "release"):
+        raise TraceError(
+            f"{name}(result=False, order={order!r}): red takes only relaxed or release "
+            "ordering (PTX ISA 9.7.13.6); keep the result to use acquire semantics"
+        )
     ctx = current()
-    target = ctx.target
-    if (target.major, target.minor) < (7, 0):
-        raise TraceError(f"{name}: scope and order qualifiers need sm_70+, target is {target}")
     values = [_as_element(v, d) for v in operands]
     # checks the offset like a load: static bounds, sign, width, and debug-mode bounds
     addr = t.address(coord)

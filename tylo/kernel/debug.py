@@ -33,7 +33,7 @@ from llvmlite import ir
 
 from tylo.kernel.context import current
 from tylo.kernel.errors import is_user_file
-from tylo.kernel.lower import lower_int
+from tylo.kernel.lower import bounds, lower_int
 
 __all__ = ["ENV", "bound_of", "check_access", "check_index", "enabled", "key_text", "trap"]
 
@@ -102,6 +102,9 @@ def check_index(offset: Any, bound: int | None, what: str) -> None:
     if e.is_Integer:
         return
     ctx = current()
+    lo, hi = bounds(ctx, e)
+    if lo is not None and lo >= 0 and (bound is None or (hi is not None and hi < bound)):
+        return  # the facts in force prove the access in bounds
     b = ctx.builder
     off = lower_int(ctx, e, 64)
     i64 = ir.IntType(64)
