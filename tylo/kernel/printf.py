@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import sympy
 from llvmlite import ir
 
 from tylo import dtypes as dt
@@ -76,10 +77,13 @@ def _promote(v: Any, length: str, conv: str, k: int, fmt: str) -> Value:
     where = f"tylo.print_({fmt!r}): value {k}"
     wide = length in ("l", "ll", "j", "z", "t")
     if conv in _FLOAT_CONV:
-        if isinstance(v, bool) or (isinstance(v, Value) and not v.dtype.is_float):
-            got = "bool" if isinstance(v, bool) else str(v.dtype)
+        if isinstance(v, Value):
+            got = None if v.dtype.is_float else f"a {v.dtype}"
+        else:
+            got = None if isinstance(v, (float, sympy.Float)) else "an integer"
+        if got is not None:
             raise TraceError(
-                f"{where} is a {got} but %{conv} prints a double; convert it with "
+                f"{where} is {got} but %{conv} prints a double; convert it with "
                 ".to(tylo.f32) or use an integer conversion (%d, %u, %x)"
             )
         return convert(as_value(v, dt.f64) if not isinstance(v, Value) else v, dt.f64)
