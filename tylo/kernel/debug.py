@@ -6,8 +6,9 @@ a thread that is out of bounds prints (through ``vprintf``)::
 
     tylo: out-of-bounds <what> in kernel <name> at <file>:<line>: index <i>, bound <n>
 
-and executes ``trap;``, which ends the launch with ``CUDA_ERROR_ILLEGAL_INSTRUCTION`` (the
-context is unusable afterwards; CUDA C++ Programming Guide, "Assertion"). Offsets known
+and executes ``trap;`` (PTX ISA 9.7.19.3), which ends the launch with an error; the context
+is unusable afterwards, so the process must start over (run such checks in a separate
+process, as tests/gpu/test_kernel_basics_gpu.py does). Offsets known
 while tracing are always checked, debug mode or not (:class:`~tylo.kernel.memory.Tensor`).
 
 The bound of each access:
