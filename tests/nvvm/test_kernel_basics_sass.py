@@ -10,7 +10,7 @@ import re
 import pytest
 
 import tylo
-from tylo.kernel import debug
+from tylo.kernel import atomics, debug
 
 TARGETS = ("sm_80", "sm_90a")
 
@@ -151,3 +151,37 @@ def test_debug_bounds_compiles_to_vprintf_and_trap(monkeypatch):
     assert "trap;" in checked.ptx and "vprintf" in checked.ptx
     assert "trap;" not in plain.ptx and "vprintf" not in plain.ptx
     assert "BPT.TRAP" in checked.sass
+
+
+@tylo.kernel
+def all_combinations(g, x, keep: tylo.Static):
+    """Every supported (op, space, scope, order) on the element type of ``g``."""
+    s = tylo.shared(g.dtype, 64)
+    t = tylo.thread_idx.x
+    v = x[t]
+    for space, mem in (("global", g), ("shared", s)):
+        for scope in atomics.SCOPES:
+            for order in atomics.ORDERS:
+                kw = {"scope": scope, "order": order}
+                for op in ("add", "min", "max", "exch", "cas"):
+                    if atomics._ptx_suffix(op, g.dtype) is None:
+                        continue
+                    args = (v, v) if op == "cas" else (v,)
+                    old = getattr(tylo, f"atomic_{op}")(mem, t, *args, **kw)
+                    if keep:
+                        x[t + 64] = old
+                    elif op in ("add", "min", "max") and order in ("relaxed", "release"):
+                        getattr(tylo, f"atomic_{op}")(mem, t, v, result=False, **kw)
+
+
+@pytest.mark.parametrize("d", [tylo.u32, tylo.i32, tylo.u64, tylo.i64, tylo.f32, tylo.f64])
+def test_ptxas_accepts_every_combination(d):
+    """ptxas (not only the tracer) accepts each qualifier combination the API allows."""
+    k = all_combinations.compile(d, d, False, block=64, target="sm_90a")
+    n_atom = k.ptx.count("\tatom.") + k.ptx.count(" atom.")
+    n_red = k.ptx.count("\tred.") + k.ptx.count(" red.")
+    ops = sum(atomics._ptx_suffix(op, d) is not None for op in ("add", "min", "max", "exch", "cas"))
+    reds = sum(atomics._ptx_suffix(op, d) is not None for op in ("add", "min", "max"))
+    assert n_atom == 2 * 3 * 4 * ops
+    assert n_red == 2 * 3 * 2 * reds
+    assert family(k.sass, "ATOMS") >= 1 and family(k.sass, "ATOMG") >= 1

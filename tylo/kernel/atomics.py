@@ -9,9 +9,9 @@ compare, v)`` follow. Each emits one PTX instruction (PTX ISA 9.7.13.5, "atom"):
 
 with ``order=`` giving ``{sem}`` ("relaxed" by default, "acquire", "release",
 "acq_rel") and ``scope=`` giving ``{scope}`` ("gpu" by default, "cta", "sys"); both need
-sm_70+, below every target tylo compiles for. ``result=False`` (add, min, max) drops the old value and emits ``red`` (PTX ISA
-9.7.13.6), a fire-and-forget reduction (SASS ``RED``) that returns None; ``red`` takes only
-relaxed or release ordering.
+sm_70+, below every target tylo compiles for. ``result=False`` (add, min, max) drops the
+old value and emits ``red`` (PTX ISA 9.7.13.6), a fire-and-forget reduction (SASS
+``RED``) that returns None; ``red`` takes only relaxed or release ordering.
 
 Types (PTX ISA 9.7.13.5): add on u32, i32, u64, i64 (as ``.u64``: two's complement), f32,
 f64; min/max on u32, i32, u64, i64; exch and cas on any 32- or 64-bit type (as ``.b32`` /
@@ -100,6 +100,11 @@ def _atomic(
         raise TraceError(
             f"{name}: PTX has no atom.{op} on {d} elements in {t.space} memory (PTX ISA "
             f"9.7.13.5: {op} takes {_supported(op)}); store the data in one of those types"
+        )
+    if type(result) is not bool:
+        raise TraceError(
+            f"{name}: result= must be a Python bool (whether to return the old value), "
+            f"got {type(result).__name__}"
         )
     if not result and order not in ("relaxed", "release"):
         raise TraceError(
