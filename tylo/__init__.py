@@ -75,6 +75,7 @@ _LAZY: dict[str, str] = {
     "Kernel": "tylo.kernel",
     "KernelArgumentError": "tylo.kernel",
     "KernelStats": "tylo.kernel",
+    "LocalArray": "tylo.kernel",
     "Ptr": "tylo.kernel",
     "Static": "tylo.kernel",
     "Tensor": "tylo.kernel",
