@@ -213,3 +213,38 @@ def test_debug_mode_off_emits_no_checks(monkeypatch):
 def test_debug_mode_is_part_of_the_key(monkeypatch, value, on):
     monkeypatch.setenv(debug.ENV, value)
     assert debug.enabled() is on and debug.key_text() == ("bounds" if on else "")
+
+
+@tylo.kernel
+def many_checks(out, x, j):
+    t = tylo.thread_idx.x
+    s = tylo.shared(tylo.f32, 64)
+    for k in range(5):
+        s[t + j + k] = x[t - j]
+    tylo.print_("%d\n", t)
+    tylo.print_("%d\n", t)
+
+
+def test_debug_traps_share_one_print_buffer(debug_bounds):
+    """Each check may trap only once per thread, so all checks share one vprintf buffer;
+    the user's own prints keep theirs. The load x[t - j], repeated, is checked once (the
+    first check dominates the others)."""
+    llvm = many_checks.trace(tylo.f32, tylo.f32, int, block=64).llvm
+    assert traps(llvm) == 6
+    assert llvm.count("alloca {i64, i64}") == 1 and llvm.count("alloca {i32}") == 2
+
+
+@tylo.kernel
+def checks_in_regions(out, x, j, n):
+    t = tylo.thread_idx.x
+    if t < n:
+        out[t - j] = 1.0
+    out[t - j] = 2.0  # the branch's check does not dominate this one
+    for r in tylo.range(n):
+        out[t - j] = 3.0  # the check above dominates the loop body
+        out[t - r] = 4.0
+
+
+def test_debug_checks_are_reused_only_where_they_dominate(debug_bounds):
+    llvm = checks_in_regions.trace(tylo.f32, tylo.f32, int, int, block=64).llvm
+    assert traps(llvm) == 3

@@ -86,7 +86,7 @@ def trap(message: str, args: list[ir.Value]) -> None:
     from tylo.kernel.printf import vprintf
 
     ctx = current()
-    vprintf(ctx, message, args)
+    vprintf(ctx, message, args, shared_slot=True)
     asm = PTXAsm("trap")
     asm.line("trap;")
     asm.emit(ctx.builder, side_effects=True)
@@ -106,6 +106,9 @@ def check_index(offset: Any, bound: int | None, what: str) -> None:
     lo, hi = bounds(ctx, e)
     if lo is not None and lo >= 0 and (bound is None or (hi is not None and hi < bound)):
         return  # the facts in force prove the access in bounds
+    key = ("tylo-debug-bounds", e, bound)
+    if ctx.scope.cached(key) is not None:
+        return  # checked earlier in this region or an enclosing one, which dominates here
     b = ctx.builder
     off = lower_int(ctx, e, 64)
     i64 = ir.IntType(64)
@@ -127,6 +130,7 @@ def check_index(offset: Any, bound: int | None, what: str) -> None:
     )
     trap(text, [off, bound_value])
     b.position_at_end(ok)
+    ctx.scope.cache[key] = off
 
 
 def check_access(t: Any, offset: Any, count: int, what: str) -> None:

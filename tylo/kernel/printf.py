@@ -137,9 +137,13 @@ def _format_global(ctx: TraceContext, fmt: str) -> ir.Value:
     return ctx.builder.addrspacecast(p, _I8P)
 
 
-def vprintf(ctx: TraceContext, fmt: str, args: list[ir.Value]) -> None:
+def vprintf(
+    ctx: TraceContext, fmt: str, args: list[ir.Value], *, shared_slot: bool = False
+) -> None:
     """Emit ``vprintf(fmt, buffer)`` with the already-promoted IR ``args`` packed at
-    their natural alignment (the layout of C's variadic argument buffer)."""
+    their natural alignment (the layout of C's variadic argument buffer). With
+    ``shared_slot`` the buffer is one per argument layout and kernel (for prints that end
+    the thread, such as the bounds-debug traps, which never need two buffers at once)."""
     b = ctx.builder
     fn = ctx.module.intrinsic(_VPRINTF, ir.IntType(32), [_I8P, _I8P])
     text = _format_global(ctx, fmt)
@@ -148,8 +152,13 @@ def vprintf(ctx: TraceContext, fmt: str, args: list[ir.Value]) -> None:
         return
     struct = ir.LiteralStructType([a.type for a in args])
     # the buffer lives in the entry block (one slot per print, reused by loops)
-    slot = ctx.prologue.alloca(struct, name=ctx.unique("printf_args"))
-    slot.align = 8
+    slots = ctx.__dict__.setdefault("_tylo_printf_slots", {})
+    slot = slots.get(str(struct)) if shared_slot else None
+    if slot is None:
+        slot = ctx.prologue.alloca(struct, name=ctx.unique("printf_args"))
+        slot.align = 8
+        if shared_slot:
+            slots[str(struct)] = slot
     i32 = ir.IntType(32)
     for k, a in enumerate(args):
         b.store(a, b.gep(slot, [i32(0), i32(k)], inbounds=True))
