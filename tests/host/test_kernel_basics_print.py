@@ -248,3 +248,29 @@ def checks_in_regions(out, x, j, n):
 def test_debug_checks_are_reused_only_where_they_dominate(debug_bounds):
     llvm = checks_in_regions.trace(tylo.f32, tylo.f32, int, int, block=64).llvm
     assert traps(llvm) == 3
+
+
+@tylo.kernel
+def print_static(x, fmt: tylo.Static, v: tylo.Static):
+    tylo.print_(fmt, v)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    v=st.one_of(st.integers(-(2**65), 2**65), st.integers(-(2**33), 2**33)),
+    length=st.sampled_from(["", "l", "ll"]),
+    conv=st.sampled_from(list("diuxXo")),
+)
+def test_python_ints_print_as_c_passes_them(v, length, conv):
+    """Brute force: a Python int is accepted iff it fits the conversion's width (signed,
+    or unsigned for o/u/x/X), and the buffer holds its bits modulo that width."""
+    bits = 64 if length else 32
+    fits = -(2 ** (bits - 1)) <= v < 2 ** (bits - 1) or (conv in "uxXo" and 0 <= v < 2**bits)
+    fmt = f"%{length}{conv}"
+    if not fits:
+        with pytest.raises(tylo.TraceError, match=f"does not fit the {bits} bits"):
+            print_static.trace(tylo.f32, fmt, v, block=1)
+        return
+    llvm = print_static.trace(tylo.f32, fmt, v, block=1).llvm
+    (stored,) = re.findall(rf"store i{bits} (-?\d+), i{bits}\*", llvm)
+    assert int(stored) % 2**bits == v % 2**bits

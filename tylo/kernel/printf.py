@@ -16,10 +16,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import numpy as np
 import sympy
 from llvmlite import ir
 
 from tylo import dtypes as dt
+from tylo.dtypes import DType
 from tylo.kernel.context import TraceContext, current
 from tylo.kernel.errors import TraceError
 from tylo.kernel.values import Value, as_value, convert
@@ -72,6 +74,21 @@ def conversions(fmt: str) -> list[tuple[str, str]]:
     return out
 
 
+def _int_type(v: int, wide: bool, conv: str, where: str, length: str) -> DType:
+    """The type a Python int is passed as: signed if it fits, else unsigned for the
+    unsigned conversions (o, u, x, X); refused when it fits neither."""
+    bits = 64 if wide else 32
+    if -(1 << (bits - 1)) <= v < (1 << (bits - 1)):
+        return dt.i64 if wide else dt.i32
+    if 0 <= v < (1 << bits):
+        return dt.u64 if wide else dt.u32
+    hint = f"use %ll{conv}" if not wide else "no C integer conversion holds it"
+    raise TraceError(
+        f"{where}: the integer {v} does not fit the {bits} bits that %{length}{conv} prints; "
+        f"{hint}"
+    )
+
+
 def _promote(v: Any, length: str, conv: str, k: int, fmt: str) -> Value:
     """Value ``v`` as C's default argument promotion passes it for conversion ``conv``."""
     where = f"tylo.print_({fmt!r}): value {k}"
@@ -99,7 +116,9 @@ def _promote(v: Any, length: str, conv: str, k: int, fmt: str) -> Value:
             f"{where} is a {got} but %{conv} prints an integer; use %f/%g/%e, or convert "
             "it with .to(tylo.i32)"
         )
-    if not isinstance(v, Value):
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        val = as_value(int(v), _int_type(int(v), wide, conv, where, length))
+    elif not isinstance(v, Value):
         val = as_value(v, dt.i64 if wide else dt.i32)
     else:
         val = v
