@@ -138,7 +138,7 @@ def test_float_atomic_add(gpu_runtime):
     float_sums[(n + 255) // 256, 256](f, d, dev(x), n)
     want = np.array([x[k::7].astype(np.float64).sum() for k in range(7)])
     np.testing.assert_allclose(host(d), want, rtol=1e-12)
-    np.testing.assert_allclose(host(f), want, rtol=1e-4)
+    np.testing.assert_allclose(host(f), want, rtol=1e-3)  # f32 sums in any order
 
 
 # ---------------------------------------------------------------------------- local arrays

@@ -100,14 +100,12 @@ def vprintf_args(llvm: str) -> list[str]:
 def test_print_packs_arguments_with_c_promotions():
     fmt = "t=%d x=%f w=%lld b=%u c=%d y=%g\n"
     llvm = printer.trace(tylo.f32, fmt, "mixed", block=32).llvm
-    assert "declare i32 @\"vprintf\"(i8* %\".1\", i8* %\".2\")" in llvm or re.search(
-        r'declare i32 @"vprintf"\(i8\*[^,]*, i8\*[^)]*\)', llvm
-    )
+    assert re.search(r'declare i32 @"vprintf"\(i8\* %"[^"]*", i8\* %"[^"]*"\)', llvm)
     # f32 -> double, i64 stays, u8 and bool -> i32, Python float -> double
     assert vprintf_args(llvm) == ["i32", "double", "i64", "i32", "i32", "double"]
     data = fmt.encode() + b"\0"
-    assert f"[{len(data)} x i8] c\"t=%d x=%f w=%lld b=%u c=%d y=%g\\0a\\00\"" in llvm
-    assert "addrspace(4)" in llvm
+    want = f'internal addrspace(4) constant [{len(data)} x i8] c"t=%d x=%f w=%lld b=%u c=%d y=%g'
+    assert want + '\\0a\\00", align 1' in llvm
 
 
 def test_print_without_values_passes_null():
