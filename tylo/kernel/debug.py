@@ -6,10 +6,15 @@ a thread that is out of bounds prints (through ``vprintf``)::
 
     tylo: out-of-bounds <what> in kernel <name> at <file>:<line>: index <i>, bound <n>
 
-and executes ``trap;`` (PTX ISA 9.7.19.3), which ends the launch with an error; the context
-is unusable afterwards, so the process must start over (run such checks in a separate
-process, as tests/gpu/test_kernel_basics_gpu.py does). Offsets known
-while tracing are always checked, debug mode or not (:class:`~tylo.kernel.memory.Tensor`).
+(for a bare global pointer: ``index <i> is negative (the pointer's length is not known)``)
+
+and executes ``trap;`` (PTX ISA, miscellaneous instructions: "trap"), which ends the
+launch with an error; the context is unusable afterwards, so the process must start over
+(run such checks in a separate process, as tests/gpu/test_kernel_basics_gpu.py does).
+Offsets known while tracing are always checked, debug mode or not
+(:class:`~tylo.kernel.memory.Tensor`); offsets that the facts in force prove in bounds
+are not checked again at run time, and a check that dominates a later identical one
+(same offset and bound, earlier in the region or an enclosing one) covers it.
 
 The bound of each access:
 
@@ -93,42 +98,43 @@ def trap(message: str, args: list[ir.Value]) -> None:
     ctx.builder.unreachable()
 
 
-def check_index(offset: Any, bound: int | None, what: str) -> None:
-    """In debug mode, trap unless ``0 <= offset < bound`` (``bound`` None: unless
-    ``offset >= 0``) at run time. Offsets that are trace-time constants are left to the
-    static checks."""
+def check_index(offset: Any, bound: int | None, what: str, count: int = 1) -> None:
+    """In debug mode, trap unless elements ``offset .. offset + count - 1`` lie in
+    ``0 .. bound - 1`` (``bound`` None: unless ``offset >= 0``) at run time. Offsets that
+    are trace-time constants are left to the static checks."""
     if not enabled():
         return
     e = sympy.sympify(offset)
     if e.is_Integer:
         return
     ctx = current()
+    limit = None if bound is None else bound - count + 1  # the largest valid offset + 1
     lo, hi = bounds(ctx, e)
-    if lo is not None and lo >= 0 and (bound is None or (hi is not None and hi < bound)):
+    if lo is not None and lo >= 0 and (limit is None or (hi is not None and hi < limit)):
         return  # the facts in force prove the access in bounds
-    key = ("tylo-debug-bounds", e, bound)
+    key = ("tylo-debug-bounds", e, limit)
     if ctx.scope.cached(key) is not None:
         return  # checked earlier in this region or an enclosing one, which dominates here
     b = ctx.builder
     off = lower_int(ctx, e, 64)
     i64 = ir.IntType(64)
-    if bound is None:
+    if limit is None:
         bad = b.icmp_signed("<", off, i64(0))
-        bound_value = i64(-1)
+        tail, args = "index %lld is negative (the pointer's length is not known)", [off]
     else:
-        bad = b.icmp_unsigned(">=", off, i64(bound))  # negative offsets are huge unsigned
-        bound_value = i64(bound)
+        # one unsigned comparison: a negative offset is a huge unsigned one
+        bad = b.icmp_unsigned(">=", off, i64(max(limit, 0)))
+        vector = f" (a vector of {count} elements)" if count > 1 else ""
+        tail, args = f"index %lld{vector}, bound {bound}", [off]
     file, line = user_line()
     fail = ctx.new_block("bounds_fail")
     ok = ctx.new_block("bounds_ok")
     b.cbranch(bad, fail, ok)
     b.position_at_end(fail)
-    name = ctx.kernel_name.replace("%", "%%")
     text = (
-        f"tylo: out-of-bounds {what.replace('%', '%%')} in kernel {name} at "
-        f"{file.replace('%', '%%')}:{line}: index %lld, bound %lld\n"
-    )
-    trap(text, [off, bound_value])
+        f"tylo: out-of-bounds {what} in kernel {ctx.kernel_name} at {file}:{line}: "
+    ).replace("%", "%%") + tail + "\n"
+    trap(text, args)
     b.position_at_end(ok)
     ctx.scope.cache[key] = off
 
@@ -137,7 +143,4 @@ def check_access(t: Any, offset: Any, count: int, what: str) -> None:
     """Debug-mode check of one access to tensor ``t``: elements ``offset .. offset + count
     - 1`` must lie within :func:`bound_of`."""
     if enabled():
-        bound = bound_of(t)
-        if bound is not None:
-            bound = max(bound - count + 1, 0)
-        check_index(offset, bound, f"{t.space} access {what}")
+        check_index(offset, bound_of(t), f"{t.space} access {what}", count)
