@@ -69,30 +69,27 @@ def expected_suffix(op: str, d) -> str | None:
     return {32: "b32", 64: "b64"}.get(d.bits) if d.name != "bool" else None
 
 
-@settings(max_examples=40, deadline=None)
-@given(
-    op=st.sampled_from(OPS),
-    d=st.sampled_from(DTYPES),
-    space=st.sampled_from(["global", "shared"]),
-    scope=st.sampled_from(atomics.SCOPES),
-    order=st.sampled_from(atomics.ORDERS),
-)
-def test_atomic_ptx_matches_the_isa_table(op, d, space, scope, order):
-    kw = {"scope": scope, "order": order}
-    want = expected_suffix(op, d)
-    trace = (
-        (lambda: atomic_global.trace(d, d, op, kw, block=64))
-        if space == "global"
-        else (lambda: atomic_shared.trace(d, d, d, op, kw, block=64))
-    )
-    if want is None:
-        with pytest.raises(tylo.TraceError, match=rf"PTX has no atom\.{op} on {d.name} "):
-            trace()
-        return
-    llvm = trace().llvm
-    quals = "" if (scope, order) == ("gpu", "relaxed") else f".{order}.{scope}"
-    ops = "$2, $3" if op == "cas" else "$2"
-    assert atom_lines(llvm) == [f"atom{quals}.{space}.{op}.{want} $0, [$1], {ops}"]
+def test_atomic_ptx_matches_the_isa_table():
+    """Every (op, dtype, space), brute force (100 traces), each with one of the 12 (scope,
+    order) pairs in turn: the PTX is the ISA table's, or the trace refuses the type."""
+    pairs = [(sc, o) for sc in atomics.SCOPES for o in atomics.ORDERS]
+    cases = [(op, d, sp) for op in OPS for d in DTYPES for sp in ("global", "shared")]
+    for k, (op, d, space) in enumerate(cases):
+        scope, order = pairs[k % len(pairs)]
+        kw = {"scope": scope, "order": order}
+        want = expected_suffix(op, d)
+        if space == "global":
+            trace = lambda: atomic_global.trace(d, d, op, kw, block=64)  # noqa: E731
+        else:
+            trace = lambda: atomic_shared.trace(d, d, d, op, kw, block=64)  # noqa: E731
+        if want is None:
+            with pytest.raises(tylo.TraceError, match=rf"PTX has no atom\.{op} on {d.name} "):
+                trace()
+            continue
+        llvm = trace().llvm
+        quals = "" if (scope, order) == ("gpu", "relaxed") else f".{order}.{scope}"
+        ops = "$2, $3" if op == "cas" else "$2"
+        assert atom_lines(llvm) == [f"atom{quals}.{space}.{op}.{want} $0, [$1], {ops}"]
 
 
 @pytest.mark.parametrize("op", ["add", "min", "max"])
