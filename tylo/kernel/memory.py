@@ -81,7 +81,8 @@ class Tensor:
     (``index_bits``) and its byte offset 64 bits, must not be negative (the base is the
     start of the memory: Python's negative indexing does not apply) and must lie within
     a known extent; an offset whose proved range lies entirely outside these limits is
-    refused too.
+    refused too. With ``TYLO_DEBUG_BOUNDS=1`` the other offsets are checked at run time
+    (:mod:`tylo.kernel.debug`).
     """
 
     __slots__ = ("addrspace", "align", "base", "dtype", "extent", "layout", "name", "param")
