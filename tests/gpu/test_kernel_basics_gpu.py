@@ -141,6 +141,28 @@ def test_float_atomic_add(gpu_runtime):
     np.testing.assert_allclose(host(f), want, rtol=1e-3)  # f32 sums in any order
 
 
+@tylo.kernel
+def half_counts(bins, n):
+    i = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x
+    if i < n:
+        tylo.atomic_add(bins, i % 7, tylo.value(1.0, bins.dtype), result=False)
+
+
+@pytest.mark.parametrize(("dtype", "per_bin"), [(tylo.f16, 2048), (tylo.bf16, 256)])
+def test_half_precision_atomic_add(gpu_runtime, dtype, per_bin):
+    """Counts up to the largest exactly representable run of integers (2048 in f16, 256 in
+    bf16), so the result is exact whatever the order."""
+    if dtype is tylo.bf16 and gpu_runtime.major < 9:
+        pytest.skip(f"bf16 atomics need sm_90 (found: {gpu_runtime})")
+    n = 7 * per_bin
+    bins = DeviceBuffer.from_numpy(np.zeros(7, np.uint16), dtype=dtype)
+    half_counts[(n + 255) // 256, 256](bins, n)
+    got = host(bins).view(np.uint16) if dtype is tylo.bf16 else host(bins)
+    if dtype is tylo.bf16:  # bf16 is the upper half of an f32
+        got = (got.astype(np.uint32) << 16).view(np.float32)
+    np.testing.assert_array_equal(np.asarray(got, np.float32), np.full(7, per_bin, np.float32))
+
+
 # ---------------------------------------------------------------------------- local arrays
 
 
@@ -290,6 +312,8 @@ def test_every_kernel_here_compiles(tmp_path, monkeypatch):
         for op in ("min", "max", "exch", "cas", "add"):
             old_values.compile(d, d, d, int, op, block=256, target="sm_90a")
     float_sums.compile(F32, F64, F32, int, block=256, target="sm_90a")
+    half_counts.compile(tylo.f16, int, block=256, target="sm_80")
+    half_counts.compile(tylo.bf16, int, block=256, target="sm_90a")
     stencil.compile(F32, F32, int, True, block=128, target="sm_90a")
     monkeypatch.setenv("TYLO_DEBUG_BOUNDS", "1")
     for name, text, kernel, specs in (

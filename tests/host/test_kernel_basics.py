@@ -63,7 +63,7 @@ def expected_suffix(op: str, d) -> str | None:
     ints = {"u32": "u32", "i32": "s32", "u64": "u64", "i64": "s64"}
     if op == "add":
         return {"u32": "u32", "i32": "s32", "u64": "u64", "i64": "u64", "f32": "f32",
-                "f64": "f64"}.get(d.name)
+                "f64": "f64", "f16": "noftz.f16", "bf16": "noftz.bf16"}.get(d.name)
     if op in ("min", "max"):
         return ints.get(d.name)
     return {32: "b32", 64: "b64"}.get(d.bits) if d.name != "bool" else None
@@ -95,6 +95,7 @@ def test_atomic_ptx_matches_the_isa_table():
 @pytest.mark.parametrize("op", ["add", "min", "max"])
 @pytest.mark.parametrize("order", ["relaxed", "release"])
 def test_unused_results_may_use_red(op, order):
+    """red for add/min/max with the orders red allows."""
     kw = {"result": False, "order": order}
     llvm = atomic_global.trace(tylo.u32, tylo.u32, op, kw, block=64).llvm
     quals = "" if order == "relaxed" else ".release.gpu"
@@ -243,3 +244,9 @@ def test_static_shared_stores_past_the_allocation_name_the_line(n, k):
     with pytest.raises(tylo.TraceError) as info:
         shared_static.trace(tylo.f32, n, k, block=32)
     points_at(info.value, shared_static, "s[k] = 1.0")
+
+
+def test_bf16_atomic_add_needs_sm_90():
+    with pytest.raises(tylo.TraceError, match=r"noftz\.bf16 needs sm_90\+, target is sm_80"):
+        atomic_global.trace(tylo.bf16, tylo.bf16, "add", {}, block=32, target="sm_80")
+    atomic_global.trace(tylo.f16, tylo.f16, "add", {}, block=32, target="sm_80")

@@ -174,7 +174,9 @@ def all_combinations(g, x, keep: tylo.Static):
                         getattr(tylo, f"atomic_{op}")(mem, t, v, result=False, **kw)
 
 
-@pytest.mark.parametrize("d", [tylo.u32, tylo.i32, tylo.u64, tylo.i64, tylo.f32, tylo.f64])
+@pytest.mark.parametrize(
+    "d", [tylo.u32, tylo.i32, tylo.u64, tylo.i64, tylo.f32, tylo.f64, tylo.f16, tylo.bf16]
+)
 def test_ptxas_accepts_every_combination(d):
     """ptxas (not only the tracer) accepts each qualifier combination the API allows."""
     k = all_combinations.compile(d, d, False, block=64, target="sm_90a")

@@ -14,8 +14,9 @@ old value and emits ``red`` (PTX ISA 9.7.13.6), a fire-and-forget reduction (SAS
 ``RED``) that returns None; ``red`` takes only relaxed or release ordering.
 
 Types (PTX ISA 9.7.13.5): add on u32, i32, u64, i64 (as ``.u64``: two's complement), f32,
-f64; min/max on u32, i32, u64, i64; exch and cas on any 32- or 64-bit type (as ``.b32`` /
-``.b64``). Other combinations are refused while tracing, at the user's line.
+f64, f16 and bf16 (``.noftz``; bf16 needs sm_90+); min/max on u32, i32, u64, i64; exch
+and cas on any 32- or 64-bit type (as ``.b32`` / ``.b64``). Other combinations are
+refused while tracing, at the user's line.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ def _ptx_suffix(op: str, d: DType) -> str | None:
             return "u64"
         if d.name in ("f32", "f64"):
             return d.name
+        if d.name in ("f16", "bf16"):  # only the .noftz form exists (sm_70+; bf16 sm_90+)
+            return f"noftz.{d.name}"
         return None
     if op in ("min", "max"):
         return _INT.get(d.name)
@@ -67,7 +70,7 @@ def _ptx_suffix(op: str, d: DType) -> str | None:
 
 def _supported(op: str) -> str:
     return {
-        "add": "u32, i32, u64, i64, f32, f64",
+        "add": "u32, i32, u64, i64, f32, f64, f16, bf16 (sm_90+)",
         "min": "u32, i32, u64, i64",
         "max": "u32, i32, u64, i64",
         "exch": "32- and 64-bit types",
@@ -112,6 +115,11 @@ def _atomic(
             "ordering (PTX ISA 9.7.13.6); keep the result to use acquire semantics"
         )
     ctx = current()
+    if d is dt.bf16 and ctx.target.major < 9:
+        raise TraceError(
+            f"{name}: atom.add.noftz.bf16 needs sm_90+, target is {ctx.target}; add in f32 "
+            "memory instead"
+        )
     values = [_as_element(v, d) for v in operands]
     # checks the offset like a load: static bounds, sign, width, and debug-mode bounds
     addr = t.address(coord)
