@@ -15,7 +15,10 @@ The public names are re-exported by :mod:`tylo` (``tylo.kernel``, ``tylo.range``
 - :mod:`~tylo.kernel.facts` and :mod:`~tylo.kernel.lower` (index expressions: facts, and
   lowering to IR), :mod:`~tylo.kernel.values` and :mod:`~tylo.kernel.mathfn` (data
   values), :mod:`~tylo.kernel.memory` (global and shared memory),
-  :mod:`~tylo.kernel.intrinsics` (indices, barriers, shuffles, inline PTX);
+  :mod:`~tylo.kernel.intrinsics` (indices, barriers, shuffles, inline PTX),
+  :mod:`~tylo.kernel.atomics`, :mod:`~tylo.kernel.printf` (``print_``),
+  :mod:`~tylo.kernel.local` (per-thread arrays), :mod:`~tylo.kernel.debug`
+  (``TYLO_DEBUG_BOUNDS``);
 - :mod:`~tylo.kernel.errors` (``TraceError``, ``KernelArgumentError``).
 
 The package is callable: ``tylo.kernel`` is at once this package and the decorator
@@ -30,6 +33,7 @@ import types
 from typing import Any
 
 from tylo.kernel import ops as _ops  # noqa: F401 - installs the elementwise funnel first
+from tylo.kernel.atomics import atomic_add, atomic_cas, atomic_exch, atomic_max, atomic_min
 from tylo.kernel.control import all_of, any_of, range  # noqa: F401 - tylo.kernel.range (not in __all__)
 from tylo.kernel.decorator import Kernel, KernelStats, inline, kernel
 from tylo.kernel.errors import KernelArgumentError, TraceError
@@ -54,6 +58,7 @@ from tylo.kernel.intrinsics import (
     warp_id,
 )
 from tylo.kernel.launch import CompiledKernel
+from tylo.kernel.local import LocalArray, local
 from tylo.kernel.mathfn import (
     abs,  # noqa: F401 - tylo.kernel.abs (not in __all__: it would shadow the builtin)
     exp,
@@ -70,6 +75,7 @@ from tylo.kernel.mathfn import (
     where,
 )
 from tylo.kernel.memory import Tensor, dynamic_shared, shared, view
+from tylo.kernel.printf import print_
 from tylo.kernel.spec import Float, Int, Ptr, Static, pointer
 from tylo.kernel.values import Value
 
@@ -82,6 +88,7 @@ __all__ = [
     "Kernel",
     "KernelArgumentError",
     "KernelStats",
+    "LocalArray",
     "Ptr",
     "Static",
     "Tensor",
@@ -91,6 +98,11 @@ __all__ = [
     "any_of",
     "assume",
     "assume_aligned",
+    "atomic_add",
+    "atomic_cas",
+    "atomic_exch",
+    "atomic_max",
+    "atomic_min",
     "block_dim",
     "block_idx",
     "divisible",
@@ -103,6 +115,7 @@ __all__ = [
     "kernel",
     "lane_id",
     "linear_thread_idx",
+    "local",
     "log",
     "log2",
     "maximum",
@@ -110,6 +123,7 @@ __all__ = [
     "pack_bf16x2",
     "pack_f16x2",
     "pointer",
+    "print_",
     "ptx",
     "rsqrt",
     "shared",

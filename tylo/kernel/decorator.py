@@ -30,7 +30,7 @@ from typing import Any
 
 from tylo import dtypes as dt
 from tylo.dtypes import DType
-from tylo.kernel import control
+from tylo.kernel import control, debug
 from tylo.kernel.ast_rewrite import rewrite_function
 from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
 from tylo.kernel.launch import (
@@ -305,7 +305,8 @@ class Kernel:
     def _build(
         self, bindings: tuple[Binding, ...], block: tuple[int, int, int], target: Any
     ) -> CompiledKernel:
-        key = (bindings, block, target)
+        # the bounds-debug mode (TYLO_DEBUG_BOUNDS) changes the traced code
+        key = (bindings, block, target, debug.key_text())
         built = self._built.get(key)
         if built is not None:
             return built

@@ -40,6 +40,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from tylo.kernel import debug
 from tylo.kernel.reads import Dependencies, _Unstable, code_digest, stable_text
 
 __all__ = ["Dependencies", "lookup", "specialization_key", "stable_text", "store", "valid_meta"]
@@ -123,6 +124,7 @@ def specialization_key(
             "file": fn.__code__.co_filename,
             "code": code_digest(fn.__code__),
             "index_bits": str(kernel.index_bits),
+            "debug": debug.key_text(),  # TYLO_DEBUG_BOUNDS changes the traced code
             "options": kernel.options.canonical() if kernel.options is not None else "default",
             "block": repr(block),
             "target": str(target),

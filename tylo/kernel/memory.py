@@ -32,7 +32,7 @@ from tylo import dtypes as dt
 from tylo.backend.inline_ptx import PTXAsm
 from tylo.backend.ir import ADDRSPACE_GLOBAL, ADDRSPACE_SHARED
 from tylo.dtypes import DType
-from tylo.kernel import facts
+from tylo.kernel import debug, facts
 from tylo.kernel.context import current
 from tylo.kernel.errors import TraceError
 from tylo.kernel.lower import bounds, lower_int
@@ -81,7 +81,8 @@ class Tensor:
     (``index_bits``) and its byte offset 64 bits, must not be negative (the base is the
     start of the memory: Python's negative indexing does not apply) and must lie within
     a known extent; an offset whose proved range lies entirely outside these limits is
-    refused too.
+    refused too. With ``TYLO_DEBUG_BOUNDS=1`` the other offsets are checked at run time
+    (:mod:`tylo.kernel.debug`).
     """
 
     __slots__ = ("addrspace", "align", "base", "dtype", "extent", "layout", "name", "param")
@@ -184,6 +185,8 @@ class Tensor:
                 f"{where}: {span} of {self.name}, which holds {self.extent} elements"
                 + (f" (the offset {offset} is at least {lo})" if lo != hi else "")
             )
+        if not static and debug.enabled():  # TYLO_DEBUG_BOUNDS=1: check at run time
+            debug.check_access(self, offset, count, where)
 
     def _pointer(self, offset: Any, elem: ir.Type | None = None) -> ir.Value:
         ctx = current()
