@@ -167,7 +167,7 @@ def test_half_precision_atomic_add(gpu_runtime, dtype, per_bin):
 
 
 @tylo.kernel
-def stencil(out, x, j, runtime_index: tylo.Static):
+def stencil(out, x, j: tylo.Int(min=0), runtime_index: tylo.Static):
     t = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x
     a = tylo.local(tylo.f32, 8)
     for k in range(8):
@@ -230,7 +230,7 @@ from tylo.arrays import DeviceBuffer
 from tylo.backend import driver
 
 @tylo.kernel
-def shifted(out, x, j):
+def shifted(out, x, j: tylo.Int(min=0)):
     s = tylo.shared(tylo.f32, 64, name="tile")
     t = tylo.thread_idx.x
     s[t] = x[t]

@@ -80,7 +80,7 @@ def _int_type(v: int, wide: bool, conv: str, where: str, length: str) -> DType:
     bits = 64 if wide else 32
     if -(1 << (bits - 1)) <= v < (1 << (bits - 1)):
         return dt.i64 if wide else dt.i32
-    if 0 <= v < (1 << bits):
+    if conv in "ouxX" and 0 <= v < (1 << bits):
         return dt.u64 if wide else dt.u32
     hint = f"use %ll{conv}" if not wide else "no C integer conversion holds it"
     raise TraceError(
