@@ -121,7 +121,10 @@ def coalesce_ok(x: Layout, r: Any, minimal: bool = True) -> tuple[bool, str]:
 def complement_ok(x: Layout, cotarget: int, r: Any) -> tuple[bool, str]:
     """tylo's definition with CuTe's checks: R ordered (strictly increasing), (L0, R)
     injective (L0: L without stride-0 modes), the image of (L0, R) covers [0, cotarget),
-    ``cosize(R) <= round_up(cotarget, cosize(L))``, and CuTe's size observations."""
+    ``cosize(R) <= round_up(cotarget, reach(L))`` (``reach``: the largest extent*stride of
+    L's modes, what CuTe's construction rounds the last mode up to; CuTe's test states the
+    bound with cosize(L), which its own algorithm exceeds, e.g. complement(2:3, 8) =
+    (3,2):(1,6) has cosize 9 > round_up(8, 4)), and CuTe's size observations."""
     if type(r) is not Layout:
         return False, f"result {r!r} is not a Layout"
     rv = brute.values(r)
@@ -133,9 +136,10 @@ def complement_ok(x: Layout, cotarget: int, r: Any) -> tuple[bool, str]:
         return False, "(L, R) is not injective"
     if not set(range(cotarget)) <= sums:
         return False, f"(L, R) does not cover [0, {cotarget})"
-    cl = brute.cosize_of(x)
-    if rv[-1] + 1 > -(-cotarget // cl) * cl:
-        return False, "cosize(R) > round_up(cotarget, cosize(L))"
+    fs, fd = brute.flat(x.shape), brute.flat(x.stride)
+    reach = max([s * abs(d) for s, d in zip(fs, fd) if s > 1 and d != 0] or [1])
+    if rv[-1] + 1 > -(-cotarget // reach) * reach:
+        return False, "cosize(R) > round_up(cotarget, reach(L))"
     n_filtered = len(set(base))
     if len(rv) < cotarget // n_filtered or rv[-1] + 1 < cotarget // n_filtered:
         return False, "size(R) or cosize(R) < cotarget / size(filter(L))"
