@@ -1,19 +1,5 @@
-"""Moved to :mod:`tylo.nvgpu.warp.mma`; this alias is kept for one release (0.2) and then removed.
+"""Moved to :mod:`tylo.nvgpu.warp.mma`; a deprecated alias until tylo 0.2 (:mod:`tylo._moved`)."""
 
-Importing it warns and binds the old name to the new module itself, so attributes, private
-helpers and monkeypatching behave exactly as on `tylo.nvgpu.warp.mma`.
-"""
+from tylo._moved import alias
 
-from __future__ import annotations
-
-import sys
-import warnings
-
-import tylo.nvgpu.warp.mma as _moved
-
-warnings.warn(
-    "tylo.mma moved to tylo.nvgpu.warp.mma; import it from there (the old path is removed in tylo 0.2)",
-    DeprecationWarning,
-    stacklevel=2,
-)
-sys.modules[__name__] = _moved
+alias(__name__, "tylo.nvgpu.warp.mma")
