@@ -190,7 +190,7 @@ class Layout:
         """
         import re
 
-        from tylo.layouts._notation import read_layout, symbol_table
+        from tylo.layouts._notation import symbol_table
 
         if not isinstance(text, str):
             raise NotationError(f"Layout.parse: expected text, got {type(text).__name__}")
@@ -200,7 +200,15 @@ class Layout:
                 f"Layout.parse({text!r}): this is a {kind}, not a Layout; use "
                 "tylo.layouts.parse.parse for swizzles and composed layouts"
             )
-        shape, stride = read_layout(text, symbol_table(symbols))
+        return cls._from_text(text, symbol_table(symbols))
+
+    @classmethod
+    def _from_text(cls, text: str, table: dict) -> Layout:
+        """The plain layout that ``text`` spells (symbols from ``table``), or a
+        NotationError naming the text; shared with :func:`tylo.layouts.parse.parse`."""
+        from tylo.layouts._notation import read_layout
+
+        shape, stride = read_layout(text, table)
         try:
             return Layout(shape, stride)
         except ShapeError as e:

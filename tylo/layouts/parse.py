@@ -28,7 +28,7 @@ from tylo.layouts._notation import (  # noqa: F401 - the limits are public here 
     _symbol_table,
     read_layout,
 )
-from tylo.layouts.errors import NotationError, ShapeError
+from tylo.layouts.errors import NotationError
 from tylo.layouts.layout import Layout
 from tylo.layouts.swizzle import ComposedLayout, Swizzle
 from tylo.layouts.symbolic import dim, to_value  # noqa: F401 - dim: the doctests use it
@@ -37,13 +37,7 @@ __all__ = ["parse", "parse_layout"]
 
 
 def _layout(text: str, table: dict) -> Layout:
-    shape, stride = read_layout(text, table)
-    try:
-        return Layout(shape, stride)
-    except ShapeError as e:
-        if isinstance(e, NotationError):
-            raise
-        raise NotationError(f"Layout.parse({text!r}): {e}") from None
+    return Layout._from_text(text, table)
 
 
 def parse(text: str, symbols: Any = None) -> Any:
