@@ -336,11 +336,10 @@ def _check_tile(op: str, tmap: Any, tile: Any) -> None:
 
 
 def _coords(b: Any, tmap: Any, coords: Any) -> list:
+    from tylo.kernel import facts
     from tylo.kernel.context import current
     from tylo.kernel.lower import lower_int
     from tylo.kernel.values import to_index
-
-    from tylo.kernel import facts
 
     plan = tmap.plan
     coords = tuple(coords)

@@ -31,14 +31,13 @@ from typing import Any
 
 from tylo import dtypes as dt
 from tylo.dtypes import DType
-from tylo.errors import TyloError
 from tylo.layouts.tv import (
     MMA_M16N8K16_A_TV,
     MMA_M16N8K16_B_TV,
     MMA_M16N8K16_C_TV,
     WARP_SIZE,
 )
-from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.errors import PlanError, mma_dtypes
 from tylo.tile.ownership import Ownership
 
 __all__ = [
@@ -82,14 +81,7 @@ class MMAAtom:
                 f"MMAAtom: shape {self.shape} is not supported; tylo has the warp MMA "
                 f"m16n8k16 (shape (16, 8, 16)); supported: {sorted(_ATOMS)}"
             )
-        try:
-            d, acc = dt.dtype_of(self.dtype), dt.dtype_of(self.acc)
-        except TyloError as err:
-            raise PlanError(f"MMAAtom: {err}") from None
-        if d not in (dt.bf16, dt.f16):
-            raise PlanError(f"MMAAtom: inputs must be bf16 or f16, got {d}")
-        if acc is not dt.f32:
-            raise PlanError(f"MMAAtom: the accumulator must be f32, got {acc}")
+        d, acc = mma_dtypes("MMAAtom", self.dtype, self.acc)
         object.__setattr__(self, "dtype", d)
         object.__setattr__(self, "acc", acc)
 

@@ -23,10 +23,9 @@ from typing import Any
 
 from tylo import dtypes as dt
 from tylo.dtypes import DType
-from tylo.errors import TyloError
 from tylo.layouts import Layout
 from tylo.layouts.tv import WARPGROUP_SIZE, wgmma_m64_c_tv
-from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.errors import PlanError, mma_dtypes
 from tylo.nvgpu.warpgroup.descriptor import MatrixDescriptor, derive_descriptor
 from tylo.tile.ownership import Ownership
 
@@ -85,14 +84,7 @@ class WarpgroupMMAAtom:
                 f"WarpgroupMMAAtom: shape must be (64, N, 16) with N a multiple of 8 in "
                 f"[8, 256] (PTX ISA 9.7.15.5.2, 16-bit inputs), got {self.shape!r}"
             )
-        try:
-            d, acc = dt.dtype_of(self.dtype), dt.dtype_of(self.acc)
-        except TyloError as err:
-            raise PlanError(f"WarpgroupMMAAtom: {err}") from None
-        if d not in (dt.bf16, dt.f16):
-            raise PlanError(f"WarpgroupMMAAtom: inputs must be bf16 or f16, got {d}")
-        if acc is not dt.f32:
-            raise PlanError(f"WarpgroupMMAAtom: the accumulator must be f32, got {acc}")
+        d, acc = mma_dtypes("WarpgroupMMAAtom", self.dtype, self.acc)
         if self.a not in _SOURCES:
             raise PlanError(f"WarpgroupMMAAtom: a must be one of {_SOURCES}, got {self.a!r}")
         object.__setattr__(self, "shape", shape)
