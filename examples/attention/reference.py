@@ -1,0 +1,85 @@
+"""The float64 reference of the attention example, and the semantics every kernel path keeps.
+
+Shapes: ``q`` is (B, H, Lq, D), ``k`` and ``v`` are (B, H, Lk, D). ``scale`` defaults to
+``1/sqrt(D)``. Key ``j`` is visible to query ``i`` of batch entry ``b`` when
+
+- ``j < kv_len[b]`` (``kv_lens``, optional: per-batch key lengths, padding; default Lk), and
+- with ``causal=True``, ``j <= i + kv_len[b] - Lq``: the causal diagonal aligned to the
+  bottom-right corner of the (Lq, kv_len[b]) score matrix, as FlashAttention does when
+  Lq != Lk.
+
+Outputs: ``o`` (B, H, Lq, D) and ``lse`` (B, H, Lq), the natural-log log-sum-exp of the
+scaled visible scores, ``lse = log(sum_j exp(scale * q_i . k_j))``. A row with no visible key
+has ``o = 0`` and ``lse = -inf`` (never NaN).
+
+>>> import numpy as np
+>>> q = np.ones((1, 1, 2, 4)); k = np.ones((1, 1, 3, 4)); v = np.arange(12.0).reshape(1, 1, 3, 4)
+>>> o, lse = attention_reference(q, k, v, causal=True)
+>>> o[0, 0, 0].tolist(), o[0, 0, 1].tolist()
+([2.0, 3.0, 4.0, 5.0], [4.0, 5.0, 6.0, 7.0])
+>>> o, lse = attention_reference(q, k, v, kv_lens=[0])
+>>> o[0, 0].tolist(), lse[0, 0].tolist()
+([[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]], [-inf, -inf])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tylo.errors import TyloError
+
+__all__ = ["AttentionInputError", "attention_flops", "attention_reference", "visible"]
+
+
+class AttentionInputError(TyloError, ValueError):
+    """Attention inputs whose shapes, dtypes or options the example does not take."""
+
+
+def visible(lq: int, lk: int, *, causal: bool = False, kv_len: int | None = None) -> np.ndarray:
+    """The (lq, lk) boolean mask of one batch entry: key ``j`` visible to query ``i``."""
+    kv = lk if kv_len is None else int(kv_len)
+    i = np.arange(lq)[:, None]
+    j = np.arange(lk)[None, :]
+    mask = j < kv
+    if causal:
+        mask = mask & (j <= i + kv - lq)
+    return mask
+
+
+def attention_reference(
+    q: Any, k: Any, v: Any, *, scale: float | None = None, causal: bool = False,
+    kv_lens: Any = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(o, lse)`` in float64 for numpy-convertible ``q``, ``k``, ``v`` (see the module)."""
+    q = np.asarray(q, dtype=np.float64)
+    k = np.asarray(k, dtype=np.float64)
+    v = np.asarray(v, dtype=np.float64)
+    b, h, lq, d = q.shape
+    lk = k.shape[2]
+    if k.shape != (b, h, lk, d) or v.shape != (b, h, lk, d):
+        raise AttentionInputError(f"attention_reference: q {q.shape}, k {k.shape}, v {v.shape} disagree")
+    sc = 1.0 / np.sqrt(d) if scale is None else float(scale)
+    o = np.zeros((b, h, lq, d))
+    lse = np.full((b, h, lq), -np.inf)
+    for bi in range(b):
+        kv = None if kv_lens is None else int(kv_lens[bi])
+        mask = visible(lq, lk, causal=causal, kv_len=kv)
+        rows = mask.any(axis=1)
+        s = np.einsum("hid,hjd->hij", q[bi], k[bi]) * sc
+        s = np.where(mask[None], s, -np.inf)
+        mx = np.where(rows[None, :, None], s.max(axis=2, keepdims=True, initial=-np.inf), 0.0)
+        p = np.exp(s - mx)  # exp(-inf) = 0 for hidden keys
+        total = p.sum(axis=2, keepdims=True)
+        safe = np.where(total > 0, total, 1.0)
+        o[bi] = np.einsum("hij,hjd->hid", p / safe, v[bi])
+        with np.errstate(divide="ignore"):
+            lse[bi] = np.where(rows[None], (mx + np.log(safe))[..., 0], -np.inf)
+    return o, lse
+
+
+def attention_flops(b: int, h: int, lq: int, lk: int, d: int, *, causal: bool = False) -> float:
+    """The FLOP count benchmarks report: ``4 B H Lq Lk D``, halved for causal."""
+    f = 4.0 * b * h * lq * lk * d
+    return f / 2 if causal else f
