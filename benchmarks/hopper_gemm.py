@@ -1,11 +1,17 @@
-"""Hopper GEMM against cuBLAS (torch.matmul), interleaved in one process, CUDA events, medians.
+"""Hopper GEMM against cuBLAS (torch.matmul) and Triton, interleaved in one process, CUDA
+events, medians.
 
     PYTHONPATH=$PWD python3 benchmarks/hopper_gemm.py [--reps 20] [--shapes M,N,K ...]
+        [--out bf16|f32] [--bn 128|256] [--stages N] [--group G] [--json FILE]
 
-Both sides compute D = A @ B with A (M, K) and B (N, K) K-contiguous (torch: a @ b.T); tylo
-writes D M-contiguous. Prints shape, path, times, the ratio (>1: tylo faster) and TFLOP/s,
-plus a wgmma-ceiling estimate measured in the same run (cuBLAS at 8192^3 is the reference
-ceiling here: tylo's own ceiling kernel is future work).
+Every side computes D = A @ B with A (M, K) and B (N, K) K-contiguous, bf16 (torch: a @ b.T,
+Triton: a plain ``tl.dot`` kernel, which Triton lowers to TMA-free wgmma on sm_90); D is bf16
+unless ``--out f32`` (tylo writes D M-contiguous, cuBLAS and Triton row-major). The columns:
+times, the ratio cuBLAS/tylo (>1: tylo faster), TFLOP/s, and ``ceiling``: the same tylo
+kernel with its TMA loads switched off (``HopperGemmConfig(loads=False)``: the wgmma issue,
+barrier and epilogue cost alone), so ``of ceiling`` is the fraction of its own MMA-bound
+speed the full kernel reaches. Each sample times ``--inner`` launches back to back (GPU
+time); ``host us`` is the host's time per tylo ``gemm()`` call.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import json
 import os
 import statistics
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -24,66 +31,152 @@ SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 512), (16384, 102
           (4099, 4103, 4097)]
 
 
-def bench(m, n, k, reps, cfg):
+def _triton_matmul():
+    """A plain Triton GEMM (c = a @ b.T, bf16 in and out), or None without Triton."""
+    try:
+        import triton
+        import triton.language as tl
+    except Exception as e:  # noqa: BLE001 - any import failure means "not available"
+        print(f"triton: not available ({type(e).__name__}: {e})")
+        return None
+
+    @triton.jit
+    def kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+               G: tl.constexpr):
+        pid = tl.program_id(0)
+        tiles_m, tiles_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+        band = pid // (G * tiles_n)
+        first = band * G
+        rows = min(tiles_m - first, G)
+        pm = first + (pid % (G * tiles_n)) % rows
+        pn = (pid % (G * tiles_n)) // rows
+        rm = pm * BM + tl.arange(0, BM)
+        rn = pn * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k0 in range(0, K, BK):
+            x = tl.load(a + rm[:, None] * K + (k0 + rk)[None, :],
+                        mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
+            y = tl.load(b + rn[:, None] * K + (k0 + rk)[None, :],
+                        mask=(rn[:, None] < N) & ((k0 + rk)[None, :] < K), other=0.0)
+            acc = tl.dot(x, tl.trans(y), acc)
+        tl.store(c + rm[:, None] * N + rn[None, :], acc.to(tl.bfloat16),
+                 mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+    def run(a, b, c):
+        m, k = a.shape
+        n = b.shape[0]
+        grid = (triton.cdiv(m, 128) * triton.cdiv(n, 256),)
+        kernel[grid](a, b, c, m, n, k, BM=128, BN=256, BK=64, G=8, num_warps=8, num_stages=3)
+
+    return run
+
+
+def bench(m, n, k, reps, cfg, out, triton_mm, inner=1):
+    import dataclasses
+
     import torch
 
-    from examples.hopper_gemm.host import gemm
+    import tylo
+    from examples.hopper_gemm.host import default_config, gemm
 
+    odt = torch.bfloat16 if out == "bf16" else torch.float32
     a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
     b = torch.randn(n, k, device="cuda").to(torch.bfloat16)
-    d = torch.empty(n, m, device="cuda")
-    path = gemm(d, a, b, m, n, k, k, k, m, cfg=cfg)  # compile and warm up
+    d = torch.empty(n, m, device="cuda", dtype=odt)
+    d2 = torch.empty(n, m, device="cuda", dtype=odt)
     bt = b.t()
-    torch.matmul(a, bt)
+    ct = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    path = gemm(d, a, b, m, n, k, k, k, m, cfg=cfg)  # compile and warm up
+    base = cfg or default_config()  # gemm()'s own choice
+    ceil_cfg = dataclasses.replace(base, loads=False, out=getattr(tylo, out))
+    sides = {
+        "tylo": lambda: gemm(d, a, b, m, n, k, k, k, m, cfg=cfg),
+        "cublas": lambda: torch.matmul(a, bt),
+    }
+    if path == "hopper":
+        sides["ceiling"] = lambda: gemm(d2, a, b, m, n, k, k, k, m, cfg=ceil_cfg)
+    if triton_mm is not None:
+        sides["triton"] = lambda: triton_mm(a, b, ct)
+    for f in sides.values():
+        f()
     torch.cuda.synchronize()
-    ts, tc = [], []
+    times = {name: [] for name in sides}
+    host = {name: [] for name in sides}
     for _ in range(reps):
-        for which in ("tylo", "cublas"):
+        for name, f in sides.items():
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
-            if which == "tylo":
-                gemm(d, a, b, m, n, k, k, k, m, cfg=cfg)
-            else:
-                torch.matmul(a, bt)
+            h0 = time.perf_counter()
+            for _ in range(inner):  # back to back: the GPU time, not the host's launch time
+                f()
+            h1 = time.perf_counter()
             e.record()
             torch.cuda.synchronize()
-            (ts if which == "tylo" else tc).append(s.elapsed_time(e))
-    t, c = statistics.median(ts), statistics.median(tc)
+            times[name].append(s.elapsed_time(e) / inner)
+            host[name].append((h1 - h0) / inner * 1e6)
+    med = {name: statistics.median(v) for name, v in times.items()}
     flops = 2 * m * n * k
-    return {"shape": f"{m}x{n}x{k}", "path": path, "tylo_ms": t, "cublas_ms": c,
-            "ratio": c / t, "tylo_tflops": flops / t / 1e9, "cublas_tflops": flops / c / 1e9}
+    row = {"shape": f"{m}x{n}x{k}", "path": path, "out": out, "inner": inner,
+           "tylo_host_us": statistics.median(host["tylo"]),
+           "cublas_host_us": statistics.median(host["cublas"])}
+    for name, t in med.items():
+        row[f"{name}_ms"] = t
+        row[f"{name}_tflops"] = flops / t / 1e9
+    row["ratio"] = med["cublas"] / med["tylo"]
+    if "triton" in med:
+        row["ratio_triton"] = med["triton"] / med["tylo"]
+    if "ceiling" in med:
+        row["of_ceiling"] = med["ceiling"] / med["tylo"]
+    return row
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--shapes", nargs="*", default=None)
+    p.add_argument("--out", choices=("bf16", "f32"), default="bf16", help="D's dtype")
     p.add_argument("--m-atoms", type=int, choices=(1, 2), default=1)
     p.add_argument("--bn", type=int, choices=(128, 256), default=None,
-                   help="tile columns (default: gemm()'s choice, 256 when N >= 2048)")
+                   help="tile columns (default: gemm()'s choice, 256 when M >= 2048)")
+    p.add_argument("--stages", type=int, default=4)
+    p.add_argument("--group", type=int, default=8, help="raster band height (tile-rows)")
+    p.add_argument("--pingpong", action="store_true", help="consumers alternate tiles")
+    p.add_argument("--inner", type=int, default=5,
+                   help="launches per timed sample, back to back (1: include launch gaps)")
+    p.add_argument("--no-triton", action="store_true")
+    p.add_argument("--json", default=None, help="write the rows to this file")
     args = p.parse_args(argv)
     import torch
 
     if not torch.cuda.is_available():
         print("benchmarks/hopper_gemm.py needs a CUDA GPU and torch", file=sys.stderr)
         return 2
+    import tylo
     from examples.hopper_gemm.kernel import HopperGemmConfig
 
-    cfg = HopperGemmConfig(bn=args.bn, m_atoms=args.m_atoms) if args.bn else None
+    out = getattr(tylo, args.out)
+    cfg = (HopperGemmConfig(bn=args.bn, m_atoms=args.m_atoms, stages=args.stages, out=out,
+                            group=args.group, pingpong=args.pingpong) if args.bn else None)
+    triton_mm = None if args.no_triton else _triton_matmul()
     shapes = [tuple(map(int, s.split(","))) for s in args.shapes] if args.shapes else SHAPES
     what = cfg.describe() if cfg else "tiles chosen by examples.hopper_gemm.host.gemm"
-    print(f"device: {torch.cuda.get_device_name(0)}; tylo {what}")
-    print(f"{'shape':>20} {'path':>6} {'tylo ms':>9} {'cuBLAS ms':>10} {'ratio':>6} "
-          f"{'tylo TF/s':>9} {'cuBLAS TF/s':>11}")
+    print(f"device: {torch.cuda.get_device_name(0)}; tylo {what}; D {args.out}")
+    print(f"{'shape':>18} {'path':>6} {'tylo ms':>8} {'cuBLAS':>8} {'ratio':>6} {'triton':>8} "
+          f"{'vs tri':>6} {'tylo TF/s':>9} {'cuBLAS TF/s':>11} {'of ceiling':>10} {'host us':>8}")
     rows = []
     for m, n, k in shapes:
-        r = bench(m, n, k, args.reps, cfg)
+        r = bench(m, n, k, args.reps, cfg, args.out, triton_mm, args.inner)
         rows.append(r)
-        print(f"{r['shape']:>20} {r['path']:>6} {r['tylo_ms']:9.3f} {r['cublas_ms']:10.3f} "
-              f"{r['ratio']:6.2f} {r['tylo_tflops']:9.1f} {r['cublas_tflops']:11.1f}", flush=True)
-    out = os.environ.get("OUT")
-    if out:
-        with open(os.path.join(out, "hopper_gemm.json"), "w") as f:
+        tri = f"{r['triton_ms']:8.3f} {r['ratio_triton']:6.2f}" if "triton_ms" in r else f"{'-':>8} {'-':>6}"
+        ceil = f"{r['of_ceiling']:10.2f}" if "of_ceiling" in r else f"{'-':>10}"
+        print(f"{r['shape']:>18} {r['path']:>6} {r['tylo_ms']:8.3f} {r['cublas_ms']:8.3f} "
+              f"{r['ratio']:6.2f} {tri} {r['tylo_tflops']:9.1f} {r['cublas_tflops']:11.1f} {ceil} "
+              f"{r['tylo_host_us']:8.1f}",
+              flush=True)
+    path = args.json or (os.path.join(os.environ["OUT"], "hopper_gemm.json") if os.environ.get("OUT") else None)
+    if path:
+        with open(path, "w") as f:
             json.dump(rows, f, indent=1)
     return 0
 

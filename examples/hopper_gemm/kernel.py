@@ -1,17 +1,27 @@
-"""A warp-specialized Hopper GEMM: D = alpha * A @ B, A (M, K) and B (N, K) K-contiguous (B is
-the (K, N) matrix seen as (N, K), as in ``examples/gemm``), D (M, N) M-contiguous.
+"""A persistent, warp-specialized Hopper GEMM.
 
-One CTA computes a ``bm x bn`` tile of D with three warpgroups:
+The kernel computes ``C = epilogue(alpha * X @ Yᵀ)`` with X (R, K) and Y (S, K) K-contiguous and
+C (R, S) row-major (leading dimension ``ldc``). The host (:mod:`examples.hopper_gemm.host`)
+computes the example's ``D = alpha * A @ B`` (D M-contiguous, as ``examples/gemm``) as
+``Dᵀ = B Aᵀ``: X is B, Y is A, and C is D seen as (N, M) row-major, so that each thread's
+accumulator pairs, which are adjacent columns of C, are adjacent elements of D in memory.
+
+One CTA per SM walks the ``bm x bn`` output tiles in a rasterized order (groups of
+``group`` tile-rows, so that the tiles in flight at once share their X and Y panels in L2),
+with three warpgroups:
 
 - warpgroup 0, the *producer*, gives registers back (``setmaxnreg.dec 40``) and one of its
-  threads streams A and B tiles (``bm x bk`` and ``bn x bk``) by TMA into a ring of
-  ``stages`` shared buffers, each stage's bytes completing on its *full* mbarrier;
+  threads streams X and Y tiles (``bm x bk`` and ``bn x bk``) by TMA into a ring of
+  ``stages`` shared buffers, each stage completing on its *full* mbarrier; the ring runs on
+  across tiles, so the next tile's loads overlap this tile's epilogue;
 - warpgroups 1 and 2, the *consumers*, take registers (``setmaxnreg.inc 232``); consumer ``c``
-  owns rows ``64c .. 64c+63`` of the tile: for each k-tile it waits on the stage, issues
-  ``bk/16`` wgmma m64nBNk16 with both operands in shared memory (descriptors derived from the
-  stage's tile layouts), waits for them and releases the stage (its *empty* mbarrier);
-- the epilogue scales the accumulator fragment and stores it by ownership, bounded at the
-  matrix edges. TMA fills the out-of-bounds parts of edge tiles with zeros.
+  owns rows ``64 m_atoms c ..`` of the tile. Per k-tile it waits on the stage, issues
+  ``bk/16`` wgmma (descriptors derived from the stage's tile layouts), commits them as one
+  group, and waits for the *previous* group only (``wait_group(1)``), so the tensor cores
+  always have the next group queued; then it releases the previous stage;
+- the epilogue scales (``alpha``), optionally applies ReLU, converts to C's dtype and stores
+  by ownership: whole interior tiles with one vector store per accumulator pair, edge tiles
+  bounded element by element. TMA fills the out-of-bounds parts of edge tiles with zeros.
 
 The shared tiles are the 128-byte-swizzled K-major layout ``S<3,3,3> o (rows, 64):(64, 1)``
 (bf16/f16), which TMA writes and wgmma reads: the plans prove both facts on the host.
@@ -22,9 +32,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import tylo
+from tylo.kernel.values import to_index
 from tylo.layouts import Layout
 from tylo.nvgpu import tma
-from tylo.nvgpu.mbarrier import Pipeline, PipelinePlan
+from tylo.nvgpu.mbarrier import Barriers, Pipeline, PipelinePlan
 from tylo.nvgpu.warpgroup.mma import (
     WarpgroupMMAAtom,
     commit_group,
@@ -42,20 +53,30 @@ PRODUCER_REGISTERS = 40
 CONSUMER_REGISTERS = 232
 CONSUMERS = 2
 THREADS = 128 * (1 + CONSUMERS)
+OUT_DTYPES = ("f32", "bf16", "f16")
 
 
 # --8<-- [start:config]
 @dataclass(frozen=True)
 class HopperGemmConfig:
     """The tile (``bm`` = 64 * ``m_atoms`` rows per consumer warpgroup, ``bn`` columns,
-    ``bk`` = 64: one 128-byte swizzled row of bf16/f16), the ring depth and the input dtype.
-    With ``m_atoms = 2`` each consumer issues two independent wgmma chains per k-step."""
+    ``bk`` = 64: one 128-byte swizzled row of bf16/f16), the ring depth, the input dtype, the
+    output dtype (``out``: f32, bf16 or f16), ReLU, and the tile order (``group`` tile-rows
+    per raster band). With ``m_atoms = 2`` each consumer issues two independent wgmma chains
+    per k-step."""
 
     bn: int = 128
     stages: int = 4
     dtype: object = tylo.bf16
     bk: int = 64
     m_atoms: int = 1
+    out: object = tylo.f32
+    relu: bool = False
+    group: int = 8
+    loads: bool = True  # False: the benchmark's wgmma ceiling (no TMA; wrong results)
+    pairs: bool = True  # interior tiles store accumulator pairs as one vector (C's leading
+    # dimension even, its base aligned to a pair: checked at launch)
+    pingpong: bool = False  # each consumer takes every other tile (see the module docstring)
 
     def __post_init__(self) -> None:
         from tylo.nvgpu.errors import PlanError
@@ -68,12 +89,30 @@ class HopperGemmConfig:
                 f"{self.m_atoms * self.bn // 2} registers per thread, over the 128 that leave "
                 "room under setmaxnreg 232; use m_atoms * bn <= 256"
             )
+        if self.dtype not in (tylo.bf16, tylo.f16):
+            raise PlanError(f"HopperGemmConfig: dtype must be bf16 or f16, got {self.dtype!r}")
+        if getattr(self.out, "name", None) not in OUT_DTYPES:
+            raise PlanError(f"HopperGemmConfig: out must be one of {OUT_DTYPES}, got {self.out!r}")
+        if type(self.relu) is not bool:
+            raise PlanError(f"HopperGemmConfig: relu must be a bool, got {self.relu!r}")
+        for flag in ("loads", "pairs", "pingpong"):
+            if type(getattr(self, flag)) is not bool:
+                raise PlanError(f"HopperGemmConfig: {flag} must be a bool, got {getattr(self, flag)!r}")
+        if type(self.group) is not int or not 1 <= self.group <= 64:
+            raise PlanError(f"HopperGemmConfig: group must be an int in [1, 64], got {self.group!r}")
+        if type(self.stages) is not int or not 2 <= self.stages <= 8:
+            raise PlanError(f"HopperGemmConfig: stages must be an int in [2, 8], got {self.stages!r}")
         if self.shared_bytes() > 227 * 1024:
             raise PlanError(f"HopperGemmConfig: {self.shared_bytes()} B of shared memory > 227 KiB")
 
     @property
     def bm(self) -> int:
-        return 64 * self.m_atoms * CONSUMERS
+        return 64 * self.m_atoms * (1 if self.pingpong else CONSUMERS)
+
+    @property
+    def stage_consumers(self) -> int:
+        """The threads that read (and release) each stage of the ring."""
+        return 128 * (1 if self.pingpong else CONSUMERS)
 
     def stage_elements(self) -> tuple[int, int]:
         return self.bm * self.bk, self.bn * self.bk
@@ -85,72 +124,166 @@ class HopperGemmConfig:
     def describe(self) -> str:
         return (
             f"{self.bm}x{self.bn}x{self.bk} tile, {self.stages} stages, {CONSUMERS} consumer "
-            f"warpgroups + 1 producer, {self.shared_bytes() // 1024} KiB shared, {self.dtype}"
+            f"warpgroups ({'ping-pong' if self.pingpong else 'cooperative'}) + 1 producer, {self.shared_bytes() // 1024} KiB shared, "
+            f"{self.dtype} in, {self.out} out{', ReLU' if self.relu else ''}, persistent "
+            f"(raster bands of {self.group} tile-rows)"
         )
 # --8<-- [end:config]
 
 
+# --8<-- [start:schedule]
+@tylo.inline
+def _tile_coords(cfg, t, tiles_r, tiles_c):
+    """Tile ``t`` of the rasterized order: bands of ``cfg.group`` tile-rows, walked
+    column by column inside a band (the last band may be narrower)."""
+    # runtime u32 arithmetic (the order needs no proofs), then back to index symbols (>= 0)
+    # so that the stores' alignment facts (tile origins are multiples of the tile) follow
+    t = tylo.value(t, tylo.u32)
+    per_band = tylo.value(tiles_c, tylo.u32) * cfg.group
+    band = t // per_band
+    first = band * cfg.group
+    rows = tylo.minimum(tylo.value(tiles_r, tylo.u32) - first, cfg.group)
+    local = t - band * per_band
+    return to_index(first + local % rows), to_index(local // rows)
+# --8<-- [end:schedule]
+
+
+# --8<-- [start:epilogue]
+@tylo.inline
+def _epilogue(cfg, acc, c, r, s, ldc, alpha, row0, col0, tid):
+    """Scale, ReLU, convert and store one 64-row accumulator at (row0, col0) of C."""
+    out = acc * alpha
+    if cfg.relu:
+        out = tylo.where(out < 0.0, 0.0, out)  # NaN stays NaN, as torch.relu
+    own = out.ownership
+    tc = own.thread_coord(tid)
+    if cfg.pairs and row0 + 64 <= r and col0 + own.shape[1] <= s:  # interior: pairs
+        for v in range(0, own.values, 2):
+            vc = own.value_coord(v)
+            at = (row0 + tc[0] + vc[0]) * ldc + col0 + tc[1] + vc[1]
+            c.store(at, (tylo.value(out.values[v], cfg.out), tylo.value(out.values[v + 1], cfg.out)))
+    else:
+        store(None, GlobalTile(c, Layout((r, s), (ldc, 1))), out, tid, origin=(row0, col0))
+# --8<-- [end:epilogue]
+
+
 # --8<-- [start:consumer]
 @tylo.inline
-def _consume(cfg, c, ta, tb, smem, pipe, k_tiles, d, m, n, ldd, alpha, row0, col0, tid):
-    """Consumer warpgroup ``c`` (static): its ``64 * m_atoms`` rows of the tile, all of
-    its columns, one accumulator per 64-row block."""
+def _k_tile(cfg, atom, w, tx, ty, smem, pipe, it, pending, start):
+    """Wait for ring iteration ``it``'s stage and issue its ``bk/16`` k-steps into the
+    accumulators (one group, committed); returns the pending accumulators. ``start``: the
+    tile's first k-tile, whose first k-step overwrites the accumulators (D = A*B) instead of
+    adding, so no register is zeroed between tiles."""
     a_elems, b_elems = cfg.stage_elements()
+    pipe.consumer_wait(it)
+    base = pipe.stage(it) * (a_elems + b_elems)
+    sx = SharedTile(smem, tx.plan.smem_layout, base=base)
+    sy = SharedTile(smem, ty.plan.smem_layout, base=base + a_elems)
+    fence()
+    out = list(pending)
+    for kk in range(cfg.bk // 16):
+        for j in range(cfg.m_atoms):
+            row = 64 * j if cfg.pingpong else 64 * cfg.m_atoms * w + 64 * j
+            x_rows = sx.window((row, 0), (64, cfg.bk))
+            fresh = start and kk == 0
+            out[j] = mma_async(atom, x_rows, sy, out[j], k_offset=16 * kk, accumulate=not fresh)
+    commit_group()
+    return out
+
+
+@tylo.inline
+def _consume(cfg, w, tx, ty, smem, pipe, turn, k_tiles, my_tiles, tiles_r, tiles_c, c, r, s,
+             ldc, alpha, tid):
+    """Consumer warpgroup ``w`` (static): its ``64 * m_atoms`` rows of every tile this CTA
+    computes, all of the tile's columns, one accumulator per 64-row block."""
     atom = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype)
     rows = 64 * cfg.m_atoms
-    accs = tuple(zeros(atom.c) for _ in range(cfg.m_atoms))
-    for it in tylo.range(k_tiles):
-        pipe.consumer_wait(it)
-        base = pipe.stage(it) * (a_elems + b_elems)
-        sa = SharedTile(smem, ta.plan.smem_layout, base=base)
-        sb = SharedTile(smem, tb.plan.smem_layout, base=base + a_elems)
-        fence()
-        pending = list(accs)
-        for kk in range(cfg.bk // 16):
-            for j in range(cfg.m_atoms):
-                a_rows = sa.window((rows * c + 64 * j, 0), (64, cfg.bk))
-                pending[j] = mma_async(atom, a_rows, sb, pending[j], k_offset=16 * kk)
-        commit_group()
+    accs = tuple(zeros(atom.c) for _ in range(cfg.m_atoms))  # registers, reused per tile
+    # cooperative: both consumers on every tile; ping-pong: consumer w on tiles w, w + 2, ..
+    for i in tylo.range(w if cfg.pingpong else 0, my_tiles, 2 if cfg.pingpong else 1):
+        tr, tcol = _tile_coords(cfg, tylo.block_idx.x + i * tylo.grid_dim.x, tiles_r, tiles_c)
+        first = i * k_tiles  # the ring's iteration count at this tile's first k-tile
+        if cfg.pingpong:
+            # a ring wait must not run ahead of the ring by a whole pass (a parity wait
+            # cannot tell phase n from phase n + 2): wait for the other consumer's turn
+            # to end, i.e. for its last wait on the ring, before the first wait of ours
+            j = (i - w) // 2  # this consumer's tile count
+            if w == 1:
+                turn.wait(1, j % 2)
+            elif j > 0:
+                turn.wait(0, (j - 1) % 2)
+        pending = _k_tile(cfg, atom, w, tx, ty, smem, pipe, first, accs, True)
+        for kt in tylo.range(1, k_tiles):
+            pending = _k_tile(cfg, atom, w, tx, ty, smem, pipe, first + kt, pending, False)
+            # the previous k-tile's group is complete after this; this one stays queued
+            wait_group(1)
+            pipe.consumer_release(first + kt - 1)
+        if cfg.pingpong:
+            turn.arrive(1 - w)  # our waits are done: the other consumer's turn
         done = wait_group(0, *pending)
+        pipe.consumer_release(first + k_tiles - 1)
         accs = done if cfg.m_atoms > 1 else (done,)
-        pipe.consumer_release(it)
-    D = GlobalTile(d, Layout((m, n), (1, ldd)))
-    for j in range(cfg.m_atoms):
-        origin = (row0 + rows * c + 64 * j, col0)
-        store(None, D, accs[j] * alpha, tid - 128 * (1 + c), origin=origin)
+        for j in range(cfg.m_atoms):
+            _epilogue(cfg, accs[j], c, r, s, ldc, alpha, tr * cfg.bm + (0 if cfg.pingpong else rows * w) + 64 * j,
+                      tcol * cfg.bn, tid - 128 * (1 + w))
 # --8<-- [end:consumer]
 
 
 # --8<-- [start:kernel]
 @tylo.kernel
-def hopper_gemm_kernel(d, ta, tb, m: Dim, n: Dim, k: Dim, ldd: Dim, alpha: float, cfg: tylo.Static):
+def hopper_gemm_kernel(c, tx, ty, r: Dim, s: Dim, k: Dim, ldc: Dim, alpha: float,
+                       cfg: tylo.Static):
+    if cfg.pairs:  # checked at every launch
+        tylo.assume(tylo.divisible(ldc, 2))
+        c = tylo.assume_aligned(c, 2 * cfg.out.nbytes)
     a_elems, b_elems = cfg.stage_elements()
     smem = tylo.dynamic_shared(cfg.dtype, cfg.stages * (a_elems + b_elems), align=1024)
-    pipe = Pipeline(PipelinePlan(stages=cfg.stages, consumers=128 * CONSUMERS))
+    pipe = Pipeline(PipelinePlan(stages=cfg.stages, consumers=cfg.stage_consumers))
+    turn = Barriers(2, name="turn") if cfg.pingpong else None  # ping-pong's turn-taking
     tid = tylo.thread_idx.x
     if tid == 0:
         pipe.init()
+        if cfg.pingpong:
+            turn.init(0, 128)
+            turn.init(1, 128)
     tylo.sync_threads()
-    row0 = tylo.block_idx.y * cfg.bm
-    col0 = tylo.block_idx.x * cfg.bn
-    k_tiles = (k + cfg.bk - 1) // cfg.bk
+    tiles_r = (r + cfg.bm - 1) // cfg.bm
+    tiles_c = (s + cfg.bn - 1) // cfg.bn
+    # this CTA's tiles: block_idx.x, block_idx.x + grid_dim.x, ...
+    # (u32: a 64-bit division by a runtime value is a subroutine call in SASS, and ptxas
+    # serializes every wgmma of a function that makes calls)
+    grid = tylo.value(tylo.grid_dim.x, tylo.u32)
+    work = tylo.value(tiles_r * tiles_c - tylo.block_idx.x, tylo.u32)
+    my_tiles = to_index((work + grid - 1) // grid)
+    # the ring's iteration counts (tile * k_tiles + kt) are runtime u32 values: their stage
+    # and phase (mod / div by the ring depth) need no proof
+    k_tiles = to_index(tylo.value((k + cfg.bk - 1) // cfg.bk, tylo.u32))
     wg = tid // 128
     if wg == 0:
         set_max_registers(PRODUCER_REGISTERS, increase=False)
         if tid == 0:
-            for it in tylo.range(k_tiles):
-                pipe.producer_acquire(it)
-                pipe.producer_commit(it, tx_bytes=(a_elems + b_elems) * cfg.dtype.nbytes)
-                s = pipe.stage(it)
-                base = s * (a_elems + b_elems)
-                sa = SharedTile(smem, ta.plan.smem_layout, base=base)
-                sb = SharedTile(smem, tb.plan.smem_layout, base=base + a_elems)
-                tma.load(ta, sa, (row0, it * cfg.bk), pipe.full, s)
-                tma.load(tb, sb, (col0, it * cfg.bk), pipe.full, s)
+            for i in tylo.range(my_tiles):
+                t = tylo.block_idx.x + i * tylo.grid_dim.x
+                tr, tcol = _tile_coords(cfg, t, tiles_r, tiles_c)
+                for kt in tylo.range(k_tiles):
+                    it = i * k_tiles + kt
+                    pipe.producer_acquire(it)
+                    if cfg.loads:
+                        pipe.producer_commit(it, tx_bytes=(a_elems + b_elems) * cfg.dtype.nbytes)
+                        st = pipe.stage(it)
+                        base = st * (a_elems + b_elems)
+                        sx = SharedTile(smem, tx.plan.smem_layout, base=base)
+                        sy = SharedTile(smem, ty.plan.smem_layout, base=base + a_elems)
+                        tma.load(tx, sx, (tr * cfg.bm, kt * cfg.bk), pipe.full, st)
+                        tma.load(ty, sy, (tcol * cfg.bn, kt * cfg.bk), pipe.full, st)
+                    else:
+                        pipe.producer_commit(it)
     elif wg == 1:
         set_max_registers(CONSUMER_REGISTERS, increase=True)
-        _consume(cfg, 0, ta, tb, smem, pipe, k_tiles, d, m, n, ldd, alpha, row0, col0, tid)
+        _consume(cfg, 0, tx, ty, smem, pipe, turn, k_tiles, my_tiles, tiles_r, tiles_c, c, r, s, ldc,
+                 alpha, tid)
     else:
         set_max_registers(CONSUMER_REGISTERS, increase=True)
-        _consume(cfg, 1, ta, tb, smem, pipe, k_tiles, d, m, n, ldd, alpha, row0, col0, tid)
+        _consume(cfg, 1, tx, ty, smem, pipe, turn, k_tiles, my_tiles, tiles_r, tiles_c, c, r, s, ldc,
+                 alpha, tid)
 # --8<-- [end:kernel]

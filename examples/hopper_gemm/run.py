@@ -1,4 +1,5 @@
-"""``python examples/hopper_gemm/run.py M N K [--dtype bf16|f16] [--alpha A] [--bn 128|256]``
+"""``python examples/hopper_gemm/run.py M N K [--dtype bf16|f16] [--out-dtype f32|bf16|f16]
+[--relu] [--alpha A] [--bn 128|256] [--stages S] [--cooperative]``
 
 The warp-specialized TMA + wgmma GEMM (sm_90a). With a Hopper GPU it runs on fresh random
 data and verifies against float64 (operands TMA cannot read go to the warp-MMA GEMM, and the
@@ -23,17 +24,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("n", type=positive_int, help="columns of B and D (>= 1)")
     parser.add_argument("k", type=positive_int, help="columns of A, rows of B (>= 1)")
     parser.add_argument("--dtype", choices=("bf16", "f16"), default="bf16")
+    parser.add_argument("--out-dtype", choices=("f32", "bf16", "f16"), default="f32",
+                        help="D's dtype")
+    parser.add_argument("--relu", action="store_true", help="D = max(alpha * A @ B, 0)")
     parser.add_argument("--alpha", type=finite_float, default=1.0, help="scale of A @ B")
-    parser.add_argument("--bn", type=int, choices=(128, 256), default=128, help="tile columns")
-    parser.add_argument("--stages", type=positive_int, default=4, help="TMA ring depth")
+    parser.add_argument("--bn", type=int, choices=(128, 256), default=None,
+                        help="tile columns (default: examples.hopper_gemm.host.default_config)")
+    parser.add_argument("--stages", type=positive_int, default=None, help="TMA ring depth")
+    parser.add_argument("--cooperative", action="store_true",
+                        help="both consumers on one 128-row tile (default: ping-pong)")
 
 
 def _config(args: argparse.Namespace) -> Any:
-    import tylo
-    from examples.hopper_gemm.kernel import HopperGemmConfig
+    from dataclasses import replace
 
-    dtype = tylo.f16 if args.dtype == "f16" else tylo.bf16
-    return HopperGemmConfig(bn=args.bn, stages=args.stages, dtype=dtype)
+    import tylo
+    from examples.hopper_gemm.host import default_config
+
+    cfg = default_config(tylo.f16 if args.dtype == "f16" else tylo.bf16)
+    changes: dict[str, Any] = {"out": getattr(tylo, args.out_dtype), "relu": args.relu}
+    if args.cooperative:
+        changes.update(pingpong=False, m_atoms=1)
+    if args.bn is not None:
+        changes.update(bn=args.bn, m_atoms=1 if args.bn == 256 else changes.get("m_atoms", 2))
+    if args.stages is not None:
+        changes["stages"] = args.stages
+    return replace(cfg, **changes)
 
 
 def kernels(args: argparse.Namespace, target: Any) -> dict[str, Any]:
@@ -42,7 +58,7 @@ def kernels(args: argparse.Namespace, target: Any) -> dict[str, Any]:
     cfg = _config(args)
     if args.compile_only:
         print(f"config: {cfg.describe()}")
-        for name, p in zip("AB", plans(cfg)):
+        for name, p in zip(("X (= B)", "Y (= A)"), plans(cfg)):
             print(f"  {name} tensor map: box {p.box}, {p.swizzle} swizzle; shared layout "
                   f"{p.smem_layout} equals the box's: proved")
     return {"hopper_gemm_kernel": compile_hopper_gemm(cfg, target)}
@@ -51,9 +67,10 @@ def kernels(args: argparse.Namespace, target: Any) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> str:
     from examples.hopper_gemm.host import verify
 
-    res = verify(args.m, args.n, args.k, dtype=args.dtype, alpha=args.alpha, seed=args.seed,
-                 cfg=_config(args))
-    return (f"{args.m}x{args.n}x{args.k} {args.dtype} on the {res['path']} path, relative "
+    res = verify(args.m, args.n, args.k, dtype=args.dtype, out=args.out_dtype, alpha=args.alpha,
+                 relu=args.relu, seed=args.seed, cfg=_config(args))
+    return (f"{args.m}x{args.n}x{args.k} {args.dtype} -> {args.out_dtype}"
+            f"{' ReLU' if args.relu else ''} on the {res['path']} path, relative "
             f"error {res['error']:.3g} (float64 reference)")
 
 

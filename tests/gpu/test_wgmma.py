@@ -197,3 +197,46 @@ def test_reading_a_pending_accumulator_is_a_trace_error():
     assert "test_wgmma.py" in str(err.value) or "raw[tylo.thread_idx.x]" in str(err.value)
     kern = read_pending.compile(*args, True, block=128, target="sm_90a")
     assert "wgmma.wait_group.sync.aligned 0" in kern.ptx
+
+
+@tylo.kernel
+def carried(raw, a: tylo.Ptr(align=16), b: tylo.Ptr(align=16), steps: tylo.Int(min=1),
+            mode: tylo.Static):
+    """A pending accumulator carried by a loop: the first group is issued before the loop,
+    each iteration issues one more and waits for the previous one (mode "behind"), or
+    commits one more (empty) group, so the accumulator's position relative to the latest
+    commit changes (mode "drift"), or reads the still pending accumulator (mode "read")."""
+    atom = WarpgroupMMAAtom((64, 64, 16), a.dtype)
+    la, lb = _layouts(64, 32, "32B", "K")
+    sa = SharedTile(tylo.shared(a.dtype, 64 * 32, align=1024), la)
+    sb = SharedTile(tylo.shared(b.dtype, 64 * 32, align=1024), lb)
+    fence()
+    acc = mma_async(atom, sa, sb, zeros(atom.c), accumulate=False)
+    commit_group()
+    for _ in tylo.range(steps):
+        fence()
+        acc = mma_async(atom, sa, sb, acc)
+        commit_group()
+        if mode == "drift":
+            commit_group()  # an empty group: acc ends two commits back, not one
+        wait_group(1)
+        if mode == "read":
+            raw[tylo.thread_idx.x] = acc[0]
+    acc = wait_group(0, acc)
+    raw[tylo.thread_idx.x] = acc[0]
+
+
+def test_a_pending_accumulator_is_carried_by_a_loop():
+    args = (tylo.f32, tylo.pointer(tylo.bf16, align=16), tylo.pointer(tylo.bf16, align=16), int)
+    kern = carried.compile(*args, "behind", block=128, target="sm_90a")
+    assert "wgmma.wait_group.sync.aligned 1" in kern.ptx
+    # ptxas keeps the group in flight across the back edge (no serializing wait 0 there)
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in kern.sass
+    with pytest.raises(tylo.TyloError, match="pending"):
+        carried.compile(*args, "read", block=128, target="sm_90a")
+
+
+def test_a_loop_that_changes_the_pending_position_is_refused():
+    args = (tylo.f32, tylo.pointer(tylo.bf16, align=16), tylo.pointer(tylo.bf16, align=16), int)
+    with pytest.raises(tylo.TyloError, match="changes structure"):
+        carried.compile(*args, "drift", block=128, target="sm_90a")

@@ -21,6 +21,7 @@ so edge tiles need no predication.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -204,7 +205,15 @@ class TensorMapPlan:
     def encode(self, address: int, extents: tuple[int, ...], strides: tuple[int, ...]) -> bytes:
         """The 128-byte ``CUtensorMap`` for a tensor at global ``address`` with these concrete
         extents and strides (elements, in the global layout's mode order), through
-        ``cuTensorMapEncodeTiled``. Raises :class:`TMAError` for values the hardware refuses."""
+        ``cuTensorMapEncodeTiled``. Raises :class:`TMAError` for values the hardware refuses.
+        The encoding depends on nothing else, so the last 256 are remembered (a launch loop
+        that passes the same arrays encodes once)."""
+        key = (address, tuple(extents), tuple(strides))
+        if all(type(v) is int for v in (address, *key[1], *key[2])):
+            return _encode_memo(self, *key)
+        return self._encode(address, extents, strides)
+
+    def _encode(self, address: int, extents: tuple[int, ...], strides: tuple[int, ...]) -> bytes:
         from tylo.backend import driver
 
         rank = len(self.box)
@@ -262,6 +271,11 @@ class TensorMapPlan:
             "cuTensorMapEncodeTiled",
         )
         return bytes(_tensor_map_bytes(tmap))
+
+
+@functools.lru_cache(maxsize=256)
+def _encode_memo(plan: TensorMapPlan, address: int, extents: tuple, strides: tuple) -> bytes:
+    return plan._encode(address, extents, strides)
 
 
 def _tensor_map_bytes(tmap: Any) -> bytes:

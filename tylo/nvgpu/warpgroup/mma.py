@@ -142,6 +142,29 @@ class PendingAccumulator:
     def __getattr__(self, name: str) -> Any:
         self._refuse()
 
+    # Carried through a tylo.range loop (or a dynamic if): the leaves are the fragment's
+    # registers; the static part is the atom and the group's position *relative to* the
+    # latest commit, so that a loop whose body issues, commits and waits the same way each
+    # iteration (the accumulator stays one group behind the latest commit, say) carries it
+    # still pending, and a body that changes that position is refused as a change of
+    # structure. The registers stay in flight across the back edge: ptxas keeps the
+    # accumulator of chained wgmma in place (it serializes, and says so, if it cannot).
+    def __tylo_flatten__(self) -> tuple[list[Any], Any]:
+        state = _groups()
+        rel = None if self.group is None else state["committed"] - self.group
+        return [self.fragment], (self.atom, rel)
+
+    @classmethod
+    def __tylo_unflatten__(cls, aux: Any, children: list[Any]) -> PendingAccumulator:
+        atom, rel = aux
+        out = cls(atom, children[0])
+        state = _groups()
+        if rel is None:
+            state["open"].append(out)
+        else:
+            out.group = state["committed"] - rel
+        return out
+
     def __repr__(self) -> str:
         return f"PendingAccumulator({self.atom})"
 
