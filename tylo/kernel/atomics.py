@@ -19,19 +19,24 @@ at the offset ``o`` of ``i`` and ``b`` to the one at ``o + 1`` (the order of
 ``t.store(i, (a, b))``) with one packed instruction, and returns the two old elements as
 a tuple. The pair is one 4-byte word: ``o`` must be provably even and the base 4-byte
 aligned (checked like a vector access). Each half is atomic on its own; the pair is not
-one atomic access (PTX ISA 9.7.13.5, "atom with packed type").
+one atomic access (PTX ISA 9.7.13.5, "atom with packed type"). An index computed from
+data (``2 * bins[i]``) is a value whose parity tylo cannot see; view the memory as pairs,
+``tylo.view(t, Layout((n, 2), (2, 1)))`` at ``(bins[i], 0)``, so the offset is ``2 * k``.
+SASS: ``ATOMG.E.ADD.F16x2.RN`` (``BF16x2``; ``RED``/``REDG`` without a result) in global
+memory, one instruction, where a single f16 add becomes a compare-and-swap loop
+(``ATOMG.E.CAS``); in shared memory ptxas builds a loop around ``ATOMS.CAST.SPIN``.
 
 Types (PTX ISA 9.7.13.5; what ptxas 13.0 accepts was checked for sm_80 and sm_90a)::
 
-    op         elements          PTX                                          targets
-    add        u32 i32 u64 i64   atom.add.{u32,s32,u64,u64} (i64: two's compl.) all
-    add        f32 f64           atom.add.{f32,f64}                           all
-    add        f16 bf16          atom.add.noftz.{f16,bf16}                    all; bf16 sm_90+
-    add pair   f16 bf16          atom.add.noftz.{f16x2,bf16x2}                all; bf16 sm_90+
-    min, max   u32 i32 u64 i64   atom.{min,max}.{u32,s32,u64,s64}             all
-    min, max   f32 f64           one integer atom chosen by the sign (below)  all
-    min, max   f16 bf16 pair     atom.global.{min,max}.noftz.v2.{f16,bf16}     sm_90+, global
-    exch, cas  32/64-bit types   atom.{exch,cas}.{b32,b64}                    all
+    op         elements          PTX                                         targets
+    add        u32 i32 u64 i64   atom.add.{u32,s32,u64} (i64 as .u64)        all
+    add        f32 f64           atom.add.{f32,f64}                          all
+    add        f16 bf16          atom.add.noftz.{f16,bf16}                   all; bf16 sm_90+
+    add pair   f16 bf16          atom.add.noftz.{f16x2,bf16x2}               all; bf16 sm_90+
+    min, max   u32 i32 u64 i64   atom.{min,max}.{u32,s32,u64,s64}            all
+    min, max   f32 f64           one integer atom chosen by the sign (below) all
+    min, max   f16 bf16 pair     atom.global.{min,max}.noftz.v2.{f16,bf16}   sm_90+, global
+    exch, cas  32/64-bit types   atom.{exch,cas}.{b32,b64}                   all
 
 Everything else is refused while tracing, at the user's line: PTX has min and max on
 f16 and bf16 only as vectors in global memory on sm_90+ (ptxas: "Vector modifier
@@ -40,8 +45,8 @@ integers do not exist; pairs of other types are not offered (call once per eleme
 
 **Float min and max.** PTX has no ``atom.min``/``atom.max`` on f32 or f64 (ptxas:
 "Operation .min requires .u32 or .s32 or .u64 or .s64 or .f16 ..."). tylo reduces them,
-exactly, to the integer atomics on the value's bits, one atom per call and no
-compare-and-swap loop: for max, a value whose sign bit is clear is combined with
+exactly, to the integer atomics on the value's bits, one atom per call (tylo emits
+no compare-and-swap loop): for max, a value whose sign bit is clear is combined with
 ``atom.max.s32`` (non-negative floats order like their bits as integers, and every
 negative float's bits are a negative integer), and a value whose sign bit is set with
 ``atom.min.u32`` (negative floats order in reverse of their bits, and every non-negative
@@ -50,9 +55,11 @@ the 64-bit forms. Each is an atomic read-modify-write of the same word, so any
 interleaving is exact. The order is IEEE 754 ``totalOrder``: -NaN < -inf < ... < -0.0 <
 +0.0 < ... < +inf < +NaN, so ``max(-0.0, +0.0)`` is +0.0, a NaN wins or loses by its sign
 bit, and subnormals are kept (no flush, unlike ``atom.add.f32`` on global memory). The
-two instructions sit in one asm block under complementary predicates; SASS shows two
-predicated ``ATOMG.E.{MIN,MAX}.S32/U32`` (``REDG`` without a result, ``ATOMS`` in shared
-memory), of which each thread executes one.
+two instructions sit in one asm block under complementary predicates, and each thread
+executes one. SASS for an f32 max: ``ATOMG.E.MAX.S32`` and ``ATOMG.E.MIN`` (``RED``/
+``REDG`` without a result, ``ATOMS.MAX.S32``/``ATOMS.MIN`` in shared memory); f64:
+``ATOMG.E.MAX.S64`` and ``ATOMG.E.MIN.64``, while shared memory has no 64-bit min or max,
+so there ptxas turns each into an ``ATOMS.CAST.SPIN.64`` loop, as it does for i64.
 """
 
 from __future__ import annotations
