@@ -29,7 +29,8 @@ def points_at(err: tylo.TraceError, kern, text: str) -> None:
 
 
 def atom_lines(llvm: str) -> list[str]:
-    return re.findall(r'"((?:atom|red)[^"]*?);', llvm)
+    """The atom/red statements of the kernel's inline PTX, each with its predicate."""
+    return re.findall(r"((?:@!?%neg )?(?:atom|red)\.[^;\"]*);", llvm)
 
 
 # ---------------------------------------------------------------------------- atomics
@@ -57,27 +58,38 @@ def atomic_shared(out, x, dtype: tylo.Static, op: tylo.Static, kw: tylo.Static):
     out[i] = s[i]
 
 
-def expected_suffix(op: str, d) -> str | None:
-    """The PTX type of atom.op on d, by PTX ISA 9.7.13.5's tables (written independently
-    of tylo.kernel.atomics)."""
+def expected_lines(op: str, d, head: str) -> list[str] | None:
+    """The atom statements of op on d, by PTX ISA 9.7.13.5's tables (written independently
+    of tylo.kernel.atomics); f32/f64 min and max are two integer atoms chosen by the sign
+    (module docstring of tylo.kernel.atomics)."""
     ints = {"u32": "u32", "i32": "s32", "u64": "u64", "i64": "s64"}
+    if op in ("min", "max") and d.name in ("f32", "f64"):
+        n = d.bits
+        neg, pos = ("min", "max") if op == "max" else ("max", "min")
+        return [f"@%neg {head}.{neg}.u{n} $0, [$1], $2", f"@!%neg {head}.{pos}.s{n} $0, [$1], $2"]
     if op == "add":
-        return {"u32": "u32", "i32": "s32", "u64": "u64", "i64": "u64", "f32": "f32",
-                "f64": "f64", "f16": "noftz.f16", "bf16": "noftz.bf16"}.get(d.name)
-    if op in ("min", "max"):
-        return ints.get(d.name)
-    return {32: "b32", 64: "b64"}.get(d.bits) if d.name != "bool" else None
+        suffix = {"u32": "u32", "i32": "s32", "u64": "u64", "i64": "u64", "f32": "f32",
+                  "f64": "f64", "f16": "noftz.f16", "bf16": "noftz.bf16"}.get(d.name)
+    elif op in ("min", "max"):
+        suffix = ints.get(d.name)
+    else:
+        suffix = {32: "b32", 64: "b64"}.get(d.bits) if d.name != "bool" else None
+    if suffix is None:
+        return None
+    ops = "$2, $3" if op == "cas" else "$2"
+    return [f"{head}.{op}.{suffix} $0, [$1], {ops}"]
 
 
 def test_atomic_ptx_matches_the_isa_table():
-    """Every (op, dtype, space), brute force (100 traces), each with one of the 12 (scope,
+    """Every (op, dtype, space), brute force (100 traces), each with one of the 16 (scope,
     order) pairs in turn: the PTX is the ISA table's, or the trace refuses the type."""
     pairs = [(sc, o) for sc in atomics.SCOPES for o in atomics.ORDERS]
     cases = [(op, d, sp) for op in OPS for d in DTYPES for sp in ("global", "shared")]
     for k, (op, d, space) in enumerate(cases):
         scope, order = pairs[k % len(pairs)]
         kw = {"scope": scope, "order": order}
-        want = expected_suffix(op, d)
+        quals = "" if (scope, order) == ("gpu", "relaxed") else f".{order}.{scope}"
+        want = expected_lines(op, d, f"atom{quals}.{space}")
         if space == "global":
             trace = lambda: atomic_global.trace(d, d, op, kw, block=64)  # noqa: E731
         else:
@@ -86,10 +98,7 @@ def test_atomic_ptx_matches_the_isa_table():
             with pytest.raises(tylo.TraceError, match=rf"PTX has no atom\.{op} on {d.name} "):
                 trace()
             continue
-        llvm = trace().llvm
-        quals = "" if (scope, order) == ("gpu", "relaxed") else f".{order}.{scope}"
-        ops = "$2, $3" if op == "cas" else "$2"
-        assert atom_lines(llvm) == [f"atom{quals}.{space}.{op}.{want} $0, [$1], {ops}"]
+        assert atom_lines(trace().llvm) == want
 
 
 @pytest.mark.parametrize("op", ["add", "min", "max"])
@@ -106,11 +115,11 @@ def test_unused_results_may_use_red(op, order):
 def atomic_bad(out, how: tylo.Static):
     i = tylo.thread_idx.x
     if how == "scope":
-        tylo.atomic_add(out, i, 1.0, scope="cluster")
+        tylo.atomic_add(out, i, 1.0, scope="block")
     if how == "order":
         tylo.atomic_add(out, i, 1.0, order="seq_cst")
     if how == "type":
-        tylo.atomic_min(out, i, 1.0)
+        tylo.atomic_min(tylo.shared(tylo.f16, 4), 0, 1.0)
     if how == "red":
         tylo.atomic_exch(out, i, 1.0, result=False)
     if how == "red-order":
@@ -124,9 +133,10 @@ def atomic_bad(out, how: tylo.Static):
 @pytest.mark.parametrize(
     ("how", "line", "message"),
     [
-        ("scope", 'tylo.atomic_add(out, i, 1.0, scope="cluster")', r"scope='cluster' is not"),
+        ("scope", 'tylo.atomic_add(out, i, 1.0, scope="block")', r"scope='block' is not"),
         ("order", 'tylo.atomic_add(out, i, 1.0, order="seq_cst")', r"order='seq_cst' is not"),
-        ("type", "tylo.atomic_min(out, i, 1.0)", r"no atom\.min on f32 .*u32, i32, u64, i64"),
+        ("type", "tylo.atomic_min(tylo.shared(tylo.f16, 4), 0, 1.0)",
+         r"no atom\.min on f16 elements in shared .*only as a vector: pass a pair"),
         ("red", "tylo.atomic_exch(out, i, 1.0, result=False)",
          r"unexpected keyword argument 'result'"),
         ("red-order", 'tylo.atomic_add(out, i, 1.0, result=False, order="acquire")',
