@@ -116,10 +116,30 @@ def run(args: argparse.Namespace) -> str:
         cfg=cfg if args.stages is not None and (args.k + args.pad) % 8 == 0 else None,
         use_torch=args.torch,
     )
-    return (
+    msg = (
         f"{args.m}x{args.n}x{args.k} {args.dtype}, relative error {res['error']:.3g} "
         "(float64 reference)"
     )
+    return msg + _hopper(args)
+
+
+def _hopper(args: argparse.Namespace) -> str:
+    """On a Hopper GPU (sm_90), the same problem through the TMA + wgmma GEMM
+    (``examples/hopper_gemm``) too, verified the same way; elsewhere nothing."""
+    from tylo.backend.device import device_properties
+
+    if device_properties(0).compute_capability != (9, 0) or args.pad:
+        return ""
+    try:
+        import torch  # noqa: F401 - hopper_gemm.verify draws its data with torch
+    except ImportError:
+        return "; Hopper GEMM not run (its verification needs torch)"
+    from examples.hopper_gemm.host import verify as hopper_verify
+
+    res = hopper_verify(args.m, args.n, args.k, dtype=args.dtype, alpha=args.alpha,
+                        relu=args.relu, seed=args.seed)
+    return (f"; Hopper GEMM (TMA + wgmma, {res['path']} path): relative error "
+            f"{res['error']:.3g}")
 
 
 EXAMPLE = Example(
