@@ -116,6 +116,7 @@ def trace_kernel(
     target: Any,
     index_bits: int,
     track_files: bool = False,
+    cluster: tuple[int, int, int] | None = None,
 ) -> TraceResult:
     """Trace ``fn`` (already rewritten) for one specialization; see the module docstring."""
     t0 = time.perf_counter()
@@ -131,12 +132,14 @@ def trace_kernel(
         param_names=[bindings[i].name for i in runtime],
         grid_constant=by_value,
         byval=by_value,
+        cluster=cluster,
     )
     for k in by_value:
         function.args[k].attributes.align = 64  # CUtensorMap: .param .align 64 .b8 p[128]
     ctx = TraceContext(
         module, function, kernel_name=name, block=block, index_bits=index_bits, target=target
     )
+    ctx.cluster = cluster
     intrinsics.setup_indices(ctx)
     args: list[Any] = []
     irargs = iter(function.args)
