@@ -17,7 +17,7 @@ from tylo.backend.argpack import I32, PTR
 from tylo.kernel import clusters
 from tylo.kernel.clusters import ClusterError, check_grid, check_target, cluster_dims
 
-SETTINGS = settings(max_examples=300, deadline=None)
+SETTINGS = settings(max_examples=150, deadline=None)
 
 hostile = st.one_of(
     st.integers(-(2**64), 2**64),

@@ -98,7 +98,7 @@ def test_wgmma_accumulator_plans(n, axis):
     assert_stores_by_ownership(plan)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(st.integers(1, 32).map(lambda k: 8 * k), st.sampled_from([0, 1]))
 def test_every_wgmma_width_stores_by_ownership(n, axis):
     assert_stores_by_ownership(stmatrix_plan(Ownership(wgmma_m64_c_tv(n), (64, n)), axis))
