@@ -100,8 +100,8 @@ class StmatrixPlan:
 
     >>> from tylo.layouts.tv import wgmma_m64_c_tv
     >>> p = StmatrixPlan(Ownership(wgmma_m64_c_tv(16), (64, 16)), axis=1)
-    >>> [(s.registers, s.trans) for s in p.stores]
-    [((0, 1, 2, 3), False)]
+    >>> len(p.stores), p.stores[0].registers, p.stores[0].trans
+    (1, (0, 1, 2, 3), False)
     >>> StmatrixPlan(Ownership(wgmma_m64_c_tv(16), (64, 16)), axis=0).trans
     True
     """
