@@ -160,3 +160,28 @@ def test_launch_record_writes_attrs_and_count():
 def test_portable_size_constant():
     assert clusters.PORTABLE_CLUSTER_SIZE == 8 and clusters.MAX_CLUSTER_SIZE == 16
     assert clusters.cluster_size((2, 2, 4)) == 16
+
+
+@pytest.mark.parametrize(
+    "attrs,n,ok", [(0, 0, True), (None, 1, True), (0, 1, False), (None, 0, False)]
+)
+def test_the_c_inline_launch_takes_attrs_and_count_together(attrs, n, ok):
+    """The C InlineLaunch's optional (attrs, num_attrs) must both be set or both be zero."""
+    from tylo.arrays import DeviceArray
+    from tylo.backend import driver
+    from tylo.kernel import fastpath
+
+    accel = fastpath._accel
+    if accel is None:
+        pytest.skip("the C inline launch path (tylo._launch) is not built here")
+    noop = ctypes.cast(ctypes.pythonapi.PyGILState_Check, ctypes.c_void_p).value
+    address = launchex.cluster_attribute((2, 1, 1))[0] if attrs is None else attrs
+    args = (
+        noop, 1, 0, 0, driver._tls, lambda err: None, None, {}, 0, 49152,
+        ((0, DeviceArray, tylo.f32, 0, None),), ((0, "Q", 56),), (), (), 64, address, n,
+    )  # fmt: skip
+    if ok:
+        accel.InlineLaunch(*args)
+    else:
+        with pytest.raises(ValueError, match="attrs"):
+            accel.InlineLaunch(*args)

@@ -40,6 +40,7 @@ __all__ = [
     "StmatrixError",
     "StmatrixPlan",
     "StmatrixStore",
+    "matrix_rows",
     "stmatrix_plan",
     "store_fragment",
 ]
@@ -72,20 +73,26 @@ def matrix_rows(own: Ownership, warp: int, reg: int, axis: int, trans: bool) -> 
     """The start coordinate of each of the 8 stored rows of packed register ``reg`` of
     warp ``warp`` in form ``trans``, when each stored row is 8 consecutive coordinates
     along ``axis``; None otherwise."""
-    unit = _unit(own.rank, axis)
+    return _rows(own.table(), warp, reg, axis, trans)
+
+
+def _rows(table: Any, warp: int, reg: int, axis: int, trans: bool) -> list[tuple] | None:
+    """:func:`matrix_rows` on ``table`` (``Ownership.table()``: [thread, slot, axis])."""
     base = WARP * warp
     starts = []
     for i in range(ROW_ELEMENTS):
-        if trans:  # stored row i, column c <- lane 4c + i//2, slot 2*reg + i%2
-            cs = [own.coord(base + 4 * c + i // 2, 2 * reg + i % 2) for c in range(8)]
-        else:  # stored row i, column c <- lane 4i + c//2, slot 2*reg + c%2
-            cs = [own.coord(base + 4 * i + c // 2, 2 * reg + c % 2) for c in range(8)]
-        if any(
-            tuple(x - y for x, y in zip(cs[c], cs[0])) != tuple(c * u for u in unit)
-            for c in range(8)
-        ):
-            return None
-        starts.append(cs[0])
+        cs = []
+        for c in range(ROW_ELEMENTS):
+            if trans:  # stored row i, column c <- lane 4c + i//2, slot 2*reg + i%2
+                cs.append(table[base + 4 * c + i // 2, 2 * reg + i % 2])
+            else:  # stored row i, column c <- lane 4i + c//2, slot 2*reg + c%2
+                cs.append(table[base + 4 * i + c // 2, 2 * reg + c % 2])
+        first = tuple(int(x) for x in cs[0])
+        for c in range(1, ROW_ELEMENTS):
+            for a in range(len(first)):
+                if int(cs[c][a]) - first[a] != (c if a == axis else 0):
+                    return None
+        starts.append(first)
     return starts
 
 
@@ -126,13 +133,14 @@ class StmatrixPlan:
                 "thread; stmatrix needs whole warps and pairs of 16-bit slots per register"
             )
         regs = own.values // 2
+        table = own.table()
         found = None
         for trans in (False, True):
             rows = []
             for w in range(own.threads // WARP):
                 per_warp = []
                 for r in range(regs):
-                    starts = matrix_rows(own, w, r, self.axis, trans)
+                    starts = _rows(table, w, r, self.axis, trans)
                     if starts is None:
                         break
                     per_warp.append(tuple(starts))
@@ -150,9 +158,10 @@ class StmatrixPlan:
 
     def _why_not(self, regs: int) -> str:
         own = self.ownership
+        table = own.table()
         for w in range(own.threads // WARP):
             for r in range(regs):
-                if all(matrix_rows(own, w, r, self.axis, t) is None for t in (False, True)):
+                if all(_rows(table, w, r, self.axis, t) is None for t in (False, True)):
                     return (
                         f"stmatrix: packed register {r} (slots {2 * r}, {2 * r + 1}) of warp {w} "
                         f"of {own.label} is not an 8x8 matrix whose stored rows are 8 "
