@@ -255,3 +255,32 @@ def test_runtime_mask():
 
     k = runtime.compile(tylo.f32, PLAN, int, block=32, cluster=2, target="sm_90a")
     assert "UTMALDG.2D.MULTICAST" in k.sass
+
+
+# ---------------------------------------------------------------------------- pipelines
+
+
+def _pipeline_kernel(consumers):
+    from tylo.nvgpu.mbarrier import Pipeline, PipelinePlan
+
+    @tylo.kernel
+    def k(out):
+        pipe = Pipeline(PipelinePlan(stages=2, consumers=consumers))
+        pipe.init()
+        pipe.producer_commit(0)
+        pipe.consumer_wait(0)
+        pipe.consumer_release(0, cta=(cl.cluster_ctarank() + 1) % 2)
+        out[0] = 1.0
+
+    return k
+
+
+def test_pipeline_counts_the_cluster_s_consumers():
+    """A stage filled by multicast is released by the consumers of every receiving CTA:
+    the empty barrier may expect up to block x cluster arrivals, and no more."""
+    k = _pipeline_kernel(256).compile(tylo.f32, block=128, cluster=2, target="sm_90a")
+    assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in k.ptx
+    with pytest.raises(tylo.TyloError, match="the cluster has 256 threads"):
+        _pipeline_kernel(257).compile(tylo.f32, block=128, cluster=2, target="sm_90a")
+    with pytest.raises(tylo.TyloError, match="the block has 128 threads"):
+        _pipeline_kernel(129).compile(tylo.f32, block=128, target="sm_90a")

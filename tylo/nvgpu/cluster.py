@@ -198,16 +198,21 @@ def cluster_sync() -> None:
 # ---------------------------------------------------------------------------- distributed shared
 
 
-def _rank_i32(ctx: Any, rank: Any, what: str) -> ir.Value:
-    from tylo.kernel.lower import lower_int
-    from tylo.kernel.values import Value, convert, to_index
-
+def _check_rank(ctx: Any, rank: Any, what: str) -> None:
+    """Refuse a static rank (or a bool) that names no CTA of the kernel's cluster."""
     n = cluster_nctarank()
     if type(rank) is bool or (type(rank) is int and not 0 <= rank < n):
         raise ClusterOpError(
             f"{what}: CTA rank {rank!r} is not in this kernel's cluster of {n} CTA(s) "
             f"(ranks 0..{n - 1}, cluster shape {_shape(ctx)})"
         )
+
+
+def _rank_i32(ctx: Any, rank: Any, what: str) -> ir.Value:
+    from tylo.kernel.lower import lower_int
+    from tylo.kernel.values import Value, convert, to_index
+
+    _check_rank(ctx, rank, what)
     if isinstance(rank, Value):
         if rank.dtype.is_float or rank.dtype is dt.bool_:
             raise ClusterOpError(f"{what}: the CTA rank must be an integer, got a {rank.dtype}")
@@ -296,10 +301,9 @@ def map_shared(storage: Any, rank: Any) -> RemoteShared:
     of cluster rank ``rank`` (``mapa``): every CTA allocates the same static shared
     variables at the same offsets, so element ``i`` of the view is the peer's element
     ``i``. A static rank must exist in the kernel's cluster."""
-    from tylo.kernel.values import Value
     from tylo.tile.views import SharedTile
 
-    _ctx()
+    ctx = _ctx()
     is_shared = getattr(storage, "addrspace", None) == ADDRSPACE_SHARED
     if not (isinstance(storage, SharedTile) or is_shared):
         raise ClusterOpError(
@@ -310,6 +314,5 @@ def map_shared(storage: Any, rank: Any) -> RemoteShared:
             f"map_shared: {storage.dtype} elements cannot be accessed in a peer CTA; use "
             "16-, 32- or 64-bit elements"
         )
-    if not isinstance(rank, Value):
-        _rank_i32(_ctx(), rank, "map_shared")  # static checks now, not at first access
+    _check_rank(ctx, rank, "map_shared")  # now, not at the first access
     return RemoteShared(storage, rank)

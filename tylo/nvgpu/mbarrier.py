@@ -248,12 +248,16 @@ class Pipeline:
 
         if not isinstance(plan, PipelinePlan):
             raise PipelineError(f"Pipeline: expected a PipelinePlan, got {plan!r}")
-        bx, by, bz = current().block
+        ctx = current()
+        bx, by, bz = ctx.block
+        cx, cy, cz = ctx.cluster or (1, 1, 1)
         block = bx * by * bz
+        # arrivals may come from every CTA of the cluster (remote arrives, cta=rank)
+        threads, where = block * cx * cy * cz, "block" if ctx.cluster is None else "cluster"
         for what, count in (("consumers", plan.consumers), ("producers", plan.producers)):
-            if count > block:
+            if count > threads:
                 raise PipelineError(
-                    f"Pipeline: {count} {what} arrive per phase, but the block has {block} "
+                    f"Pipeline: {count} {what} arrive per phase, but the {where} has {threads} "
                     "threads: the barrier would never complete"
                 )
         self.plan = plan
@@ -299,6 +303,10 @@ class Pipeline:
             )
         self.full.wait(self.plan.stage(it), self.plan.parity(it))
 
-    def consumer_release(self, it: Any) -> None:
-        """Arrive on the stage's empty barrier (each of the plan's consumers once)."""
-        self.empty.arrive(self.plan.stage(it))
+    def consumer_release(self, it: Any, *, cta: Any = None) -> None:
+        """Arrive on the stage's empty barrier (each of the plan's consumers once). With
+        ``cta=rank`` (a cluster kernel whose producer multicasts into this CTA), arrive on
+        the empty barrier of the CTA of cluster rank ``rank`` instead (a remote arrive): a
+        stage written by multicast is free when the consumers of every receiving CTA
+        released it, so the producer's plan counts all of them."""
+        self.empty.arrive(self.plan.stage(it), cta=cta)
