@@ -225,6 +225,61 @@ def test_multicast_matches_numpy(gpu_runtime, size, mask, where):
             assert np.isnan(got[b]).all()
 
 
+@tylo.kernel
+def multicast_ring(out, tm, chunks, stages: tylo.Static):
+    """A 2-CTA multicast pipeline, the GEMM's pattern: each CTA's thread 0 waits until the
+    stage is free in *both* CTAs (its empty barrier counts the consumer warps of both, which
+    release it remotely), arms its own full barrier, and CTA 0 multicasts the chunk into
+    both; each CTA's consumer warp copies every chunk out. With more chunks than stages
+    every barrier goes through several phases."""
+    rows, cols = BOX
+    n = rows * cols
+    buf = tylo.shared(tylo.f32, stages * n, align=128)
+    full = Barriers(stages)
+    empty = Barriers(stages)
+    t = tylo.thread_idx.x
+    r = cl.cluster_ctarank()
+    if t == 0:
+        for s in range(stages):
+            full.init(s, 1)
+            empty.init(s, 64)
+        fence_barrier_init()
+    cl.cluster_sync()
+    if t == 0:
+        for it in tylo.range(chunks):
+            s = it % stages
+            empty.wait(s, 1 - (it // stages) % 2, scope="cluster")
+            full.arrive_expect_tx(s, PLAN.box_bytes)
+            if r == 0:
+                tile = SharedTile(buf, PLAN.smem_layout, base=s * n)
+                tma.load(tm, tile, (it * rows, 0), full, s, multicast=0b11)
+    if t >= 32:
+        lane = t - 32
+        for it in tylo.range(chunks):
+            s = it % stages
+            full.wait(s, (it // stages) % 2)
+            for j in range(n // 32):
+                e = lane + 32 * j
+                out[(tylo.block_idx.x * chunks + it) * n + e] = buf[s * n + e]
+            empty.arrive(s, cta=0)
+            empty.arrive(s, cta=1)
+    cl.cluster_sync()
+
+
+@pytest.mark.parametrize("stages,chunks", [(1, 3), (2, 7), (3, 16)])
+def test_multicast_pipeline(gpu_runtime, stages, chunks):
+    import torch
+
+    src = torch.randn(chunks * BOX[0], BOX[1], device="cuda")
+    clusters = 2
+    out = torch.full((2 * clusters * chunks * BOX[0] * BOX[1],), float("nan"), device="cuda")
+    multicast_ring[2 * clusters, 64, 2](out, tma.TensorMap(PLAN, src), chunks, stages)
+    torch.cuda.synchronize()
+    got = out.cpu().numpy().reshape(2 * clusters, -1)
+    for b in range(2 * clusters):
+        np.testing.assert_array_equal(got[b], src.cpu().numpy().ravel())
+
+
 def test_every_kernel_compiles_for_sm90a():
     """The compile-only half (no GPU): each kernel above, for one of its configurations."""
     numbering.compile(tylo.i32, block=32, cluster=(2, 2), target="sm_90a")
@@ -234,3 +289,5 @@ def test_every_kernel_compiles_for_sm90a():
     assert k.ptx.count("mbarrier.arrive.release.cluster.shared::cluster.b64") >= 2
     k = multicast_box.compile(tylo.f32, PLAN, Coord, Inner, 0b1010, block=128, cluster=4)
     assert "UTMALDG.2D.MULTICAST" in k.sass
+    k = multicast_ring.compile(tylo.f32, PLAN, int, 3, block=64, cluster=2)
+    assert "UTMALDG.2D.MULTICAST" in k.sass and "LDL" not in k.sass
