@@ -131,3 +131,28 @@ def test_mma_sync_accumulator_x2():
 
     k = small.compile(tylo.f16, block=32, target="sm_90a")
     assert "stmatrix.sync.aligned.m8n8.x2.shared.b16" in k.ptx and "STSM.16.M88.2" in k.sass
+
+
+@tylo.kernel
+def into_half(out, which: tylo.Static):
+    """A warpgroup's 64x16 accumulator into half of a 128x16 tile: a static window, a
+    runtime base, or a runtime window origin (refused)."""
+    own = Ownership(wgmma_m64_c_tv(16), (64, 16))
+    tid = tylo.thread_idx.x % 128
+    half = tylo.thread_idx.x // 128
+    storage = tylo.shared(tylo.bf16, 128 * 16, align=128)
+    if which == "window":
+        tile = SharedTile(storage, Layout((128, 16), (16, 1))).window((64, 0), (64, 16))
+    elif which == "base":
+        tile = SharedTile(storage, Layout((64, 16), (16, 1)), base=half * 64 * 16)
+    else:
+        tile = SharedTile(storage, Layout((128, 16), (16, 1))).window((64 * half, 0), (64, 16))
+    store_fragment(accumulator(own, tid), tile, tid)
+
+
+def test_windows_and_bases():
+    for which in ("window", "base"):
+        k = into_half.compile(tylo.f32, which, block=256, target="sm_90a")
+        assert "STSM.16.M88.4" in k.sass
+    with pytest.raises(tylo.TyloError, match="window origin .* is not static"):
+        into_half.compile(tylo.f32, "runtime", block=256, target="sm_90a")

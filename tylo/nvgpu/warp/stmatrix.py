@@ -333,6 +333,12 @@ def store_fragment(fragment: Any, tile: Any, tid: Any) -> None:
         raise StmatrixError(
             f"stmatrix: the fragment packs {fragment.packed}, the tile holds {tile.dtype}"
         )
+    if any(type(o) is not int for o in tile.origin):
+        raise StmatrixError(
+            f"stmatrix: the window origin {tile.origin} of {tile!r} is not static, so the rows "
+            "cannot be checked; put a runtime offset in the tile's base instead "
+            "(SharedTile(storage, layout, base=offset), a proved multiple of 8 elements)"
+        )
     packed = fragment if fragment.packed is not None else fragment.pack(tile.dtype)
     plan = stmatrix_plan(own, _contiguous_axis(tile))
     _check_rows(plan, tile)
