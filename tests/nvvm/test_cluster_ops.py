@@ -284,3 +284,20 @@ def test_pipeline_counts_the_cluster_s_consumers():
         _pipeline_kernel(257).compile(tylo.f32, block=128, cluster=2, target="sm_90a")
     with pytest.raises(tylo.TyloError, match="the block has 128 threads"):
         _pipeline_kernel(129).compile(tylo.f32, block=128, target="sm_90a")
+
+
+def test_map_shared_on_tiles_and_16_bit_elements():
+    @tylo.kernel
+    def tiles(out):
+        tile = SharedTile(tylo.shared(tylo.bf16, 64, align=16), Layout((8, 8), (1, 8)))
+        peer = cl.map_shared(tile, 1)
+        t = tylo.thread_idx.x
+        peer[(t % 8, t // 8)] = tylo.value(t, tylo.f32).to(tylo.bf16)
+        cl.cluster_sync()
+        out[t] = tile.storage[t]
+        x = peer[(0, 1)]
+        out[t + 64] = x
+
+    k = tiles.compile(tylo.bf16, block=64, cluster=2, target="sm_90a")
+    assert "st.shared::cluster.b16" in k.ptx and "ld.shared::cluster.b16" in k.ptx
+    assert "LDL" not in k.sass and "STL" not in k.sass
