@@ -144,7 +144,9 @@ def _c_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) -> Any:
         tuple(ints),
         tuple(aligns),
         record.nbytes,
-        *hot.attrs,
+        # (attrs, num_attrs) only for a cluster kernel: an extension built before clusters
+        # takes the other launches as it did
+        *(hot.attrs if hot.attrs[1] else ()),
     )
 
 
