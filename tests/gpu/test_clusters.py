@@ -75,6 +75,30 @@ def test_non_portable_cluster_of_16(gpu_runtime):
     )
 
 
+def test_shape_in_ptx_with_the_launch_attribute(gpu_runtime, monkeypatch):
+    """Whether the driver launches a kernel whose PTX states its cluster shape
+    (.reqnctapercluster, tylo.kernel.clusters.SHAPE_IN_PTX) with the same shape as a launch
+    attribute, as tylo's launches always pass it. If this passes on the device, SHAPE_IN_PTX
+    may be turned on."""
+    import torch
+
+    from tylo.kernel import clusters
+
+    monkeypatch.setattr(clusters, "SHAPE_IN_PTX", True)
+    numbering_in_ptx = tylo.kernel(numbering.fn)  # its own specializations (and cache key)
+    grid = (8, 2)
+    out = torch.full((16 * FIELDS,), -1, dtype=torch.int32, device="cuda")
+    launcher = numbering_in_ptx[grid, 32, (2, 2)]
+    launcher(out)
+    launcher(out)  # the fast path too
+    torch.cuda.synchronize()
+    hot = next(iter(numbering_in_ptx.cache.values()))
+    assert ".reqnctapercluster 2, 2, 1" in hot.entry.ptx
+    np.testing.assert_array_equal(
+        out.cpu().numpy().reshape(-1, FIELDS), expected_numbering(grid, (2, 2))
+    )
+
+
 # ---------------------------------------------------------------------------- barrier + DSMEM
 
 
@@ -290,4 +314,12 @@ def test_every_kernel_compiles_for_sm90a():
     k = multicast_box.compile(tylo.f32, PLAN, Coord, Inner, 0b1010, block=128, cluster=4)
     assert "UTMALDG.2D.MULTICAST" in k.sass
     k = multicast_ring.compile(tylo.f32, PLAN, int, 3, block=64, cluster=2)
+    from tylo.kernel import clusters
+
+    clusters.SHAPE_IN_PTX, saved = True, clusters.SHAPE_IN_PTX
+    try:
+        k2 = tylo.kernel(numbering.fn).compile(tylo.i32, block=32, cluster=(2, 2))
+    finally:
+        clusters.SHAPE_IN_PTX = saved
+    assert ".reqnctapercluster 2, 2, 1" in k2.ptx
     assert "UTMALDG.2D.MULTICAST" in k.sass and "LDL" not in k.sass

@@ -131,10 +131,7 @@ def test_the_cluster_is_part_of_the_specialization(recorder):
     assert k.stats.compiles == 3
     assert [c[3] for c in recorder.calls] == [None, None, (2, 1, 1), (2, 1, 1), (4, 1, 1)]
     assert [c[0] for c in recorder.calls] == ["checked", "direct", "checked", "direct", "checked"]
-    ptx = {c.entry.cluster: c.entry.ptx for c in k.cache.values()}
-    assert ".reqnctapercluster 2, 1, 1" in ptx[(2, 1, 1)] and ".explicitcluster" in ptx[(2, 1, 1)]
-    assert ".reqnctapercluster 4, 1, 1" in ptx[(4, 1, 1)]
-    assert "cluster" not in ptx[None]
+    assert {c.entry.cluster for c in k.cache.values()} == {None, (2, 1, 1), (4, 1, 1)}
 
 
 def test_non_portable_clusters_opt_in_once(recorder):
@@ -156,7 +153,23 @@ def test_grid_not_whole_clusters_launches_nothing(recorder):
 def test_compile_only_cluster_kernel():
     k = make_kernel()
     c = k.compile(tylo.f32, int, block=128, cluster=(2, 2), target="sm_90a")
-    assert c.cluster == (2, 2, 1) and ".reqnctapercluster 2, 2, 1" in c.ptx
-    assert "cluster=(2, 2, 1)" in repr(c)
+    assert c.cluster == (2, 2, 1) and "cluster=(2, 2, 1)" in repr(c)
+    assert ".reqnctapercluster" not in c.ptx  # the shape travels as a launch attribute
     plain = k.compile(tylo.f32, int, block=128, target="sm_90a")
     assert plain.cluster is None and ".reqnctapercluster" not in plain.ptx
+
+
+def test_the_shape_in_ptx_when_asked(monkeypatch):
+    """With SHAPE_IN_PTX, libNVVM turns the cluster_dim annotations into .explicitcluster
+    and .reqnctapercluster (and a plain kernel has neither)."""
+    from tylo.kernel import clusters
+
+    monkeypatch.setattr(clusters, "SHAPE_IN_PTX", True)
+    k = make_kernel()
+    c = k.trace(tylo.f32, int, block=128, cluster=(2, 2), target="sm_90a")
+    assert '!"cluster_dim_x", i32 2' in c.llvm and '!"cluster_dim_y", i32 2' in c.llvm
+    k = make_kernel()
+    c = k.compile(tylo.f32, int, block=128, cluster=(4, 1, 2), target="sm_90a")
+    assert ".reqnctapercluster 4, 1, 2" in c.ptx and ".explicitcluster" in c.ptx
+    plain = k.compile(tylo.f32, int, block=128, target="sm_90a")
+    assert ".reqnctapercluster" not in plain.ptx and ".explicitcluster" not in plain.ptx

@@ -44,7 +44,6 @@ def every_op(out):
 def test_every_op_assembles():
     k = every_op.compile(tylo.f32, block=128, cluster=(2, 1, 1), target="sm_90a")
     for text in (
-        ".reqnctapercluster 2, 1, 1",
         "mov.u32 %r{}, %cluster_ctarank;",
         "%cluster_ctaid.x",
         "%clusterid.x",

@@ -8,12 +8,11 @@ the launch configuration::
 
     kern[grid, block, cluster](...)          # e.g. kern[(8, 4), 128, (2, 1, 1)]
 
-The cluster shape is static, like the block shape: part of the specialization (the kernel
-is compiled with ``.reqnctapercluster x, y, z`` and ``.explicitcluster``, from the NVVM
-annotations ``cluster_dim_{x,y,z}``), so kernel code can read it as Python ints
-(:func:`tylo.nvgpu.cluster.cluster_dim`). Every launch passes it to ``cuLaunchKernelEx`` as
-``CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION``. What this module checks, each with a
-:class:`ClusterError`:
+The cluster shape is static, like the block shape: part of the specialization, so kernel
+code can read it as Python ints (:data:`tylo.nvgpu.cluster.cluster_dim`). Every launch
+passes it to ``cuLaunchKernelEx`` as ``CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`` (as CUTLASS
+launches its cluster kernels); with :data:`SHAPE_IN_PTX` the PTX also carries it. What this
+module checks, each with a :class:`ClusterError`:
 
 - the shape is a positive int or 1-3 positive ints (missing axes are 1);
 - it holds at most :data:`MAX_CLUSTER_SIZE` CTAs (16); above :data:`PORTABLE_CLUSTER_SIZE`
@@ -35,6 +34,7 @@ __all__ = [
     "MAX_CLUSTER_SIZE",
     "MIN_CLUSTER_CC",
     "PORTABLE_CLUSTER_SIZE",
+    "SHAPE_IN_PTX",
     "ClusterError",
     "check_grid",
     "check_target",
@@ -42,6 +42,12 @@ __all__ = [
     "cluster_size",
 ]
 
+#: Whether a cluster kernel's PTX also states its shape (``.explicitcluster`` and
+#: ``.reqnctapercluster x, y, z``, from the NVVM annotations ``cluster_dim_{x,y,z}``, which
+#: libNVVM 13 accepts). Off: whether the driver takes a compile-time shape together with the
+#: launch attribute (the same shape) is not verified on a device yet;
+#: ``tests/gpu/test_clusters.py::test_shape_in_ptx_with_the_launch_attribute`` checks it.
+SHAPE_IN_PTX = False
 PORTABLE_CLUSTER_SIZE = 8  # CUDA C++ Programming Guide, "Thread Block Clusters"
 MAX_CLUSTER_SIZE = 16  # non-portable: sm_90 with the opt-in attribute (H100, H200)
 MIN_CLUSTER_CC = (9, 0)

@@ -13,8 +13,8 @@ True
 Launch with ``scale[grid, block](out, x, n, 2.0)`` (grid and block: an int or 1-3 ints;
 ``shared=`` dynamic shared bytes, ``stream=`` a stream), or with thread-block clusters
 ``scale[grid, block, cluster](...)`` (sm_90; :mod:`tylo.kernel.clusters`). The block and
-cluster shapes are static (part of the specialization, ``.maxntid`` and
-``.reqnctapercluster`` in PTX); the grid is a runtime value. The first launch of
+cluster shapes are static (part of the specialization; the block is ``.maxntid`` in PTX);
+the grid is a runtime value. The first launch of
 each configuration (static arguments, array dtypes and devices, block shape) traces and
 compiles; later launches only pack arguments and launch. ``kern.compile(...)`` compiles for
 an explicit target with no GPU.

@@ -139,7 +139,9 @@ def specialization_key(
             "python": sys.version.split()[0],
         }
         if cluster is not None:  # absent otherwise: keys of cluster-less kernels unchanged
-            parts["cluster"] = repr(cluster)
+            from tylo.kernel.clusters import SHAPE_IN_PTX
+
+            parts["cluster"] = repr(cluster) + (" in ptx" if SHAPE_IN_PTX else "")
     except (_Unstable, ValueError):
         return None
     digest = hashlib.sha256()

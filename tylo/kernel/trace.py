@@ -23,7 +23,7 @@ from llvmlite import ir
 
 from tylo.backend.ir import ADDRSPACE_GLOBAL, NVVMModule
 from tylo.dtypes import DType
-from tylo.kernel import facts, intrinsics
+from tylo.kernel import clusters, facts, intrinsics
 from tylo.kernel.context import TraceContext, tracing
 from tylo.kernel.diskcache import Dependencies
 from tylo.kernel.errors import TraceError, is_user_file, user_frames
@@ -132,7 +132,7 @@ def trace_kernel(
         param_names=[bindings[i].name for i in runtime],
         grid_constant=by_value,
         byval=by_value,
-        cluster=cluster,
+        cluster=cluster if clusters.SHAPE_IN_PTX else None,
     )
     for k in by_value:
         function.args[k].attributes.align = 64  # CUtensorMap: .param .align 64 .b8 p[128]
