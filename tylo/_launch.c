@@ -59,11 +59,13 @@ static int as_ll(PyObject *o, long long *out) {
 }
 
 /* InlineLaunch(launch, function, thread, ordinal, tls, failed, guard, smem, dyn,
- *              default_smem, args, slots, ints, aligns, values_end)
+ *              default_smem, args, slots, ints, aligns, values_end[, attrs, num_attrs])
+ * attrs, num_attrs: the config's launch attributes (launchex.cluster_attribute; or none)
  * args: ((kind, type, dtype, device, value[, refuse]), ...); slots: ((arg, code, offset), ...)
  * ints: ((arg, lo, hi, multiple), ...); aligns: ((arg, align), ...) */
 static PyObject *il_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
-    unsigned long long launch, function, thread, dyn, default_smem;
+    unsigned long long launch, function, thread, dyn, default_smem, attrs = 0;
+    unsigned int num_attrs = 0;
     long ordinal;
     Py_ssize_t values_end;
     PyObject *tls, *failed, *guard, *smem, *args, *slots, *ints, *aligns;
@@ -71,14 +73,14 @@ static PyObject *il_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
         PyErr_SetString(PyExc_TypeError, "InlineLaunch takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(a, "KKKlOOOOKKO!O!O!O!n", &launch, &function, &thread, &ordinal,
+    if (!PyArg_ParseTuple(a, "KKKlOOOOKKO!O!O!O!n|KI", &launch, &function, &thread, &ordinal,
                           &tls, &failed, &guard, &smem, &dyn, &default_smem, &PyTuple_Type,
                           &args, &PyTuple_Type, &slots, &PyTuple_Type, &ints, &PyTuple_Type,
-                          &aligns, &values_end))
+                          &aligns, &values_end, &attrs, &num_attrs))
         return NULL;
     if (!launch || !PyCallable_Check(failed) || (guard != Py_None && !PyCallable_Check(guard)) ||
-        !PyDict_Check(smem) || values_end < CONFIG_BYTES) {
-        PyErr_SetString(PyExc_ValueError, "InlineLaunch: bad launch, callables, smem or size");
+        !PyDict_Check(smem) || values_end < CONFIG_BYTES || (attrs == 0) != (num_attrs == 0)) {
+        PyErr_SetString(PyExc_ValueError, "InlineLaunch: bad launch, callables, smem, size, attrs");
         return NULL;
     }
     InlineLaunch *self = (InlineLaunch *)type->tp_alloc(type, 0);
@@ -112,6 +114,7 @@ static PyObject *il_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
         PyErr_NoMemory();
         goto fail;
     }
+    memcpy(self->buffer + 40, &attrs, 8), memcpy(self->buffer + 48, &num_attrs, 4); /* attrs */
     for (Py_ssize_t i = 0; i < self->nargs; i++) {
         PyObject *t = PyTuple_GET_ITEM(args, i);
         ArgSpec *s = &self->args[i];
@@ -410,7 +413,7 @@ static PyObject *il_launch(InlineLaunch *self, PyObject *dims, PyObject *args,
         if (shared > 0xFFFFFFFFull) MISS(Py_False);
         cfg[6] = (uint32_t)shared;
         memcpy(self->buffer, cfg, sizeof cfg);
-        memcpy(self->buffer + 32, &stream, 8); /* hStream; attrs and numAttrs stay 0 */
+        memcpy(self->buffer + 32, &stream, 8); /* hStream; attrs and numAttrs stay as made */
     }
     /* the values, each converted to its parameter's type (ranges checked) */
     for (Py_ssize_t i = 0; i < self->nslots; i++) {

@@ -138,12 +138,15 @@ class NVVMModule:
         grid_constant: Sequence[int] = (),
         byval: Sequence[int] = (),
         param_names: Sequence[str] | None = None,
+        cluster: Sequence[int] | None = None,
     ) -> ir.Function:
         """Declare a kernel entry (``void name(params...)``) and annotate it.
 
         ``maxntid`` (1-3 ints) becomes ``.maxntid`` in PTX. ``grid_constant`` and
         ``byval`` are 0-based parameter indices: a by-value aggregate (a ``[128 x i8]*``
         tensor map) needs both, giving ``.param .align 64 .b8 p[128]`` and ``cvta.param``.
+        ``cluster`` (3 positive ints) becomes ``.explicitcluster`` and ``.reqnctapercluster``
+        (the ``cluster_dim_{x,y,z}`` annotations, which libNVVM 13 accepts).
         """
         if name in self.kernels or name in self.module.globals:
             raise IRError(f"NVVMModule.add_kernel: a global named {name!r} already exists")
@@ -165,6 +168,12 @@ class NVVMModule:
                 )
             for axis, d in zip("xyz", dims):
                 self._annotations.append([fn, f"maxntid{axis}", _I32(d)])
+        if cluster is not None:
+            shape = tuple(cluster)
+            if len(shape) != 3 or any(type(d) is not int or d < 1 for d in shape):
+                raise IRError(f"add_kernel({name!r}): cluster {cluster!r} must be 3 positive ints")
+            for axis, d in zip("xyz", shape):
+                self._annotations.append([fn, f"cluster_dim_{axis}", _I32(d)])
         if grid_constant:
             n = len(fn.args)
             if any(not 0 <= i < n for i in grid_constant):

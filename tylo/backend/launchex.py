@@ -7,7 +7,8 @@ later launches instead write everything the driver reads into one preallocated
 :class:`LaunchRecord` with a single ``struct.pack_into``:
 
 - a ``CUlaunchConfig`` (CUDA driver API, "Execution Control": grid and block
-  dimensions, dynamic shared bytes, stream, no launch attributes), then
+  dimensions, dynamic shared bytes, stream, and the launch attributes: none, or the
+  cluster shape of a cluster launch, :func:`cluster_attribute`), then
 - the kernel's argument values, each at its natural alignment, and
 - a ``void*[]`` array pointing at each value (``kernelParams``),
 
@@ -18,6 +19,12 @@ the legacy default stream, as for ``cuda.bindings``' ``cuLaunchKernel``).
 
 A record is not thread-safe: each thread packs into its own. Records hold plain values
 only; by-value byte parameters (``raw``) take the checked path.
+
+A cluster launch (``kern[grid, block, cluster]``) passes one ``CUlaunchAttribute``,
+``CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`` (CUDA driver API, "Execution Control",
+``CUlaunchAttributeValue::clusterDim``): the fast paths point the record's ``attrs`` at an
+immortal 72-byte attribute made once per cluster shape, and the checked path
+(:func:`launch_cluster`) builds the same configuration through ``cuda.bindings``.
 """
 
 from __future__ import annotations
@@ -31,13 +38,32 @@ from typing import Any
 
 from tylo.backend.argpack import Param, lay_out
 
-__all__ = ["CONFIG_BYTES", "LAUNCH_EX_TYPE", "LaunchRecord", "launch_ex", "launch_ex_address"]
+__all__ = [
+    "ATTRIBUTE_BYTES",
+    "CLUSTER_DIMENSION",
+    "CONFIG_BYTES",
+    "LAUNCH_EX_TYPE",
+    "NO_ATTRIBUTES",
+    "LaunchRecord",
+    "allow_non_portable_clusters",
+    "cluster_attribute",
+    "launch_cluster",
+    "launch_ex",
+    "launch_ex_address",
+]
 
 # CUlaunchConfig: gridDim x/y/z, blockDim x/y/z, sharedMemBytes (7 x u32), padding to 8,
-# hStream (pointer), attrs (pointer, NULL), numAttrs (u32, 0), padding to 8: 56 bytes.
-_CONFIG_FORMAT = "<7I4xQ16x"
+# hStream (pointer), attrs (pointer), numAttrs (u32), padding to 8: 56 bytes.
+_CONFIG_FORMAT = "<7I4xQQI4x"
 CONFIG_BYTES = struct.calcsize(_CONFIG_FORMAT)
 assert CONFIG_BYTES == 56
+# CUlaunchAttribute: id (u32), padding to 8, CUlaunchAttributeValue (a 64-byte union whose
+# clusterDim member is three u32 x, y, z): 72 bytes (cuda.h, CUlaunchAttribute_st).
+ATTRIBUTE_BYTES = 72
+CLUSTER_DIMENSION = 4  # CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+#: (attrs, numAttrs) of a launch without attributes.
+NO_ATTRIBUTES = (0, 0)
+_cluster_attributes: dict[tuple[int, int, int], Any] = {}
 
 #: The C type of ``cuLaunchKernelEx``: int (const CUlaunchConfig*, CUfunction, void**, void**).
 LAUNCH_EX_TYPE = ctypes.CFUNCTYPE(
@@ -51,16 +77,17 @@ _launch_ex_error: str | None = None
 class LaunchRecord:
     """One thread's launch record for one kernel signature (see the module doc).
 
-    ``pack(gx, gy, gz, bx, by, bz, shared, stream, *values)`` writes a launch; then
-    ``launch_ex()(record.config, function_handle, record.params, None)`` launches it.
+    ``pack(gx, gy, gz, bx, by, bz, shared, stream, attrs, num_attrs, *values)`` writes a
+    launch (``attrs, num_attrs``: :data:`NO_ATTRIBUTES` or a :func:`cluster_attribute`);
+    then ``launch_ex()(record.config, function_handle, record.params, None)`` launches it.
 
     >>> from tylo.backend.argpack import PTR, I32
     >>> r = LaunchRecord([PTR, I32])
-    >>> r.pack(4, 1, 1, 256, 1, 1, 0, 0, 0x7F0000000000, 1000)
+    >>> r.pack(4, 1, 1, 256, 1, 1, 0, 0, *NO_ATTRIBUTES, 0x7F0000000000, 1000)
     >>> r.values()
     (139637976727552, 1000)
     >>> r.config_values()
-    (4, 1, 1, 256, 1, 1, 0, 0)
+    (4, 1, 1, 256, 1, 1, 0, 0, 0, 0)
     """
 
     __slots__ = ("_buffer", "_pointers", "_struct", "config", "nbytes", "offsets", "pack",
@@ -89,11 +116,12 @@ class LaunchRecord:
 
     def values(self) -> tuple[Any, ...]:
         """The argument values last packed (for debugging and tests)."""
-        return self._struct.unpack_from(self._buffer, 0)[8:]
+        return self._struct.unpack_from(self._buffer, 0)[10:]
 
     def config_values(self) -> tuple[int, ...]:
-        """The ``CUlaunchConfig`` fields last packed: grid, block, shared bytes, stream."""
-        return self._struct.unpack_from(self._buffer, 0)[:8]
+        """The ``CUlaunchConfig`` fields last packed: grid, block, shared bytes, stream,
+        attrs, numAttrs."""
+        return self._struct.unpack_from(self._buffer, 0)[:10]
 
 
 def launch_ex() -> Callable[[int, int, Any, Any], int] | None:
@@ -126,3 +154,85 @@ def launch_ex_address() -> int:
     if fn is None:
         return 0
     return ctypes.cast(fn, ctypes.c_void_p).value or 0
+
+
+def cluster_attribute(cluster: tuple[int, int, int]) -> tuple[int, int]:
+    """``(attrs, numAttrs)`` for a launch with thread-block clusters of shape ``cluster``:
+    the address of one ``CUlaunchAttribute`` with id ``CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION``
+    and value ``clusterDim = {x, y, z}``, and 1. Made once per shape and never freed (a few
+    dozen shapes exist), so a record may point at it for as long as it lives.
+
+    >>> import ctypes, struct
+    >>> address, n = cluster_attribute((2, 1, 1))
+    >>> struct.unpack_from("<I4x3I", ctypes.string_at(address, ATTRIBUTE_BYTES)), n
+    ((4, 2, 1, 1), 1)
+    """
+    buf = _cluster_attributes.get(cluster)
+    if buf is None:
+        x, y, z = cluster
+        value = struct.pack("<I4x3I", CLUSTER_DIMENSION, x, y, z)
+        buf = ctypes.create_string_buffer(value, ATTRIBUTE_BYTES)
+        with _lock:
+            buf = _cluster_attributes.setdefault(tuple(cluster), buf)
+    return ctypes.addressof(buf), 1
+
+
+def launch_cluster(
+    function: Any,
+    grid: Any,
+    block: Any,
+    args: Any,
+    *,
+    cluster: tuple[int, int, int],
+    shared_bytes: int = 0,
+    stream: Any = None,
+) -> None:
+    """The checked launch of a cluster kernel: as :func:`tylo.backend.driver.launch` (the
+    same checks of the dimensions, shared memory, arguments, context and stream), through
+    ``cuda.bindings``' ``cuLaunchKernelEx`` with a ``CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION``
+    attribute. The cluster shape was validated by the caller
+    (:func:`tylo.kernel.clusters.cluster_dims`); the driver checks the rest (a grid that is
+    not a multiple of it, a size the device cannot co-schedule)."""
+    from tylo.backend import driver
+    from tylo.backend.errors import LaunchError
+
+    gx, gy, gz = driver._dim3(grid, "grid")
+    bx, by, bz = driver._dim3(block, "block")
+    cx, cy, cz = driver._dim3(cluster, "cluster")
+    if shared_bytes > function.max_dynamic_shared_bytes or shared_bytes < 0:
+        raise LaunchError(
+            f"launch {function.name}: {shared_bytes} B of dynamic shared memory exceeds the "
+            f"function's limit of {function.max_dynamic_shared_bytes} B; call "
+            f"function.set_max_dynamic_shared_memory({shared_bytes}) first"
+        )
+    if args.signature_id not in function._checked:
+        function.check_args(args)
+    if getattr(driver._tls, "ordinal", None) != function.module.ordinal:
+        driver.current_context(function.module.ordinal)
+    if stream is not None and type(stream) is not int:
+        stream = driver.stream_handle(stream)
+    cu = driver._cuda()
+    attr = cu.CUlaunchAttribute()
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cx, cy, cz
+    config = cu.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = gx, gy, gz
+    config.blockDimX, config.blockDimY, config.blockDimZ = bx, by, bz
+    config.sharedMemBytes = shared_bytes
+    config.hStream = 0 if stream is None else stream
+    config.attrs = [attr]
+    config.numAttrs = 1
+    (err,) = cu.cuLaunchKernelEx(config, function.handle, args.address, 0)
+    if err:
+        raise driver.cuda_error("cuLaunchKernelEx", err)
+
+
+def allow_non_portable_clusters(function: Any) -> None:
+    """Let ``function`` (a :class:`tylo.backend.driver.Function`) launch with clusters of
+    more than 8 CTAs: ``cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+    1)`` (CUDA driver API, "Execution Control"; sm_90 allows up to 16)."""
+    from tylo.backend import driver
+
+    cu = driver._cuda()
+    attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+    driver.check(cu.cuFuncSetAttribute(function.handle, attr, 1), "cuFuncSetAttribute")

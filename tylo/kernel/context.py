@@ -82,7 +82,7 @@ class TraceContext:
 
     ``block`` is the static block shape (3 ints), ``index_bits`` the width of index
     arithmetic (64 by default), ``target`` the compile target, ``kernel_name`` the
-    entry's name.
+    entry's name, ``cluster`` the static cluster shape (3 ints) of a cluster kernel or None.
     """
 
     def __init__(
@@ -99,6 +99,7 @@ class TraceContext:
         self.function = function
         self.kernel_name = kernel_name
         self.block = block
+        self.cluster: tuple[int, int, int] | None = None  # set by trace_kernel
         self.index_bits = index_bits
         self.index_type = ir.IntType(index_bits)
         self.int_max = (1 << (index_bits - 1)) - 1  # largest runtime integer

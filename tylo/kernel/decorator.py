@@ -11,8 +11,10 @@
 True
 
 Launch with ``scale[grid, block](out, x, n, 2.0)`` (grid and block: an int or 1-3 ints;
-``shared=`` dynamic shared bytes, ``stream=`` a stream). The block shape is static (part of
-the specialization, ``.maxntid`` in PTX); the grid is a runtime value. The first launch of
+``shared=`` dynamic shared bytes, ``stream=`` a stream), or with thread-block clusters
+``scale[grid, block, cluster](...)`` (sm_90; :mod:`tylo.kernel.clusters`). The block and
+cluster shapes are static (part of the specialization; the block is ``.maxntid`` in PTX);
+the grid is a runtime value. The first launch of
 each configuration (static arguments, array dtypes and devices, block shape) traces and
 compiles; later launches only pack arguments and launch. ``kern.compile(...)`` compiles for
 an explicit target with no GPU.
@@ -32,6 +34,7 @@ from tylo import dtypes as dt
 from tylo.dtypes import DType
 from tylo.kernel import control, debug
 from tylo.kernel.ast_rewrite import rewrite_function
+from tylo.kernel.clusters import check_target, cluster_dims
 from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
 from tylo.kernel.launch import (
     CompiledKernel,
@@ -164,12 +167,14 @@ class Kernel:
         except TypeError:  # an unhashable grid (a list): a fresh launcher each time
             launcher, cacheable = None, False
         if launcher is None:
-            if not isinstance(config, tuple) or len(config) != 2:
+            if not isinstance(config, tuple) or len(config) not in (2, 3):
                 raise KernelArgumentError(
-                    f"{self.name}[...]: give a grid and a block, e.g. {self.name}[blocks, 256]"
+                    f"{self.name}[...]: give a grid and a block, e.g. {self.name}[blocks, 256], "
+                    f"and optionally a cluster shape, e.g. {self.name}[blocks, 256, (2, 1, 1)]"
                 )
-            grid, block = config
-            launcher = launcher_class(self.nparams)(self, grid, _block3(block))
+            grid, block, *rest = config
+            cluster = cluster_dims(rest[0], self.name) if rest else None
+            launcher = launcher_class(self.nparams)(self, grid, _block3(block), cluster)
             if cacheable:
                 if len(self._launchers) > 256:
                     self._launchers.clear()
@@ -188,7 +193,11 @@ class Kernel:
     # ------------------------------------------------------------------ specializing
 
     def specialize_for(
-        self, args: Sequence[Any], keys: Sequence[Any], block: tuple[int, int, int]
+        self,
+        args: Sequence[Any],
+        keys: Sequence[Any],
+        block: tuple[int, int, int],
+        cluster: tuple[int, int, int] | None = None,
     ) -> tuple[CompiledKernel, int]:
         """Build (or find) the specialization for launch arguments ``args``."""
         from tylo.arrays import ArrayError, as_device_array
@@ -222,7 +231,7 @@ class Kernel:
                 "kernel runs on one device: copy them to one device first (e.g. x.to(y.device))"
             )
         ordinal = known.pop() if known else 0
-        return self._build(tuple(bindings), block, device_target(ordinal)), ordinal
+        return self._build(tuple(bindings), block, device_target(ordinal), cluster), ordinal
 
     def _binding(self, name: str, ann: Any, kind: ParamKind, value: Any) -> Binding:
         if kind is ParamKind.STATIC:
@@ -256,35 +265,51 @@ class Kernel:
         return Binding(name, kind, spec.dtype, check=check)
 
     def compile(
-        self, *specs: Any, block: Any = 1, target: Any = "sm_90a", **kwspecs: Any
+        self,
+        *specs: Any,
+        block: Any = 1,
+        target: Any = "sm_90a",
+        cluster: Any = None,
+        **kwspecs: Any,
     ) -> CompiledKernel:
         """Compile for ``target`` without a GPU. Each argument is a spec of the runtime
         argument (``tylo.pointer(tylo.f32, align=16)`` or a DType, ``int``/``tylo.Int``,
-        ``float``/``tylo.Float``) or the value of a static parameter."""
+        ``float``/``tylo.Float``) or the value of a static parameter; ``cluster`` the
+        cluster shape of a cluster launch (``kern[grid, block, cluster]``)."""
         from tylo.target import Target
 
         bindings = self._spec_bindings(specs, kwspecs)
+        shape = None if cluster is None else cluster_dims(cluster, self.name)
         try:
-            return self._build(tuple(bindings), _block3(block), Target.parse(target))
+            return self._build(tuple(bindings), _block3(block), Target.parse(target), shape)
         except TraceError as err:
             raise err.with_traceback(user_frames(err.__traceback__)) from None
 
     def trace(
-        self, *specs: Any, block: Any = 1, target: Any = "sm_90a", **kwspecs: Any
+        self,
+        *specs: Any,
+        block: Any = 1,
+        target: Any = "sm_90a",
+        cluster: Any = None,
+        **kwspecs: Any,
     ) -> TraceResult:
         """Trace a specialization to NVVM IR (``.llvm``) without compiling it (needs
         neither libNVVM nor a GPU); arguments as for :meth:`compile`."""
         from tylo.target import Target
 
         bindings = self._spec_bindings(specs, kwspecs)
+        shape = None if cluster is None else cluster_dims(cluster, self.name)
+        target = Target.parse(target)
+        check_target(shape, target, self.name)
         try:
             return trace_kernel(
                 self.rewritten(),
                 name=self.name,
                 bindings=bindings,
                 block=_block3(block),
-                target=Target.parse(target),
+                target=target,
                 index_bits=self.index_bits,
+                cluster=shape,
             )
         except TraceError as err:
             raise err.with_traceback(user_frames(err.__traceback__)) from None
@@ -303,33 +328,42 @@ class Kernel:
         return tuple(bindings)
 
     def _build(
-        self, bindings: tuple[Binding, ...], block: tuple[int, int, int], target: Any
+        self,
+        bindings: tuple[Binding, ...],
+        block: tuple[int, int, int],
+        target: Any,
+        cluster: tuple[int, int, int] | None = None,
     ) -> CompiledKernel:
         # the bounds-debug mode (TYLO_DEBUG_BOUNDS) changes the traced code
-        key = (bindings, block, target, debug.key_text())
+        key = (bindings, block, target, debug.key_text(), cluster)
         built = self._built.get(key)
         if built is not None:
             return built
+        check_target(cluster, target, self.name)
         with self._lock:
             built = self._built.get(key)
             if built is None:
-                built = self._built[key] = self._compile(bindings, block, target)
+                built = self._built[key] = self._compile(bindings, block, target, cluster)
         return built
 
     def _compile(
-        self, bindings: tuple[Binding, ...], block: tuple[int, int, int], target: Any
+        self,
+        bindings: tuple[Binding, ...],
+        block: tuple[int, int, int],
+        target: Any,
+        cluster: tuple[int, int, int] | None = None,
     ) -> CompiledKernel:
         from tylo.backend.pipeline import compile_ir
         from tylo.kernel import diskcache
 
         start = time.perf_counter()
-        key = diskcache.specialization_key(self, bindings, block, target)
+        key = diskcache.specialization_key(self, bindings, block, target, cluster)
         if key is not None:
             hit = diskcache.lookup(key)
             if hit is not None:
                 self.stats.compiles += 1
                 self.stats.disk_hits += 1
-                return self._from_disk(bindings, block, target, key, *hit, start)
+                return self._from_disk(bindings, block, target, key, *hit, start, cluster)
         self.stats.traces += 1
         result = trace_kernel(
             self.rewritten(),
@@ -339,6 +373,7 @@ class Kernel:
             target=target,
             index_bits=self.index_bits,
             track_files=key is not None,
+            cluster=cluster,
         )
         module = compile_ir(
             result.llvm, target, entries=(result.entry,), options=self.options, name=self.name
@@ -374,6 +409,7 @@ class Kernel:
             dynamic_shared_bytes=result.dynamic_shared_bytes,
             timings=timings,
             guards=result.guards,
+            cluster=cluster,
         )
 
     def _from_disk(
@@ -385,6 +421,7 @@ class Kernel:
         entry: Any,
         meta: dict[str, Any],
         start: float,
+        cluster: tuple[int, int, int] | None = None,
     ) -> CompiledKernel:
         from tylo.backend.pipeline import CompiledModule
         from tylo.backend.resources import kernel_resources
@@ -416,6 +453,7 @@ class Kernel:
             dynamic_shared_bytes=int(meta["dynamic_shared_bytes"]),
             timings=timings,
             guards=tuple(Guard.from_data(g) for g in meta.get("guards", [])),
+            cluster=cluster,
         )
 
 

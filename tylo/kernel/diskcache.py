@@ -108,7 +108,11 @@ def toolchain_identity() -> str:
 
 
 def specialization_key(
-    kernel: Any, bindings: Sequence[Any], block: tuple[int, int, int], target: Any
+    kernel: Any,
+    bindings: Sequence[Any],
+    block: tuple[int, int, int],
+    target: Any,
+    cluster: tuple[int, int, int] | None = None,
 ) -> str | None:
     """The first-level key of one specialization, or None when some static value or
     closure variable has no stable text, or the kernel's code is not in a source file
@@ -134,6 +138,10 @@ def specialization_key(
             "toolchain": toolchain_identity(),
             "python": sys.version.split()[0],
         }
+        if cluster is not None:  # absent otherwise: keys of cluster-less kernels unchanged
+            from tylo.kernel.clusters import SHAPE_IN_PTX
+
+            parts["cluster"] = repr(cluster) + (" in ptx" if SHAPE_IN_PTX else "")
     except (_Unstable, ValueError):
         return None
     digest = hashlib.sha256()

@@ -46,7 +46,7 @@ class Hot:
     """A specialization bound to a device (see the module doc)."""
 
     __slots__ = (
-        "entry", "fast", "handle", "inline", "launch", "ordinal", "records", "values_of"
+        "attrs", "entry", "fast", "handle", "inline", "launch", "ordinal", "records", "values_of"
     )
 
     def __init__(self, entry: Any, ordinal: int) -> None:
@@ -54,6 +54,7 @@ class Hot:
         self.ordinal = ordinal
         self.fast = entry._fast_check
         self.values_of = entry._runtime_values
+        self.attrs = entry.launch_attributes  # (attrs, numAttrs) of the CUlaunchConfig
         self.handle = 0
         self.launch: Any = None  # cuLaunchKernelEx, once a checked launch succeeded
         self.records: dict[int, Any] = {}  # thread id -> LaunchRecord
@@ -143,6 +144,9 @@ def _c_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) -> Any:
         tuple(ints),
         tuple(aligns),
         record.nbytes,
+        # (attrs, num_attrs) only for a cluster kernel: an extension built before clusters
+        # takes the other launches as it did
+        *(hot.attrs if hot.attrs[1] else ()),
     )
 
 
@@ -183,7 +187,7 @@ def launch_inline(dims, args, shared, stream):
     if not ({checks}):
         return False
     try:
-        pack(*dims, shared, stream{packed})
+        pack(*dims, shared, stream, ATTRS, NATTRS{packed})
     except struct_error:  # a value the parameter cannot hold: the checked path says so
         return False
     err = launch(CONFIG, HANDLE, PARAMS, None)
@@ -212,6 +216,8 @@ def _python_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) ->
         "PARAMS": record.params,
         "failed": hot.failed,
         "SMEM": entry._smem_limit,
+        "ATTRS": hot.attrs[0],
+        "NATTRS": hot.attrs[1],
         "struct_error": struct.error,
     }
     guards, values, nonnull = [], [], []

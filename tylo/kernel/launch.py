@@ -12,6 +12,9 @@ gives the specialization key and the values, one dict lookup finds the specializ
 the generated checks run (int facts, alignment, guards, dynamic shared memory), and the
 thread's launch record is packed and launched with ``cuLaunchKernelEx``
 (:mod:`tylo.backend.launchex`). The first launch in a thread is the fully checked one.
+A cluster launch (``kern[grid, block, cluster](*args)``, :mod:`tylo.kernel.clusters`) takes
+the same paths; its cluster shape is part of the specialization and its launch record
+carries the cluster attribute.
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ class Alignment:
 class CompiledKernel:
     """One compiled specialization of a :class:`~tylo.kernel.decorator.Kernel`.
 
+    ``cluster`` is the static cluster shape of a cluster kernel (None: no clusters).
     ``llvm``, ``ptx``, ``cubin``, ``sass`` (on demand) are the stages; ``resources`` the
     entry's :class:`~tylo.backend.resources.Resources` (registers, shared memory, spills,
     stack); ``timings`` splits the cold compile into ``trace_s``, ``ir_s``, ``nvvm_s``,
@@ -102,7 +106,10 @@ class CompiledKernel:
         dynamic_shared_bytes: int,
         timings: dict[str, Any],
         guards: Sequence[Any] = (),
+        cluster: tuple[int, int, int] | None = None,
     ) -> None:
+        from tylo.backend import launchex
+
         self.name = name
         self.module = module
         self.entry = entry
@@ -113,10 +120,16 @@ class CompiledKernel:
         self.dynamic_shared_bytes = dynamic_shared_bytes
         self.timings = timings
         self.guards = tuple(guards)
+        self.cluster = cluster
+        # (attrs, numAttrs) of the fast paths' CUlaunchConfig
+        self.launch_attributes = (
+            launchex.NO_ATTRIBUTES if cluster is None else launchex.cluster_attribute(cluster)
+        )
         self._guards = [(g, g.compile()) for g in self.guards]
         self._functions: dict[int, Any] = {}
         self._packs: dict[int, Any] = {}
         self._smem_limit: dict[int, int] = {}
+        self._non_portable: set[int] = set()
         self._checks: list[tuple[int, str, Any]] = []
         for i in self.runtime:
             b = bindings[i]
@@ -214,8 +227,9 @@ class CompiledKernel:
         return self.sass if name == "sass" else self.module.stage(name)
 
     def __repr__(self) -> str:
+        cluster = "" if self.cluster is None else f", cluster={self.cluster}"
         return (
-            f"CompiledKernel({self.name!r}, target={self.target}, block={self.block}, "
+            f"CompiledKernel({self.name!r}, target={self.target}, block={self.block}{cluster}, "
             f"cache={self.timings.get('cache')})"
         )
 
@@ -277,8 +291,31 @@ class CompiledKernel:
         fn = self._functions.get(ordinal) or self.function(ordinal)
         pack = self._packs.get(threading.get_ident()) or self.argpack()
         pack.pack(*self._runtime_values(values))
-        (_DRIVER or _driver()).launch(
-            fn, grid, self.block, pack, shared_bytes=shared, stream=stream
+        if self.cluster is None:
+            (_DRIVER or _driver()).launch(
+                fn, grid, self.block, pack, shared_bytes=shared, stream=stream
+            )
+        else:
+            self._launch_cluster(fn, grid, pack, shared, stream, ordinal)
+
+    def _launch_cluster(
+        self, fn: Any, grid: Any, pack: Any, shared: int, stream: Any, ordinal: int
+    ) -> None:
+        """The checked launch of a cluster kernel (:func:`tylo.backend.launchex.launch_cluster`),
+        after the grid was checked to be whole clusters; a cluster above the portable size
+        first opts the function in (once per device)."""
+        from tylo.backend import launchex
+        from tylo.kernel import clusters
+
+        dims = launch_dims(grid, self.block)
+        if dims is not None:
+            clusters.check_grid(dims[:3], self.cluster, self.name)
+        size = clusters.cluster_size(self.cluster)
+        if size > clusters.PORTABLE_CLUSTER_SIZE and ordinal not in self._non_portable:
+            launchex.allow_non_portable_clusters(fn)
+            self._non_portable.add(ordinal)
+        launchex.launch_cluster(
+            fn, grid, self.block, pack, cluster=self.cluster, shared_bytes=shared, stream=stream
         )
 
 
@@ -313,7 +350,8 @@ _LauncherBase: Any = fastpath._accel.LauncherBase if fastpath.ACCELERATED else o
 
 
 class Launcher(_LauncherBase):  # type: ignore[misc]
-    """``kern[grid, block]``: call it with the kernel's arguments to launch.
+    """``kern[grid, block]`` or ``kern[grid, block, cluster]``: call it with the kernel's
+    arguments to launch.
 
     Each kernel gets its own subclass whose ``__call__`` is generated for its number of
     parameters (:func:`launcher_class`): the per-argument reads are unrolled. A launcher
@@ -322,24 +360,40 @@ class Launcher(_LauncherBase):  # type: ignore[misc]
     tests and attribute reads, one ``pack_into`` and ``cuLaunchKernelEx``.
     """
 
-    __slots__ = ("block", "grid", "kernel") + (
+    __slots__ = ("block", "cluster", "grid", "kernel", "shape") + (
         () if _LauncherBase is not object else ("dims", "inline")
     )
 
-    def __init__(self, kernel: Any, grid: Any, block: tuple[int, int, int]) -> None:
+    def __init__(
+        self,
+        kernel: Any,
+        grid: Any,
+        block: tuple[int, int, int],
+        cluster: tuple[int, int, int] | None = None,
+    ) -> None:
         self.kernel = kernel
         self.grid = grid
         self.block = block
+        self.cluster = cluster
+        # the static launch shape that selects specializations: the block, and the cluster
+        self.shape = block if cluster is None else (block, cluster)
         self.dims = launch_dims(grid, block)
+        if cluster is not None and self.dims is not None:
+            from tylo.kernel.clusters import check_grid
+
+            check_grid(self.dims[:3], cluster, kernel.name)
         self.inline: Any = None
 
     def __repr__(self) -> str:
-        return f"{self.kernel.name}[{self.grid}, {self.block}]"
+        cluster = "" if self.cluster is None else f", {self.cluster}"
+        return f"{self.kernel.name}[{self.grid}, {self.block}{cluster}]"
 
     def _miss(self, args: Sequence[Any], spec: tuple[Any, ...]) -> Hot:
         k = self.kernel
         try:
-            hot = k.cache[spec] = Hot(*k.specialize_for(args, spec[1:], self.block))
+            hot = k.cache[spec] = Hot(
+                *k.specialize_for(args, spec[1:], self.block, self.cluster)
+            )
         except TraceError as err:
             blamed = none_arguments_blamed(k, args, err)
             if blamed is not None:
@@ -389,7 +443,7 @@ def _launch(self, *args, shared=0, stream=None, **kwargs):
     {unpack}
     readers = k.readers
 {reads}
-    spec = (self.block, {keys})
+    spec = (self.shape, {keys})
     hot = k.cache.get(spec)
     if hot is None:
         hot = self._miss(args, spec)
@@ -399,7 +453,7 @@ def _launch(self, *args, shared=0, stream=None, **kwargs):
             and self.dims is not None and tls.ordinal == hot.ordinal
             and hot.fast(v, shared, hot.ordinal)):
         try:
-            record.pack(*self.dims, shared, stream or 0, *hot.values_of(v))
+            record.pack(*self.dims, shared, stream or 0, *hot.attrs, *hot.values_of(v))
         except struct_error:  # a value the parameter cannot hold: the checked path says so
             return hot.slow(self.grid, v, shared, stream)
         err = hot.launch(record.config, hot.handle, record.params, None)

@@ -23,7 +23,7 @@ from llvmlite import ir
 
 from tylo.backend.ir import ADDRSPACE_GLOBAL, NVVMModule
 from tylo.dtypes import DType
-from tylo.kernel import facts, intrinsics
+from tylo.kernel import clusters, facts, intrinsics
 from tylo.kernel.context import TraceContext, tracing
 from tylo.kernel.diskcache import Dependencies
 from tylo.kernel.errors import TraceError, is_user_file, user_frames
@@ -116,6 +116,7 @@ def trace_kernel(
     target: Any,
     index_bits: int,
     track_files: bool = False,
+    cluster: tuple[int, int, int] | None = None,
 ) -> TraceResult:
     """Trace ``fn`` (already rewritten) for one specialization; see the module docstring."""
     t0 = time.perf_counter()
@@ -131,12 +132,14 @@ def trace_kernel(
         param_names=[bindings[i].name for i in runtime],
         grid_constant=by_value,
         byval=by_value,
+        cluster=cluster if clusters.SHAPE_IN_PTX else None,
     )
     for k in by_value:
         function.args[k].attributes.align = 64  # CUtensorMap: .param .align 64 .b8 p[128]
     ctx = TraceContext(
         module, function, kernel_name=name, block=block, index_bits=index_bits, target=target
     )
+    ctx.cluster = cluster
     intrinsics.setup_indices(ctx)
     args: list[Any] = []
     irargs = iter(function.args)

@@ -38,6 +38,7 @@ __all__ = [
     "shfl_bfly",
     "st_global",
     "st_shared",
+    "stmatrix",
 ]
 
 I16 = ir.IntType(16)
@@ -58,6 +59,9 @@ MIN_ARCH: dict[str, tuple[tuple[int, int], str]] = {
     "setmaxnreg": ((9, 0), "9.7.17.1 setmaxnreg (sm_90a)"),
     "elect.sync": ((9, 0), "9.7.13.13 elect.sync"),
     "wgmma": ((9, 0), "9.7.15 Asynchronous warpgroup-level matrix instructions (sm_90a)"),
+    "cluster": ((9, 0), "barrier.cluster, mapa, %cluster_* special registers (sm_90)"),
+    "multicast": ((9, 0), "cp.async.bulk.tensor .multicast::cluster (sm_90)"),
+    "stmatrix": ((9, 0), "9.7.14.5.16 Warp-level matrix store: stmatrix (sm_90)"),
 }
 
 # instructions that exist only on the arch-specific target (sm_90a, not sm_90)
@@ -175,6 +179,24 @@ def ldmatrix(b: ir.IRBuilder, addr: ir.Value, *, num: int = 4, trans: bool = Fal
     asm.line(f"ldmatrix.sync.aligned.m8n8.x{num}{t}.shared.b16 {{{', '.join(outs)}}}, [{a}];")
     # reads shared memory written by other threads before a barrier: keep it ordered
     return asm.emit(b, memory=True)
+
+
+def stmatrix(
+    b: ir.IRBuilder, addr: ir.Value, regs: Sequence[ir.Value], *, trans: bool = False
+) -> None:
+    """``stmatrix.sync.aligned.m8n8.x{num}{.trans}.shared.b16 [addr], {regs}`` (sm_90; PTX
+    ISA 9.7.14.5.16): ldmatrix's store counterpart, ``num = len(regs)`` (1, 2 or 4) i32
+    registers per lane, register ``j`` holding row ``lane // 4``, columns
+    ``2*(lane % 4) + (0, 1)`` of matrix ``j``; lanes ``8j..8j+7`` give the 32-bit shared
+    addresses of matrix ``j``'s 8 rows (transposed with ``.trans``)."""
+    if len(regs) not in (1, 2, 4):
+        raise PTXOpError(f"stmatrix: 1, 2 or 4 registers, got {len(regs)}")
+    asm = PTXAsm("stmatrix")
+    a = asm.input(addr)
+    rs = [asm.input(r) for r in regs]
+    t = ".trans" if trans else ""
+    asm.line(f"stmatrix.sync.aligned.m8n8.x{len(rs)}{t}.shared.b16 [{a}], {{{', '.join(rs)}}};")
+    asm.emit(b, memory=True)
 
 
 def mma_m16n8k16(

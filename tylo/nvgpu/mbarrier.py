@@ -114,12 +114,26 @@ class Barriers:
         asm.line(f"mbarrier.init.shared::cta.b64 [{a}], {c};")
         asm.emit(ctx.builder, memory=True)
 
-    def arrive(self, i: Any) -> None:
-        """``mbarrier.arrive.shared::cta.b64 _, [bar]``: this thread arrives."""
+    def arrive(self, i: Any, *, cta: Any = None) -> None:
+        """``mbarrier.arrive.shared::cta.b64 _, [bar]``: this thread arrives on barrier
+        ``i``. With ``cta=rank`` (a cluster kernel), it arrives on barrier ``i`` of the CTA of
+        cluster rank ``rank`` instead: ``mapa`` then
+        ``mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote]``, releasing this
+        thread's earlier writes to the cluster (the waiter uses ``wait(..., scope="cluster")``
+        to acquire them)."""
         ctx = _ctx()
-        asm = PTXAsm("mbarrier.arrive")
-        a = asm.input(self.address(i))
-        asm.line(f"mbarrier.arrive.shared::cta.b64 _, [{a}];")
+        if cta is None:
+            asm = PTXAsm("mbarrier.arrive")
+            a = asm.input(self.address(i))
+            asm.line(f"mbarrier.arrive.shared::cta.b64 _, [{a}];")
+            asm.emit(ctx.builder, memory=True)
+            return
+        from tylo.nvgpu.cluster import map_shared_address
+
+        remote = map_shared_address(self.address(i), cta)
+        asm = PTXAsm("mbarrier.arrive remote")
+        a = asm.input(remote)
+        asm.line(f"mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{a}];")
         asm.emit(ctx.builder, memory=True)
 
     def arrive_expect_tx(self, i: Any, nbytes: Any) -> None:
@@ -134,10 +148,15 @@ class Barriers:
         asm.line(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [{a}], {t};")
         asm.emit(ctx.builder, memory=True)
 
-    def wait(self, i: Any, parity: Any) -> None:
+    def wait(self, i: Any, parity: Any, *, scope: str = "cta") -> None:
         """Spin on ``mbarrier.try_wait.parity.shared::cta.b64`` until the phase of ``parity``
-        (0 or 1, static or runtime) of barrier ``i`` has completed."""
+        (0 or 1, static or runtime) of barrier ``i`` has completed. ``scope="cluster"``
+        acquires at cluster scope (``.acquire.cluster``): writes that peer CTAs released
+        with their remote arrives (``arrive(i, cta=...)``) are visible afterwards."""
+        if scope not in ("cta", "cluster"):
+            raise PipelineError(f"mbarrier wait: scope must be 'cta' or 'cluster', got {scope!r}")
         ctx = _ctx()
+        sem = "" if scope == "cta" else ".acquire.cluster"
         asm = PTXAsm("mbarrier.try_wait.parity")
         a = asm.input(self.address(i))
         p = asm.input(_i32(parity, "parity"))
@@ -145,7 +164,7 @@ class Barriers:
             "{",
             ".reg .pred %done;",
             "TYLO_MBAR_WAIT:",
-            f"mbarrier.try_wait.parity.shared::cta.b64 %done, [{a}], {p};",
+            f"mbarrier.try_wait.parity{sem}.shared::cta.b64 %done, [{a}], {p};",
             "@!%done bra TYLO_MBAR_WAIT;",
             "}",
         ):
@@ -229,12 +248,16 @@ class Pipeline:
 
         if not isinstance(plan, PipelinePlan):
             raise PipelineError(f"Pipeline: expected a PipelinePlan, got {plan!r}")
-        bx, by, bz = current().block
+        ctx = current()
+        bx, by, bz = ctx.block
+        cx, cy, cz = ctx.cluster or (1, 1, 1)
         block = bx * by * bz
+        # arrivals may come from every CTA of the cluster (remote arrives, cta=rank)
+        threads, where = block * cx * cy * cz, "block" if ctx.cluster is None else "cluster"
         for what, count in (("consumers", plan.consumers), ("producers", plan.producers)):
-            if count > block:
+            if count > threads:
                 raise PipelineError(
-                    f"Pipeline: {count} {what} arrive per phase, but the block has {block} "
+                    f"Pipeline: {count} {what} arrive per phase, but the {where} has {threads} "
                     "threads: the barrier would never complete"
                 )
         self.plan = plan
@@ -280,6 +303,10 @@ class Pipeline:
             )
         self.full.wait(self.plan.stage(it), self.plan.parity(it))
 
-    def consumer_release(self, it: Any) -> None:
-        """Arrive on the stage's empty barrier (each of the plan's consumers once)."""
-        self.empty.arrive(self.plan.stage(it))
+    def consumer_release(self, it: Any, *, cta: Any = None) -> None:
+        """Arrive on the stage's empty barrier (each of the plan's consumers once). With
+        ``cta=rank`` (a cluster kernel whose producer multicasts into this CTA), arrive on
+        the empty barrier of the CTA of cluster rank ``rank`` instead (a remote arrive): a
+        stage written by multicast is free when the consumers of every receiving CTA
+        released it, so the producer's plan counts all of them."""
+        self.empty.arrive(self.plan.stage(it), cta=cta)

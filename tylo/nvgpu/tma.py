@@ -33,6 +33,7 @@ from tylo.layouts.symbolic import divides, to_value
 from tylo.nvgpu.errors import PlanError
 
 __all__ = [
+    "MAX_CLUSTER_CTAS",
     "TMAError",
     "TensorMap",
     "TensorMapPlan",
@@ -374,12 +375,20 @@ def _coords(b: Any, tmap: Any, coords: Any) -> list:
     return [lower_int(ctx, to_index(coords[i], "TMA coordinate"), 32) for i in plan.order]
 
 
-def load(tmap: Any, tile: Any, coords: Any, barriers: Any, i: Any) -> None:
+def load(
+    tmap: Any, tile: Any, coords: Any, barriers: Any, i: Any, *, multicast: Any = None
+) -> None:
     """``cp.async.bulk.tensor.Nd.shared::cluster.global.tile.mbarrier::complete_tx::bytes``
     (sm_90; PTX ISA 9.7.9.27.1.2): copy the box at element ``coords`` (one per mode of the
     global layout) of ``tmap``'s tensor into shared ``tile``; its ``plan.box_bytes`` complete
     on barrier ``i`` of ``barriers`` (arm it with ``arrive_expect_tx``). Elements outside the
-    tensor arrive as zeros. Issued by one thread."""
+    tensor arrive as zeros. Issued by one thread.
+
+    ``multicast=mask`` (a cluster kernel; a 16-bit CTA mask, static or runtime) adds
+    ``.multicast::cluster``: the box is read once and written to ``tile``'s shared offset in
+    every CTA whose cluster rank is a bit of ``mask``, and each of them gets the
+    ``box_bytes`` on its own barrier ``i`` (at the same offset), so each armed its own
+    barrier for them. The issuing CTA receives the box only if its own bit is set."""
     from tylo.backend.inline_ptx import PTXAsm
     from tylo.kernel.context import current
     from tylo.nvgpu.instructions import check_arch
@@ -394,11 +403,62 @@ def load(tmap: Any, tile: Any, coords: Any, barriers: Any, i: Any) -> None:
     tm = asm.input(tmap.address())
     cs = [asm.input(c) for c in _coords(b, tmap, coords)]
     bar = asm.input(barriers.address(i))
-    asm.line(
-        f"cp.async.bulk.tensor.{len(cs)}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-        f"[{dst}], [{tm}, {{{', '.join(cs)}}}], [{bar}];"
-    )
+    if multicast is None:
+        asm.line(
+            f"cp.async.bulk.tensor.{len(cs)}d.shared::cluster.global.tile"
+            f".mbarrier::complete_tx::bytes [{dst}], [{tm}, {{{', '.join(cs)}}}], [{bar}];"
+        )
+    else:
+        mask = asm.input(_cta_mask(ctx, multicast))
+        asm.line(
+            f"cp.async.bulk.tensor.{len(cs)}d.shared::cluster.global.tile"
+            ".mbarrier::complete_tx::bytes.multicast::cluster "
+            f"[{dst}], [{tm}, {{{', '.join(cs)}}}], [{bar}], {mask};"
+        )
     asm.emit(b, memory=True)
+
+
+MAX_CLUSTER_CTAS = 16  # a multicast mask has one bit per CTA of the cluster (16 bits)
+
+
+def _cta_mask(ctx: Any, mask: Any) -> Any:
+    """The i16 ``ctaMask`` operand: a static mask must be a nonzero int of at most 16 bits
+    naming only CTAs of the kernel's cluster; a runtime mask (an int Value or index
+    expression) is truncated to its low 16 bits."""
+    from llvmlite import ir
+
+    from tylo.kernel.lower import lower_int
+    from tylo.kernel.values import Value, convert, to_index
+    from tylo.nvgpu.instructions import check_arch
+
+    check_arch("multicast", ctx.target)
+    if ctx.cluster is None:
+        raise TMAError(
+            "tma.load(multicast=...): the kernel is not a cluster kernel; launch it with "
+            "kern[grid, block, cluster] (or compile with cluster=...) to multicast"
+        )
+    n = ctx.cluster[0] * ctx.cluster[1] * ctx.cluster[2]
+    i16 = ir.IntType(16)
+    if type(mask) is bool or (isinstance(mask, float)):
+        raise TMAError(f"tma.load: multicast mask must be an integer CTA mask, got {mask!r}")
+    if type(mask) is int:
+        if not 0 < mask < 1 << MAX_CLUSTER_CTAS:
+            raise TMAError(
+                f"tma.load: multicast mask {mask:#x} must be a nonzero {MAX_CLUSTER_CTAS}-bit "
+                "CTA mask (bit r: the CTA of cluster rank r)"
+            )
+        if mask >> n:
+            raise TMAError(
+                f"tma.load: multicast mask {mask:#x} names CTA rank(s) "
+                f"{[r for r in range(MAX_CLUSTER_CTAS) if mask >> r & 1 and r >= n]}, but the "
+                f"cluster {ctx.cluster} has {n} CTA(s) (ranks 0..{n - 1})"
+            )
+        return i16(mask)
+    if isinstance(mask, Value):
+        if mask.dtype.is_float or mask.dtype is dt.bool_:
+            raise TMAError(f"tma.load: multicast mask must be an integer, got a {mask.dtype}")
+        return ctx.builder.trunc(convert(mask, dt.u32).use(), i16)
+    return ctx.builder.trunc(lower_int(ctx, to_index(mask, "multicast mask"), 32), i16)
 
 
 def store(tmap: Any, tile: Any, coords: Any) -> None:
