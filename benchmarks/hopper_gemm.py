@@ -142,6 +142,8 @@ def main(argv=None) -> int:
     p.add_argument("--stages", type=int, default=4)
     p.add_argument("--group", type=int, default=8, help="raster band height (tile-rows)")
     p.add_argument("--pingpong", action="store_true", help="consumers alternate tiles")
+    p.add_argument("--cluster", type=int, choices=(1, 2), default=1,
+                   help="2: CTA pairs multicast the shared Y tile")
     p.add_argument("--inner", type=int, default=5,
                    help="launches per timed sample, back to back (1: include launch gaps)")
     p.add_argument("--no-triton", action="store_true")
@@ -157,7 +159,8 @@ def main(argv=None) -> int:
 
     out = getattr(tylo, args.out)
     cfg = (HopperGemmConfig(bn=args.bn, m_atoms=args.m_atoms, stages=args.stages, out=out,
-                            group=args.group, pingpong=args.pingpong) if args.bn else None)
+                            group=args.group, pingpong=args.pingpong, cluster=args.cluster)
+           if args.bn else None)
     triton_mm = None if args.no_triton else _triton_matmul()
     shapes = [tuple(map(int, s.split(","))) for s in args.shapes] if args.shapes else SHAPES
     what = cfg.describe() if cfg else "tiles chosen by examples.hopper_gemm.host.gemm"

@@ -18,7 +18,7 @@ import numpy as np
 
 import tylo
 from examples.hopper_gemm.kernel import OUT_DTYPES, THREADS, HopperGemmConfig, hopper_gemm_kernel
-from tylo.layouts import ComposedLayout, Layout, Swizzle, dim
+from tylo.layouts import ComposedLayout, Layout, dim
 from tylo.nvgpu.tma import TensorMap, TensorMapPlan
 
 __all__ = ["compile_hopper_gemm", "default_config", "gemm", "plans", "takes_tma_path", "verify"]
@@ -27,17 +27,20 @@ __all__ = ["compile_hopper_gemm", "default_config", "gemm", "plans", "takes_tma_
 # --8<-- [start:plans]
 @cache
 def plans(cfg: HopperGemmConfig) -> tuple[TensorMapPlan, TensorMapPlan]:
-    """The tensor maps of A and B: boxes of (bm, bk) and (bn, bk) over symbolic (M, K) and
-    (N, K) matrices with 8-element-multiple leading dimensions, 128-byte swizzled; each plan
-    proves that the box's shared layout is the layout the kernel's wgmma reads."""
-    M, N, K = dim("M"), dim("N"), dim("K")
+    """The tensor maps of X and Y (B and A of the example): boxes of (bm, bk) and (bn, bk)
+    over symbolic (R, K) and (S, K) matrices with 8-element-multiple leading dimensions,
+    128-byte swizzled; each plan proves that the box's shared layout is the layout the
+    kernel's wgmma reads. In a 2-CTA cluster each CTA loads half of the Y box (bn/2 rows,
+    multicast to both), written as the first bn/2 rows of the same swizzled layout."""
+    R, S, K = dim("R"), dim("S"), dim("K")
     ld = dim("ld", multiple_of=8)
-    swz = Swizzle(3, 4 - (cfg.dtype.nbytes.bit_length() - 1), 3)
-    out = []
-    for rows, extent in ((cfg.bm, M), (cfg.bn, N)):
-        smem = ComposedLayout(swz, 0, Layout((rows, cfg.bk), (cfg.bk, 1)))
-        out.append(TensorMapPlan(cfg.dtype, Layout((extent, K), (ld, 1)), (rows, cfg.bk), "128B", smem))
-    return out[0], out[1]
+    lx, ly = cfg.smem_layouts()
+    half = cfg.bn // cfg.cluster
+    if cfg.cluster > 1:
+        ly = ComposedLayout(ly.outer, 0, Layout((half, cfg.bk), (cfg.bk, 1)))
+    px = TensorMapPlan(cfg.dtype, Layout((R, K), (ld, 1)), (cfg.bm, cfg.bk), "128B", lx)
+    py = TensorMapPlan(cfg.dtype, Layout((S, K), (ld, 1)), (half, cfg.bk), "128B", ly)
+    return px, py
 # --8<-- [end:plans]
 
 
@@ -45,7 +48,8 @@ def compile_hopper_gemm(cfg: HopperGemmConfig, target: Any = "sm_90a") -> Any:
     """Compile (no GPU needed) the kernel for ``cfg``."""
     px, py = plans(cfg)
     return hopper_gemm_kernel.compile(
-        cfg.out, px, py, int, int, int, int, float, cfg, block=THREADS, target=target
+        cfg.out, px, py, int, int, int, int, float, cfg, block=THREADS, target=target,
+        **({"cluster": (cfg.cluster, 1, 1)} if cfg.cluster > 1 else {}),
     )
 
 
@@ -139,8 +143,9 @@ def _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
     # array is never used for another, since the key holds the address, shape and strides)
     bx = DeviceArray(db.ptr, (n, k), (ldb, 1), db.dtype, db.device)
     ay = DeviceArray(da.ptr, (m, k), (lda, 1), da.dtype, da.device)
-    tiles = -(-n // cfg.bm) * -(-m // cfg.bn)
-    grid = (min(tiles, _sm_count(dd.device)),)
+    units = -(-n // (cfg.bm * cfg.cluster)) * -(-m // cfg.bn)  # one unit per cluster
+    clusters = min(units, _sm_count(dd.device) // cfg.cluster)
+    grid = (clusters * cfg.cluster,)
     path = "hopper" if packing is None else "hopper-packed"
     return (path, cfg, TensorMap(px, bx), TensorMap(py, ay), grid, packing)
 
@@ -170,9 +175,12 @@ def gemm(d, a, b, m, n, k, lda, ldb, ldd, *, alpha=1.0, relu=False, cfg=None, st
         pa, pb, k = packing
         pack_rows(pa, a, m, key[5], lda, stream=stream)
         pack_rows(pb, b, n, key[5], ldb, stream=stream)
-    hopper_gemm_kernel[grid, THREADS](
-        d, tmx, tmy, n, m, k, ldd, float(alpha), cfg, shared=cfg.shared_bytes(), stream=stream
+    launch = (
+        hopper_gemm_kernel[grid, THREADS]
+        if cfg.cluster == 1
+        else hopper_gemm_kernel[grid, THREADS, (cfg.cluster, 1, 1)]
     )
+    launch(d, tmx, tmy, n, m, k, ldd, float(alpha), cfg, shared=cfg.shared_bytes(), stream=stream)
     return path
 
 

@@ -33,9 +33,10 @@ from dataclasses import dataclass
 
 import tylo
 from tylo.kernel.values import to_index
-from tylo.layouts import Layout
+from tylo.layouts import ComposedLayout, Layout, Swizzle
 from tylo.nvgpu import tma
-from tylo.nvgpu.mbarrier import Barriers, Pipeline, PipelinePlan
+from tylo.nvgpu.cluster import cluster_ctarank, cluster_sync
+from tylo.nvgpu.mbarrier import Barriers, Pipeline, PipelinePlan, fence_barrier_init
 from tylo.nvgpu.warpgroup.mma import (
     WarpgroupMMAAtom,
     commit_group,
@@ -77,6 +78,7 @@ class HopperGemmConfig:
     pairs: bool = True  # interior tiles store accumulator pairs as one vector (C's leading
     # dimension even, its base aligned to a pair: checked at launch)
     pingpong: bool = False  # each consumer takes every other tile (see the module docstring)
+    cluster: int = 1  # 2: CTA pairs share the Y tile, each loading half for both (multicast)
 
     def __post_init__(self) -> None:
         from tylo.nvgpu.errors import PlanError
@@ -98,6 +100,8 @@ class HopperGemmConfig:
         for flag in ("loads", "pairs", "pingpong"):
             if type(getattr(self, flag)) is not bool:
                 raise PlanError(f"HopperGemmConfig: {flag} must be a bool, got {getattr(self, flag)!r}")
+        if self.cluster not in (1, 2) or type(self.cluster) is not int:
+            raise PlanError(f"HopperGemmConfig: cluster must be 1 or 2, got {self.cluster!r}")
         if type(self.group) is not int or not 1 <= self.group <= 64:
             raise PlanError(f"HopperGemmConfig: group must be an int in [1, 64], got {self.group!r}")
         if type(self.stages) is not int or not 2 <= self.stages <= 8:
@@ -111,8 +115,23 @@ class HopperGemmConfig:
 
     @property
     def stage_consumers(self) -> int:
-        """The threads that read (and release) each stage of the ring."""
+        """The threads that read each stage of the ring."""
         return 128 * (1 if self.pingpong else CONSUMERS)
+
+    @property
+    def releases(self) -> int:
+        """Arrivals that free a stage: one per consumer warp, of every CTA the stage's
+        multicast half was written into."""
+        return self.stage_consumers // 32 * self.cluster
+
+    def smem_layouts(self) -> tuple:
+        """The shared layouts of one stage's X and Y tiles: ``bm`` and ``bn`` rows of ``bk``
+        elements, 128-byte swizzled (the K-major layout wgmma reads)."""
+        swz = Swizzle(3, 4 - (self.dtype.nbytes.bit_length() - 1), 3)
+        return tuple(
+            ComposedLayout(swz, 0, Layout((rows, self.bk), (self.bk, 1)))
+            for rows in (self.bm, self.bn)
+        )
 
     def stage_elements(self) -> tuple[int, int]:
         return self.bm * self.bk, self.bn * self.bk
@@ -127,6 +146,7 @@ class HopperGemmConfig:
             f"warpgroups ({'ping-pong' if self.pingpong else 'cooperative'}) + 1 producer, {self.shared_bytes() // 1024} KiB shared, "
             f"{self.dtype} in, {self.out} out{', ReLU' if self.relu else ''}, persistent "
             f"(raster bands of {self.group} tile-rows)"
+            + (", 2-CTA clusters (Y multicast)" if self.cluster == 2 else "")
         )
 # --8<-- [end:config]
 
@@ -145,6 +165,35 @@ def _tile_coords(cfg, t, tiles_r, tiles_c):
     rows = tylo.minimum(tylo.value(tiles_r, tylo.u32) - first, cfg.group)
     local = t - band * per_band
     return to_index(first + local % rows), to_index(local // rows)
+
+
+@tylo.inline
+def _schedule(cfg, r, s, k):
+    """What every role needs to walk this CTA's tiles in the same order: the k-tiles per
+    tile, this CTA's tile count, the grid of tile *units* (a unit: ``cluster`` tiles one
+    above the other, one per CTA of a cluster) and this CTA's rank in its cluster."""
+    tiles_r = (r + cfg.bm - 1) // cfg.bm
+    tiles_c = (s + cfg.bn - 1) // cfg.bn
+    units_r = (tiles_r + cfg.cluster - 1) // cfg.cluster
+    # this cluster's units: cluster_id, cluster_id + clusters, ... (u32: a 64-bit division by
+    # a runtime value is a subroutine call in SASS, and ptxas serializes every wgmma of a
+    # function that makes calls)
+    clusters = tylo.value(tylo.grid_dim.x // cfg.cluster, tylo.u32)
+    work = tylo.value(units_r * tiles_c - tylo.block_idx.x // cfg.cluster, tylo.u32)
+    my_tiles = to_index((work + clusters - 1) // clusters)
+    # the ring's iteration counts (tile * k_tiles + kt) are runtime u32 values: their stage
+    # and phase (mod / div by the ring depth) need no proof
+    k_tiles = to_index(tylo.value((k + cfg.bk - 1) // cfg.bk, tylo.u32))
+    rank = cluster_ctarank() if cfg.cluster == 2 else 0
+    return (k_tiles, my_tiles, units_r, tiles_c, rank)
+
+
+@tylo.inline
+def _my_tile(cfg, i, sched):
+    """The (row, column) tile of this CTA's ``i``-th unit."""
+    unit = tylo.block_idx.x // cfg.cluster + i * (tylo.grid_dim.x // cfg.cluster)
+    ur, tcol = _tile_coords(cfg, unit, sched[2], sched[3])
+    return ur * cfg.cluster + sched[4], tcol
 # --8<-- [end:schedule]
 
 
@@ -169,7 +218,7 @@ def _epilogue(cfg, acc, c, r, s, ldc, alpha, row0, col0, tid):
 
 # --8<-- [start:consumer]
 @tylo.inline
-def _k_tile(cfg, atom, w, tx, ty, smem, pipe, it, pending, start):
+def _k_tile(cfg, atom, w, smem, pipe, it, pending, start):
     """Wait for ring iteration ``it``'s stage and issue its ``bk/16`` k-steps into the
     accumulators (one group, committed); returns the pending accumulators. ``start``: the
     tile's first k-tile, whose first k-step overwrites the accumulators (D = A*B) instead of
@@ -177,8 +226,9 @@ def _k_tile(cfg, atom, w, tx, ty, smem, pipe, it, pending, start):
     a_elems, b_elems = cfg.stage_elements()
     pipe.consumer_wait(it)
     base = pipe.stage(it) * (a_elems + b_elems)
-    sx = SharedTile(smem, tx.plan.smem_layout, base=base)
-    sy = SharedTile(smem, ty.plan.smem_layout, base=base + a_elems)
+    lx, ly = cfg.smem_layouts()
+    sx = SharedTile(smem, lx, base=base)
+    sy = SharedTile(smem, ly, base=base + a_elems)
     fence()
     out = list(pending)
     for kk in range(cfg.bk // 16):
@@ -192,16 +242,27 @@ def _k_tile(cfg, atom, w, tx, ty, smem, pipe, it, pending, start):
 
 
 @tylo.inline
-def _consume(cfg, w, tx, ty, smem, pipe, turn, k_tiles, my_tiles, tiles_r, tiles_c, c, r, s,
-             ldc, alpha, tid):
+def _release(cfg, pipe, it, rank, tid):
+    """One arrival per consumer warp frees stage ``it`` (its wgmma reads are complete: the
+    warpgroup waited for them); with a cluster, on the peer CTA's empty barrier too, since
+    this CTA's stage also holds the peer's multicast half."""
+    if tid % 32 == 0:
+        pipe.consumer_release(it)
+        if cfg.cluster == 2:
+            pipe.consumer_release(it, cta=1 - rank)
+
+
+@tylo.inline
+def _consume(cfg, w, smem, pipe, turn, sched, c, r, s, ldc, alpha, tid):
     """Consumer warpgroup ``w`` (static): its ``64 * m_atoms`` rows of every tile this CTA
     computes, all of the tile's columns, one accumulator per 64-row block."""
     atom = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype)
     rows = 64 * cfg.m_atoms
+    k_tiles, my_tiles, rank = sched[0], sched[1], sched[4]
     accs = tuple(zeros(atom.c) for _ in range(cfg.m_atoms))  # registers, reused per tile
     # cooperative: both consumers on every tile; ping-pong: consumer w on tiles w, w + 2, ..
     for i in tylo.range(w if cfg.pingpong else 0, my_tiles, 2 if cfg.pingpong else 1):
-        tr, tcol = _tile_coords(cfg, tylo.block_idx.x + i * tylo.grid_dim.x, tiles_r, tiles_c)
+        tr, tcol = _my_tile(cfg, i, sched)
         first = i * k_tiles  # the ring's iteration count at this tile's first k-tile
         if cfg.pingpong:
             # a ring wait must not run ahead of the ring by a whole pass (a parity wait
@@ -212,21 +273,55 @@ def _consume(cfg, w, tx, ty, smem, pipe, turn, k_tiles, my_tiles, tiles_r, tiles
                 turn.wait(1, j % 2)
             elif j > 0:
                 turn.wait(0, (j - 1) % 2)
-        pending = _k_tile(cfg, atom, w, tx, ty, smem, pipe, first, accs, True)
+        pending = _k_tile(cfg, atom, w, smem, pipe, first, accs, True)
         for kt in tylo.range(1, k_tiles):
-            pending = _k_tile(cfg, atom, w, tx, ty, smem, pipe, first + kt, pending, False)
+            pending = _k_tile(cfg, atom, w, smem, pipe, first + kt, pending, False)
             # the previous k-tile's group is complete after this; this one stays queued
             wait_group(1)
-            pipe.consumer_release(first + kt - 1)
+            _release(cfg, pipe, first + kt - 1, rank, tid)
         if cfg.pingpong:
             turn.arrive(1 - w)  # our waits are done: the other consumer's turn
         done = wait_group(0, *pending)
-        pipe.consumer_release(first + k_tiles - 1)
+        _release(cfg, pipe, first + k_tiles - 1, rank, tid)
         accs = done if cfg.m_atoms > 1 else (done,)
         for j in range(cfg.m_atoms):
-            _epilogue(cfg, accs[j], c, r, s, ldc, alpha, tr * cfg.bm + (0 if cfg.pingpong else rows * w) + 64 * j,
-                      tcol * cfg.bn, tid - 128 * (1 + w))
+            row0 = tr * cfg.bm + (0 if cfg.pingpong else rows * w) + 64 * j
+            _epilogue(cfg, accs[j], c, r, s, ldc, alpha, row0, tcol * cfg.bn, tid - 128 * (1 + w))
 # --8<-- [end:consumer]
+
+
+# --8<-- [start:producer]
+@tylo.inline
+def _produce(cfg, tx, ty, smem, pipe, sched):
+    """The producer thread: for each k-tile of each of this CTA's tiles, wait until the
+    stage is free, expect its bytes, and load X (this CTA's rows) and Y; in a 2-CTA cluster
+    each CTA loads half of the Y tile, multicast into both CTAs' stages."""
+    a_elems, b_elems = cfg.stage_elements()
+    k_tiles, my_tiles, rank = sched[0], sched[1], sched[4]
+    lx, ly = cfg.smem_layouts()
+    half = cfg.bn // cfg.cluster  # the Y rows this CTA loads
+    for i in tylo.range(my_tiles):
+        tr, tcol = _my_tile(cfg, i, sched)
+        for kt in tylo.range(k_tiles):
+            it = i * k_tiles + kt
+            st = pipe.stage(it)
+            # the stage's consumers, in this CTA and (cluster) the peer, released it
+            pipe.empty.wait(st, 1 - pipe.plan.parity(it), scope="cluster")
+            if cfg.loads:
+                pipe.producer_commit(it, tx_bytes=(a_elems + b_elems) * cfg.dtype.nbytes)
+                base = st * (a_elems + b_elems)
+                tma.load(tx, SharedTile(smem, lx, base=base), (tr * cfg.bm, kt * cfg.bk),
+                         pipe.full, st)
+                if cfg.cluster == 1:
+                    sy = SharedTile(smem, ly, base=base + a_elems)
+                    tma.load(ty, sy, (tcol * cfg.bn, kt * cfg.bk), pipe.full, st)
+                else:
+                    sy = SharedTile(smem, ty.plan.smem_layout, base=base + a_elems + rank * half * cfg.bk)
+                    tma.load(ty, sy, (tcol * cfg.bn + rank * half, kt * cfg.bk), pipe.full, st,
+                             multicast=0b11)
+            else:
+                pipe.producer_commit(it)
+# --8<-- [end:producer]
 
 
 # --8<-- [start:kernel]
@@ -238,7 +333,7 @@ def hopper_gemm_kernel(c, tx, ty, r: Dim, s: Dim, k: Dim, ldc: Dim, alpha: float
         c = tylo.assume_aligned(c, 2 * cfg.out.nbytes)
     a_elems, b_elems = cfg.stage_elements()
     smem = tylo.dynamic_shared(cfg.dtype, cfg.stages * (a_elems + b_elems), align=1024)
-    pipe = Pipeline(PipelinePlan(stages=cfg.stages, consumers=cfg.stage_consumers))
+    pipe = Pipeline(PipelinePlan(stages=cfg.stages, consumers=cfg.releases))
     turn = Barriers(2, name="turn") if cfg.pingpong else None  # ping-pong's turn-taking
     tid = tylo.thread_idx.x
     if tid == 0:
@@ -246,44 +341,24 @@ def hopper_gemm_kernel(c, tx, ty, r: Dim, s: Dim, k: Dim, ldc: Dim, alpha: float
         if cfg.pingpong:
             turn.init(0, 128)
             turn.init(1, 128)
-    tylo.sync_threads()
-    tiles_r = (r + cfg.bm - 1) // cfg.bm
-    tiles_c = (s + cfg.bn - 1) // cfg.bn
-    # this CTA's tiles: block_idx.x, block_idx.x + grid_dim.x, ...
-    # (u32: a 64-bit division by a runtime value is a subroutine call in SASS, and ptxas
-    # serializes every wgmma of a function that makes calls)
-    grid = tylo.value(tylo.grid_dim.x, tylo.u32)
-    work = tylo.value(tiles_r * tiles_c - tylo.block_idx.x, tylo.u32)
-    my_tiles = to_index((work + grid - 1) // grid)
-    # the ring's iteration counts (tile * k_tiles + kt) are runtime u32 values: their stage
-    # and phase (mod / div by the ring depth) need no proof
-    k_tiles = to_index(tylo.value((k + cfg.bk - 1) // cfg.bk, tylo.u32))
+        if cfg.cluster == 2:
+            fence_barrier_init()
+    if cfg.cluster == 2:
+        cluster_sync()  # the peer's barriers exist before anything arrives on them
+    else:
+        tylo.sync_threads()
+    sched = _schedule(cfg, r, s, k)
     wg = tid // 128
     if wg == 0:
         set_max_registers(PRODUCER_REGISTERS, increase=False)
         if tid == 0:
-            for i in tylo.range(my_tiles):
-                t = tylo.block_idx.x + i * tylo.grid_dim.x
-                tr, tcol = _tile_coords(cfg, t, tiles_r, tiles_c)
-                for kt in tylo.range(k_tiles):
-                    it = i * k_tiles + kt
-                    pipe.producer_acquire(it)
-                    if cfg.loads:
-                        pipe.producer_commit(it, tx_bytes=(a_elems + b_elems) * cfg.dtype.nbytes)
-                        st = pipe.stage(it)
-                        base = st * (a_elems + b_elems)
-                        sx = SharedTile(smem, tx.plan.smem_layout, base=base)
-                        sy = SharedTile(smem, ty.plan.smem_layout, base=base + a_elems)
-                        tma.load(tx, sx, (tr * cfg.bm, kt * cfg.bk), pipe.full, st)
-                        tma.load(ty, sy, (tcol * cfg.bn, kt * cfg.bk), pipe.full, st)
-                    else:
-                        pipe.producer_commit(it)
+            _produce(cfg, tx, ty, smem, pipe, sched)
     elif wg == 1:
         set_max_registers(CONSUMER_REGISTERS, increase=True)
-        _consume(cfg, 0, tx, ty, smem, pipe, turn, k_tiles, my_tiles, tiles_r, tiles_c, c, r, s, ldc,
-                 alpha, tid)
+        _consume(cfg, 0, smem, pipe, turn, sched, c, r, s, ldc, alpha, tid)
     else:
         set_max_registers(CONSUMER_REGISTERS, increase=True)
-        _consume(cfg, 1, tx, ty, smem, pipe, turn, k_tiles, my_tiles, tiles_r, tiles_c, c, r, s, ldc,
-                 alpha, tid)
+        _consume(cfg, 1, smem, pipe, turn, sched, c, r, s, ldc, alpha, tid)
+    if cfg.cluster == 2:
+        cluster_sync()  # no CTA leaves while its peer may still arrive on its barriers
 # --8<-- [end:kernel]

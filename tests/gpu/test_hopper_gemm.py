@@ -79,6 +79,31 @@ def test_pingpong(gpu_runtime, cfg, shape):
     assert res["path"] == "hopper"
 
 
+@pytest.mark.parametrize(
+    "cfg",
+    [{"bn": 128, "m_atoms": 2, "stages": 5, "pingpong": True},
+     {"bn": 256, "stages": 4}, {"bn": 128, "stages": 3, "pingpong": True}],
+    ids=str,
+)
+@pytest.mark.parametrize(
+    "shape", [(1, 1, 8), (129, 1000, 136), (3000, 5000, 512), (1000, 700, 64)], ids=str
+)
+def test_two_cta_clusters_with_multicast(gpu_runtime, cfg, shape):
+    # CTA pairs share the Y tile, each loading half of it for both; an odd number of tile
+    # rows leaves the second CTA of the last pair wholly outside the matrix
+    res = verify(*shape, out="bf16", alpha=0.5, cfg=HopperGemmConfig(cluster=2, **cfg))
+    assert res["path"] == "hopper"
+
+
+def test_cluster_assembly():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = compile_hopper_gemm(HopperGemmConfig(bn=128, m_atoms=2, pingpong=True, cluster=2))
+    assert "UTMALDG.2D.MULTICAST" in k.sass and "UCGABAR_ARV" in k.sass
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in k.sass
+    assert "LDL" not in k.sass and "STL" not in k.sass
+
+
 def test_unaligned_operands_are_packed(gpu_runtime):
     assert verify(4099, 4103, 4097, out="bf16")["path"] == "hopper-packed"
     assert verify(77, 5, 3, relu=True, alpha=2.0)["path"] == "hopper-packed"
@@ -92,7 +117,8 @@ def test_odd_leading_dimension_stores_elements(gpu_runtime):
 @pytest.mark.parametrize(
     "bad",
     [{"m_atoms": 2, "bn": 256}, {"m_atoms": 3}, {"bn": 96}, {"out": tylo.i32}, {"relu": 1},
-     {"group": 0}, {"stages": 1}, {"dtype": tylo.f32}, {"loads": None}],
+     {"group": 0}, {"stages": 1}, {"dtype": tylo.f32}, {"loads": None}, {"cluster": 4},
+     {"cluster": True}, {"pingpong": "yes"}],
 )
 def test_configs_that_do_not_fit_are_refused(bad):
     from tylo.nvgpu.errors import PlanError
