@@ -101,7 +101,9 @@ def test_cluster_assembly():
         k = compile_hopper_gemm(HopperGemmConfig(bn=128, m_atoms=2, pingpong=True, cluster=2))
     assert "UTMALDG.2D.MULTICAST" in k.sass and "UCGABAR_ARV" in k.sass
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in k.sass
+    # where setmaxnreg takes effect (whole-program ptxas) the producer has 56 registers
     assert "LDL" not in k.sass and "STL" not in k.sass
+    assert "setmaxnreg.dec.sync.aligned.u32 56" in k.ptx
 
 
 def test_unaligned_operands_are_packed(gpu_runtime):
