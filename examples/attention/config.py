@@ -66,7 +66,7 @@ def _dtype(x: Any) -> Any:
     if x is tylo.bf16 or x is tylo.f16:
         return x
     raise PlanError(
-        f"AttentionConfig: dtype {x!r} is not supported; the warp path takes bf16 or f16 "
+        f"AttentionConfig: dtype {x} is not supported; the warp path takes bf16 or f16 "
         "inputs (f32 accumulators and statistics)"
     )
 

@@ -76,6 +76,7 @@ Stride = tylo.Int(min=0, max=2**40)
 Strided = tylo.Ptr(strided=True)
 
 
+# --8<-- [start:partials]
 def thread_partials(f: Fragment, axis: int = 1) -> Fragment:
     """Each thread's own partial reduction (sum) of ``f`` along ``axis``, before any lanes
     talk: the in-thread folds of :func:`tylo.tile.reduce.reduction_plan`, placed by an
@@ -108,6 +109,9 @@ def partial_ownership(own: Ownership, axis: int) -> Ownership:
     return Ownership.from_modes(shape, th, va, f"{own.label} partials along {axis}")
 
 
+# --8<-- [end:partials]
+
+
 # --8<-- [start:online]
 def online_block(cfg, s, m, l_part, o, c):
     """One key block of the online softmax on the S fragment ``s`` (raw scores, masked
@@ -134,6 +138,7 @@ def _index(x):
     return to_index(tylo.value(x))
 
 
+# --8<-- [start:blocks]
 def key_blocks(cfg, m0, lq, kv):
     """``(unmasked, total)`` key blocks of the CTA whose first query row is ``m0``:
     blocks ``0 .. unmasked - 1`` are visible whole to every row of the CTA; blocks
@@ -150,6 +155,10 @@ def key_blocks(cfg, m0, lq, kv):
     return _index(_index(lo) // bc), _index((_index(hi) + bc - 1) // bc)
 
 
+# --8<-- [end:blocks]
+
+
+# --8<-- [start:iteration]
 @tylo.inline
 def prefetch(cfg, K, V, sk, sv, tid, n, total):
     """Issue the copies of key block ``n`` into stage ``n % 2`` (if it exists) and commit
@@ -189,6 +198,9 @@ def key_block(cfg, qf, K, V, sk, sv, svt, tid, n, total, m, l_part, o, c, m0, lq
         wait_copies(0)  # block n + 1 has landed (this thread's copies) ...
         tylo.sync_threads()  # ... and everyone's; everyone is done with stage n % 2
     return m, l_part, o
+
+
+# --8<-- [end:iteration]
 
 
 # --8<-- [start:kernel]
