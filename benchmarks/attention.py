@@ -31,6 +31,14 @@ TOKENS = 256 * 1024
 SHAPES = [(d, causal, length) for d in (64, 128) for causal in (False, True)
           for length in (1024, 4096, 16384)]  # fmt: skip
 QUICK = [(64, False, 1024), (128, True, 1024)]
+# --variants: other warp-path configurations timed beside the default (name: options)
+VARIANTS = {
+    64: {"128x64": {"block_m": 128, "block_n": 64},
+         "128x64-qsmem": {"block_m": 128, "block_n": 64, "q_in_registers": False},
+         "64x64": {"block_m": 64, "block_n": 64}},
+    128: {"64x32": {"block_m": 64, "block_n": 32},
+          "128x32-qsmem": {"block_m": 128, "block_n": 32, "q_in_registers": False}},
+}  # fmt: skip
 
 
 def _triton_attention():
@@ -96,7 +104,7 @@ def _time(fn, reps_out):
     reps_out.append(s.elapsed_time(e))
 
 
-def bench(d, causal, length, reps, path, dtype, triton_fn):
+def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False):
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
@@ -115,6 +123,9 @@ def bench(d, causal, length, reps, path, dtype, triton_fn):
     else:
         cfg, val = plan_attention(q, k, v, o, lse, causal=causal)
         runs["tylo"] = lambda: launch(cfg, val, q, k, v, o, lse, None)
+        for name, kw in (VARIANTS.get(d, {}) if variants else {}).items():
+            c2, v2 = plan_attention(q, k, v, o, lse, causal=causal, **kw)
+            runs[f"tylo {name}"] = lambda c2=c2, v2=v2: launch(c2, v2, q, k, v, o, lse, None)
 
     def backend(which):
         def run():
@@ -166,6 +177,8 @@ def main(argv=None) -> int:
     p.add_argument("--path", choices=("warp", "hopper"), default="warp")
     p.add_argument("--dtype", choices=("bf16", "f16"), default="bf16")
     p.add_argument("--json", default=None, help="write the rows to this file")
+    p.add_argument("--variants", action="store_true",
+                   help="also time other warp-path block sizes (VARIANTS)")  # fmt: skip
     args = p.parse_args(argv)
     try:
         import torch
@@ -185,7 +198,7 @@ def main(argv=None) -> int:
     print(" ".join(f"{x:>11}" for x in head))
     rows = []
     for d, causal, length in shapes:
-        r = bench(d, causal, length, reps, args.path, args.dtype, triton_fn)
+        r = bench(d, causal, length, reps, args.path, args.dtype, triton_fn, args.variants)
         rows.append(r)
         cells = [d, causal, length, f"{r['B']}x{r['H']}"]
         for name in ("tylo", "fa2", "cudnn", "triton"):
@@ -195,6 +208,10 @@ def main(argv=None) -> int:
             x = r.get(f"vs_{name}")
             cells.append("-" if x is None else f"{x:.2f}x")
         print(" ".join(f"{str(x):>11}" for x in cells), flush=True)
+        for name in (n for n in r if n.startswith("tylo ") and n.endswith("_tflops")):
+            label = name[: -len("_tflops")]
+            print(f"    {label}: {r[name]:.1f} TF/s, "
+                  f"{r[name] / r['tylo_tflops']:.2f}x the default")  # fmt: skip
         for name, why in r["skipped"].items():
             if name != "triton" or callable(triton_fn):
                 print(f"    {name} skipped: {why}")

@@ -23,6 +23,13 @@ for the S accumulator (``Bc / 2`` f32), O (``D / 2`` f32) and the packed P: at D
 128 would need 64 (Q) + 128 (O) + 32 (S at Bc = 32) registers before any operand, over the
 255 a thread may use. ``Bc`` = 128 at D = 64 and 64 at D = 128 keeps each K / V stage at
 16 KiB and S at 64 registers.
+
+Why not Br = 128 (32 rows per warp), which halves the shared-memory reads per MMA (each K
+and V fragment then feeds two ``mma.sync``)? At D = 64 it compiles without spills, at the
+edge of the register file (``block_m=128, block_n=64``: 250 to 255 registers with Q in
+registers, 244 with ``q_in_registers=False``); at D = 128 the O accumulator alone is 128
+registers and every Bc >= 64 spills. Those configurations stay available as options (the
+benchmark's ``--variants`` times them beside the default).
 """
 
 from __future__ import annotations
@@ -87,7 +94,9 @@ class AttentionConfig:
     to 128); ``causal``; ``padding``: per-batch key lengths are given; ``aligned``: every
     row of q, k, v, o is 16-byte aligned (strides multiples of 8 elements, 16-byte aligned
     pointers; launches check), so the copies are 16-byte ``cp.async``; otherwise element
-    by element.
+    by element. ``q_in_registers``: Q's A operands are loaded once and kept (the default);
+    otherwise they are reloaded from shared memory at every k-step, which frees ``D / 2 *
+    Br / 64`` registers for larger blocks.
 
     >>> cfg = attention_config(64, "bf16")
     >>> cfg.block_m, cfg.block_n, cfg.chain.registers(0)
@@ -101,6 +110,7 @@ class AttentionConfig:
     causal: bool = False
     padding: bool = False
     aligned: bool = True
+    q_in_registers: bool = True
     proofs: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -120,7 +130,7 @@ class AttentionConfig:
                 f"AttentionConfig: block_n = {self.block_n!r}; use 16, 32, 64 or 128 keys "
                 "(a multiple of the MMA's K = 16)"
             )
-        for flag in ("causal", "padding", "aligned"):
+        for flag in ("causal", "padding", "aligned", "q_in_registers"):
             if type(getattr(self, flag)) is not bool:
                 raise PlanError(f"AttentionConfig: {flag} must be a bool")
         if self.shared_bytes > SHARED_LIMIT:
@@ -206,6 +216,7 @@ class AttentionConfig:
             f"{'causal' if self.causal else 'full'}"
             f"{', per-batch key lengths' if self.padding else ''}, "
             f"{'16-byte' if self.aligned else 'element-wise'} copies, "
+            f"Q {'in registers' if self.q_in_registers else 'from shared memory'}, "
             f"{self.shared_bytes // 1024} KiB smem"
         )
 
@@ -236,6 +247,7 @@ def attention_config(
     aligned: bool = True,
     block_m: int | None = None,
     block_n: int | None = None,
+    q_in_registers: bool = True,
 ) -> AttentionConfig:
     """Plan the warp path on the host and prove what the kernel relies on (the module
     docstring lists it); the verdicts are in ``cfg.proofs``.
@@ -247,7 +259,7 @@ def attention_config(
     br, bc = default_blocks(d) if d in HEAD_DIMS else (64, 64)
     cfg = AttentionConfig(
         d, dtype, br if block_m is None else block_m, bc if block_n is None else block_n,
-        causal, padding, aligned,
+        causal, padding, aligned, q_in_registers,
     )  # fmt: skip
     return _prove(cfg)
 

@@ -72,6 +72,7 @@ def _check_4d(a: Any, what: str) -> tuple[int, ...]:
 def plan_attention(
     q: Any, k: Any, v: Any, out: Any, lse: Any, *, causal: bool = False, kv_lens: Any = None,
     scale: float | None = None, block_m: int | None = None, block_n: int | None = None,
+    q_in_registers: bool = True,
 ) -> tuple[AttentionConfig, dict[str, Any]]:  # fmt: skip
     """Check every argument of :func:`attention` (``out`` and ``lse`` given) and plan the
     warp path; returns the configuration and the launch's runtime values. Raises
@@ -141,7 +142,7 @@ def plan_attention(
     aligned = all(a.ptr % 16 == 0 for a in arrays) and all(s % 8 == 0 for st in strides for s in st)
     cfg = attention_config(
         d, qa.dtype, causal=bool(causal), padding=kv_lens is not None, aligned=aligned,
-        block_m=block_m, block_n=block_n,
+        block_m=block_m, block_n=block_n, q_in_registers=q_in_registers,
     )  # fmt: skip
     values = {
         "shape": (b, h, lq, lk, d),
@@ -168,12 +169,15 @@ def attention(
     q: Any, k: Any, v: Any, *, causal: bool = False, kv_lens: Any = None,
     scale: float | None = None, out: Any = None, lse: Any = None, path: str = "auto",
     stream: Any = None, block_m: int | None = None, block_n: int | None = None,
+    q_in_registers: bool = True,
 ) -> tuple[Any, Any]:  # fmt: skip
     """``(out, lse)``: ``out = softmax(q kᵀ · scale) v`` (B, H, Lq, D) in the input dtype and
     ``lse`` (B, H, Lq) f32, with the masks of :mod:`examples.attention.reference`
     (``causal``: bottom-right aligned; ``kv_lens``: int32 per-batch key lengths). ``out`` and
     ``lse`` are allocated when not given. ``path``: 'warp' (mma.sync, sm_80+), 'hopper'
-    (:mod:`examples.attention.hopper_host`, sm_90a) or 'auto' (the warp path for now)."""
+    (:mod:`examples.attention.hopper_host`, sm_90a) or 'auto' (the warp path for now).
+    ``block_m``, ``block_n``, ``q_in_registers``: the warp path's configuration
+    (:class:`~examples.attention.config.AttentionConfig`; default: its choice for D)."""
     if path not in PATHS:
         raise AttentionPathError(f"attention: path must be one of {PATHS}, got {path!r}")
     if path == "hopper":
@@ -186,7 +190,7 @@ def attention(
             lse = _empty(q, tuple(qa.shape[:3]), tylo.f32)
     cfg, val = plan_attention(
         q, k, v, out, lse, causal=causal, kv_lens=kv_lens, scale=scale,
-        block_m=block_m, block_n=block_n,
+        block_m=block_m, block_n=block_n, q_in_registers=q_in_registers,
     )  # fmt: skip
     launch(cfg, val, q, k, v, out, lse, kv_lens, stream)
     return out, lse
@@ -273,7 +277,7 @@ def verify(
     causal: bool = False, kv_lens: Any = None, scale: float | None = None,
     layout: str = "bhld", pad: int = 0, path: str = "auto", seed: int | None = None,
     tolerance: float = 1e-2, lse_tolerance: float = 1e-3, block_m: int | None = None,
-    block_n: int | None = None,
+    block_n: int | None = None, q_in_registers: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     """Run attention on fresh random data (``out`` and ``lse`` poisoned with NaN first) and
     compare with :func:`~examples.attention.reference.attention_reference`: the relative
@@ -300,7 +304,7 @@ def verify(
         kv_lens = np.asarray(kv_lens, dtype=np.int32)
         lens = DeviceBuffer.from_numpy(kv_lens, dtype=tylo.i32)
     attention(q, k, v, causal=causal, kv_lens=lens, scale=scale, out=out, lse=lse, path=path,
-              block_m=block_m, block_n=block_n)  # fmt: skip
+              block_m=block_m, block_n=block_n, q_in_registers=q_in_registers)  # fmt: skip
     driver.synchronize()
     ref_o, ref_lse = attention_reference(
         *(x for _, x in rounded), scale=scale, causal=causal, kv_lens=kv_lens

@@ -181,7 +181,8 @@ def key_block(cfg, qf, K, V, sk, sv, svt, tid, n, total, m, l_part, o, c, m0, lq
     kt = sk.select(2, st)
     s = zero_accumulator(s_plan)
     for ks in range(s_plan.k_steps):
-        s = mma_atoms(s_plan, qf[ks], load_operand(s_plan, "b", kt, tid, ks), s)
+        qa = qf[ks] if cfg.q_in_registers else load_operand(s_plan, "a", qf, tid, ks)
+        s = mma_atoms(s_plan, qa, load_operand(s_plan, "b", kt, tid, ks), s)
     if masked:
         at = (m0, n * cfg.block_n)
         j = coordinates(s_plan.acc_ownership, tid, 1, origin=at)
@@ -255,7 +256,9 @@ def attention_kernel(
     wait_copies(0)
     tylo.sync_threads()
     s_plan = cfg.s_plan
-    qf = [load_operand(s_plan, "a", sq, tid, ks) for ks in range(s_plan.k_steps)]  # kept
+    qf = sq  # Q's A operands: reloaded from shared memory at every k-step, or ...
+    if cfg.q_in_registers:  # ... loaded once and kept in registers
+        qf = [load_operand(s_plan, "a", sq, tid, ks) for ks in range(s_plan.k_steps)]
     row = s_plan.acc_ownership.reduced(1)
     m = full(row, NEG_INF, tylo.f32)  # running maximum of the raw scores
     l_part = full(partial_ownership(s_plan.acc_ownership, 1), 0.0, tylo.f32)

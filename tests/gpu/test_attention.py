@@ -68,11 +68,17 @@ def test_unaligned_rows_copy_element_wise(gpu_runtime):
     verify(1, 2, 130, 128, lk=70, layout="blhd", pad=3, causal=True)
 
 
-@pytest.mark.parametrize(("d", "blocks"), [(64, (128, 64)), (64, (64, 64)), (128, (64, 32))])
-def test_other_block_sizes(gpu_runtime, d, blocks):
+@pytest.mark.parametrize(
+    ("d", "blocks", "q_regs"),
+    [(64, (128, 64), True), (64, (128, 64), False), (64, (64, 64), True), (128, (64, 32), True),
+     (128, (64, 64), False)],
+)  # fmt: skip
+def test_other_block_sizes(gpu_runtime, d, blocks, q_regs):
     bm, bn = blocks
-    verify(2, 2, 300, d, lk=333, causal=True, block_m=bm, block_n=bn)
-    verify(2, 2, 300, d, lk=333, kv_lens=[1, 200], block_m=bm, block_n=bn)
+    kw = {"block_m": bm, "block_n": bn, "q_in_registers": q_regs}
+    verify(2, 2, 300, d, lk=333, causal=True, **kw)
+    verify(2, 2, 300, d, lk=333, kv_lens=[1, 200], **kw)
+    verify(1, 2, 1000, d, lk=17, causal=True, **kw)
 
 
 def test_large_scores_stay_finite(gpu_runtime):

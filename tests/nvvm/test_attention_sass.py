@@ -40,10 +40,10 @@ def compiled():
     """Every (config, target) compiled once for the whole module."""
     cache: dict = {}
 
-    def get(d, causal, padding, target, dtype="bf16"):
-        key = (d, causal, padding, target, dtype)
+    def get(d, causal, padding, target, dtype="bf16", **kw):
+        key = (d, causal, padding, target, dtype, tuple(sorted(kw.items())))
         if key not in cache:
-            cfg = attention_config(d, dtype, causal=causal, padding=padding)
+            cfg = attention_config(d, dtype, causal=causal, padding=padding, **kw)
             cache[key] = (cfg, compile_attention(cfg, target))
         return cache[key]
 
@@ -71,6 +71,28 @@ def test_assembly(compiled, d, causal, padding, target):
     r = k.resources
     assert r.registers <= 255 and (r.spill_stores, r.spill_loads, r.stack_bytes) == (0, 0, 0)
     assert r.shared_bytes == 0  # all of it dynamic: cfg.shared_bytes at launch
+
+
+@pytest.mark.parametrize(
+    ("d", "kw"),
+    [
+        (64, {"block_m": 128, "block_n": 64}),
+        (64, {"block_m": 128, "block_n": 64, "q_in_registers": False}),
+        (128, {"block_m": 64, "block_n": 32}),
+    ],
+)
+def test_optional_block_sizes_do_not_spill(compiled, d, kw):
+    """The variants the benchmark times: Q reloaded from shared memory shows as more LDSM
+    (the A operand's, every k-step of every block), and still no local memory."""
+    cfg, k = compiled(d, True, True, "sm_90a", **kw)
+    ops = Counter(op.split(".")[0] for op in executed(k.sass))
+    r = k.resources
+    assert (r.spill_stores, r.spill_loads, r.stack_bytes) == (0, 0, 0) and ops["LDL"] == 0
+    assert ops["HMMA"] == 2 * 2 * (cfg.block_m // 64) * cfg.block_n * d // 128
+    if not cfg.q_in_registers:
+        _, base = compiled(d, True, True, "sm_90a", block_m=cfg.block_m, block_n=cfg.block_n)
+        more = Counter(op.split(".")[0] for op in executed(base.sass))
+        assert ops["LDSM"] > more["LDSM"]
 
 
 def test_f16_compiles_with_f16_mma(compiled):
