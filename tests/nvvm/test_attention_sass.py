@@ -41,9 +41,9 @@ def compiled():
     cache: dict = {}
 
     def get(d, causal, padding, target, dtype="bf16", **kw):
-        key = (d, causal, padding, target, dtype, tuple(sorted(kw.items())))
+        cfg = attention_config(d, dtype, causal=causal, padding=padding, **kw)
+        key = (cfg, target)
         if key not in cache:
-            cfg = attention_config(d, dtype, causal=causal, padding=padding, **kw)
             cache[key] = (cfg, compile_attention(cfg, target))
         return cache[key]
 
