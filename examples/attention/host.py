@@ -135,7 +135,11 @@ def plan_attention(
             f"attention: scale must be a positive finite number, got {scale!r}"
         )
     arrays = (qa, ka, va, oa)
-    strides = [tuple(int(s) for s in a.strides[:3]) for a in arrays]
+    # a mode of extent 1 is only ever indexed at 0: its stride is irrelevant (torch may
+    # report anything there), so it neither breaks alignment nor reaches the kernel
+    strides = [
+        tuple(int(s) if n > 1 else 0 for n, s in zip(a.shape[:3], a.strides[:3])) for a in arrays
+    ]
     for a, st, what in zip(arrays, strides, ("q", "k", "v", "out")):
         if max(st) >= 2**40:
             raise AttentionInputError(f"attention: {what}'s strides {st} exceed 2**40 elements")

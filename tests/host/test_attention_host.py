@@ -224,6 +224,11 @@ def test_plan_accepts_and_reads_strides():
     assert not plan_attention(q3, k, v, o, lse)[0].aligned
     q4 = _arr((2, 3, 17, 64), ptr=(1 << 20) + 8)
     assert not plan_attention(q4, k, v, o, lse)[0].aligned
+    # extent-1 modes: their strides never matter (and are passed as 0)
+    q1, k1, v1, o1, lse1 = _args(b=1, lq=1)
+    q1 = _arr((1, 3, 1, 64), strides=(5, 3 * 64, 7, 1))
+    cfg1, val1 = plan_attention(q1, k1, v1, o1, lse1)
+    assert cfg1.aligned and val1["strides"][:3] == [0, 3 * 64, 0]
 
 
 def _bad_cases():
