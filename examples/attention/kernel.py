@@ -166,8 +166,13 @@ def prefetch(cfg, K, V, sk, sv, tid, n, total):
     if n < total:
         st = n % 2
         at = (n * cfg.block_n, 0)
-        copy_async(cfg.copy_kv, K, sk.select(2, st), tid, origin=at, clamp_rows=True)
-        copy_async(cfg.copy_kv, V, sv.select(2, st), tid, origin=at, clamp_rows=True)
+        if at[0] + cfg.block_n <= K.shape[0]:  # a whole block: no row is clamped
+            shape = (cfg.block_n, cfg.d)
+            copy_async(cfg.copy_kv, K.window(at, shape), sk.select(2, st), tid)
+            copy_async(cfg.copy_kv, V.window(at, shape), sv.select(2, st), tid)
+        else:
+            copy_async(cfg.copy_kv, K, sk.select(2, st), tid, origin=at, clamp_rows=True)
+            copy_async(cfg.copy_kv, V, sv.select(2, st), tid, origin=at, clamp_rows=True)
     commit_copies()
 
 
