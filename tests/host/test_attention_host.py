@@ -373,3 +373,39 @@ def test_reference_matches_a_naive_per_row_loop(b, h, lq, lk, d, causal, padded,
 def test_flops_count_halves_for_causal():
     assert attention_flops(2, 3, 5, 7, 64) == 4 * 2 * 3 * 5 * 7 * 64
     assert attention_flops(2, 3, 5, 7, 64, causal=True) == 2 * 2 * 3 * 5 * 7 * 64
+
+
+# ---------------------------------------------------------------- the command line
+
+
+@pytest.mark.parametrize(
+    ("argv", "status", "says"),
+    [
+        (["1", "1", "1", "96", "--compile-only"], 1, "PlanError: AttentionConfig: head dim D = 96"),
+        (["0", "1", "1", "64"], 2, "argument b: 0 is not a size"),
+        (["1", "1", "1", "64", "--kv-lens", "3,x"], 2, "not a comma-separated list"),
+        (["1", "1", "1", "64", "--kv-lens", "-1"], 2, "key lengths must be >= 0"),
+        (["2", "1", "4", "64", "--kv-lens", "1,5", "--compile-only"], 1, "each at most Lk = 4"),
+        (["1", "1", "1", "64", "--path", "cuda"], 2, "argument --path: invalid choice"),
+    ],
+)
+def test_cli_refusals_are_one_line(capsys, argv, status, says):
+    from examples.attention.run import run_main
+
+    try:
+        rc = run_main(argv)
+    except SystemExit as stop:  # argparse's usage errors
+        rc = stop.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == status and len(err) == 1 and says in err[0], (rc, err)
+    assert err[0].startswith("examples/attention/run.py: error: ")
+
+
+def test_cli_hopper_path_without_its_module_is_typed(capsys):
+    from examples.attention.run import run_main
+
+    try:
+        import examples.attention.hopper_host  # noqa: F401
+    except ModuleNotFoundError:
+        assert run_main(["1", "1", "1", "64", "--path", "hopper", "--compile-only"]) == 1
+        assert "AttentionPathError" in capsys.readouterr().err
