@@ -1,6 +1,7 @@
 """The warp-MMA streaming attention forward (FlashAttention-2 class), sm_80 and later.
 
-``O = softmax(Q Kᵀ · scale) V`` for one (query block, head, batch) per CTA of 4 warps; the
+``O = softmax(Q Kᵀ · scale) V`` for one (query block, head, batch) per CTA of 4 warps (with
+the causal mask, query blocks run last-first: the longest rows start first); the
 semantics (masks, empty rows, lse) are :mod:`examples.attention.reference`'s. The static
 configuration and its proofs are :mod:`examples.attention.config`. Per CTA:
 
@@ -235,6 +236,8 @@ def attention_kernel(
         tylo.assume(*(tylo.divisible(s, 8) for s in (svb, svh, svl, sob, soh, sol)))
     tid = tylo.thread_idx.x
     m0 = tylo.block_idx.x * br
+    if cfg.causal:  # the longest rows (the most key blocks) first: a shorter tail
+        m0 = (tylo.grid_dim.x - 1 - tylo.block_idx.x) * br
     h = tylo.block_idx.y
     b = tylo.block_idx.z
     kv = lk
