@@ -45,7 +45,7 @@ def visible(lq: int, lk: int, *, causal: bool = False, kv_len: int | None = None
     mask = j < kv
     if causal:
         mask = mask & (j <= i + kv - lq)
-    return mask
+    return np.broadcast_to(mask, (lq, lk)).copy()
 
 
 def attention_reference(
@@ -67,13 +67,13 @@ def attention_reference(
         kv = None if kv_lens is None else int(kv_lens[bi])
         mask = visible(lq, lk, causal=causal, kv_len=kv)
         rows = mask.any(axis=1)
-        s = np.einsum("hid,hjd->hij", q[bi], k[bi]) * sc
+        s = np.matmul(q[bi], k[bi].transpose(0, 2, 1)) * sc  # (H, Lq, Lk), through BLAS
         s = np.where(mask[None], s, -np.inf)
         mx = np.where(rows[None, :, None], s.max(axis=2, keepdims=True, initial=-np.inf), 0.0)
         p = np.exp(s - mx)  # exp(-inf) = 0 for hidden keys
         total = p.sum(axis=2, keepdims=True)
         safe = np.where(total > 0, total, 1.0)
-        o[bi] = np.einsum("hij,hjd->hid", p / safe, v[bi])
+        o[bi] = np.matmul(p, v[bi]) / safe
         with np.errstate(divide="ignore"):
             lse[bi] = np.where(rows[None], (mx + np.log(safe))[..., 0], -np.inf)
     return o, lse

@@ -1,0 +1,225 @@
+"""Attention forward: tylo beside SDPA's FlashAttention-2 and cuDNN backends and a Triton
+flash-attention forward, interleaved in one process, CUDA events, medians.
+
+    PYTHONPATH=$PWD python3 benchmarks/attention.py [--quick] [--reps 20] [--path warp]
+        [--dtype bf16] [--json FILE]
+
+Every implementation computes ``O = softmax(Q Kᵀ / sqrt(D)) V`` on the same (B, H, L, D)
+contiguous bf16 tensors, causal or not. Shapes: D = 64 and 128, causal and not, L = 1k, 4k
+and 16k with B x H x L = 256k tokens (B = 256k / (16 L), H = 16), so that each call takes
+about a millisecond or more. TFLOP/s count ``4 B H L L D``, halved for causal
+(:func:`examples.attention.reference.attention_flops`); ratios > 1 mean tylo is faster. The
+Triton kernel is the fused-attention tutorial's algorithm (one program per block of 128
+query rows and one (batch, head), K / V blocks of 64, online softmax with exp2), written
+here; it is skipped, with the reason printed, when triton is missing or fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+TOKENS = 256 * 1024
+SHAPES = [(d, causal, length) for d in (64, 128) for causal in (False, True)
+          for length in (1024, 4096, 16384)]  # fmt: skip
+QUICK = [(64, False, 1024), (128, True, 1024)]
+# --variants: other warp-path configurations timed beside the default (name: options)
+VARIANTS = {
+    64: {"128x64": {"block_m": 128, "block_n": 64},
+         "128x64-qsmem": {"block_m": 128, "block_n": 64, "q_in_registers": False},
+         "64x64": {"block_m": 64, "block_n": 64}},
+    128: {"64x32": {"block_m": 64, "block_n": 32},
+          "128x32-qsmem": {"block_m": 128, "block_n": 32, "q_in_registers": False}},
+}  # fmt: skip
+
+
+def _triton_attention():
+    """A Triton flash-attention forward (the tutorial's algorithm), or a reason string."""
+    try:
+        import triton
+        import triton.language as tl
+    except Exception as err:  # noqa: BLE001 - any import failure: skip with the reason
+        return f"triton unavailable ({type(err).__name__}: {err})"
+
+    @triton.jit
+    def _fwd(Q, K, V, O, sm_scale, L, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+             D: tl.constexpr, CAUSAL: tl.constexpr):  # fmt: skip
+        start_m = tl.program_id(0)
+        bh = tl.program_id(1)
+        base = bh.to(tl.int64) * L * D
+        offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = tl.arange(0, BLOCK_N)
+        offs_d = tl.arange(0, D)
+        q = tl.load(Q + base + offs_m[:, None] * D + offs_d[None, :], mask=offs_m[:, None] < L)
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+        acc = tl.zeros([BLOCK_M, D], tl.float32)
+        qk_scale = sm_scale * 1.44269504
+        hi = tl.minimum((start_m + 1) * BLOCK_M, L) if CAUSAL else L
+        for start_n in range(0, hi, BLOCK_N):
+            cols = start_n + offs_n
+            k = tl.load(K + base + cols[None, :] * D + offs_d[:, None], mask=cols[None, :] < L)
+            qk = tl.dot(q, k) * qk_scale
+            keep = cols[None, :] < L
+            if CAUSAL:
+                keep = keep & (cols[None, :] <= offs_m[:, None])
+            qk = tl.where(keep, qk, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(qk, 1))
+            p = tl.math.exp2(qk - m_new[:, None])
+            alpha = tl.math.exp2(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None]
+            v = tl.load(V + base + cols[:, None] * D + offs_d[None, :], mask=cols[:, None] < L)
+            acc = tl.dot(p.to(v.dtype), v, acc)
+            m_i = m_new
+        acc = acc / l_i[:, None]
+        tl.store(O + base + offs_m[:, None] * D + offs_d[None, :], acc.to(O.dtype.element_ty),
+                 mask=offs_m[:, None] < L)  # fmt: skip
+
+    def run(q, k, v, o, causal):
+        b, h, length, d = q.shape
+        grid = (triton.cdiv(length, 128), b * h)
+        _fwd[grid](q, k, v, o, 1.0 / math.sqrt(d), length, BLOCK_M=128, BLOCK_N=64, D=d,
+                   CAUSAL=causal, num_warps=8 if d == 128 else 4, num_stages=3)  # fmt: skip
+
+    return run
+
+
+def _time(fn, reps_out):
+    import torch
+
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    fn()
+    e.record()
+    torch.cuda.synchronize()
+    reps_out.append(s.elapsed_time(e))
+
+
+def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False):
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    from examples.attention.host import attention, launch, plan_attention
+    from examples.attention.reference import attention_flops
+
+    tdt = torch.bfloat16 if dtype == "bf16" else torch.float16
+    b, h = max(1, TOKENS // (16 * length)), 16
+    q, k, v = (torch.randn((b, h, length, d), device="cuda", dtype=tdt) for _ in range(3))
+    o = torch.empty_like(q)
+    lse = torch.empty((b, h, length), device="cuda", dtype=torch.float32)
+    runs = {}
+    if path == "hopper":
+        runs["tylo"] = lambda: attention(q, k, v, causal=causal, out=o, lse=lse, path="hopper")
+    else:
+        cfg, val = plan_attention(q, k, v, o, lse, causal=causal)
+        runs["tylo"] = lambda: launch(cfg, val, q, k, v, o, lse, None)
+        for name, kw in (VARIANTS.get(d, {}) if variants else {}).items():
+            c2, v2 = plan_attention(q, k, v, o, lse, causal=causal, **kw)
+            runs[f"tylo {name}"] = lambda c2=c2, v2=v2: launch(c2, v2, q, k, v, o, lse, None)
+
+    def backend(which):
+        def run():
+            with sdpa_kernel(which):
+                sdpa(q, k, v, is_causal=causal)
+
+        return run
+
+    skipped = {}
+    for name, which in (("fa2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+        try:
+            backend(which)()
+            runs[name] = backend(which)
+        except Exception as err:  # noqa: BLE001 - a backend this build lacks: skip it
+            skipped[name] = f"{type(err).__name__}: {str(err).splitlines()[0][:100]}"
+    if callable(triton_fn):
+        ot = torch.empty_like(q)
+        try:
+            triton_fn(q, k, v, ot, causal)
+            runs["triton"] = lambda: triton_fn(q, k, v, ot, causal)
+        except Exception as err:  # noqa: BLE001 - triton failed to compile or run: skip
+            skipped["triton"] = f"{type(err).__name__}: {str(err).splitlines()[0][:100]}"
+    else:
+        skipped["triton"] = triton_fn
+    for fn in runs.values():  # compile and warm up
+        fn()
+    torch.cuda.synchronize()
+    times = {name: [] for name in runs}
+    for _ in range(reps):  # interleaved: every implementation once per round
+        for name, fn in runs.items():
+            _time(fn, times[name])
+    flops = attention_flops(b, h, length, length, d, causal=causal)
+    row = {"d": d, "causal": causal, "L": length, "B": b, "H": h, "dtype": dtype,
+           "path": path, "skipped": skipped}  # fmt: skip
+    for name, ts in times.items():
+        ms = statistics.median(ts)
+        row[f"{name}_ms"] = ms
+        row[f"{name}_tflops"] = flops / ms / 1e9
+    for other in ("fa2", "cudnn", "triton"):
+        if f"{other}_ms" in row:
+            row[f"vs_{other}"] = row[f"{other}_ms"] / row["tylo_ms"]
+    return row
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--quick", action="store_true", help="two small shapes, 5 rounds")
+    p.add_argument("--path", choices=("warp", "hopper"), default="warp")
+    p.add_argument("--dtype", choices=("bf16", "f16"), default="bf16")
+    p.add_argument("--json", default=None, help="write the rows to this file")
+    p.add_argument("--variants", action="store_true",
+                   help="also time other warp-path block sizes (VARIANTS)")  # fmt: skip
+    args = p.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        print("benchmarks/attention.py needs torch", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("benchmarks/attention.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    shapes, reps = (QUICK, 5) if args.quick else (SHAPES, args.reps)
+    triton_fn = _triton_attention()
+    if not callable(triton_fn):
+        print(f"triton skipped: {triton_fn}")
+    print(f"device: {torch.cuda.get_device_name(0)}; tylo path {args.path}, {args.dtype}")
+    head = ["D", "causal", "L", "BxH", "tylo TF/s", "FA2 TF/s", "cuDNN TF/s", "Triton TF/s",
+            "vs FA2", "vs cuDNN", "vs Triton"]  # fmt: skip
+    print(" ".join(f"{x:>11}" for x in head))
+    rows = []
+    for d, causal, length in shapes:
+        r = bench(d, causal, length, reps, args.path, args.dtype, triton_fn, args.variants)
+        rows.append(r)
+        cells = [d, causal, length, f"{r['B']}x{r['H']}"]
+        for name in ("tylo", "fa2", "cudnn", "triton"):
+            t = r.get(f"{name}_tflops")
+            cells.append("-" if t is None else f"{t:.1f}")
+        for name in ("fa2", "cudnn", "triton"):
+            x = r.get(f"vs_{name}")
+            cells.append("-" if x is None else f"{x:.2f}x")
+        print(" ".join(f"{str(x):>11}" for x in cells), flush=True)
+        for name in (n for n in r if n.startswith("tylo ") and n.endswith("_tflops")):
+            label = name[: -len("_tflops")]
+            print(f"    {label}: {r[name]:.1f} TF/s, "
+                  f"{r[name] / r['tylo_tflops']:.2f}x the default")  # fmt: skip
+        for name, why in r["skipped"].items():
+            if name != "triton" or callable(triton_fn):
+                print(f"    {name} skipped: {why}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

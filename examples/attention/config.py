@@ -1,0 +1,306 @@
+"""The warp path's static configuration: block sizes, the two MMA plans, the shared layouts,
+the copy plans, and everything proved about them on the host.
+
+:class:`AttentionConfig` is the kernel's static argument (frozen, hashable). Building it
+proves, before anything is traced:
+
+- the chain: the S accumulator of ``s_plan`` (``S = Q Kᵀ``, (Br, Bc)) packed in pairs *is*
+  the A operand of ``pv_plan`` (``O += P V``, K = Bc), k-step by k-step
+  (:func:`tylo.nvgpu.warp.chain.prove_chain`: every thread, every slot, by brute force), so
+  P never touches shared memory;
+- the operand loads: Q and K through ``ldmatrix`` (rows along D), V through
+  ``ldmatrix.trans`` (V is stored D-contiguous, the B operand of ``P V`` wants it
+  K = key-contiguous): each row 8 contiguous elements, 16-byte aligned, and the number of
+  shared-memory bank conflicts of every load (0 with the swizzle);
+- the copies: every ``cp.async`` destination unique, contiguous and aligned; the stages
+  inside the shared allocation.
+
+Block sizes. One CTA of 4 warps owns ``Br`` query rows; each warp owns ``Br / 4`` rows of
+S and O (``warps = (4, 1)``: the warps split M only, so each thread's S rows are the rows
+of its O and of its P operand: the chain needs exactly that). Q stays in registers for the
+whole key loop (``D / 2 * Br / 64`` registers), so Br = 64 (16 rows per warp) leaves room
+for the S accumulator (``Bc / 2`` f32), O (``D / 2`` f32) and the packed P: at D = 128, Br =
+128 would need 64 (Q) + 128 (O) + 32 (S at Bc = 32) registers before any operand, over the
+255 a thread may use. ``Bc`` = 128 at D = 64 and 64 at D = 128 keeps each K / V stage at
+16 KiB and S at 64 registers.
+
+Why not Br = 128 (32 rows per warp), which halves the shared-memory reads per MMA (each K
+and V fragment then feeds two ``mma.sync``)? At D = 64 it compiles without spills, at the
+edge of the register file (``block_m=128, block_n=64``: 250 to 255 registers with Q in
+registers, 244 with ``q_in_registers=False``); at D = 128 the O accumulator alone is 128
+registers and every Bc >= 64 spills. Those configurations stay available as options (the
+benchmark's ``--variants`` times them beside the default).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import tylo
+from tylo.layouts import Layout, Swizzle, composition
+from tylo.nvgpu.cpasync import CopyPlan
+from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.warp.chain import ChainProof, prove_chain
+from tylo.nvgpu.warp.ldmatrix import operand_loads
+from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
+
+__all__ = [
+    "HEAD_DIMS",
+    "WARPS",
+    "AttentionConfig",
+    "attention_config",
+    "default_blocks",
+]
+
+HEAD_DIMS = (64, 128)  # D: one m16n8k16 k-step is 16 columns; ldmatrix rows are 8
+WARPS = 4  # one CTA: 4 warps along M (warps = (4, 1))
+STAGES = 2  # K and V double-buffered
+SHARED_LIMIT = 227 * 1024  # dynamic shared memory a block may use (sm_90; sm_80: 163 KiB)
+_DTYPES = {"bf16": tylo.bf16, "f16": tylo.f16}
+
+
+def default_blocks(d: int) -> tuple[int, int]:
+    """(Br, Bc) for head dim ``d`` (see the module docstring for why)."""
+    return (64, 128) if d == 64 else (64, 64)
+
+
+def _dtype(x: Any) -> Any:
+    if isinstance(x, str) and x in _DTYPES:
+        return _DTYPES[x]
+    if x is tylo.bf16 or x is tylo.f16:
+        return x
+    raise PlanError(
+        f"AttentionConfig: dtype {x} is not supported; the warp path takes bf16 or f16 "
+        "inputs (f32 accumulators and statistics)"
+    )
+
+
+def _swizzle(row_elements: int) -> Swizzle:
+    """XOR the 16-byte chunk index (3 bits above the 8 elements of a chunk) with the row's
+    low 3 bits: 8 consecutive rows' chunk ``c`` land in 8 different bank groups. Rows are
+    ``row_elements`` long, so the row bits start at bit ``log2(row_elements)``."""
+    return Swizzle(3, 3, int(math.log2(row_elements)) - 3)
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """The warp path's static configuration (see the module docstring).
+
+    ``d``: head dim (64 or 128); ``dtype``: bf16 or f16; ``block_m`` (Br: 64 or 128 query
+    rows per CTA, 16 or 32 per warp), ``block_n`` (Bc: keys per block, a multiple of 16 up
+    to 128); ``causal``; ``padding``: per-batch key lengths are given; ``aligned``: every
+    row of q, k, v, o is 16-byte aligned (strides multiples of 8 elements, 16-byte aligned
+    pointers; launches check), so the copies are 16-byte ``cp.async``; otherwise element
+    by element. ``q_in_registers``: Q's A operands are loaded once and kept (the default);
+    otherwise they are reloaded from shared memory at every k-step, which frees ``D / 2 *
+    Br / 64`` registers for larger blocks.
+
+    >>> cfg = attention_config(64, "bf16")
+    >>> cfg.block_m, cfg.block_n, cfg.chain.registers(0)
+    (64, 128, ((0, 1), (2, 3), (4, 5), (6, 7)))
+    """
+
+    d: int = 64
+    dtype: Any = tylo.bf16
+    block_m: int = 64
+    block_n: int = 128
+    causal: bool = False
+    padding: bool = False
+    aligned: bool = True
+    q_in_registers: bool = True
+    proofs: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", _dtype(self.dtype))
+        if type(self.d) is not int or self.d not in HEAD_DIMS:
+            raise PlanError(
+                f"AttentionConfig: head dim D = {self.d!r} is not supported; the warp path "
+                f"takes D in {HEAD_DIMS}"
+            )
+        if type(self.block_m) is not int or self.block_m not in (64, 128):
+            raise PlanError(
+                f"AttentionConfig: block_m = {self.block_m!r}; 4 warps own 16 or 32 rows "
+                "each: use 64 or 128"
+            )
+        if type(self.block_n) is not int or self.block_n not in (16, 32, 64, 128):
+            raise PlanError(
+                f"AttentionConfig: block_n = {self.block_n!r}; use 16, 32, 64 or 128 keys "
+                "(a multiple of the MMA's K = 16)"
+            )
+        for flag in ("causal", "padding", "aligned", "q_in_registers"):
+            if type(getattr(self, flag)) is not bool:
+                raise PlanError(f"AttentionConfig: {flag} must be a bool")
+        if self.shared_bytes > SHARED_LIMIT:
+            raise PlanError(
+                f"AttentionConfig: {self.shared_bytes} bytes of shared memory exceed the "
+                f"{SHARED_LIMIT} a block may use; use a smaller block_n"
+            )
+
+    # -- plans -----------------------------------------------------------------------------
+
+    @property
+    def rm(self) -> int:
+        """m16 repeats per warp along M."""
+        return self.block_m // (16 * WARPS)
+
+    @property
+    def s_plan(self) -> TiledMMA:
+        """``S = Q Kᵀ``: (Br, Bc) over K = D."""
+        return _plan(self.dtype, self.rm, self.block_n // 8, self.d)
+
+    @property
+    def pv_plan(self) -> TiledMMA:
+        """``O += P V``: (Br, D) over K = Bc."""
+        return _plan(self.dtype, self.rm, self.d // 8, self.block_n)
+
+    @property
+    def chain(self) -> ChainProof:
+        """The proof that S's accumulator is ``pv_plan``'s A operand, packed in pairs."""
+        return prove_chain(self.s_plan.acc_ownership, self.pv_plan)
+
+    @property
+    def threads(self) -> int:
+        return 32 * WARPS
+
+    # -- shared memory ---------------------------------------------------------------------
+
+    @property
+    def q_smem(self) -> Any:
+        """(Br, D) -> element offset, D-contiguous rows, swizzled."""
+        return composition(_swizzle(self.d), Layout((self.block_m, self.d), (self.d, 1)))
+
+    @property
+    def kv_smem(self) -> Any:
+        """(Bc, D, stage) -> element offset: the K (and V) stages as copied, D-contiguous."""
+        bn, d = self.block_n, self.d
+        return composition(_swizzle(d), Layout((bn, d, STAGES), (d, 1, bn * d)))
+
+    @property
+    def vt_smem(self) -> Any:
+        """(D, Bc, stage): the same V stages seen as the B operand of ``P V`` (N = D,
+        K = Bc): contiguous along N, hence ``ldmatrix.trans``."""
+        bn, d = self.block_n, self.d
+        return composition(_swizzle(d), Layout((d, bn, STAGES), (1, d, bn * d)))
+
+    @property
+    def q_elements(self) -> int:
+        return self.block_m * self.d
+
+    @property
+    def kv_elements(self) -> int:
+        return self.block_n * self.d * STAGES
+
+    @property
+    def shared_bytes(self) -> int:
+        """Q, then the K stages, then the V stages."""
+        return (self.q_elements + 2 * self.kv_elements) * self.dtype.nbytes
+
+    @property
+    def copy_q(self) -> CopyPlan:
+        return _copy((self.block_m, self.d), self.dtype, self.threads, self.q_smem)
+
+    @property
+    def copy_kv(self) -> CopyPlan:
+        return _copy((self.block_n, self.d), self.dtype, self.threads, _stage(self.kv_smem))
+
+    def grid(self, b: int, h: int, lq: int) -> tuple[int, int, int]:
+        """(query blocks, heads, batch)."""
+        return -(-lq // self.block_m), h, b
+
+    def describe(self) -> str:
+        return (
+            f"D={self.d} {self.dtype}, Br={self.block_m} x Bc={self.block_n}, "
+            f"{'causal' if self.causal else 'full'}"
+            f"{', per-batch key lengths' if self.padding else ''}, "
+            f"{'16-byte' if self.aligned else 'element-wise'} copies, "
+            f"Q {'in registers' if self.q_in_registers else 'from shared memory'}, "
+            f"{self.shared_bytes // 1024} KiB smem"
+        )
+
+
+@functools.lru_cache(maxsize=32)
+def _plan(dtype: Any, rm: int, rn: int, k: int) -> TiledMMA:
+    return TiledMMA(MMAAtom((16, 8, 16), dtype), warps=(WARPS, 1), repeat=(rm, rn), k=k)
+
+
+@functools.lru_cache(maxsize=32)
+def _copy(shape: tuple, dtype: Any, threads: int, smem: Any) -> CopyPlan:
+    return CopyPlan(shape, dtype, threads, smem)
+
+
+def _stage(layout: Any) -> Any:
+    """One stage (the first two modes) of a staged swizzled layout."""
+    inner = layout.inner
+    return composition(layout.outer, Layout(inner.shape[:2], inner.stride[:2]))
+
+
+# --8<-- [start:config]
+def attention_config(
+    d: int,
+    dtype: Any = "bf16",
+    *,
+    causal: bool = False,
+    padding: bool = False,
+    aligned: bool = True,
+    block_m: int | None = None,
+    block_n: int | None = None,
+    q_in_registers: bool = True,
+) -> AttentionConfig:
+    """Plan the warp path on the host and prove what the kernel relies on (the module
+    docstring lists it); the verdicts are in ``cfg.proofs``.
+
+    >>> cfg = attention_config(128, "f16", causal=True)
+    >>> cfg.proofs["V ldmatrix.trans bank conflicts"], cfg.pv_plan.k
+    (0, 64)
+    """
+    br, bc = default_blocks(d) if d in HEAD_DIMS else (64, 64)
+    cfg = AttentionConfig(
+        d, dtype, br if block_m is None else block_m, bc if block_n is None else block_n,
+        causal, padding, aligned, q_in_registers,
+    )  # fmt: skip
+    return _prove(cfg)
+
+
+@functools.lru_cache(maxsize=64)
+def _prove(cfg: AttentionConfig) -> AttentionConfig:
+    from tylo.layouts.proofs import prove_bounded
+
+    proofs = cfg.proofs
+    s, pv = cfg.s_plan, cfg.pv_plan
+    proofs["chain: S accumulator = P V's A operand, packed in pairs"] = cfg.chain
+    for name, layout, span in (("Q", cfg.q_smem, cfg.q_elements),
+                               ("K/V", cfg.kv_smem, cfg.kv_elements),
+                               ("V as (D, Bc)", cfg.vt_smem, cfg.kv_elements)):  # fmt: skip
+        v = prove_bounded(layout, extent=span)
+        if not v:
+            raise PlanError(
+                f"attention_config: {name} stages {layout} leave their span: {v.reason}"
+            )
+        proofs[f"{name} stages within their {span * cfg.dtype.nbytes} shared bytes"] = v
+    for name, cp in (("Q", cfg.copy_q), ("K/V", cfg.copy_kv)):
+        for what, v in cp.proofs.items():
+            proofs[f"{name} copy: {what}"] = v
+        proofs[f"{name} cp.async bank conflicts"] = cp.bank_conflicts()
+    for name, plan, op, layout, axis in (
+        ("Q", s, "a", cfg.q_smem, 1),
+        ("K", s, "b", _stage(cfg.kv_smem), 1),
+        ("V", pv, "b", _stage(cfg.vt_smem), 0),
+    ):
+        loads = operand_loads(plan, op, axis)
+        form = "ldmatrix.trans" if loads.trans else "ldmatrix"
+        for what, v in loads.prove(layout).items():
+            proofs[f"{name} {what}"] = v
+        proofs[f"{name} {form} bank conflicts"] = loads.bank_conflicts(layout)
+    if operand_loads(pv, "b", 0).trans is not True:
+        raise PlanError("attention_config: V must load with ldmatrix.trans")  # by construction
+    for what, v in s.proofs.items():
+        proofs[f"S MMA: {what}"] = v
+    for what, v in pv.proofs.items():
+        proofs[f"PV MMA: {what}"] = v
+    return cfg
+
+
+# --8<-- [end:config]

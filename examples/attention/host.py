@@ -1,0 +1,343 @@
+"""The attention example's host side: checking arguments, launching, verifying.
+
+:func:`attention` takes torch tensors or tylo device arrays (anything
+:func:`tylo.arrays.as_device_array` reads) of shape (B, H, L, D) with any strides for B, H
+and L and a contiguous last dimension, checks everything before compiling or launching
+(:class:`~examples.attention.reference.AttentionInputError`, or a
+:class:`~tylo.nvgpu.errors.PlanError` for what the kernel does not plan: a head dim other
+than 64 or 128, a dtype other than bf16 or f16), and launches the chosen path.
+:func:`verify` runs on fresh random data with NaN-poisoned outputs and compares with the
+float64 reference.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+import tylo
+from examples.attention.config import AttentionConfig, attention_config
+from examples.attention.reference import AttentionInputError, attention_reference
+from tylo.nvgpu.errors import PlanError
+
+__all__ = [
+    "PATHS",
+    "AttentionPathError",
+    "attention",
+    "compile_attention",
+    "plan_attention",
+    "verify",
+]
+
+PATHS = ("auto", "warp", "hopper")
+GRID_LIMIT = 65535  # grid y (heads) and z (batch)
+_LOG2E = 1.4426950408889634
+
+
+class AttentionPathError(AttentionInputError):
+    """A path that is unknown or not available in this checkout."""
+
+
+def _array(x: Any, what: str) -> Any:
+    from tylo.arrays import as_device_array
+    from tylo.errors import TyloError
+
+    try:
+        return as_device_array(x)
+    except TyloError as err:
+        raise AttentionInputError(f"attention: {what} is not a device array: {err}") from None
+
+
+def _check_4d(a: Any, what: str) -> tuple[int, ...]:
+    if a.ndim != 4:
+        raise AttentionInputError(
+            f"attention: {what} must be 4-D (B, H, L, D), got shape {tuple(a.shape)}"
+        )
+    if a.shape[3] > 1 and a.strides[3] != 1:
+        raise AttentionInputError(
+            f"attention: {what}'s last dimension must be contiguous (stride 1), got strides "
+            f"{tuple(a.strides)}; make it contiguous along D (e.g. .contiguous())"
+        )
+    if any(s < 0 for s in a.strides[:3]):
+        raise AttentionInputError(
+            f"attention: {what} has a negative stride {tuple(a.strides)}; use a non-negative view"
+        )
+    return tuple(int(n) for n in a.shape)
+
+
+def plan_attention(
+    q: Any, k: Any, v: Any, out: Any, lse: Any, *, causal: bool = False, kv_lens: Any = None,
+    scale: float | None = None, block_m: int | None = None, block_n: int | None = None,
+    q_in_registers: bool = True,
+) -> tuple[AttentionConfig, dict[str, Any]]:  # fmt: skip
+    """Check every argument of :func:`attention` (``out`` and ``lse`` given) and plan the
+    warp path; returns the configuration and the launch's runtime values. Raises
+    :class:`AttentionInputError` or :class:`PlanError`; launches nothing."""
+    qa, ka, va = _array(q, "q"), _array(k, "k"), _array(v, "v")
+    b, h, lq, d = _check_4d(qa, "q")
+    kb, kh, lk, kd = _check_4d(ka, "k")
+    if (kb, kh, kd) != (b, h, d) or tuple(va.shape) != tuple(ka.shape):
+        raise AttentionInputError(
+            f"attention: q {tuple(qa.shape)}, k {tuple(ka.shape)} and v {tuple(va.shape)} "
+            "disagree: k and v must be (B, H, Lk, D) for q (B, H, Lq, D)"
+        )
+    _check_4d(va, "v")
+    for a, what in ((ka, "k"), (va, "v")):
+        if a.dtype is not qa.dtype:
+            raise AttentionInputError(
+                f"attention: {what} has dtype {a.dtype}, q has {qa.dtype}; pass one dtype"
+            )
+    if qa.dtype not in (tylo.bf16, tylo.f16):
+        raise PlanError(
+            f"attention: dtype {qa.dtype} is not supported; the warp path takes bf16 or f16"
+        )
+    if d not in (64, 128):
+        raise PlanError(f"attention: head dim D = {d} is not supported; use D = 64 or 128")
+    if min(b, h, lq, lk) < 1:
+        raise AttentionInputError(
+            f"attention: every extent must be >= 1, got q {tuple(qa.shape)}, k {tuple(ka.shape)}"
+        )
+    if h > GRID_LIMIT or b > GRID_LIMIT:
+        raise AttentionInputError(
+            f"attention: B = {b} and H = {h} must each be at most {GRID_LIMIT} (grid limits)"
+        )
+    oa = _array(out, "out")
+    if tuple(oa.shape) != (b, h, lq, d) or oa.dtype is not qa.dtype:
+        raise AttentionInputError(
+            f"attention: out must be {(b, h, lq, d)} {qa.dtype}, got {tuple(oa.shape)} {oa.dtype}"
+        )
+    _check_4d(oa, "out")
+    la = _array(lse, "lse")
+    if tuple(la.shape) != (b, h, lq) or la.dtype is not tylo.f32 or not la.is_contiguous():
+        raise AttentionInputError(
+            f"attention: lse must be a contiguous {(b, h, lq)} f32 array, got "
+            f"{tuple(la.shape)} {la.dtype} strides {tuple(la.strides)}"
+        )
+    devices = {a.device for a in (qa, ka, va, oa, la) if a.device is not None}
+    if kv_lens is not None:
+        ka_ = _array(kv_lens, "kv_lens")
+        if ka_.dtype is not tylo.i32 or tuple(ka_.shape) != (b,) or not ka_.is_contiguous():
+            raise AttentionInputError(
+                f"attention: kv_lens must be a contiguous int32 array of B = {b} key lengths, "
+                f"got {tuple(ka_.shape)} {ka_.dtype}"
+            )
+        if ka_.device is not None:
+            devices.add(ka_.device)
+    if len(devices) > 1:
+        raise AttentionInputError(f"attention: the arrays are on different devices {devices}")
+    sc = 1.0 / math.sqrt(d) if scale is None else scale
+    if isinstance(sc, bool) or not isinstance(sc, (int, float)) or not (0 < sc < math.inf):
+        raise AttentionInputError(
+            f"attention: scale must be a positive finite number, got {scale!r}"
+        )
+    arrays = (qa, ka, va, oa)
+    # a mode of extent 1 is only ever indexed at 0: its stride is irrelevant (torch may
+    # report anything there), so it neither breaks alignment nor reaches the kernel
+    strides = [
+        tuple(int(s) if n > 1 else 0 for n, s in zip(a.shape[:3], a.strides[:3])) for a in arrays
+    ]
+    for a, st, what in zip(arrays, strides, ("q", "k", "v", "out")):
+        if max(st) >= 2**40:
+            raise AttentionInputError(f"attention: {what}'s strides {st} exceed 2**40 elements")
+    aligned = all(a.ptr % 16 == 0 for a in arrays) and all(s % 8 == 0 for st in strides for s in st)
+    cfg = attention_config(
+        d, qa.dtype, causal=bool(causal), padding=kv_lens is not None, aligned=aligned,
+        block_m=block_m, block_n=block_n, q_in_registers=q_in_registers,
+    )  # fmt: skip
+    values = {
+        "shape": (b, h, lq, lk, d),
+        "strides": [s for st in strides for s in st],
+        "c": float(sc) * _LOG2E,
+    }
+    return cfg, values
+
+
+def _empty(like: Any, shape: tuple, dtype: Any, fill_nan: bool = False) -> Any:
+    """A fresh array on ``like``'s device, of ``like``'s kind (torch or DeviceBuffer)."""
+    if type(like).__module__.startswith("torch"):
+        import torch
+
+        tdt = {tylo.bf16: torch.bfloat16, tylo.f16: torch.float16, tylo.f32: torch.float32}
+        return torch.empty(shape, dtype=tdt[dtype], device=like.device)
+    from tylo.arrays import DeviceBuffer
+
+    dev = _array(like, "q").device or 0
+    return DeviceBuffer.empty(shape, dtype, device=dev)
+
+
+def attention(
+    q: Any, k: Any, v: Any, *, causal: bool = False, kv_lens: Any = None,
+    scale: float | None = None, out: Any = None, lse: Any = None, path: str = "auto",
+    stream: Any = None, block_m: int | None = None, block_n: int | None = None,
+    q_in_registers: bool = True,
+) -> tuple[Any, Any]:  # fmt: skip
+    """``(out, lse)``: ``out = softmax(q kᵀ · scale) v`` (B, H, Lq, D) in the input dtype and
+    ``lse`` (B, H, Lq) f32, with the masks of :mod:`examples.attention.reference`
+    (``causal``: bottom-right aligned; ``kv_lens``: int32 per-batch key lengths). ``out`` and
+    ``lse`` are allocated when not given. ``path``: 'warp' (mma.sync, sm_80+), 'hopper'
+    (:mod:`examples.attention.hopper_host`, sm_90a) or 'auto' (the warp path for now).
+    ``block_m``, ``block_n``, ``q_in_registers``: the warp path's configuration
+    (:class:`~examples.attention.config.AttentionConfig`; default: its choice for D)."""
+    if path not in PATHS:
+        raise AttentionPathError(f"attention: path must be one of {PATHS}, got {path!r}")
+    if path == "hopper":
+        return _hopper(q, k, v, causal=causal, kv_lens=kv_lens, scale=scale, out=out, lse=lse)
+    qa = _array(q, "q")
+    if qa.ndim == 4:
+        if out is None:
+            out = _empty(q, tuple(qa.shape), qa.dtype)
+        if lse is None:
+            lse = _empty(q, tuple(qa.shape[:3]), tylo.f32)
+    cfg, val = plan_attention(
+        q, k, v, out, lse, causal=causal, kv_lens=kv_lens, scale=scale,
+        block_m=block_m, block_n=block_n, q_in_registers=q_in_registers,
+    )  # fmt: skip
+    launch(cfg, val, q, k, v, out, lse, kv_lens, stream)
+    return out, lse
+
+
+def launch(cfg: AttentionConfig, val: dict, q, k, v, out, lse, kv_lens, stream=None) -> None:
+    """Launch :func:`~examples.attention.kernel.attention_kernel` with planned values."""
+    from examples.attention.kernel import attention_kernel
+
+    b, h, lq, lk, _ = val["shape"]
+    s = val["strides"]
+    attention_kernel[cfg.grid(b, h, lq), cfg.threads](
+        cfg, out, lse, q, k, v, kv_lens, lq, lk, h,
+        s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11],
+        val["c"], shared=cfg.shared_bytes, stream=stream,
+    )  # fmt: skip
+
+
+def _hopper_module() -> Any:
+    """:mod:`examples.attention.hopper_host`, imported on first use."""
+    try:
+        return importlib.import_module("examples.attention.hopper_host")
+    except ModuleNotFoundError as err:
+        if err.name != "examples.attention.hopper_host":
+            raise
+        raise AttentionPathError(
+            "attention: path='hopper' needs examples/attention/hopper_host.py, which this "
+            "checkout does not have; use path='warp'"
+        ) from None
+
+
+def _hopper(q, k, v, **kw) -> tuple[Any, Any]:
+    return _hopper_module().hopper_attention(q, k, v, **kw)
+
+
+def compile_attention(cfg: AttentionConfig, target: Any = "sm_90a") -> Any:
+    """Compile the warp path's kernel for ``cfg`` without a GPU."""
+    from examples.attention.kernel import attention_kernel
+
+    p = tylo.Ptr(cfg.dtype, align=16 if cfg.aligned else None, strided=True)
+    lens = tylo.i32 if cfg.padding else None
+    return attention_kernel.compile(
+        cfg, p, tylo.f32, p, p, p, lens, int, int, int, *([int] * 12), float,
+        block=cfg.threads, target=target,
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- verification
+
+
+def _round(x: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """(uint16 bits, float64 values) of ``x`` rounded to bf16 / f16 (nearest even)."""
+    if dtype == "bf16":
+        u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+        bits = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+        return bits, (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    h = x.astype(np.float16)
+    return h.view(np.uint16), h.astype(np.float64)
+
+
+def _device(bits: np.ndarray, dtype: Any, layout: str, pad: int) -> Any:
+    """(B, H, L, D) data on the device: ``layout`` 'bhld' (contiguous) or 'blhd' (the
+    (B, L, H, D) storage seen as (B, H, L, D)); ``pad`` extra elements per row of D."""
+    from tylo.arrays import DeviceArray, DeviceBuffer
+
+    b, h, length, d = bits.shape
+    if layout == "bhld":
+        store = np.zeros((b, h, length, d + pad), dtype=np.uint16)
+        store[..., :d] = bits
+        buf = DeviceBuffer.from_numpy(store, dtype=dtype)
+        strides = (h * length * (d + pad), length * (d + pad), d + pad, 1)
+    elif layout == "blhd":
+        store = np.zeros((b, length, h, d + pad), dtype=np.uint16)
+        store[..., :d] = bits.transpose(0, 2, 1, 3)
+        buf = DeviceBuffer.from_numpy(store, dtype=dtype)
+        strides = (length * h * (d + pad), d + pad, h * (d + pad), 1)
+    else:
+        raise AttentionInputError(f"verify: layout must be 'bhld' or 'blhd', got {layout!r}")
+    return DeviceArray(buf.ptr, (b, h, length, d), strides, dtype, buf.device, owner=buf)
+
+
+def verify(
+    b: int, h: int, lq: int, d: int, *, lk: int | None = None, dtype: str = "bf16",
+    causal: bool = False, kv_lens: Any = None, scale: float | None = None,
+    layout: str = "bhld", pad: int = 0, path: str = "auto", seed: int | None = None,
+    tolerance: float = 1e-2, lse_tolerance: float = 1e-3, block_m: int | None = None,
+    block_n: int | None = None, q_in_registers: bool = True,
+) -> dict[str, Any]:  # fmt: skip
+    """Run attention on fresh random data (``out`` and ``lse`` poisoned with NaN first) and
+    compare with :func:`~examples.attention.reference.attention_reference`: the relative
+    max-norm error of ``o`` at most ``tolerance``; ``lse`` within ``lse_tolerance`` where the
+    reference is finite and exactly ``-inf`` where it is ``-inf``. Raises AssertionError
+    otherwise; returns the errors, the seed and the configuration."""
+    from tylo.arrays import DeviceBuffer
+    from tylo.backend import driver
+
+    if dtype not in ("bf16", "f16"):
+        raise PlanError(f"verify: dtype must be 'bf16' or 'f16', got {dtype!r}")
+    td = tylo.bf16 if dtype == "bf16" else tylo.f16
+    lk = lq if lk is None else lk
+    if seed is None:
+        seed = int.from_bytes(os.urandom(4), "little")
+    rng = np.random.default_rng(seed)
+    data = [rng.standard_normal((b, h, n, d)).astype(np.float32) for n in (lq, lk, lk)]
+    rounded = [_round(x, dtype) for x in data]
+    q, k, v = (_device(bits, td, layout, pad) for bits, _ in rounded)
+    out = DeviceBuffer.empty((b, h, lq, d), td).fill_bytes(0xFF)  # NaN until written
+    lse = DeviceBuffer.empty((b, h, lq), tylo.f32).fill_bytes(0xFF)
+    lens = None
+    if kv_lens is not None:
+        kv_lens = np.asarray(kv_lens, dtype=np.int32)
+        lens = DeviceBuffer.from_numpy(kv_lens, dtype=tylo.i32)
+    attention(q, k, v, causal=causal, kv_lens=lens, scale=scale, out=out, lse=lse, path=path,
+              block_m=block_m, block_n=block_n, q_in_registers=q_in_registers)  # fmt: skip
+    driver.synchronize()
+    ref_o, ref_lse = attention_reference(
+        *(x for _, x in rounded), scale=scale, causal=causal, kv_lens=kv_lens
+    )
+    got_bits = out.to_numpy().view(np.uint16)
+    if dtype == "bf16":
+        got = (got_bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    else:
+        got = got_bits.view(np.float16).astype(np.float64)
+    got_lse = lse.to_numpy().astype(np.float64)
+    where = (
+        f"attention B={b} H={h} Lq={lq} Lk={lk} D={d} {dtype} causal={causal} "
+        f"kv_lens={None if kv_lens is None else kv_lens.tolist()} layout={layout} pad={pad} "
+        f"seed {seed}"
+    )
+    if not np.isfinite(got).all():
+        bad = np.argwhere(~np.isfinite(got))
+        raise AssertionError(f"{where}: {len(bad)} outputs unwritten or not finite, first at "
+                             f"{tuple(bad[0])}")  # fmt: skip
+    denom = np.abs(ref_o).max()
+    err = float(np.abs(got - ref_o).max() / denom) if denom > 0 else float(np.abs(got).max())
+    if not err <= tolerance:
+        raise AssertionError(f"{where}: relative max-norm error of o {err:.3g} > {tolerance}")
+    empty = np.isneginf(ref_lse)
+    if not np.array_equal(np.isneginf(got_lse), empty):
+        bad = np.argwhere(np.isneginf(got_lse) != empty)
+        raise AssertionError(f"{where}: lse is -inf at the wrong rows, first at {tuple(bad[0])}")
+    fin = ~empty
+    lse_err = float(np.abs(got_lse[fin] - ref_lse[fin]).max()) if fin.any() else 0.0
+    if not lse_err <= lse_tolerance:  # NaN fails too
+        raise AssertionError(f"{where}: lse error {lse_err:.3g} > {lse_tolerance}")
+    return {"error": err, "lse_error": lse_err, "seed": seed, "where": where}

@@ -1,0 +1,291 @@
+"""The warp-MMA streaming attention forward (FlashAttention-2 class), sm_80 and later.
+
+``O = softmax(Q Kᵀ · scale) V`` for one (query block, head, batch) per CTA of 4 warps (with
+the causal mask, query blocks run last-first: the longest rows start first); the
+semantics (masks, empty rows, lse) are :mod:`examples.attention.reference`'s. The static
+configuration and its proofs are :mod:`examples.attention.config`. Per CTA:
+
+1. **Q once**: the (Br, D) tile is copied to shared memory with ``cp.async`` and loaded
+   into registers with ``ldmatrix`` (the A operand of every k-step of ``S = Q Kᵀ``); it
+   stays there for the whole key loop.
+2. **The key loop**, one block of Bc keys per iteration, K and V double-buffered: the
+   copies of block ``n + 1`` are issued at the top of iteration ``n`` and waited for at its
+   end (one barrier per iteration, which also frees the stage iteration ``n + 1`` refills).
+   Each iteration: ``S = Q Kᵀ`` (``mma.sync``, K through ``ldmatrix``); the running row
+   maximum from tylo's row reduction of the S fragment (its ownership puts each row in the
+   4 lanes of a quad: in-thread folds, then 2 butterfly shuffles); ``P = exp2(S · c -
+   m · c)`` with ``c = scale · log2(e)`` folded into one FFMA per element before
+   ``ex2.approx`` (MUFU.EX2); the rescale of O and of the running sum by ``exp2(m_old · c -
+   m_new · c)``; P converted to packed bf16/f16 pairs *as* the A operand of ``O += P V``
+   (:func:`~tylo.nvgpu.warp.chain.accumulator_as_a_operand`: proved, no shared memory) and
+   V through ``ldmatrix.trans``. The running sum stays a per-thread partial (each thread's
+   own columns, :func:`thread_partials`) until the end: one quad reduction after the loop
+   instead of one per block.
+3. **Masks** cost nothing where they cannot apply: the key blocks split into a prefix that
+   every row of the CTA sees whole (no element test) and the rest (the causal diagonal
+   and the last partial block), which a second loop masks element-wise to ``-inf``;
+   causal blocks past the diagonal are never loaded. A row whose maximum is still ``-inf``
+   subtracts 0 instead (``exp2(-inf) = 0``, never ``-inf - -inf``), so it ends with a zero
+   sum, a zero output and ``lse = -inf``.
+4. **Epilogue**: ``O / l`` in the input dtype (pairs of columns per store), and
+   ``lse = (m · c + log2 l) · ln 2`` (f32), rows past Lq skipped.
+
+Key rows past the sequence (or past the batch entry's key length) read that entry's last
+valid row (``clamp_rows``: no predicate, and padding past a key length is never read), so
+every shared element is finite and a masked P of 0 meets finite V. Query rows past Lq read
+the last query row; their results are never stored.
+"""
+
+from __future__ import annotations
+
+import math
+
+import tylo
+from examples.attention.config import AttentionConfig, attention_config
+from tylo.layouts import Layout
+from tylo.kernel.values import to_index
+from tylo.nvgpu.cpasync import commit_copies, copy_async, wait_copies
+from tylo.nvgpu.warp.chain import accumulator_as_a_operand
+from tylo.nvgpu.warp.ldmatrix import load_operand
+from tylo.nvgpu.warp.mma import mma_atoms, zero_accumulator
+from tylo.tile.access import GlobalTile, SharedTile
+from tylo.tile.fragment import Fragment, full
+from tylo.tile.fragment_io import coordinates, store_fragment
+from tylo.tile.ownership import Ownership
+from tylo.tile.reduce import fold_pairwise, reduction_plan
+
+__all__ = [
+    "LN2",
+    "LOG2E",
+    "AttentionConfig",
+    "attention_config",
+    "attention_kernel",
+    "key_blocks",
+    "online_block",
+    "partial_ownership",
+    "thread_partials",
+]
+
+LOG2E = 1.4426950408889634  # exp(x) = 2 ** (x * log2(e))
+LN2 = 0.6931471805599453  # ln(x) = log2(x) * ln(2)
+NEG_INF = -math.inf
+
+# sequence lengths: positive, below 2**31
+Dim = tylo.Int(min=1, max=2**31 - 1)
+# element strides of the batch, head and sequence modes (the last mode is contiguous)
+Stride = tylo.Int(min=0, max=2**40)
+Strided = tylo.Ptr(strided=True)
+
+
+# --8<-- [start:partials]
+def thread_partials(f: Fragment, axis: int = 1) -> Fragment:
+    """Each thread's own partial reduction (sum) of ``f`` along ``axis``, before any lanes
+    talk: the in-thread folds of :func:`tylo.tile.reduce.reduction_plan`, placed by an
+    ownership that says so, over ``(M, T)`` where the ``T`` threads that share a row each
+    hold their own column (thread ``t``'s digit along ``axis``). ``.sum(axis)`` of the
+    result finishes the reduction with the lane shuffles the full reduction would have
+    used; in between, partials rescale and accumulate in registers.
+
+    Defining property: ``thread_partials(f).sum(1) == f.sum(1)`` (same ownership, same
+    values up to the order of additions)."""
+    own = f.ownership
+    plan = reduction_plan(own, axis)
+    vals = [fold_pairwise(lambda a, b: a + b, [f.values[i] for i in g]) for g in plan.groups]
+    return Fragment(vals, partial_ownership(own, axis))
+
+
+def partial_ownership(own: Ownership, axis: int) -> Ownership:
+    """``own`` with its value modes along ``axis`` folded away and its thread modes along
+    ``axis`` packed densely into a new extent (one column per thread of a row)."""
+    th, va = [], []
+    step = 1
+    for m in own.thread_modes:
+        if m.axis == axis:
+            th.append((m.extent, axis, step))
+            step *= m.extent
+        else:
+            th.append((m.extent, m.axis, m.step))
+    va = [(m.extent, m.axis, m.step) for m in own.value_modes if m.axis != axis]
+    shape = tuple(step if a == axis else s for a, s in enumerate(own.shape))
+    return Ownership.from_modes(shape, th, va, f"{own.label} partials along {axis}")
+
+
+# --8<-- [end:partials]
+
+
+# --8<-- [start:online]
+def online_block(cfg, s, m, l_part, o, c):
+    """One key block of the online softmax on the S fragment ``s`` (raw scores, masked
+    entries ``-inf``): ``m`` the running row maximum of raw scores, ``l_part`` the
+    per-thread partial row sums, ``o`` the O accumulator, ``c = scale * log2(e)``.
+    Returns ``(m, l_part, o, P as the A operands of P V)``."""
+    m_new = tylo.maximum(m, s.max(axis=1))  # in-thread folds, then 2 shuffles per row
+    base = tylo.where(m_new == NEG_INF, 0.0, m_new * c)  # nothing seen yet: subtract 0
+    p = tylo.exp2(tylo.fma(s, c, -base))  # one FFMA + MUFU.EX2 per element
+    alpha = tylo.exp2(tylo.fma(m, c, -base))  # exp2(-inf) = 0 on the first block
+    l_part = l_part * alpha + thread_partials(p)
+    o = o * alpha
+    return m_new, l_part, o, accumulator_as_a_operand(p, cfg.pv_plan)
+
+
+# --8<-- [end:online]
+
+
+def _index(x):
+    """A clipped index (``Min``/``Max``) computed once into a fresh index symbol, so that
+    the block arithmetic on it lowers to plain integer division."""
+    if isinstance(x, int) or x.is_Symbol:
+        return x
+    return to_index(tylo.value(x))
+
+
+# --8<-- [start:blocks]
+def key_blocks(cfg, m0, lq, kv):
+    """``(unmasked, total)`` key blocks of the CTA whose first query row is ``m0``:
+    blocks ``0 .. unmasked - 1`` are visible whole to every row of the CTA; blocks
+    ``unmasked .. total - 1`` need the element-wise mask; later ones are never visible."""
+    bc = cfg.block_n
+    if cfg.causal:
+        off = kv - lq  # key j visible to row i when j <= i + off (bottom-right aligned)
+        rows_end = tylo.minimum(m0 + cfg.block_m, lq)
+        hi = tylo.maximum(tylo.minimum(kv, rows_end + off), 0)
+        lo = tylo.maximum(tylo.minimum(kv, m0 + off + 1), 0)
+    else:
+        hi = kv
+        lo = kv
+    return _index(_index(lo) // bc), _index((_index(hi) + bc - 1) // bc)
+
+
+# --8<-- [end:blocks]
+
+
+# --8<-- [start:iteration]
+@tylo.inline
+def prefetch(cfg, K, V, sk, sv, tid, n, total):
+    """Issue the copies of key block ``n`` into stage ``n % 2`` (if it exists) and commit
+    them as one group (an empty group otherwise, so that the group count stays fixed)."""
+    if n < total:
+        st = n % 2
+        at = (n * cfg.block_n, 0)
+        if at[0] + cfg.block_n <= K.shape[0]:  # a whole block: no row is clamped
+            shape = (cfg.block_n, cfg.d)
+            copy_async(cfg.copy_kv, K.window(at, shape), sk.select(2, st), tid)
+            copy_async(cfg.copy_kv, V.window(at, shape), sv.select(2, st), tid)
+        else:
+            copy_async(cfg.copy_kv, K, sk.select(2, st), tid, origin=at, clamp_rows=True)
+            copy_async(cfg.copy_kv, V, sv.select(2, st), tid, origin=at, clamp_rows=True)
+    commit_copies()
+
+
+@tylo.inline
+def key_block(cfg, qf, K, V, sk, sv, svt, tid, n, total, m, l_part, o, c, m0, lq, kv, masked):
+    """Iteration ``n`` of the key loop (see the module docstring)."""
+    s_plan, pv_plan = cfg.s_plan, cfg.pv_plan
+    if cfg.causal or not masked:  # without causality the masked block is the last one
+        prefetch(cfg, K, V, sk, sv, tid, n + 1, total)
+    st = n % 2
+    kt = sk.select(2, st)
+    s = zero_accumulator(s_plan)
+    for ks in range(s_plan.k_steps):
+        qa = qf[ks] if cfg.q_in_registers else load_operand(s_plan, "a", qf, tid, ks)
+        s = mma_atoms(s_plan, qa, load_operand(s_plan, "b", kt, tid, ks), s)
+    if masked:
+        at = (m0, n * cfg.block_n)
+        j = coordinates(s_plan.acc_ownership, tid, 1, origin=at)
+        keep = j < kv
+        if cfg.causal:
+            i = coordinates(s_plan.acc_ownership, tid, 0, origin=at)
+            keep = keep & (j <= i + (kv - lq))
+        s = tylo.where(keep, s, NEG_INF)
+    m, l_part, o, p = online_block(cfg, s, m, l_part, o, c)
+    vt = svt.select(2, st)
+    for ks in range(pv_plan.k_steps):
+        o = mma_atoms(pv_plan, p[ks], load_operand(pv_plan, "b", vt, tid, ks), o)
+    if cfg.causal or not masked:
+        wait_copies(0)  # block n + 1 has landed (this thread's copies) ...
+        tylo.sync_threads()  # ... and everyone's; everyone is done with stage n % 2
+    return m, l_part, o
+
+
+# --8<-- [end:iteration]
+
+
+# --8<-- [start:kernel]
+@tylo.kernel
+def attention_kernel(
+    cfg: tylo.Static,
+    out: Strided,
+    lse,
+    q: Strided,
+    k: Strided,
+    v: Strided,
+    kv_lens,
+    lq: Dim,
+    lk: Dim,
+    heads: Dim,
+    sqb: Stride, sqh: Stride, sql: Stride,
+    skb: Stride, skh: Stride, skl: Stride,
+    svb: Stride, svh: Stride, svl: Stride,
+    sob: Stride, soh: Stride, sol: Stride,
+    c: float,
+):  # fmt: skip
+    d, br = cfg.d, cfg.block_m
+    if cfg.aligned:  # 16-byte rows: stated here, checked at every launch
+        q, k, v, out = (tylo.assume_aligned(x, 16) for x in (q, k, v, out))
+        tylo.assume(*(tylo.divisible(s, 8) for s in (sqb, sqh, sql, skb, skh, skl)))
+        tylo.assume(*(tylo.divisible(s, 8) for s in (svb, svh, svl, sob, soh, sol)))
+    tid = tylo.thread_idx.x
+    m0 = tylo.block_idx.x * br
+    if cfg.causal:  # the longest rows (the most key blocks) first: a shorter tail
+        m0 = (tylo.grid_dim.x - 1 - tylo.block_idx.x) * br
+    h = tylo.block_idx.y
+    b = tylo.block_idx.z
+    kv = lk
+    if cfg.padding:
+        # a data-dependent index, clipped to 0 .. Lk (the key rows that exist)
+        kv = _index(tylo.minimum(tylo.maximum(to_index(kv_lens[b]), 0), lk))
+    # this (batch, head)'s (L, D) matrices; K and V bounded by the keys that exist
+    Q = GlobalTile(q, Layout((lq, d), (sql, 1)), base=b * sqb + h * sqh)
+    K = GlobalTile(k, Layout((lk, d), (skl, 1)), base=b * skb + h * skh, shape=(kv, d))
+    V = GlobalTile(v, Layout((lk, d), (svl, 1)), base=b * svb + h * svh, shape=(kv, d))
+    O = GlobalTile(out, Layout((lq, d), (sol, 1)), base=b * sob + h * soh)
+    sq = SharedTile(tylo.dynamic_shared(q.dtype, cfg.q_elements), cfg.q_smem)
+    kv_base = cfg.q_elements * q.dtype.nbytes
+    kv_bytes = cfg.kv_elements * q.dtype.nbytes
+    k_mem = tylo.dynamic_shared(q.dtype, cfg.kv_elements, offset_bytes=kv_base)
+    sk = SharedTile(k_mem, cfg.kv_smem)
+    v_mem = tylo.dynamic_shared(q.dtype, cfg.kv_elements, offset_bytes=kv_base + kv_bytes)
+    sv = SharedTile(v_mem, cfg.kv_smem)  # V as copied: (Bc, D)
+    svt = SharedTile(v_mem, cfg.vt_smem)  # the same bytes as P V's B operand: (D, Bc)
+    unmasked, total = key_blocks(cfg, m0, lq, kv)
+    # Q and the first key block: one group, waited for before the loop
+    copy_async(cfg.copy_q, Q, sq, tid, origin=(m0, 0), clamp_rows=True)
+    prefetch(cfg, K, V, sk, sv, tid, 0, total)
+    wait_copies(0)
+    tylo.sync_threads()
+    s_plan = cfg.s_plan
+    qf = sq  # Q's A operands: reloaded from shared memory at every k-step, or ...
+    if cfg.q_in_registers:  # ... loaded once and kept in registers
+        qf = [load_operand(s_plan, "a", sq, tid, ks) for ks in range(s_plan.k_steps)]
+    row = s_plan.acc_ownership.reduced(1)
+    m = full(row, NEG_INF, tylo.f32)  # running maximum of the raw scores
+    l_part = full(partial_ownership(s_plan.acc_ownership, 1), 0.0, tylo.f32)
+    o = zero_accumulator(cfg.pv_plan)
+    args = (K, V, sk, sv, svt, tid)
+    for n in tylo.range(0, unmasked):  # whole blocks: no element test
+        m, l_part, o = key_block(cfg, qf, *args, n, total, m, l_part, o, c, m0, lq, kv, False)
+    for n in tylo.range(unmasked, total):  # the diagonal and the last, partial block
+        m, l_part, o = key_block(cfg, qf, *args, n, total, m, l_part, o, c, m0, lq, kv, True)
+    # --8<-- [start:epilogue]
+    l_row = l_part.sum(axis=1)  # the quad's partials: 2 shuffles per row, once
+    inv = tylo.where(l_row > 0.0, 1.0 / l_row, 0.0)  # nothing visible: a zero row
+    vec = 2 if cfg.aligned else 1  # column pairs: one 4-byte store
+    store_fragment(O, o * inv, tid, origin=(m0, 0), bounds=(lq, d), vector=vec)
+    lse_row = tylo.where(l_row > 0.0, (tylo.fma(m, c, tylo.log2(l_row))) * LN2, NEG_INF)
+    if tid % 4 == 0:  # the 4 lanes of a quad hold the same row statistics
+        L = GlobalTile(lse, Layout((lq, 1), (1, 1)), base=(b * heads + h) * lq)
+        store_fragment(L, lse_row, tid, origin=(m0, 0), bounds=(lq, 1))
+    # --8<-- [end:epilogue]
+
+
+# --8<-- [end:kernel]

@@ -1,0 +1,145 @@
+"""``python examples/attention/run.py B H L D [--lk LK] [--causal] [--dtype bf16|f16]
+[--path warp|hopper|auto] [--kv-lens N,N,...]``
+
+Plans the warp path (printing what was proved), compiles it, and, where there is a GPU,
+runs it on fresh random data (outputs poisoned with NaN) and verifies ``o`` and ``lse``
+against the float64 reference. Without a GPU it compiles for ``--target`` (default sm_90a),
+prints the proofs and resources, says it did not run, and exits 0. ``--compile-only`` and
+``--emit llvm|ptx|sass`` work everywhere. ``--path hopper`` runs the Hopper path
+(:mod:`examples.attention.hopper_host`) when this checkout has it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from examples._cli import Example, main, positive_int
+
+
+def _lens(text: str) -> list[int]:
+    try:
+        out = [int(x, 10) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a comma-separated list of integers"
+        ) from None
+    if any(x < 0 for x in out):
+        raise argparse.ArgumentTypeError(f"{text!r}: key lengths must be >= 0")
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("b", type=positive_int, help="batch (>= 1)")
+    parser.add_argument("h", type=positive_int, help="heads (>= 1)")
+    parser.add_argument("l", type=positive_int, help="query sequence length Lq (>= 1)")
+    parser.add_argument("d", type=positive_int, help="head dim (64 or 128)")
+    parser.add_argument("--lk", type=positive_int, default=None, help="key length (default L)")
+    parser.add_argument("--causal", action="store_true", help="causal mask (bottom-right)")
+    parser.add_argument("--dtype", choices=("bf16", "f16"), default="bf16")
+    parser.add_argument("--path", choices=("warp", "hopper", "auto"), default="auto")
+    parser.add_argument(
+        "--kv-lens", type=_lens, default=None, help="per-batch key lengths, e.g. 100,0,37"
+    )
+    parser.add_argument("--layout", choices=("bhld", "blhd"), default="bhld",
+                        help="storage order of q, k, v (blhd: strided B, H, L views)")  # fmt: skip
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from examples.attention.config import attention_config
+
+    return attention_config(
+        args.d, args.dtype, causal=args.causal, padding=args.kv_lens is not None
+    )
+
+
+def _check_lens(args: argparse.Namespace) -> None:
+    from examples.attention.reference import AttentionInputError
+
+    lk = args.lk or args.l
+    if args.kv_lens is not None and (len(args.kv_lens) != args.b or max(args.kv_lens) > lk):
+        raise AttentionInputError(
+            f"--kv-lens: give B = {args.b} lengths, each at most Lk = {lk}; got {args.kv_lens}"
+        )
+
+
+def kernels(args: argparse.Namespace, target: Any) -> dict[str, Any]:
+    from examples.attention.host import compile_attention
+
+    _check_lens(args)
+    if args.path == "hopper":
+        from examples.attention.host import _hopper_module
+
+        from examples.attention.host import AttentionPathError
+
+        compile_kernels = getattr(_hopper_module(), "compile_kernels", None)
+        if compile_kernels is None:
+            raise AttentionPathError(
+                "--path hopper --compile-only: examples.attention.hopper_host has no "
+                "compile_kernels(args, target)"
+            )
+        return compile_kernels(args, target)
+    cfg = _config(args)
+    if args.compile_only:
+        _print_plan(cfg)
+    return {"attention_kernel": compile_attention(cfg, target)}
+
+
+def _print_plan(cfg: Any) -> None:
+    print(f"config: {cfg.describe()}")
+    print(f"  S plan: {cfg.s_plan}")
+    print(f"  PV plan: {cfg.pv_plan}")
+    for what, v in cfg.proofs.items():
+        print(f"  {what}: {getattr(v, 'status', 'proved' if what.startswith('chain') else v)}")
+
+
+def run(args: argparse.Namespace) -> str:
+    from examples.attention.host import verify
+
+    _check_lens(args)
+    if args.path != "hopper":
+        _print_plan(_config(args))
+    res = verify(
+        args.b, args.h, args.l, args.d, lk=args.lk, dtype=args.dtype, causal=args.causal,
+        kv_lens=args.kv_lens, layout=args.layout, path=args.path, seed=args.seed,
+    )  # fmt: skip
+    return f"{res['where']}: o error {res['error']:.3g}, lse error {res['lse_error']:.3g}"
+
+
+EXAMPLE = Example(
+    "attention",
+    "O = softmax(Q K^T * scale) V (warp MMA, FlashAttention-2 class), checked against float64",
+    add_arguments,
+    kernels,
+    run,
+)
+
+
+def _has_gpu() -> bool:
+    try:
+        from tylo.target import Target
+
+        Target.from_device(0)
+        return True
+    except Exception:  # noqa: BLE001 - no driver, no device: compile-only instead
+        return False
+
+
+def run_main(argv: list[str]) -> int:
+    """The command line: without a GPU, a plain run compiles and proves instead."""
+    if "--compile-only" in argv or "--emit" in argv or any(a.startswith("--emit=") for a in argv):
+        return main(EXAMPLE, argv)
+    if "-h" in argv or "--help" in argv or _has_gpu():
+        return main(EXAMPLE, argv)
+    rc = main(EXAMPLE, [*argv, "--compile-only"])
+    if rc == 0:
+        print("attention: no GPU found: compiled and proved, not run")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(sys.argv[1:]))
