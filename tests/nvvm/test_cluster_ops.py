@@ -172,11 +172,34 @@ def test_map_shared_refuses_what_is_not_shared():
         small.compile(tylo.f32, block=32, cluster=2, target="sm_90a")
 
 
+def test_aligned_forms():
+    k = _kernel_using(lambda buf: cl.cluster_sync(aligned=True)).compile(
+        tylo.f32, block=32, cluster=2, target="sm_90a"
+    )
+    assert "barrier.cluster.arrive.release.aligned;" in k.ptx
+    assert "barrier.cluster.wait.acquire.aligned;" in k.ptx
+    assert "UCGABAR_ARV" in k.sass and "UCGABAR_WAIT" in k.sass
+    k = _kernel_using(lambda buf: cl.cluster_arrive(relaxed=True, aligned=True)).compile(
+        tylo.f32, block=32, cluster=2, target="sm_90a"
+    )
+    assert "barrier.cluster.arrive.relaxed.aligned;" in k.ptx
+
+
+@pytest.mark.parametrize(
+    "op,match",
+    [
+        (lambda: cl.cluster_arrive(relaxed=1), "cluster_arrive: relaxed must be"),
+        (lambda: cl.cluster_arrive(aligned="yes"), "cluster_arrive: aligned must be"),
+        (lambda: cl.cluster_wait(aligned=None), "cluster_wait: aligned must be"),
+        (lambda: cl.cluster_sync(aligned=0), "cluster_arrive: aligned must be"),
+    ],
+)
+def test_flags_must_be_bools(op, match):
+    with pytest.raises(tylo.TyloError, match="ClusterOpError: " + match):
+        _kernel_using(lambda buf: op()).compile(tylo.f32, block=32, target="sm_90a")
+
+
 def test_bad_arguments():
-    with pytest.raises(tylo.TyloError, match="ClusterOpError: cluster_arrive: relaxed must be"):
-        _kernel_using(lambda buf: cl.cluster_arrive(relaxed=1)).compile(
-            tylo.f32, block=32, target="sm_90a"
-        )
 
     @tylo.kernel
     def scope(out):
