@@ -292,6 +292,7 @@ def _pipeline_kernel(consumers):
     def k(out):
         pipe = Pipeline(PipelinePlan(stages=2, consumers=consumers))
         pipe.init()
+        pipe.producer_acquire(0, scope="cluster")
         pipe.producer_commit(0)
         pipe.consumer_wait(0)
         pipe.consumer_release(0, cta=(cl.cluster_ctarank() + 1) % 2)
@@ -305,6 +306,7 @@ def test_pipeline_counts_the_cluster_s_consumers():
     the empty barrier may expect up to block x cluster arrivals, and no more."""
     k = _pipeline_kernel(256).compile(tylo.f32, block=128, cluster=2, target="sm_90a")
     assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in k.ptx
+    assert "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64" in k.ptx
     with pytest.raises(tylo.TyloError, match="the cluster has 256 threads"):
         _pipeline_kernel(257).compile(tylo.f32, block=128, cluster=2, target="sm_90a")
     with pytest.raises(tylo.TyloError, match="the block has 128 threads"):
