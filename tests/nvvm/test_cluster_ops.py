@@ -63,6 +63,9 @@ def test_every_op_assembles():
     sass = k.sass
     for op in ("UCGABAR_ARV", "UCGABAR_WAIT", "SYNCS.ARRIVE.TRANS64.RED"):
         assert op in sass, op
+    # ptxas 13 assembles mapa into address arithmetic on the shared window (SR_SWINHI, a
+    # PRMT inserting the rank) and ld.shared::cluster into a generic load; a MAPA would do
+    assert "MAPA" in sass or ("SR_SWINHI" in sass and "LD.E" in sass)
     assert "LDL" not in sass and "STL" not in sass
     assert ".extern .func" not in k.ptx
 
@@ -172,11 +175,34 @@ def test_map_shared_refuses_what_is_not_shared():
         small.compile(tylo.f32, block=32, cluster=2, target="sm_90a")
 
 
+def test_aligned_forms():
+    k = _kernel_using(lambda buf: cl.cluster_sync(aligned=True)).compile(
+        tylo.f32, block=32, cluster=2, target="sm_90a"
+    )
+    assert "barrier.cluster.arrive.release.aligned;" in k.ptx
+    assert "barrier.cluster.wait.acquire.aligned;" in k.ptx
+    assert "UCGABAR_ARV" in k.sass and "UCGABAR_WAIT" in k.sass
+    k = _kernel_using(lambda buf: cl.cluster_arrive(relaxed=True, aligned=True)).compile(
+        tylo.f32, block=32, cluster=2, target="sm_90a"
+    )
+    assert "barrier.cluster.arrive.relaxed.aligned;" in k.ptx
+
+
+@pytest.mark.parametrize(
+    "op,match",
+    [
+        (lambda: cl.cluster_arrive(relaxed=1), "cluster_arrive: relaxed must be"),
+        (lambda: cl.cluster_arrive(aligned="yes"), "cluster_arrive: aligned must be"),
+        (lambda: cl.cluster_wait(aligned=None), "cluster_wait: aligned must be"),
+        (lambda: cl.cluster_sync(aligned=0), "cluster_arrive: aligned must be"),
+    ],
+)
+def test_flags_must_be_bools(op, match):
+    with pytest.raises(tylo.TyloError, match="ClusterOpError: " + match):
+        _kernel_using(lambda buf: op()).compile(tylo.f32, block=32, target="sm_90a")
+
+
 def test_bad_arguments():
-    with pytest.raises(tylo.TyloError, match="ClusterOpError: cluster_arrive: relaxed must be"):
-        _kernel_using(lambda buf: cl.cluster_arrive(relaxed=1)).compile(
-            tylo.f32, block=32, target="sm_90a"
-        )
 
     @tylo.kernel
     def scope(out):
@@ -266,6 +292,7 @@ def _pipeline_kernel(consumers):
     def k(out):
         pipe = Pipeline(PipelinePlan(stages=2, consumers=consumers))
         pipe.init()
+        pipe.producer_acquire(0, scope="cluster")
         pipe.producer_commit(0)
         pipe.consumer_wait(0)
         pipe.consumer_release(0, cta=(cl.cluster_ctarank() + 1) % 2)
@@ -279,6 +306,7 @@ def test_pipeline_counts_the_cluster_s_consumers():
     the empty barrier may expect up to block x cluster arrivals, and no more."""
     k = _pipeline_kernel(256).compile(tylo.f32, block=128, cluster=2, target="sm_90a")
     assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in k.ptx
+    assert "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64" in k.ptx
     with pytest.raises(tylo.TyloError, match="the cluster has 256 threads"):
         _pipeline_kernel(257).compile(tylo.f32, block=128, cluster=2, target="sm_90a")
     with pytest.raises(tylo.TyloError, match="the block has 128 threads"):

@@ -173,26 +173,36 @@ def _emit(text: str) -> None:
     asm.emit(ctx.builder, memory=True)
 
 
-def cluster_arrive(*, relaxed: bool = False) -> None:
+def _flag(value: Any, what: str) -> bool:
+    if type(value) is not bool:
+        raise ClusterOpError(f"{what} must be True or False, got {value!r}")
+    return value
+
+
+def cluster_arrive(*, relaxed: bool = False, aligned: bool = False) -> None:
     """``barrier.cluster.arrive.release`` (``relaxed=True``: ``.relaxed``, no ordering):
-    this thread arrives on the cluster barrier; pair with :func:`cluster_wait`."""
-    if type(relaxed) is not bool:
-        raise ClusterOpError(f"cluster_arrive: relaxed must be True or False, got {relaxed!r}")
-    _emit(f"barrier.cluster.arrive.{'relaxed' if relaxed else 'release'};")
+    this thread arrives on the cluster barrier; pair with :func:`cluster_wait`.
+    ``aligned=True`` adds ``.aligned``: every thread of the warp executes this same arrive
+    (the cheaper form when the warp is converged)."""
+    sem = "relaxed" if _flag(relaxed, "cluster_arrive: relaxed") else "release"
+    tail = ".aligned" if _flag(aligned, "cluster_arrive: aligned") else ""
+    _emit(f"barrier.cluster.arrive.{sem}{tail};")
 
 
-def cluster_wait() -> None:
+def cluster_wait(*, aligned: bool = False) -> None:
     """``barrier.cluster.wait.acquire``: wait until every non-exited thread of the cluster
-    arrived; writes released by their arrives are visible afterwards."""
-    _emit("barrier.cluster.wait.acquire;")
+    arrived; writes released by their arrives are visible afterwards (``aligned``: as for
+    :func:`cluster_arrive`)."""
+    tail = ".aligned" if _flag(aligned, "cluster_wait: aligned") else ""
+    _emit(f"barrier.cluster.wait.acquire{tail};")
 
 
-def cluster_sync() -> None:
+def cluster_sync(*, aligned: bool = False) -> None:
     """Every thread of every CTA of the cluster meets (``barrier.cluster.arrive.release``,
     ``barrier.cluster.wait.acquire``): the cluster-wide ``sync_threads``. Call it from every
-    thread."""
-    cluster_arrive()
-    cluster_wait()
+    thread (``aligned=True``: from converged warps, with the ``.aligned`` forms)."""
+    cluster_arrive(aligned=aligned)
+    cluster_wait(aligned=aligned)
 
 
 # ---------------------------------------------------------------------------- distributed shared

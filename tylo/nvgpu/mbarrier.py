@@ -277,10 +277,11 @@ class Pipeline:
     def full_address(self, it: Any) -> ir.Value:
         return self.full.address(self.plan.stage(it))
 
-    def producer_acquire(self, it: Any) -> None:
+    def producer_acquire(self, it: Any, *, scope: str = "cta") -> None:
         """Wait until the consumers released the stage of iteration ``it`` (returns at once
-        on the first pass through the ring)."""
-        self.empty.wait(self.plan.stage(it), 1 - self.plan.parity(it))
+        on the first pass through the ring). ``scope="cluster"`` when consumers of other
+        CTAs release it (``consumer_release(it, cta=...)``)."""
+        self.empty.wait(self.plan.stage(it), 1 - self.plan.parity(it), scope=scope)
 
     def producer_commit(self, it: Any, *, tx_bytes: Any = None) -> None:
         """Arrive on the stage's full barrier; with ``tx_bytes``, also expect that many bytes
