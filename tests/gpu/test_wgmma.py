@@ -240,3 +240,41 @@ def test_a_loop_that_changes_the_pending_position_is_refused():
     args = (tylo.f32, tylo.pointer(tylo.bf16, align=16), tylo.pointer(tylo.bf16, align=16), int)
     with pytest.raises(tylo.TyloError, match="changes structure"):
         carried.compile(*args, "drift", block=128, target="sm_90a")
+
+
+@tylo.kernel
+def commits_elsewhere(raw, a: tylo.Ptr(align=16), b: tylo.Ptr(align=16), steps: tylo.Int(min=0),
+                      where: tylo.Static):
+    """An accumulator committed, then more groups committed inside a loop (which may run
+    no time) or a branch (which may not run) or straight after; then wait_group(1, acc)."""
+    atom = WarpgroupMMAAtom((64, 64, 16), a.dtype)
+    la, lb = _layouts(64, 32, "32B", "K")
+    sa = SharedTile(tylo.shared(a.dtype, 64 * 32, align=1024), la)
+    sb = SharedTile(tylo.shared(b.dtype, 64 * 32, align=1024), lb)
+    fence()
+    acc = mma_async(atom, sa, sb, zeros(atom.c), accumulate=False)
+    commit_group()
+    other = zeros(atom.c)
+    if where == "loop":
+        for _ in tylo.range(steps):
+            p = mma_async(atom, sa, sb, other)
+            commit_group()
+            other = wait_group(0, p)
+    elif where == "branch":
+        if steps > 3:
+            commit_group()
+    else:
+        commit_group()
+    acc = wait_group(1, acc)
+    raw[tylo.thread_idx.x] = acc[0]
+
+
+@pytest.mark.parametrize("where", ["loop", "branch"])
+def test_commits_that_may_not_have_run_do_not_count(where):
+    # at run time the loop may run 0 times and the branch not at all: acc would then be the
+    # most recent group, still in flight after wait_group(1)
+    args = (tylo.f32, tylo.pointer(tylo.bf16, align=16), tylo.pointer(tylo.bf16, align=16), int)
+    with pytest.raises(tylo.TyloError, match="surely ran"):
+        commits_elsewhere.compile(*args, where, block=128, target="sm_90a")
+    kern = commits_elsewhere.compile(*args, "straight", block=128, target="sm_90a")
+    assert "wgmma.wait_group.sync.aligned 1" in kern.ptx

@@ -295,7 +295,12 @@ class Pipeline:
         self.full.arrive_expect_tx(self.plan.stage(it), tx_bytes)
 
     def consumer_wait(self, it: Any) -> None:
-        """Wait until the stage of iteration ``it`` is full."""
+        """Wait until the stage of iteration ``it`` is full. Waits must follow the ring's
+        order, at most one pass ahead of the producer: a parity wait cannot tell phase n
+        from phase n + 2, so a consumer that skips to an iteration a whole ring pass ahead
+        (two consumers taking turns, say) sees an old phase complete and reads a stage
+        before it is filled; order such consumers with barriers of their own (see
+        ``examples/hopper_gemm``'s ping-pong consumers)."""
         if not self._armed:
             raise PipelineError(
                 "consumer_wait: no producer_commit was traced for this pipeline before the "

@@ -228,25 +228,40 @@ def fence_shared_to_async() -> None:
 
 def _groups() -> dict:
     """This trace's wgmma group bookkeeping: the accumulators issued since the last commit,
-    and how many groups were committed (in program order, as traced)."""
+    how many groups were committed (in program order, as traced), and the region each
+    commit was traced in (``scopes``, one per group)."""
     from tylo.kernel.context import current
 
     ctx = current()
     state = getattr(ctx, "_wgmma_groups", None)
     if state is None:
-        state = {"open": [], "committed": 0}
+        state = {"open": [], "committed": 0, "scopes": []}
         ctx._wgmma_groups = state
     return state
+
+
+def _on_path(scope: Any, here: Any) -> bool:
+    """Whether region ``scope`` encloses (or is) region ``here``: code traced in it has run,
+    at run time, before code traced now at ``here``. A commit traced in a loop body or a
+    branch that has ended may have run any number of times, or not at all."""
+    s = here
+    while s is not None:
+        if s is scope:
+            return True
+        s = s.parent
+    return False
 
 
 def commit_group() -> None:
     """``wgmma.commit_group.sync.aligned`` (PTX ISA 9.7.15.6.2): close the group of the
     ``wgmma`` issued since the last commit."""
+    from tylo.kernel.context import current
     from tylo.nvgpu.instructions import wgmma_commit_group
 
     _emit(wgmma_commit_group)
     state = _groups()
     state["committed"] += 1
+    state["scopes"].append(current().scope)
     for acc in state["open"]:
         acc.group = state["committed"]
     state["open"].clear()
@@ -317,6 +332,7 @@ def wait_group(n: int, *accumulators: Any) -> Any:
     committed groups are pending, and return the given accumulators as fragments (one, or a
     tuple). The accumulators' registers are threaded through the wait, so no read of them can
     be scheduled before it."""
+    from tylo.kernel.context import current
     from tylo.kernel.values import Value
     from tylo.nvgpu.instructions import wgmma_wait_group
     from tylo.tile.fragment import Fragment
@@ -338,6 +354,17 @@ def wait_group(n: int, *accumulators: Any) -> Any:
                 f"wait_group({n}): this accumulator's group is one of the {n} most recent, "
                 f"which may still be in flight after the wait; wait with n <= "
                 f"{state['committed'] - a.group}"
+            )
+        # only the later commits that surely ran on the way here count: not those traced in
+        # a loop body or branch that has ended (a loop may run 0 times, a branch not run)
+        here = current().scope
+        sure = sum(1 for sc in state["scopes"][a.group :] if _on_path(sc, here))
+        if sure < n:
+            raise PendingAccumulatorError(
+                f"wait_group({n}): of the groups committed after this accumulator's, only "
+                f"{sure} surely ran before this wait (the others were committed in a loop "
+                "or branch that has ended, which may have run no time); the accumulator may "
+                f"be one of the {n} most recent groups: wait with n <= {sure}"
             )
         frags.append(a.fragment)
     flat = [v.use() for f in frags for v in f.values]
