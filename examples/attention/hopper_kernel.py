@@ -78,7 +78,6 @@ BLOCK = 64  # columns of one 128-byte swizzled block of bf16/f16
 SHARED_LIMIT = 227 * 1024
 
 
-# --8<-- [start:proof]
 @dataclass(frozen=True)
 class RegisterAProof:
     """The proof that accumulator ownership ``acc`` over (64, K), packed in pairs, is the
@@ -183,6 +182,7 @@ def _witness(acc: Ownership, a: Ownership, tc: Any, want: Any, s: int, v: int) -
     )
 
 
+# --8<-- [start:convert]
 def accumulator_as_register_a(acc: Fragment, atom: WarpgroupMMAAtom) -> tuple[Fragment, ...]:
     """The f32 accumulator fragment ``acc`` over (64, K) as ``K / 16`` packed register-A
     fragments of ``atom`` (its dtype, rounded to nearest even), with no shared memory.
@@ -197,7 +197,7 @@ def accumulator_as_register_a(acc: Fragment, atom: WarpgroupMMAAtom) -> tuple[Fr
     proof = prove_register_a(acc.ownership, atom)
     a = atom.a_registers
     return tuple(Fragment([acc.values[u] for u in row], a).pack(atom.dtype) for row in proof.slots)
-# --8<-- [end:proof]
+# --8<-- [end:convert]
 
 
 # --8<-- [start:config]
@@ -338,7 +338,6 @@ def _consume(cfg, c, smem, pipe, qbar, n_tiles, kv, lq, row0, o_tile, l_tile, sc
             s = mma_async(s_atom, qs[j], ks, s, k_offset=16 * k16, accumulate=kk > 0)
         commit_group()
         s = wait_group(0, s) * scale2
-        # --8<-- [start:softmax]
         cols = coordinates(s_atom.c, me, 1, origin=(r0, it * cfg.bn))
         keep = cols < kv
         if cfg.causal:
@@ -350,7 +349,6 @@ def _consume(cfg, c, smem, pipe, qbar, n_tiles, kv, lq, row0, o_tile, l_tile, sc
         alpha = tylo.exp2(m2 - sub)
         lsum = lsum * alpha + p.sum(axis=1)
         m2 = m2_new
-        # --8<-- [end:softmax]
         o = o * alpha
         pa = accumulator_as_register_a(p, o_atom)
         vs = SharedTile(smem, v_operand_layout(cfg), base=base + kv_elems)
@@ -360,12 +358,10 @@ def _consume(cfg, c, smem, pipe, qbar, n_tiles, kv, lq, row0, o_tile, l_tile, sc
         commit_group()
         o = wait_group(0, o)
         pipe.consumer_release(it)
-    # --8<-- [start:epilogue]
     inv = tylo.where(lsum > 0.0, 1.0 / lsum, 0.0)
     lse = tylo.where(lsum > 0.0, (m2 + tylo.log2(lsum)) * LN2, NEG_INF)
     store(None, o_tile, o * inv, me, origin=(r0, 0))
     store(None, l_tile, lse, me, origin=(r0, 0))
-    # --8<-- [end:epilogue]
 # --8<-- [end:consumer]
 
 

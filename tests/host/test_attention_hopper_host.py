@@ -310,3 +310,17 @@ def test_good_inputs_pass_and_unit_extents_get_legal_strides():
 def test_inputs_the_kernel_does_not_take_are_refused(q, k, match):
     with pytest.raises(AttentionInputError, match=match):
         check_inputs(q, k, k)
+
+
+def test_doc_page_doctests_and_snippets():
+    """docs/attention_hopper.md: its examples run, and every snippet it includes exists."""
+    import doctest
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    doc = root / "docs" / "attention_hopper.md"
+    result = doctest.testfile(str(doc), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert result.attempted >= 4 and result.failed == 0
+    for path, name in re.findall(r'--8<-- "([^":]+):([^"]+)"', doc.read_text()):
+        src = (root / path).read_text()
+        assert f"--8<-- [start:{name}]" in src and f"--8<-- [end:{name}]" in src, (path, name)
