@@ -4,14 +4,35 @@ the float64 reference of examples/attention/reference.py: fresh random data, out
 poisoned with NaN first, o within 2e-2 of max |o| and lse within 2e-2 absolute. Shapes: L =
 1, 17, 1000, 4097, Lq != Lk both ways, D = 64 and 128, bf16 and f16, causal (bottom-right),
 per-batch key lengths including 0 (rows with nothing to attend to: o = 0, lse = -inf), and
-non-contiguous (B, H, L, D) strides that TMA can still read."""
+non-contiguous (B, H, L, D) strides that TMA can still read. The chain alone (S by wgmma,
+P = S as register A, O = P V with V MN-major) is checked register by register on small
+integers, so a failure there points at the primitives, not the softmax."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+import tylo
 from examples.attention.hopper_host import hopper_attention, verify
+from examples.attention.hopper_kernel import (
+    BLOCK,
+    HopperAttentionConfig,
+    accumulator_as_register_a,
+    block_layout,
+    v_operand_layout,
+)
 from examples.attention.reference import AttentionInputError, attention_reference
+from tylo.nvgpu.warpgroup.mma import (
+    WarpgroupMMAAtom,
+    commit_group,
+    fence,
+    fence_shared_to_async,
+    mma_async,
+    wait_group,
+)
+from tylo.tile.fragment import zeros
+from tylo.tile.views import SharedTile
 
 
 @pytest.mark.parametrize("length", [1, 17, 1000, 4097])
@@ -44,7 +65,6 @@ def test_padding_with_empty_rows(gpu_runtime, causal):
 
 
 def test_strided_views_and_given_outputs(gpu_runtime):
-    import numpy as np
     import torch
 
     b, h, lq, lk, d = 2, 3, 77, 150, 64
@@ -74,3 +94,94 @@ def test_allocates_outputs_and_refuses_what_tma_cannot_read(gpu_runtime):
     odd = torch.randn(1, 2, 40, 68, device="cuda").to(torch.float16)[..., :64]  # 136-byte rows
     with pytest.raises(AttentionInputError, match="path='warp'"):
         hopper_attention(odd, odd, odd)
+
+
+# -- the chain alone: S by wgmma from shared memory, P = S as register A, O = P V ----------
+# Small integers (exact in bf16 and f32), so the dumped accumulator must equal the float64
+# product exactly, register by register, at the coordinate the PTX ISA's D fragment names.
+# This isolates the two primitives the kernel is first to use on a GPU: the register-A
+# wgmma fed by the proved conversion, and V read MN-major (at d = 128, with the LBO step).
+
+
+
+@tylo.kernel
+def chain_dump(raw, a: tylo.Ptr(align=16), b: tylo.Ptr(align=16), v: tylo.Ptr(align=16),
+               shape: tylo.Static):
+    bn, d = shape
+    cfg = HopperAttentionConfig(d=d, bn=bn, stages=1)
+    s_atom = WarpgroupMMAAtom((64, bn, 16), a.dtype)
+    o_atom = WarpgroupMMAAtom((64, d, 16), a.dtype, a="registers")
+    smem = tylo.shared(a.dtype, 64 * BLOCK + 2 * bn * d, align=1024)
+    sa = SharedTile(smem, block_layout(64, a.dtype))
+    sb = SharedTile(smem, block_layout(bn, a.dtype), base=64 * BLOCK)
+    sv = SharedTile(smem, v_operand_layout(cfg), base=64 * BLOCK + bn * d)
+    tid = tylo.thread_idx.x
+    for i in range(64 * BLOCK // 128):  # a (64, 64) and b (bn, 64), row-major
+        e = tid + 128 * i
+        smem[sa.offset((e // BLOCK, e % BLOCK))] = a[e]
+    for i in range(bn * BLOCK // 128):
+        e = tid + 128 * i
+        smem[sb.offset((e // BLOCK, e % BLOCK))] = b[e]
+    for i in range(bn * d // 128):  # v (bn, d), row-major: B operand coordinate (col, key)
+        e = tid + 128 * i
+        smem[sv.offset((e % d, e // d))] = v[e]
+    fence_shared_to_async()
+    tylo.sync_threads()
+    fence()
+    s = zeros(s_atom.c)
+    for kk in range(BLOCK // 16):
+        s = mma_async(s_atom, sa, sb, s, k_offset=16 * kk, accumulate=kk > 0)
+    commit_group()
+    s = wait_group(0, s)
+    p = accumulator_as_register_a(s, o_atom)
+    o = zeros(o_atom.c)
+    fence()
+    for ks in range(bn // 16):
+        o = mma_async(o_atom, p[ks], sv, o, k_offset=16 * ks)
+    commit_group()
+    o = wait_group(0, o)
+    for j in range(len(o)):
+        raw[tid * len(o) + j] = o[j]
+
+
+CHAIN = [(64, 64), (128, 64), (64, 128), (32, 128)]
+
+
+def _chain_compile(shape):
+    ptr = tylo.pointer(tylo.bf16, align=16)
+    return chain_dump.compile(tylo.f32, ptr, ptr, ptr, shape, block=128, target="sm_90a")
+
+
+@pytest.mark.parametrize("shape", CHAIN[:1] + CHAIN[2:3], ids=str)
+def test_chain_assembly(shape):
+    sass = _chain_compile(shape).sass
+    assert "F2FP" in sass and ".tnspB" in sass
+    live = [line for line in sass.splitlines() if "@!PT" not in line]  # never-run padding
+    assert not any(op in line for line in live for op in ("LDL", "STL", "LDS"))
+
+
+def _ptx_d_coord(t: int, v: int) -> tuple[int, int]:
+    """PTX ISA 9.7.15.5.1.2 (m64nNk16 D fragment): register d[v] of thread t."""
+    warp, lane = divmod(t, 32)
+    group, tig = divmod(lane, 4)
+    return 16 * warp + group + 8 * ((v >> 1) & 1), 8 * (v >> 2) + 2 * tig + (v & 1)
+
+
+@pytest.mark.parametrize("shape", CHAIN, ids=str)
+def test_chain_registers_match_float64(gpu_runtime, shape):
+    import torch
+
+    bn, d = shape
+    rng = np.random.default_rng()
+    a = rng.integers(-1, 2, size=(64, 64)).astype(np.float64)
+    b = rng.integers(-1, 2, size=(bn, 64)).astype(np.float64)
+    v = rng.integers(-2, 3, size=(bn, d)).astype(np.float64)
+    dev = [torch.tensor(x, dtype=torch.bfloat16, device="cuda") for x in (a, b, v)]
+    raw = torch.full((128 * d // 2,), float("nan"), dtype=torch.float32, device="cuda")
+    chain_dump[1, 128](raw, *dev, shape)
+    torch.cuda.synchronize()
+    got = raw.cpu().numpy().reshape(128, d // 2)
+    want = (a @ b.T) @ v  # |S| <= 64: exact in bf16
+    for t in range(128):
+        for j in range(d // 2):
+            assert got[t, j] == want[_ptx_d_coord(t, j)], (shape, t, j)

@@ -41,8 +41,9 @@ def test_assembly(d, causal, dtype):
     assert len(s_mma) >= 2 * d // 16 and len(pv_mma) >= 2 * cfg.bn // 16, (len(s_mma), len(pv_mma))
     assert "UTMALDG.4D" in sass and "SYNCS" in sass
     assert "F2FP" in sass and "SHFL.BFLY" in sass and "MUFU.EX2" in sass
+    live = "\n".join(line for line in sass.splitlines() if "@!PT" not in line)  # not padding
     for op in ("LDL", "STL", "STS", "LDS"):
-        assert not re.search(rf"\b{op}\b", sass), f"{op} in the SASS of {cfg.describe()}"
+        assert not re.search(rf"\b{op}\b", live), f"{op} in the SASS of {cfg.describe()}"
     # the producer gives registers back once, the consumers (one branch) take them once
     assert k.ptx.count("setmaxnreg.dec") == 1 and k.ptx.count("setmaxnreg.inc") == 1
     assert ".extern .func llvm." not in k.ptx
