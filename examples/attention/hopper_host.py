@@ -45,16 +45,18 @@ _MAX_EXTENT = 2**31 - 1
 # --8<-- [start:plans]
 @lru_cache(maxsize=None)
 def plans(cfg: HopperAttentionConfig) -> tuple[TensorMapPlan, TensorMapPlan, TensorMapPlan]:
-    """The tensor maps of Q, K and V: 4-D (B, H, L, D) over symbolic extents and strides
-    (16-byte multiples), boxes of one (b, h) and (rows, 64) columns, 128-byte swizzled. Each
-    plan proves that the box's shared layout is the (rows, 64) block the kernel's wgmma reads;
-    a box past the sequence's end is zero-filled (never the next head's rows)."""
+    """The tensor maps of Q, K and V: 4-D over symbolic extents and strides (16-byte
+    multiples), with the modes (L, H, B, D) so that TMA's dimensions (the contiguous one
+    first, then the others in mode order) are D, L, H, B as in a contiguous (B, H, L, D)
+    tensor; boxes of (rows, 64) columns of one (h, b), 128-byte swizzled. Each plan proves that
+    the box's shared layout is the (rows, 64) block the kernel's wgmma reads; a box past the
+    sequence's end is zero-filled (never the next head's rows)."""
     B, H, Lq, Lk = dim("B"), dim("H"), dim("Lq"), dim("Lk")
     sb, sh, sl = (dim(n, multiple_of=8) for n in ("sb", "sh", "sl"))
     out = []
     for rows, length in ((cfg.bm, Lq), (cfg.bn, Lk), (cfg.bn, Lk)):
-        glob = Layout((B, H, length, cfg.d), (sb, sh, sl, 1))
-        box = (1, 1, rows, 64)
+        glob = Layout((length, H, B, cfg.d), (sl, sh, sb, 1))
+        box = (rows, 1, 1, 64)
         out.append(TensorMapPlan(cfg.dtype, glob, box, "128B", box_layout(rows, cfg.dtype)))
     return out[0], out[1], out[2]
 # --8<-- [end:plans]
@@ -123,12 +125,16 @@ def _tma_view(a: Any, what: str) -> Any:
             f"hopper_attention: {what}'s address {a.ptr:#x} is not 16-byte aligned (TMA); "
             "use path='warp'"
         )
-    return DeviceArray(a.ptr, a.shape, tuple(strides), a.dtype, a.device, owner=a)
+    # the plans' mode order (L, H, B, D)
+    return DeviceArray(
+        a.ptr, (length, h, b, d), (strides[2], strides[1], strides[0], 1), a.dtype, a.device,
+        owner=a,
+    )
 
 
 def check_inputs(q: Any, k: Any, v: Any) -> tuple[Any, Any, Any]:
-    """Device-array views of q (B, H, Lq, D), k and v (B, H, Lk, D), checked for this path:
-    raises :class:`AttentionInputError` (saying what to do) for anything the kernel does not
+    """Views of q (B, H, Lq, D), k and v (B, H, Lk, D) in the tensor maps' mode order
+    (L, H, B, D), checked for this path: raises :class:`AttentionInputError` (saying what to do) for anything the kernel does not
     take."""
     qa, ka, va = _array(q, "q"), _array(k, "k"), _array(v, "v")
     for a, what in ((qa, "q"), (ka, "k"), (va, "v")):
@@ -231,8 +237,8 @@ def hopper_attention(
     as :func:`examples.attention.reference.attention_reference`. ``out``/``lse`` given:
     written in place (last dimension contiguous, other strides free)."""
     qa, ka, va = check_inputs(q, k, v)
-    b, h, lq, d = qa.shape
-    lk = ka.shape[2]
+    lq, h, b, d = qa.shape
+    lk = ka.shape[0]
     if type(causal) is not bool:
         raise AttentionInputError(f"hopper_attention: causal must be a bool, got {causal!r}")
     sc = 1.0 / math.sqrt(d) if scale is None else float(scale)

@@ -19,7 +19,7 @@ warpgroups:
 - the epilogue divides by the row sum and stores O and the row log-sum-exp by ownership,
   bounded at the sequence's end.
 
-Q, K and V are read through 4-D tensor maps over (B, H, L, D), so a box that runs past the
+Q, K and V are read through 4-D tensor maps over (L, H, B, D) (TMA's order: D, L, H, B), so a box that runs past the
 sequence's end is zero-filled by TMA rather than read from the next head; keys past the
 batch entry's length (or past the causal diagonal, aligned bottom-right) are masked to
 ``-inf`` before the softmax. A row with no visible key gives ``o = 0``, ``lse = -inf``.
@@ -288,11 +288,10 @@ def block_layout(rows: int, dtype: Any) -> ComposedLayout:
 
 
 def box_layout(rows: int, dtype: Any) -> ComposedLayout:
-    """The same block seen with the tensor map's 4 modes (B, H, L, D), B and H of extent 1
+    """The same block seen with the tensor map's 4 modes (L, H, B, D), H and B of extent 1
     (the strides TMA's row-major box order gives them)."""
-    return ComposedLayout(
-        swizzle(dtype), 0, Layout((1, 1, rows, BLOCK), (BLOCK, BLOCK, BLOCK, 1))
-    )
+    far = rows * BLOCK
+    return ComposedLayout(swizzle(dtype), 0, Layout((rows, 1, 1, BLOCK), (BLOCK, far, far, 1)))
 
 
 def v_operand_layout(cfg: HopperAttentionConfig) -> ComposedLayout:
@@ -411,7 +410,7 @@ def hopper_attention_kernel(
                 qbar.arrive_expect_tx(0, q_elems * cfg.dtype.nbytes)
                 for j in range(cfg.blocks):
                     qt = SharedTile(smem, tq.plan.smem_layout, base=j * cfg.bm * BLOCK)
-                    tma.load(tq, qt, (bb, bh, row0, BLOCK * j), qbar, 0)
+                    tma.load(tq, qt, (row0, bh, bb, BLOCK * j), qbar, 0)
             for it in tylo.range(n_tiles):
                 pipe.producer_acquire(it)
                 pipe.producer_commit(it, tx_bytes=2 * kv_elems * cfg.dtype.nbytes)
@@ -422,8 +421,8 @@ def hopper_attention_kernel(
                     vt = SharedTile(
                         smem, tv.plan.smem_layout, base=base + kv_elems + j * cfg.bn * BLOCK
                     )
-                    tma.load(tk, kt, (bb, bh, it * cfg.bn, BLOCK * j), pipe.full, s)
-                    tma.load(tv, vt, (bb, bh, it * cfg.bn, BLOCK * j), pipe.full, s)
+                    tma.load(tk, kt, (it * cfg.bn, bh, bb, BLOCK * j), pipe.full, s)
+                    tma.load(tv, vt, (it * cfg.bn, bh, bb, BLOCK * j), pipe.full, s)
     else:
         d = cfg.d
         o_tile = GlobalTile(o, Layout((lq, d), (osl, 1)), base=bb * osb + bh * osh)

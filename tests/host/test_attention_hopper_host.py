@@ -209,7 +209,7 @@ def test_atom_and_type_refusals():
 def test_tma_box_and_wgmma_block_are_the_same_bytes(rows):
     box, blk = box_layout(rows, tylo.bf16), block_layout(rows, tylo.bf16)
     for r, c in itertools.product(range(rows), range(BLOCK)):
-        assert box(0, 0, r, c) == blk(r, c)
+        assert box(r, 0, 0, c) == blk(r, c)
     # a permutation of the block: every byte of the box written once
     assert sorted(blk(r, c) for r in range(rows) for c in range(BLOCK)) == list(range(rows * 64))
 
@@ -242,8 +242,9 @@ def test_descriptors_derive(d, bn):
 def test_plans_prove_the_boxes(d, dtype):
     cfg = choose_config(d, dtype, False)
     pq, pk, pv = plans(cfg)
-    assert pq.box == (1, 1, cfg.bm, 64) and pk.box == pv.box == (1, 1, cfg.bn, 64)
-    assert pq.order[0] == 3 and pq.conditions == ()  # 16-byte strides, proved from the facts
+    assert pq.box == (cfg.bm, 1, 1, 64) and pk.box == pv.box == (cfg.bn, 1, 1, 64)
+    # TMA's dimensions D, L, H, B: a contiguous (B, H, L, D) tensor's strides increase
+    assert pq.order == (3, 0, 1, 2) and pq.conditions == ()  # 16-byte strides, proved
     assert pq.box_bytes * cfg.blocks == cfg.q_elements() * dtype.nbytes
 
 
@@ -286,8 +287,10 @@ def _arr(shape, strides=None, dtype=tylo.bf16, ptr=1 << 20):
 def test_good_inputs_pass_and_unit_extents_get_legal_strides():
     q, k = _arr((1, 1, 5, 64), (7, 3, 64, 1)), _arr((1, 1, 9, 64))
     qv, kv, vv = check_inputs(q, k, k)
-    assert qv.strides[:2] == (320, 320) and qv.strides[2:] == (64, 1)
-    assert kv.shape == (1, 1, 9, 64)
+    assert qv.shape == (5, 1, 1, 64) and qv.strides == (64, 320, 320, 1)  # (L, H, B, D)
+    assert kv.shape == (9, 1, 1, 64) and kv.strides == (64, 576, 576, 1)
+    big = _arr((2, 3, 16, 64), (3 * 16 * 64 + 64, 16 * 64, 64, 1))  # a padded batch stride
+    assert check_inputs(big, big, big)[0].strides == (64, 1024, 3136, 1)
 
 
 @pytest.mark.parametrize(
