@@ -76,14 +76,18 @@ def compile_hopper_attention(cfg: HopperAttentionConfig, target: Any = "sm_90a")
     )
 
 
-def choose_config(d: int, dtype: Any, causal: bool) -> HopperAttentionConfig:
+def choose_config(
+    d: int, dtype: Any, causal: bool, *, pingpong: bool = False
+) -> HopperAttentionConfig:
     """The default tile for a head dim: 128 keys per tile and 4 stages at d = 64; 64 keys
     and 3 stages at d = 128, whose S, O and P registers (32 + 64 + 16 per thread) then fit
     the 168 registers a thread has when the linker drops ``setmaxnreg`` (nvJitLink does; at
-    ``bn = 128`` it spills 16-40 bytes there)."""
-    if d == 64:
-        return HopperAttentionConfig(d=d, dtype=dtype, causal=causal, bn=128, stages=4)
-    return HopperAttentionConfig(d=d, dtype=dtype, causal=causal, bn=64, stages=3)
+    ``bn = 128`` it spills 16-40 bytes there). ``pingpong`` (consumers taking turns at the
+    tensor cores) is off until measured."""
+    bn, stages = (128, 4) if d == 64 else (64, 3)
+    return HopperAttentionConfig(
+        d=d, dtype=dtype, causal=causal, bn=bn, stages=stages, pingpong=pingpong
+    )
 
 
 def _array(x: Any, what: str) -> Any:
@@ -134,8 +138,8 @@ def _tma_view(a: Any, what: str) -> Any:
 
 def check_inputs(q: Any, k: Any, v: Any) -> tuple[Any, Any, Any]:
     """Views of q (B, H, Lq, D), k and v (B, H, Lk, D) in the tensor maps' mode order
-    (L, H, B, D), checked for this path: raises :class:`AttentionInputError` (saying what to do) for anything the kernel does not
-    take."""
+    (L, H, B, D), checked for this path: raises :class:`AttentionInputError` (saying what
+    to do) for anything the kernel does not take."""
     qa, ka, va = _array(q, "q"), _array(k, "k"), _array(v, "v")
     for a, what in ((qa, "q"), (ka, "k"), (va, "v")):
         if a.ndim != 4:
@@ -276,11 +280,11 @@ def hopper_attention(
 def verify(
     b: int, h: int, lq: int, d: int, *, lk: int | None = None, dtype: str = "bf16",
     causal: bool = False, kv_lens: Any = None, seed: int | None = None,
-    tolerance: float = 2e-2,
+    tolerance: float = 2e-2, cfg: Any = None,
 ) -> dict:
     """Run on fresh random data (outputs poisoned with NaN first) and compare with the
     float64 reference; raises AssertionError beyond ``tolerance`` (max abs error of o over
-    max |o|, and of lse)."""
+    max |o|, and of lse). ``cfg`` overrides the default configuration."""
     import torch
 
     lk = lq if lk is None else lk
@@ -292,7 +296,7 @@ def verify(
     v = torch.randn(b, h, lk, d, device="cuda", generator=g).to(tdt)
     out = torch.full((b, h, lq, d), float("nan"), device="cuda", dtype=tdt)
     lse = torch.full((b, h, lq), float("nan"), device="cuda")
-    hopper_attention(q, k, v, causal=causal, kv_lens=kv_lens, out=out, lse=lse)
+    hopper_attention(q, k, v, causal=causal, kv_lens=kv_lens, out=out, lse=lse, cfg=cfg)
     torch.cuda.synchronize()
     want_o, want_l = attention_reference(
         q.double().cpu().numpy(), k.double().cpu().numpy(), v.double().cpu().numpy(),

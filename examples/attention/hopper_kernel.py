@@ -16,13 +16,17 @@ warpgroups:
   (:func:`accumulator_as_register_a`, proved by :func:`prove_register_a`); ``O += P V`` by
   wgmma with A from registers and V read MN-major from shared memory; then the stage is
   released.
+- with ``pingpong`` the two consumers take turns issuing ``S = Q Kᵀ`` (two named barriers,
+  as FlashAttention-3 schedules its warpgroups), so one's softmax overlaps the other's MMAs;
 - the epilogue divides by the row sum and stores O and the row log-sum-exp by ownership,
   bounded at the sequence's end.
 
-Q, K and V are read through 4-D tensor maps over (L, H, B, D) (TMA's order: D, L, H, B), so a box that runs past the
-sequence's end is zero-filled by TMA rather than read from the next head; keys past the
-batch entry's length (or past the causal diagonal, aligned bottom-right) are masked to
-``-inf`` before the softmax. A row with no visible key gives ``o = 0``, ``lse = -inf``.
+Q, K and V are read through 4-D tensor maps with modes (L, H, B, D) (TMA's dimensions D, L,
+H, B), so a box that runs past the sequence's end is zero-filled by TMA rather than read from
+the next head. Key tiles that every row of the CTA sees whole skip the mask; the others
+(past the batch entry's length, or crossing the causal diagonal, aligned bottom-right) mask
+those keys to ``-inf`` before the softmax. A row with no visible key gives ``o = 0`` and
+``lse = -inf``.
 
 With D = 128 a row of Q, K or V is 256 bytes: each tile is stored as two 128-byte-swizzled
 column blocks of 64, which are two TMA boxes, two K-major operands of ``S = Q Kᵀ`` (four
@@ -212,6 +216,7 @@ class HopperAttentionConfig:
     causal: bool = False
     bn: int = 128
     stages: int = 2
+    pingpong: bool = False
 
     def __post_init__(self) -> None:
         try:
@@ -234,8 +239,11 @@ class HopperAttentionConfig:
             )
         if type(self.stages) is not int or not 1 <= self.stages <= 8:
             raise PlanError(f"HopperAttentionConfig: stages must be 1..8, got {self.stages!r}")
-        if type(self.causal) is not bool:
-            raise PlanError(f"HopperAttentionConfig: causal must be a bool, got {self.causal!r}")
+        for name in ("causal", "pingpong"):
+            if type(getattr(self, name)) is not bool:
+                raise PlanError(
+                    f"HopperAttentionConfig: {name} must be a bool, got {getattr(self, name)!r}"
+                )
         # registers per consumer thread: S (bn/2 f32), O (d/2 f32), P (bn/4 packed)
         if self.bn // 2 + self.d // 2 + self.bn // 4 > 176:
             raise PlanError(
@@ -304,17 +312,72 @@ def v_operand_layout(cfg: HopperAttentionConfig) -> ComposedLayout:
     )
 
 
-# --8<-- [start:consumer]
-@tylo.inline
-def _consume(cfg, c, smem, pipe, qbar, n_tiles, kv, lq, row0, o_tile, l_tile, scale2, tid):
-    """Consumer warpgroup ``c`` (static): query rows ``row0 + 64c ..`` against every key
-    tile, online softmax, P V by register-A wgmma; then the epilogue."""
+def _named_barrier(op: str, c: int) -> None:
+    """``bar.sync`` / ``bar.arrive`` on consumer ``c``'s scheduling barrier (id ``1 + c``; 0
+    is ``sync_threads``), completed by 256 threads: both consumer warpgroups."""
+    tylo.ptx(f"bar.{op} {1 + c}, {128 * CONSUMERS};")
+
+
+# --8<-- [start:tile]
+def _key_tile(cfg, c, smem, pipe, qs, it, o, m2, lsum, scale2, mask):
+    """One key tile for consumer ``c``: ``S = Q Kᵀ`` (wgmma, both operands in shared
+    memory), the online softmax (``mask`` = (thread, first row, kv, lq) where keys must be
+    masked, None where the tile is fully visible), ``O = O · alpha + P V`` (register-A
+    wgmma). Returns the new ``(o, m2, lsum)``."""
     s_atom = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype)
     o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
-    rows = s_atom.c.reduced(1)
+    q_elems, kv_elems = cfg.q_elements(), cfg.kv_elements()
+    pipe.consumer_wait(it)
+    base = q_elems + pipe.stage(it) * 2 * kv_elems
+    if cfg.pingpong:  # take the tensor cores in turn with the other consumer
+        _named_barrier("sync", c)
+    fence()
+    s = zeros(s_atom.c)
+    for kk in range(cfg.d // 16):
+        j, k16 = divmod(kk, BLOCK // 16)
+        ks = SharedTile(smem, block_layout(cfg.bn, cfg.dtype), base=base + j * cfg.bn * BLOCK)
+        s = mma_async(s_atom, qs[j], ks, s, k_offset=16 * k16, accumulate=kk > 0)
+    commit_group()
+    if cfg.pingpong:
+        _named_barrier("arrive", 1 - c)
+    s = wait_group(0, s) * scale2
+    if mask is not None:  # keys past kv_len, or past the causal diagonal: -inf
+        me, r0, kv, lq = mask
+        cols = coordinates(s_atom.c, me, 1, origin=(r0, it * cfg.bn))
+        keep = cols < kv
+        if cfg.causal:
+            keep = keep & (cols <= coordinates(s_atom.c, me, 0, origin=(r0, 0)) + (kv - lq))
+        s = tylo.where(keep, s, NEG_INF)
+    m2_new = tylo.maximum(m2, s.max(axis=1))
+    sub = tylo.where(m2_new == NEG_INF, 0.0, m2_new)  # nothing visible yet: subtract 0
+    p = tylo.exp2(s - sub)
+    alpha = tylo.exp2(m2 - sub)
+    lsum = lsum * alpha + p.sum(axis=1)
+    o = o * alpha
+    pa = accumulator_as_register_a(p, o_atom)
+    vs = SharedTile(smem, v_operand_layout(cfg), base=base + kv_elems)
+    fence()
+    for ks_ in range(cfg.bn // 16):
+        o = mma_async(o_atom, pa[ks_], vs, o, k_offset=16 * ks_)
+    commit_group()
+    o = wait_group(0, o)
+    pipe.consumer_release(it)
+    return o, m2_new, lsum
+# --8<-- [end:tile]
+
+
+# --8<-- [start:consumer]
+@tylo.inline
+def _consume(cfg, c, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid):
+    """Consumer warpgroup ``c`` (static): query rows ``row0 + 64c ..`` against every key
+    tile (``tiles = (n_full, n_tiles)``: the first ``n_full`` need no mask), then the
+    epilogue into ``outs = (o_tile, l_tile)``."""
+    n_full, n_tiles = tiles
+    o_tile, l_tile = outs
+    o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
+    rows = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype).c.reduced(1)
     me = tid - 128 * (1 + c)
     r0 = row0 + 64 * c
-    q_elems, kv_elems = cfg.q_elements(), cfg.kv_elements()
     qs = [
         SharedTile(smem, block_layout(cfg.bm, cfg.dtype), base=j * cfg.bm * BLOCK).window(
             (64 * c, 0), (64, BLOCK)
@@ -324,39 +387,15 @@ def _consume(cfg, c, smem, pipe, qbar, n_tiles, kv, lq, row0, o_tile, l_tile, sc
     o = zeros(o_atom.c)
     m2 = full(rows, NEG_INF, tylo.f32)  # running row maximum of the scores times log2(e)
     lsum = full(rows, 0.0, tylo.f32)  # running row sum of exp2(s2 - m2)
+    if cfg.pingpong and c == 1:
+        _named_barrier("arrive", 0)  # consumer 0 takes the first turn
     if n_tiles > 0:  # the producer loads Q only for a CTA with keys to see
         qbar.wait(0, 0)
-    for it in tylo.range(n_tiles):
-        pipe.consumer_wait(it)
-        base = q_elems + pipe.stage(it) * 2 * kv_elems
-        fence()
-        s = zeros(s_atom.c)
-        for kk in range(cfg.d // 16):
-            j, k16 = divmod(kk, BLOCK // 16)
-            ks = SharedTile(smem, block_layout(cfg.bn, cfg.dtype), base=base + j * cfg.bn * BLOCK)
-            s = mma_async(s_atom, qs[j], ks, s, k_offset=16 * k16, accumulate=kk > 0)
-        commit_group()
-        s = wait_group(0, s) * scale2
-        cols = coordinates(s_atom.c, me, 1, origin=(r0, it * cfg.bn))
-        keep = cols < kv
-        if cfg.causal:
-            keep = keep & (cols <= coordinates(s_atom.c, me, 0, origin=(r0, 0)) + (kv - lq))
-        s = tylo.where(keep, s, NEG_INF)
-        m2_new = tylo.maximum(m2, s.max(axis=1))
-        sub = tylo.where(m2_new == NEG_INF, 0.0, m2_new)  # nothing visible yet: subtract 0
-        p = tylo.exp2(s - sub)
-        alpha = tylo.exp2(m2 - sub)
-        lsum = lsum * alpha + p.sum(axis=1)
-        m2 = m2_new
-        o = o * alpha
-        pa = accumulator_as_register_a(p, o_atom)
-        vs = SharedTile(smem, v_operand_layout(cfg), base=base + kv_elems)
-        fence()
-        for ks_ in range(cfg.bn // 16):
-            o = mma_async(o_atom, pa[ks_], vs, o, k_offset=16 * ks_)
-        commit_group()
-        o = wait_group(0, o)
-        pipe.consumer_release(it)
+    for it in tylo.range(n_full):
+        o, m2, lsum = _key_tile(cfg, c, smem, pipe, qs, it, o, m2, lsum, scale2, None)
+    for it in tylo.range(n_full, n_tiles):
+        mask = (me, r0, kv, lq)
+        o, m2, lsum = _key_tile(cfg, c, smem, pipe, qs, it, o, m2, lsum, scale2, mask)
     inv = tylo.where(lsum > 0.0, 1.0 / lsum, 0.0)
     lse = tylo.where(lsum > 0.0, (m2 + tylo.log2(lsum)) * LN2, NEG_INF)
     store(None, o_tile, o * inv, me, origin=(r0, 0))
@@ -402,6 +441,10 @@ def hopper_attention_kernel(
     if cfg.causal:  # the last key the CTA's last row sees, + 1
         end = tylo.minimum(kv, kv + (row0 + cfg.bm - lq))
     n_tiles = (tylo.maximum(end, 0) + cfg.bn - 1) // cfg.bn
+    full_end = kv  # keys every row of the CTA sees
+    if cfg.causal:  # the CTA's first row sees keys up to row0 + kv - lq
+        full_end = tylo.minimum(kv, kv + (row0 + 1 - lq))
+    n_full = tylo.minimum(tylo.maximum(full_end, 0) // cfg.bn, n_tiles)
     wg = tid // 128
     if wg == 0:
         set_max_registers(PRODUCER_REGISTERS, increase=False)
@@ -428,8 +471,9 @@ def hopper_attention_kernel(
         o_tile = GlobalTile(o, Layout((lq, d), (osl, 1)), base=bb * osb + bh * osh)
         l_tile = GlobalTile(lse, Layout((lq, 1), (1, 0)), base=bb * lsb + bh * lsh)
         set_max_registers(CONSUMER_REGISTERS, increase=True)
+        tiles, outs = (n_full, n_tiles), (o_tile, l_tile)
         if wg == 1:
-            _consume(cfg, 0, smem, pipe, qbar, n_tiles, kv, lq, row0, o_tile, l_tile, scale2, tid)
+            _consume(cfg, 0, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid)
         else:
-            _consume(cfg, 1, smem, pipe, qbar, n_tiles, kv, lq, row0, o_tile, l_tile, scale2, tid)
+            _consume(cfg, 1, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid)
 # --8<-- [end:kernel]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tylo
-from examples.attention.hopper_host import hopper_attention, verify
+from examples.attention.hopper_host import choose_config, hopper_attention, verify
 from examples.attention.hopper_kernel import (
     BLOCK,
     HopperAttentionConfig,
@@ -62,6 +62,17 @@ def test_padding_with_empty_rows(gpu_runtime, causal):
     # kv_len < Lq the first Lq - kv_len rows of the others see nothing either
     verify(4, 2, 300, 64, lk=333, causal=causal, kv_lens=[333, 0, 17, 129])
     verify(3, 1, 130, 128, lk=200, causal=causal, kv_lens=[0, 200, 64], dtype="f16")
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_pingpong(gpu_runtime, d):
+    """The consumers taking turns at the tensor cores (named barriers): same results, no
+    deadlock with an odd number of tiles, none, or masked ones only."""
+    for causal in (False, True):
+        cfg = choose_config(d, tylo.bf16, causal, pingpong=True)
+        verify(2, 2, 1000, d, lk=777, causal=causal, cfg=cfg)
+        verify(3, 1, 129, d, lk=300, causal=causal, kv_lens=[0, 300, 5], cfg=cfg)
+        verify(1, 1, 1, d, lk=4097, causal=causal, cfg=cfg)
 
 
 def test_strided_views_and_given_outputs(gpu_runtime):

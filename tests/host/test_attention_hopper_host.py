@@ -260,6 +260,7 @@ def test_plans_prove_the_boxes(d, dtype):
         (dict(bn=272), "multiple of 16"),
         (dict(stages=0), "stages"),
         (dict(causal=1), "bool"),
+        (dict(pingpong="yes"), "bool"),
         (dict(d=128, bn=256, stages=1), "registers"),
         (dict(d=128, bn=128, stages=4), "shared memory"),
     ],

@@ -25,12 +25,17 @@ def _compile(cfg):
 
 
 @pytest.mark.parametrize(
-    "d, causal, dtype",
-    [(64, False, tylo.bf16), (64, True, tylo.f16), (128, False, tylo.bf16), (128, True, tylo.bf16)],
-    ids=["d64", "d64-causal-f16", "d128", "d128-causal"],
+    "d, causal, dtype, pingpong",
+    [
+        (64, False, tylo.bf16, False),
+        (64, True, tylo.f16, True),
+        (128, False, tylo.bf16, True),
+        (128, True, tylo.bf16, False),
+    ],
+    ids=["d64", "d64-causal-f16-pingpong", "d128-pingpong", "d128-causal"],
 )
-def test_assembly(d, causal, dtype):
-    cfg = choose_config(d, dtype, causal)
+def test_assembly(d, causal, dtype, pingpong):
+    cfg = choose_config(d, dtype, causal, pingpong=pingpong)
     k = _compile(cfg)
     sass = k.sass
     t = r"\.BF16" if dtype is tylo.bf16 else ""  # nvdisasm leaves f16 inputs unnamed
@@ -47,6 +52,12 @@ def test_assembly(d, causal, dtype):
     # the producer gives registers back once, the consumers (one branch) take them once
     assert k.ptx.count("setmaxnreg.dec") == 1 and k.ptx.count("setmaxnreg.inc") == 1
     assert ".extern .func llvm." not in k.ptx
+    # ping-pong: each consumer syncs on its own named barrier and arrives on the other's,
+    # in both of its loops (full tiles, masked tiles); consumer 1 lets consumer 0 go first
+    turns = (k.ptx.count("bar.sync 1, 256;"), k.ptx.count("bar.sync 2, 256;"))
+    arrivals = (k.ptx.count("bar.arrive 1, 256;"), k.ptx.count("bar.arrive 2, 256;"))
+    assert turns == ((2, 2) if pingpong else (0, 0)), turns
+    assert arrivals == ((3, 2) if pingpong else (0, 0)), arrivals
 
 
 def test_needs_sm90a():
