@@ -25,6 +25,7 @@ from examples.attention.hopper_kernel import (
     hopper_attention_kernel,
 )
 from examples.attention.reference import AttentionInputError, attention_reference
+from tylo.arrays import DeviceArray, DeviceBuffer
 from tylo.layouts import Layout, dim
 from tylo.nvgpu.tma import TensorMap, TensorMapPlan
 
@@ -102,8 +103,6 @@ def _array(x: Any, what: str) -> Any:
 def _tma_view(a: Any, what: str) -> Any:
     """``a`` (B, H, L, D) as TMA sees it: strides of extent-1 modes replaced by a legal
     value (they are never stepped), then checked: 16-byte multiples, 16-byte aligned base."""
-    from tylo.arrays import DeviceArray
-
     b, h, length, d = a.shape
     nbytes = a.dtype.nbytes
     strides = list(a.strides)
@@ -179,16 +178,27 @@ def _empty(like: Any, shape: tuple, dtype: Any, device: int | None) -> Any:
         tdt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32,
                "i32": torch.int32}[dtype.name]
         return torch.empty(shape, dtype=tdt, device=like.device)
-    from tylo.arrays import DeviceBuffer
-
     return DeviceBuffer.empty(shape, dtype, device=device or 0)
 
 
 def _kv_lens(kv_lens: Any, b: int, lk: int, like: Any, device: int | None) -> Any:
-    """The per-batch key lengths as a device int32 array of B entries (Lk each when None)."""
+    """The per-batch key lengths as a device int32 array of B entries (Lk each when None).
+    The kernel clamps each to [0, Lk] itself (the reference's meaning of a length outside)."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - tylo arrays without torch
+        torch = None
+    if torch is not None and isinstance(kv_lens, torch.Tensor):
+        if tuple(kv_lens.shape) != (b,) or kv_lens.dtype.is_floating_point:
+            raise AttentionInputError(
+                f"hopper_attention: kv_lens must give B = {b} integer key lengths, got "
+                f"{kv_lens.dtype} {tuple(kv_lens.shape)}"
+            )
+        dev = like.device if isinstance(like, torch.Tensor) else torch.device("cuda", device or 0)
+        return kv_lens.clamp(0, lk).to(device=dev, dtype=torch.int32).contiguous()
     if kv_lens is None:
         host = np.full(b, lk, dtype=np.int32)
-    elif hasattr(kv_lens, "__cuda_array_interface__") or hasattr(kv_lens, "is_cuda"):
+    elif hasattr(kv_lens, "__cuda_array_interface__") or isinstance(kv_lens, DeviceArray):
         a = _array(kv_lens, "kv_lens")
         if a.dtype is not tylo.i32 or a.shape != (b,) or (b > 1 and a.strides != (1,)):
             raise AttentionInputError(
@@ -204,15 +214,8 @@ def _kv_lens(kv_lens: Any, b: int, lk: int, like: Any, device: int | None) -> An
                 f"{host.dtype} {host.shape}"
             )
         host = np.clip(host, 0, lk).astype(np.int32)
-    try:
-        import torch
-
-        if isinstance(like, torch.Tensor):
-            return torch.from_numpy(host).to(like.device)
-    except ImportError:  # pragma: no cover
-        pass
-    from tylo.arrays import DeviceBuffer
-
+    if torch is not None and isinstance(like, torch.Tensor):
+        return torch.from_numpy(host).to(like.device)
     return DeviceBuffer.from_numpy(host, device=device or 0)
 
 
@@ -253,13 +256,13 @@ def hopper_attention(
         raise AttentionInputError(
             f"hopper_attention: cfg {cfg} does not match d = {d}, {qa.dtype}, causal = {causal}"
         )
+    lens = _kv_lens(kv_lens, b, lk, q, qa.device)
     if out is None:
         out = _empty(q, (b, h, lq, d), qa.dtype, qa.device)
     if lse is None:
         lse = _empty(q, (b, h, lq), tylo.f32, qa.device)
     oa = _check_out(out, (b, h, lq, d), qa.dtype, "out")
     la = _check_out(lse, (b, h, lq), tylo.f32, "lse")
-    lens = _kv_lens(kv_lens, b, lk, q, qa.device)
     pq, pk, pv = plans(cfg)
     grid = (-(-lq // cfg.bm), h, b)
     if h > 65535 or b > 65535:

@@ -102,6 +102,10 @@ def test_allocates_outputs_and_refuses_what_tma_cannot_read(gpu_runtime):
     q = torch.randn(1, 2, 40, 64, device="cuda").to(torch.float16)
     o, lse = hopper_attention(q, q, q, causal=True)
     assert o.shape == q.shape and o.dtype == q.dtype and lse.shape == (1, 2, 40)
+    # key lengths as an int64 tensor on the device, and past Lk: the same as none
+    o1, l1 = hopper_attention(q, q, q)
+    o2, l2 = hopper_attention(q, q, q, kv_lens=torch.tensor([99], device="cuda"))
+    assert torch.equal(o1, o2) and torch.equal(l1, l2)
     odd = torch.randn(1, 2, 40, 68, device="cuda").to(torch.float16)[..., :64]  # 136-byte rows
     with pytest.raises(AttentionInputError, match="path='warp'"):
         hopper_attention(odd, odd, odd)

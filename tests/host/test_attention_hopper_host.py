@@ -333,3 +333,16 @@ def test_doc_page_example_and_snippets():
     for path, name in re.findall(r'--8<-- "([^":]+):([^"]+)"', text):
         src = (root / path).read_text()
         assert f"--8<-- [start:{name}]" in src and f"--8<-- [end:{name}]" in src, (path, name)
+
+
+@pytest.mark.parametrize(
+    "lens, match",
+    [([3, 4, 5], "B = 2"), ([1.0, 2.0], "integer"), (np.zeros((2, 1), dtype=np.int32), "B = 2")],
+    ids=["three", "floats", "2-d"],
+)
+def test_key_lengths_that_do_not_fit_are_refused_before_launch(lens, match):
+    from examples.attention.hopper_host import hopper_attention
+
+    q = _arr((2, 1, 8, 64))
+    with pytest.raises(AttentionInputError, match=match):
+        hopper_attention(q, q, q, kv_lens=lens)
