@@ -167,9 +167,8 @@ def _chain_compile(shape):
     return chain_dump.compile(tylo.f32, ptr, ptr, ptr, shape, block=128, target="sm_90a")
 
 
-@pytest.mark.parametrize("shape", CHAIN[:1] + CHAIN[2:3], ids=str)
-def test_chain_assembly(shape):
-    sass = _chain_compile(shape).sass
+def test_chain_assembly():
+    sass = _chain_compile((64, 128)).sass  # d = 128: V's two column blocks (the LBO step)
     assert "F2FP" in sass and ".tnspB" in sass
     live = [line for line in sass.splitlines() if "@!PT" not in line]  # never-run padding
     assert not any(op in line for line in live for op in ("LDL", "STL", "LDS"))
