@@ -7,17 +7,19 @@ warpgroups:
 - warpgroup 0, the *producer*, gives registers back (``setmaxnreg.dec``); one of its threads
   loads the CTA's Q tile once by TMA (its own mbarrier), then streams K and V tiles of ``bn``
   keys into a ring of ``stages`` shared buffers (a :class:`~tylo.nvgpu.mbarrier.Pipeline`);
-- warpgroups 1 and 2, the *consumers*, take registers (``setmaxnreg.inc``); consumer ``c``
-  owns query rows ``64c .. 64c+63``. Per key tile: ``S = Q Kᵀ`` by wgmma with both operands in
-  shared memory (K-major, 128-byte swizzled; descriptors derived from the tiles' layouts);
-  the online softmax on the S accumulator fragment (masking, row max and sum by the
-  reductions the accumulator's ownership derives: in-thread folds and two shuffles); ``P``
-  converted to wgmma's *register A* operand with no shared memory
-  (:func:`accumulator_as_register_a`, proved by :func:`prove_register_a`); ``O += P V`` by
-  wgmma with A from registers and V read MN-major from shared memory; then the stage is
-  released.
-- with ``pingpong`` the two consumers take turns issuing ``S = Q Kᵀ`` (two named barriers,
-  as FlashAttention-3 schedules its warpgroups), so one's softmax overlaps the other's MMAs;
+- warpgroups 1 and 2, the *consumers*, take registers (``setmaxnreg.inc``) and run one
+  traced body (which consumer is a runtime value); consumer ``c`` owns query rows
+  ``64c .. 64c+63``. Per key tile: ``S = Q Kᵀ`` by wgmma with both operands in shared memory
+  (K-major, 128-byte swizzled; descriptors derived from the tiles' layouts); the online
+  softmax on the S accumulator fragment (masking, row max and sum by the reductions the
+  accumulator's ownership derives: in-thread folds and two shuffles); ``P`` converted to
+  wgmma's *register A* operand with no shared memory (:func:`accumulator_as_register_a`,
+  proved by :func:`prove_register_a`); ``O += P V`` by wgmma with A from registers and V
+  read MN-major from shared memory; then the stage is released.
+- options (FlashAttention-3's schedules): ``pingpong``, the two consumers take turns issuing
+  their MMAs (two named barriers), so one's softmax overlaps the other's MMAs; ``overlap``,
+  a consumer issues ``S`` of tile ``j`` and ``P V`` of tile ``j - 1`` together and runs the
+  softmax of ``j`` while ``P V`` is in flight;
 - the epilogue divides by the row sum and stores O and the row log-sum-exp by ownership,
   bounded at the sequence's end.
 
@@ -57,6 +59,7 @@ from tylo.nvgpu.warpgroup.roles import set_max_registers
 from tylo.tile.access import store
 from tylo.tile.fragment import Fragment, full, zeros
 from tylo.tile.fragment_io import coordinates
+from tylo.kernel.values import to_index
 from tylo.tile.ownership import Ownership
 from tylo.tile.views import GlobalTile, SharedTile
 
@@ -209,7 +212,8 @@ def accumulator_as_register_a(acc: Fragment, atom: WarpgroupMMAAtom) -> tuple[Fr
 class HopperAttentionConfig:
     """``d`` (head dim, 64 or 128), input ``dtype`` (bf16 or f16), ``bn`` keys per tile
     (a multiple of 16 in [16, 256]; 128 by default), ``stages`` of the K/V ring, ``causal``
-    (bottom-right diagonal). Each CTA takes ``bm = 64 * CONSUMERS`` query rows."""
+    (bottom-right diagonal), and the schedule options ``pingpong`` and ``overlap`` (module
+    docstring). Each CTA takes ``bm = 64 * CONSUMERS`` query rows."""
 
     d: int = 64
     dtype: Any = tylo.bf16
@@ -217,6 +221,7 @@ class HopperAttentionConfig:
     bn: int = 128
     stages: int = 2
     pingpong: bool = False
+    overlap: bool = False
 
     def __post_init__(self) -> None:
         try:
@@ -239,17 +244,24 @@ class HopperAttentionConfig:
             )
         if type(self.stages) is not int or not 1 <= self.stages <= 8:
             raise PlanError(f"HopperAttentionConfig: stages must be 1..8, got {self.stages!r}")
-        for name in ("causal", "pingpong"):
+        for name in ("causal", "pingpong", "overlap"):
             if type(getattr(self, name)) is not bool:
                 raise PlanError(
                     f"HopperAttentionConfig: {name} must be a bool, got {getattr(self, name)!r}"
                 )
-        # registers per consumer thread: S (bn/2 f32), O (d/2 f32), P (bn/4 packed)
-        if self.bn // 2 + self.d // 2 + self.bn // 4 > 176:
+        if self.overlap and self.stages < 2:
             raise PlanError(
-                f"HopperAttentionConfig: bn {self.bn} with d {self.d} needs "
-                f"{self.bn // 2 + self.d // 2 + self.bn // 4} accumulator registers per "
-                f"thread, over the 176 that fit under setmaxnreg {CONSUMER_REGISTERS}"
+                "HopperAttentionConfig: overlap holds the previous stage (its V) while it "
+                "waits for the next one, so it needs stages >= 2"
+            )
+        # registers per consumer thread: S (bn/2 f32), O (d/2 f32), P (bn/4 packed; two
+        # tiles' worth with overlap)
+        need = self.bn // 2 + self.d // 2 + self.bn // 4 * (2 if self.overlap else 1)
+        if need > 176:
+            raise PlanError(
+                f"HopperAttentionConfig: bn {self.bn} with d {self.d} needs {need} "
+                f"accumulator registers per thread, over the 176 that fit under setmaxnreg "
+                f"{CONSUMER_REGISTERS}"
             )
         if self.shared_bytes() > SHARED_LIMIT:
             raise PlanError(
@@ -312,35 +324,42 @@ def v_operand_layout(cfg: HopperAttentionConfig) -> ComposedLayout:
     )
 
 
-def _named_barrier(op: str, c: int) -> None:
-    """``bar.sync`` / ``bar.arrive`` on consumer ``c``'s scheduling barrier (id ``1 + c``; 0
-    is ``sync_threads``), completed by 256 threads: both consumer warpgroups."""
-    tylo.ptx(f"bar.{op} {1 + c}, {128 * CONSUMERS};")
+def _named_barrier(op: str, bar: Any) -> None:
+    """``bar.sync`` / ``bar.arrive`` on named barrier ``bar`` (1 or 2, a runtime value: a
+    consumer's scheduling barrier; 0 is ``sync_threads``), completed by 256 threads: both
+    consumer warpgroups (PTX ISA 9.7.13.4)."""
+    tylo.ptx(f"bar.{op} $0, {128 * CONSUMERS};", tylo.value(bar, tylo.i32))
 
 
-# --8<-- [start:tile]
-def _key_tile(cfg, c, smem, pipe, qs, it, o, m2, lsum, scale2, mask):
-    """One key tile for consumer ``c``: ``S = Q Kᵀ`` (wgmma, both operands in shared
-    memory), the online softmax (``mask`` = (thread, first row, kv, lq) where keys must be
-    masked, None where the tile is fully visible), ``O = O · alpha + P V`` (register-A
-    wgmma). Returns the new ``(o, m2, lsum)``."""
+def _issue_s(cfg, smem, qs, base):
+    """Issue ``S = Q Kᵀ`` for the K tile at element ``base`` (``d / 16`` wgmma, both operands
+    in shared memory, K-major); returns the pending accumulator."""
     s_atom = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype)
-    o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
-    q_elems, kv_elems = cfg.q_elements(), cfg.kv_elements()
-    pipe.consumer_wait(it)
-    base = q_elems + pipe.stage(it) * 2 * kv_elems
-    if cfg.pingpong:  # take the tensor cores in turn with the other consumer
-        _named_barrier("sync", c)
-    fence()
     s = zeros(s_atom.c)
     for kk in range(cfg.d // 16):
         j, k16 = divmod(kk, BLOCK // 16)
         ks = SharedTile(smem, block_layout(cfg.bn, cfg.dtype), base=base + j * cfg.bn * BLOCK)
         s = mma_async(s_atom, qs[j], ks, s, k_offset=16 * k16, accumulate=kk > 0)
-    commit_group()
-    if cfg.pingpong:
-        _named_barrier("arrive", 1 - c)
-    s = wait_group(0, s) * scale2
+    return s
+
+
+def _issue_pv(cfg, smem, pa, base, o):
+    """Issue ``O += P V`` for the V tile of the stage at element ``base`` (``bn / 16``
+    register-A wgmma, V read MN-major); returns the pending accumulator."""
+    o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
+    vs = SharedTile(smem, v_operand_layout(cfg), base=base + cfg.kv_elements())
+    for ks in range(cfg.bn // 16):
+        o = mma_async(o_atom, pa[ks], vs, o, k_offset=16 * ks)
+    return o
+
+
+# --8<-- [start:softmax]
+def _online_softmax(cfg, s, m2, lsum, it, mask):
+    """The online softmax of one S tile (already times ``scale · log2 e``): ``mask`` =
+    (thread, first row, kv, lq) where keys must be masked, None where the tile is fully
+    visible. Returns ``(p, m2, lsum, alpha)``: P, the new running maximum and sum, and the
+    factor the old O must be rescaled by."""
+    s_atom = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype)
     if mask is not None:  # keys past kv_len, or past the causal diagonal: -inf
         me, r0, kv, lq = mask
         cols = coordinates(s_atom.c, me, 1, origin=(r0, it * cfg.bn))
@@ -352,51 +371,133 @@ def _key_tile(cfg, c, smem, pipe, qs, it, o, m2, lsum, scale2, mask):
     sub = tylo.where(m2_new == NEG_INF, 0.0, m2_new)  # nothing visible yet: subtract 0
     p = tylo.exp2(s - sub)
     alpha = tylo.exp2(m2 - sub)
-    lsum = lsum * alpha + p.sum(axis=1)
+    return p, m2_new, lsum * alpha + p.sum(axis=1), alpha
+# --8<-- [end:softmax]
+
+
+# --8<-- [start:tile]
+def _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask):
+    """One key tile: ``S = Q Kᵀ``, the online softmax, ``O = O · alpha + P V``, each wgmma
+    group waited for before the next step (``bars``: this consumer's scheduling barrier and
+    the other's, for ping-pong). Returns ``(o, m2, lsum)``."""
+    o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
+    pipe.consumer_wait(it)
+    base = cfg.q_elements() + pipe.stage(it) * 2 * cfg.kv_elements()
+    if cfg.pingpong:  # take the tensor cores in turn with the other consumer
+        _named_barrier("sync", bars[0])
+    fence()
+    s = _issue_s(cfg, smem, qs, base)
+    commit_group()
+    if cfg.pingpong:
+        _named_barrier("arrive", bars[1])
+    s = wait_group(0, s) * scale2
+    p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask)
     o = o * alpha
     pa = accumulator_as_register_a(p, o_atom)
-    vs = SharedTile(smem, v_operand_layout(cfg), base=base + kv_elems)
-    fence()
-    for ks_ in range(cfg.bn // 16):
-        o = mma_async(o_atom, pa[ks_], vs, o, k_offset=16 * ks_)
+    fence()  # O and P were written by the threads: order them before the wgmma reads
+    o = _issue_pv(cfg, smem, pa, base, o)
     commit_group()
     o = wait_group(0, o)
     pipe.consumer_release(it)
-    return o, m2_new, lsum
+    return o, m2, lsum
 # --8<-- [end:tile]
+
+
+# --8<-- [start:overlap]
+def _overlapped_tile(cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mask):
+    """Key tile ``it >= 1`` with the softmax overlapping the tensor cores: issue ``S = Q
+    K_itᵀ`` and then ``O += P_(it-1) V_(it-1)`` (the previous tile's P, in registers), wait
+    for S only, run the softmax of tile ``it`` while P V runs, then wait for O, release the
+    previous stage and rescale. Returns ``(o, pa, m2, lsum)`` with ``pa`` tile ``it``'s P."""
+    o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
+    pipe.consumer_wait(it)
+    stage_elems = 2 * cfg.kv_elements()
+    base = cfg.q_elements() + pipe.stage(it) * stage_elems
+    prev = cfg.q_elements() + pipe.stage(it - 1) * stage_elems
+    if cfg.pingpong:
+        _named_barrier("sync", bars[0])
+    fence()
+    s = _issue_s(cfg, smem, qs, base)
+    commit_group()
+    o = _issue_pv(cfg, smem, pa, prev, o)
+    commit_group()
+    if cfg.pingpong:
+        _named_barrier("arrive", bars[1])
+    s = wait_group(1, s) * scale2  # S is complete; P V may still run
+    p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask)
+    o = wait_group(0, o)
+    pipe.consumer_release(it - 1)
+    # packed only now: the previous P's registers are wgmma inputs until the wait, and
+    # writing the new P into them earlier would make ptxas serialize every wgmma (C7513)
+    pa = accumulator_as_register_a(p, o_atom)
+    return o * alpha, pa, m2, lsum
+# --8<-- [end:overlap]
 
 
 # --8<-- [start:consumer]
 @tylo.inline
-def _consume(cfg, c, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid):
-    """Consumer warpgroup ``c`` (static): query rows ``row0 + 64c ..`` against every key
-    tile (``tiles = (n_full, n_tiles)``: the first ``n_full`` need no mask), then the
-    epilogue into ``outs = (o_tile, l_tile)``."""
+def _consume(cfg, wg, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid):
+    """Consumer warpgroup ``wg`` (1 or 2, known at run time: both consumers run this one
+    traced body): its 64 query rows against every key tile (``tiles = (n_full, n_tiles)``:
+    the first ``n_full`` need no mask), then the epilogue into ``outs = (o_tile, l_tile)``."""
     n_full, n_tiles = tiles
     o_tile, l_tile = outs
     o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
     rows = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype).c.reduced(1)
+    c = to_index(wg - 1, "consumer")  # 0 or 1: rows 64c.. of the CTA's tile
+    bars = (wg, 3 - wg)  # named barriers: consumer c's is 1 + c
     me = tid - 128 * (1 + c)
     r0 = row0 + 64 * c
+    mask = (me, r0, kv, lq)
+    # rows 64c.. of Q's block j: the same swizzled block, 64 rows (8 swizzle periods) on
     qs = [
-        SharedTile(smem, block_layout(cfg.bm, cfg.dtype), base=j * cfg.bm * BLOCK).window(
-            (64 * c, 0), (64, BLOCK)
-        )
+        SharedTile(smem, block_layout(64, cfg.dtype), base=j * cfg.bm * BLOCK + 64 * BLOCK * c)
         for j in range(cfg.blocks)
     ]
     o = zeros(o_atom.c)
     m2 = full(rows, NEG_INF, tylo.f32)  # running row maximum of the scores times log2(e)
     lsum = full(rows, 0.0, tylo.f32)  # running row sum of exp2(s2 - m2)
-    if cfg.pingpong and c == 1:
-        _named_barrier("arrive", 0)  # consumer 0 takes the first turn
+    if cfg.pingpong:
+        if wg == 2:
+            _named_barrier("arrive", 1)  # consumer 0 takes the first turn
     if n_tiles > 0:  # the producer loads Q only for a CTA with keys to see
         qbar.wait(0, 0)
-    for it in tylo.range(n_full):
-        o, m2, lsum = _key_tile(cfg, c, smem, pipe, qs, it, o, m2, lsum, scale2, None)
-    for it in tylo.range(n_full, n_tiles):
-        mask = (me, r0, kv, lq)
-        o, m2, lsum = _key_tile(cfg, c, smem, pipe, qs, it, o, m2, lsum, scale2, mask)
-    inv = tylo.where(lsum > 0.0, 1.0 / lsum, 0.0)
+    if not cfg.overlap:
+        for it in tylo.range(n_full):
+            o, m2, lsum = _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, None)
+        for it in tylo.range(n_full, n_tiles):
+            o, m2, lsum = _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask)
+    else:  # n_tiles >= 1 here (the kernel gives an empty CTA one fully masked tile)
+        pipe.consumer_wait(0)
+        if cfg.pingpong:
+            _named_barrier("sync", bars[0])
+        fence()
+        s = _issue_s(cfg, smem, qs, cfg.q_elements())
+        commit_group()
+        if cfg.pingpong:
+            _named_barrier("arrive", bars[1])
+        s = wait_group(0, s) * scale2
+        p, m2, lsum, _ = _online_softmax(cfg, s, m2, lsum, 0, mask)
+        pa = accumulator_as_register_a(p, o_atom)
+        n1 = tylo.maximum(n_full, 1)
+        for it in tylo.range(1, n1):
+            o, pa, m2, lsum = _overlapped_tile(
+                cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, None
+            )
+        for it in tylo.range(n1, n_tiles):
+            o, pa, m2, lsum = _overlapped_tile(
+                cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mask
+            )
+        last = to_index(n_tiles - 1, "the last key tile")  # an index expression: layouts
+        fence()  # and the descriptor's alignment proof reason about it
+        base = cfg.q_elements() + pipe.stage(last) * 2 * cfg.kv_elements()
+        o = _issue_pv(cfg, smem, pa, base, o)
+        commit_group()
+        o = wait_group(0, o)
+        pipe.consumer_release(last)
+    # rcp.approx: rcp.rn's slow path is a call, and any call makes ptxas serialize every
+    # wgmma of the kernel (C7509); lsum >= 1 wherever it is used
+    inv = tylo.where(lsum > 0.0, lsum.ptx("rcp.approx.ftz.f32"), 0.0)
     lse = tylo.where(lsum > 0.0, (m2 + tylo.log2(lsum)) * LN2, NEG_INF)
     store(None, o_tile, o * inv, me, origin=(r0, 0))
     store(None, l_tile, lse, me, origin=(r0, 0))
@@ -441,6 +542,8 @@ def hopper_attention_kernel(
     if cfg.causal:  # the last key the CTA's last row sees, + 1
         end = tylo.minimum(kv, kv + (row0 + cfg.bm - lq))
     n_tiles = (tylo.maximum(end, 0) + cfg.bn - 1) // cfg.bn
+    if cfg.overlap:  # one tile at least: the overlapped loop has a prologue (fully masked
+        n_tiles = tylo.maximum(n_tiles, 1)  # for a CTA that sees no key: o = 0, lse = -inf)
     full_end = kv  # keys every row of the CTA sees
     if cfg.causal:  # the CTA's first row sees keys up to row0 + kv - lq
         full_end = tylo.minimum(kv, kv + (row0 + 1 - lq))
@@ -472,8 +575,6 @@ def hopper_attention_kernel(
         l_tile = GlobalTile(lse, Layout((lq, 1), (1, 0)), base=bb * lsb + bh * lsh)
         set_max_registers(CONSUMER_REGISTERS, increase=True)
         tiles, outs = (n_full, n_tiles), (o_tile, l_tile)
-        if wg == 1:
-            _consume(cfg, 0, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid)
-        else:
-            _consume(cfg, 1, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid)
+        wgv = tylo.value(wg, tylo.i32)
+        _consume(cfg, wgv, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid)
 # --8<-- [end:kernel]

@@ -10,6 +10,8 @@ integers, so a failure there points at the primitives, not the softmax."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -64,15 +66,20 @@ def test_padding_with_empty_rows(gpu_runtime, causal):
     verify(3, 1, 130, 128, lk=200, causal=causal, kv_lens=[0, 200, 64], dtype="f16")
 
 
+@pytest.mark.parametrize("pingpong, overlap", [(True, False), (False, True), (True, True)])
 @pytest.mark.parametrize("d", [64, 128])
-def test_pingpong(gpu_runtime, d):
-    """The consumers taking turns at the tensor cores (named barriers): same results, no
-    deadlock with an odd number of tiles, none, or masked ones only."""
+def test_schedules(gpu_runtime, d, pingpong, overlap):
+    """The consumers taking turns at the tensor cores (named barriers) and the softmax
+    overlapping P V (two wgmma groups in flight): same results, no deadlock with an odd
+    number of tiles, one, none (overlap then runs one fully masked tile), masked ones only."""
     for causal in (False, True):
-        cfg = choose_config(d, tylo.bf16, causal, pingpong=True)
+        cfg = dataclasses.replace(
+            choose_config(d, tylo.bf16, causal, pingpong=pingpong), overlap=overlap
+        )
         verify(2, 2, 1000, d, lk=777, causal=causal, cfg=cfg)
         verify(3, 1, 129, d, lk=300, causal=causal, kv_lens=[0, 300, 5], cfg=cfg)
         verify(1, 1, 1, d, lk=4097, causal=causal, cfg=cfg)
+        verify(1, 2, 200, d, lk=64, causal=causal, cfg=cfg)
 
 
 def test_strided_views_and_given_outputs(gpu_runtime):
