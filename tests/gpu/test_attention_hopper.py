@@ -37,10 +37,15 @@ from tylo.tile.fragment import zeros
 from tylo.tile.views import SharedTile
 
 
+def _heads(length: int) -> tuple[int, int]:
+    """(B, H): several heads, but one at L = 4097 (the float64 reference is O(L^2) on a CPU)."""
+    return (2, 3) if length < 4000 else (1, 1)
+
+
 @pytest.mark.parametrize("length", [1, 17, 1000, 4097])
 @pytest.mark.parametrize("d", [64, 128])
 def test_square(gpu_runtime, length, d):
-    verify(2, 3, length, d)
+    verify(*_heads(length), length, d)
 
 
 @pytest.mark.parametrize(
@@ -54,8 +59,8 @@ def test_lq_differs_from_lk(gpu_runtime, lq, lk, causal):
 
 @pytest.mark.parametrize("length", [1, 17, 1000, 4097])
 def test_causal(gpu_runtime, length):
-    verify(2, 2, length, 64, causal=True)
-    verify(1, 2, length, 128, causal=True)
+    verify(*_heads(length), length, 64, causal=True)
+    verify(*_heads(length), length, 128, causal=True)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -66,8 +71,10 @@ def test_padding_with_empty_rows(gpu_runtime, causal):
     verify(3, 1, 130, 128, lk=200, causal=causal, kv_lens=[0, 200, 64], dtype="f16")
 
 
-@pytest.mark.parametrize("pingpong, overlap", [(True, False), (False, True), (True, True)])
-@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize(
+    "d, pingpong, overlap",
+    [(64, True, False), (64, False, True), (128, True, False), (128, False, True), (64, True, True)],
+)
 def test_schedules(gpu_runtime, d, pingpong, overlap):
     """The consumers taking turns at the tensor cores (named barriers) and the softmax
     overlapping P V (two wgmma groups in flight): same results, no deadlock with an odd
