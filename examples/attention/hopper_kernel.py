@@ -524,7 +524,7 @@ def hopper_attention_kernel(
     cfg: tylo.Static,
 ):
     """One CTA per (``bm`` query rows, head, batch entry): grid
-    ``(ceil(Lq / bm), H, B)``, ``THREADS`` threads, ``cfg.shared_bytes()`` dynamic shared
+    ``(ceil(Lq / bm), H, B)`` (causal: row blocks from the last), ``THREADS`` threads, ``cfg.shared_bytes()`` dynamic shared
     bytes. ``scale2`` is ``scale * log2(e)``; ``kv_lens`` holds B int32 key lengths."""
     q_elems, kv_elems = cfg.q_elements(), cfg.kv_elements()
     smem = tylo.dynamic_shared(cfg.dtype, q_elems + 2 * cfg.stages * kv_elems, align=1024)
@@ -537,6 +537,8 @@ def hopper_attention_kernel(
     tylo.sync_threads()
     bh, bb = tylo.block_idx.y, tylo.block_idx.z
     row0 = tylo.block_idx.x * cfg.bm
+    if cfg.causal:  # the last rows see the most keys: start them first, end on light CTAs
+        row0 = (tylo.grid_dim.x - 1 - tylo.block_idx.x) * cfg.bm
     kv = tylo.minimum(tylo.maximum(kv_lens[bb], 0), lk)  # keys of this batch entry
     end = kv
     if cfg.causal:  # the last key the CTA's last row sees, + 1
