@@ -77,18 +77,30 @@ def compile_hopper_attention(cfg: HopperAttentionConfig, target: Any = "sm_90a")
     )
 
 
+@lru_cache(maxsize=None)
 def choose_config(
-    d: int, dtype: Any, causal: bool, *, pingpong: bool = False
+    d: int, dtype: Any, causal: bool, *, pingpong: bool = False, overlap: bool = False,
+    target: Any = "sm_90a",
 ) -> HopperAttentionConfig:
-    """The default tile for a head dim: 128 keys per tile and 4 stages at d = 64; 64 keys
-    and 3 stages at d = 128, whose S, O and P registers (32 + 64 + 16 per thread) then fit
-    the 168 registers a thread has when the linker drops ``setmaxnreg`` (nvJitLink does; at
-    ``bn = 128`` it spills 16-40 bytes there). ``pingpong`` (consumers taking turns at the
-    tensor cores) is off until measured."""
-    bn, stages = (128, 4) if d == 64 else (64, 3)
-    return HopperAttentionConfig(
-        d=d, dtype=dtype, causal=causal, bn=bn, stages=stages, pingpong=pingpong
-    )
+    """The default tile: at d = 64, 128 keys per tile and 4 stages; at d = 128, 128 keys and 2
+    stages where that compiles without spilling (S, O and P take 64 + 64 + 32 registers per
+    thread: it does where the linker keeps ``setmaxnreg``, as ptxas does on the H200), else
+    64 keys and 3 stages (nvJitLink, which drops ``setmaxnreg`` and leaves 168 registers).
+    ``pingpong`` and ``overlap`` (the FlashAttention-3 schedules) are off until measured."""
+    opts = dict(d=d, dtype=dtype, causal=causal, pingpong=pingpong, overlap=overlap)
+    if d != 128:
+        return HopperAttentionConfig(bn=128, stages=4, **opts)
+    narrow = HopperAttentionConfig(bn=64, stages=3, **opts)
+    try:
+        wide = HopperAttentionConfig(bn=128, stages=2, **opts)
+    except tylo.TyloError:  # overlap: two P tiles of 128 keys do not fit the registers
+        return narrow
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a linker that drops setmaxnreg says so
+        spills = compile_hopper_attention(wide, target).resources.spills
+    return wide if spills is False else narrow
 
 
 def _array(x: Any, what: str) -> Any:

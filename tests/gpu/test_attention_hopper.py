@@ -89,6 +89,16 @@ def test_schedules(gpu_runtime, d, pingpong, overlap):
         verify(1, 2, 200, d, lk=64, causal=causal, cfg=cfg)
 
 
+def test_d128_tiles_of_both_widths(gpu_runtime):
+    """d = 128 runs 128-key tiles where they compile without spills (the H200's ptxas keeps
+    setmaxnreg) and 64-key tiles otherwise (choose_config decides): both are correct."""
+    for causal in (False, True):
+        for bn, stages in ((64, 3), (128, 2)):
+            cfg = HopperAttentionConfig(d=128, causal=causal, bn=bn, stages=stages)
+            verify(2, 2, 1000, 128, lk=1500, causal=causal, cfg=cfg)
+            verify(2, 1, 33, 128, lk=33, causal=causal, kv_lens=[0, 20], cfg=cfg)
+
+
 def test_strided_views_and_given_outputs(gpu_runtime):
     import torch
 
