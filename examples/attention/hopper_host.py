@@ -263,10 +263,20 @@ def hopper_attention(
     sc = 1.0 / math.sqrt(d) if scale is None else float(scale)
     if not math.isfinite(sc):
         raise AttentionInputError(f"hopper_attention: scale must be finite, got {scale!r}")
-    cfg = cfg or choose_config(d, qa.dtype, causal)
+    if cfg is None:
+        cfg = choose_config(d, qa.dtype, causal)
+    elif not isinstance(cfg, HopperAttentionConfig):
+        raise AttentionInputError(
+            f"hopper_attention: cfg must be a HopperAttentionConfig, got {type(cfg).__name__}"
+        )
     if (cfg.d, cfg.dtype, cfg.causal) != (d, qa.dtype, causal):
         raise AttentionInputError(
             f"hopper_attention: cfg {cfg} does not match d = {d}, {qa.dtype}, causal = {causal}"
+        )
+    if h > 65535 or b > 65535:
+        raise AttentionInputError(
+            f"hopper_attention: {h} heads and {b} batch entries: the grid takes at most 65535 "
+            "of each"
         )
     lens = _kv_lens(kv_lens, b, lk, q, qa.device)
     if out is None:
@@ -277,10 +287,6 @@ def hopper_attention(
     la = _check_out(lse, (b, h, lq), tylo.f32, "lse")
     pq, pk, pv = plans(cfg)
     grid = (-(-lq // cfg.bm), h, b)
-    if h > 65535 or b > 65535:
-        raise AttentionInputError(
-            f"hopper_attention: grid ({grid}) exceeds 65535 heads or batch entries"
-        )
     osb, osh, osl = (max(int(s), 1) for s in oa.strides[:3])
     lsb, lsh = (max(int(s), 1) for s in la.strides[:2])
     hopper_attention_kernel[grid, THREADS](

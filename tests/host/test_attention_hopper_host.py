@@ -355,3 +355,21 @@ def test_key_lengths_that_do_not_fit_are_refused_before_launch(lens, match):
     q = _arr((2, 1, 8, 64))
     with pytest.raises(AttentionInputError, match=match):
         hopper_attention(q, q, q, kv_lens=lens)
+
+
+def test_options_that_do_not_fit_are_refused_before_launch():
+    from examples.attention.hopper_host import hopper_attention
+
+    q = _arr((2, 1, 8, 64))
+    wide = _arr((70000, 1, 8, 64))
+    for kwargs, match in [
+        (dict(causal=1), "bool"),
+        (dict(scale=float("nan")), "finite"),
+        (dict(cfg={"bn": 64}), "HopperAttentionConfig"),
+        (dict(cfg=HopperAttentionConfig(d=128)), "does not match"),
+        (dict(cfg=HopperAttentionConfig(d=64, causal=True)), "does not match"),
+    ]:
+        with pytest.raises(AttentionInputError, match=match):
+            hopper_attention(q, q, q, **kwargs)
+    with pytest.raises(AttentionInputError, match="65535"):
+        hopper_attention(wide, wide, wide)
