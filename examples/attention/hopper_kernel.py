@@ -523,9 +523,9 @@ def hopper_attention_kernel(
     scale2: float,
     cfg: tylo.Static,
 ):
-    """One CTA per (``bm`` query rows, head, batch entry): grid
-    ``(ceil(Lq / bm), H, B)`` (causal: row blocks from the last), ``THREADS`` threads, ``cfg.shared_bytes()`` dynamic shared
-    bytes. ``scale2`` is ``scale * log2(e)``; ``kv_lens`` holds B int32 key lengths."""
+    """One CTA per (``bm`` query rows, head, batch entry): grid ``(ceil(Lq / bm), H, B)``
+    (causal: row blocks from the last), ``THREADS`` threads, ``cfg.shared_bytes()`` dynamic
+    shared bytes. ``scale2`` is ``scale * log2(e)``; ``kv_lens`` holds B int32 key lengths."""
     q_elems, kv_elems = cfg.q_elements(), cfg.kv_elements()
     smem = tylo.dynamic_shared(cfg.dtype, q_elems + 2 * cfg.stages * kv_elems, align=1024)
     pipe = Pipeline(PipelinePlan(stages=cfg.stages, consumers=128 * CONSUMERS))

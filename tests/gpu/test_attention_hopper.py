@@ -73,7 +73,13 @@ def test_padding_with_empty_rows(gpu_runtime, causal):
 
 @pytest.mark.parametrize(
     "d, pingpong, overlap",
-    [(64, True, False), (64, False, True), (128, True, False), (128, False, True), (64, True, True)],
+    [
+        (64, True, False),
+        (64, False, True),
+        (128, True, False),
+        (128, False, True),
+        (64, True, True),
+    ],
 )
 def test_schedules(gpu_runtime, d, pingpong, overlap):
     """The consumers taking turns at the tensor cores (named barriers) and the softmax
