@@ -261,8 +261,11 @@ def hopper_attention(
     if type(causal) is not bool:
         raise AttentionInputError(f"hopper_attention: causal must be a bool, got {causal!r}")
     sc = 1.0 / math.sqrt(d) if scale is None else float(scale)
-    if not math.isfinite(sc):
-        raise AttentionInputError(f"hopper_attention: scale must be finite, got {scale!r}")
+    if not (math.isfinite(sc) and sc > 0):
+        raise AttentionInputError(
+            f"hopper_attention: the Hopper kernel takes a finite positive scale (its running "
+            f"maximum is kept scaled), got {scale!r}; use path='warp'"
+        )
     if cfg is None:
         cfg = choose_config(d, qa.dtype, causal)
     elif not isinstance(cfg, HopperAttentionConfig):

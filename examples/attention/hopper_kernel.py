@@ -354,11 +354,12 @@ def _issue_pv(cfg, smem, pa, base, o):
 
 
 # --8<-- [start:softmax]
-def _online_softmax(cfg, s, m2, lsum, it, mask):
-    """The online softmax of one S tile (already times ``scale · log2 e``): ``mask`` =
-    (thread, first row, kv, lq) where keys must be masked, None where the tile is fully
-    visible. Returns ``(p, m2, lsum, alpha)``: P, the new running maximum and sum, and the
-    factor the old O must be rescaled by."""
+def _online_softmax(cfg, s, m2, lsum, it, mask, scale2):
+    """The online softmax of one S tile of raw scores; ``scale2 = scale · log2 e > 0`` and
+    the running maximum ``m2`` is kept in those units, so ``p = exp2(s · scale2 - m2)`` is one
+    FFMA and one ``MUFU.EX2`` per score. ``mask`` = (thread, first row, kv, lq) where keys
+    must be masked, None where the tile is fully visible. Returns ``(p, m2, lsum, alpha)``:
+    P, the new running maximum and sum, and the factor the old O must be rescaled by."""
     s_atom = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype)
     if mask is not None:  # keys past kv_len, or past the causal diagonal: -inf
         me, r0, kv, lq = mask
@@ -367,9 +368,9 @@ def _online_softmax(cfg, s, m2, lsum, it, mask):
         if cfg.causal:
             keep = keep & (cols <= coordinates(s_atom.c, me, 0, origin=(r0, 0)) + (kv - lq))
         s = tylo.where(keep, s, NEG_INF)
-    m2_new = tylo.maximum(m2, s.max(axis=1))
+    m2_new = tylo.maximum(m2, s.max(axis=1) * scale2)  # scale2 > 0: the max commutes
     sub = tylo.where(m2_new == NEG_INF, 0.0, m2_new)  # nothing visible yet: subtract 0
-    p = tylo.exp2(s - sub)
+    p = tylo.exp2(tylo.fma(s, scale2, -sub))
     alpha = tylo.exp2(m2 - sub)
     return p, m2_new, lsum * alpha + p.sum(axis=1), alpha
 # --8<-- [end:softmax]
@@ -390,8 +391,8 @@ def _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask):
     commit_group()
     if cfg.pingpong:
         _named_barrier("arrive", bars[1])
-    s = wait_group(0, s) * scale2
-    p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask)
+    s = wait_group(0, s)
+    p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask, scale2)
     o = o * alpha
     pa = accumulator_as_register_a(p, o_atom)
     fence()  # O and P were written by the threads: order them before the wgmma reads
@@ -423,8 +424,8 @@ def _overlapped_tile(cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mas
     commit_group()
     if cfg.pingpong:
         _named_barrier("arrive", bars[1])
-    s = wait_group(1, s) * scale2  # S is complete; P V may still run
-    p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask)
+    s = wait_group(1, s)  # S is complete; P V may still run
+    p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask, scale2)
     o = wait_group(0, o)
     pipe.consumer_release(it - 1)
     # packed only now: the previous P's registers are wgmma inputs until the wait, and
@@ -476,8 +477,8 @@ def _consume(cfg, wg, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid):
         commit_group()
         if cfg.pingpong:
             _named_barrier("arrive", bars[1])
-        s = wait_group(0, s) * scale2
-        p, m2, lsum, _ = _online_softmax(cfg, s, m2, lsum, 0, mask)
+        s = wait_group(0, s)
+        p, m2, lsum, _ = _online_softmax(cfg, s, m2, lsum, 0, mask, scale2)
         pa = accumulator_as_register_a(p, o_atom)
         n1 = tylo.maximum(n_full, 1)
         for it in tylo.range(1, n1):
@@ -525,7 +526,8 @@ def hopper_attention_kernel(
 ):
     """One CTA per (``bm`` query rows, head, batch entry): grid ``(ceil(Lq / bm), H, B)``
     (causal: row blocks from the last), ``THREADS`` threads, ``cfg.shared_bytes()`` dynamic
-    shared bytes. ``scale2`` is ``scale * log2(e)``; ``kv_lens`` holds B int32 key lengths."""
+    shared bytes. ``scale2`` is ``scale * log2(e)`` (positive); ``kv_lens`` holds B int32 key
+    lengths."""
     q_elems, kv_elems = cfg.q_elements(), cfg.kv_elements()
     smem = tylo.dynamic_shared(cfg.dtype, q_elems + 2 * cfg.stages * kv_elems, align=1024)
     pipe = Pipeline(PipelinePlan(stages=cfg.stages, consumers=128 * CONSUMERS))

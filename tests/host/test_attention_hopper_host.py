@@ -364,7 +364,9 @@ def test_options_that_do_not_fit_are_refused_before_launch():
     wide = _arr((70000, 1, 8, 64))
     for kwargs, match in [
         (dict(causal=1), "bool"),
-        (dict(scale=float("nan")), "finite"),
+        (dict(scale=float("nan")), "finite positive"),
+        (dict(scale=0.0), "finite positive"),
+        (dict(scale=-0.125), "path='warp'"),
         (dict(cfg={"bn": 64}), "HopperAttentionConfig"),
         (dict(cfg=HopperAttentionConfig(d=128)), "does not match"),
         (dict(cfg=HopperAttentionConfig(d=64, causal=True)), "does not match"),
