@@ -70,6 +70,7 @@ __all__ = [
     "RegisterAProof",
     "accumulator_as_register_a",
     "hopper_attention_kernel",
+    "key_tiles",
     "prove_register_a",
 ]
 
@@ -324,6 +325,28 @@ def v_operand_layout(cfg: HopperAttentionConfig) -> ComposedLayout:
     )
 
 
+def key_tiles(cfg: HopperAttentionConfig, row0: Any, kv: Any, lq: Any, lo: Any = min,
+              hi: Any = max) -> tuple[Any, Any]:
+    """``(n_full, n_tiles)`` for the CTA whose first query row is ``row0``, with ``kv`` keys
+    (already clamped to [0, Lk]) and ``lq`` queries: key tiles ``[0, n_tiles)`` hold every
+    key a row of the CTA sees (causal: up to the bottom-right diagonal of its last row), and
+    the first ``n_full`` of them are seen whole by every row (no mask). With ``overlap`` a
+    CTA that sees nothing still runs one (masked) tile. ``lo``/``hi`` are min/max: Python's
+    on the host, ``tylo.minimum``/``tylo.maximum`` in the kernel.
+
+    Defining property (checked against the reference's mask by brute force): no row of
+    the CTA sees a key at or past ``n_tiles * bn``, and every row sees every key below
+    ``n_full * bn``."""
+    end, full_end = kv, kv
+    if cfg.causal:  # the last row sees keys up to row0 + bm - 1 + kv - lq, the first row0 + ..
+        end = lo(kv, kv + (row0 + cfg.bm - lq))
+        full_end = lo(kv, kv + (row0 + 1 - lq))
+    n_tiles = (hi(end, 0) + cfg.bn - 1) // cfg.bn
+    if cfg.overlap:  # the overlapped loop has a prologue
+        n_tiles = hi(n_tiles, 1)
+    return lo(hi(full_end, 0) // cfg.bn, n_tiles), n_tiles
+
+
 def _named_barrier(op: str, bar: Any) -> None:
     """``bar.sync`` / ``bar.arrive`` on named barrier ``bar`` (1 or 2, a runtime value: a
     consumer's scheduling barrier; 0 is ``sync_threads``), completed by 256 threads: both
@@ -542,16 +565,7 @@ def hopper_attention_kernel(
     if cfg.causal:  # the last rows see the most keys: start them first, end on light CTAs
         row0 = (tylo.grid_dim.x - 1 - tylo.block_idx.x) * cfg.bm
     kv = tylo.minimum(tylo.maximum(kv_lens[bb], 0), lk)  # keys of this batch entry
-    end = kv
-    if cfg.causal:  # the last key the CTA's last row sees, + 1
-        end = tylo.minimum(kv, kv + (row0 + cfg.bm - lq))
-    n_tiles = (tylo.maximum(end, 0) + cfg.bn - 1) // cfg.bn
-    if cfg.overlap:  # one tile at least: the overlapped loop has a prologue (fully masked
-        n_tiles = tylo.maximum(n_tiles, 1)  # for a CTA that sees no key: o = 0, lse = -inf)
-    full_end = kv  # keys every row of the CTA sees
-    if cfg.causal:  # the CTA's first row sees keys up to row0 + kv - lq
-        full_end = tylo.minimum(kv, kv + (row0 + 1 - lq))
-    n_full = tylo.minimum(tylo.maximum(full_end, 0) // cfg.bn, n_tiles)
+    n_full, n_tiles = key_tiles(cfg, row0, kv, lq, tylo.minimum, tylo.maximum)
     wg = tid // 128
     if wg == 0:
         set_max_registers(PRODUCER_REGISTERS, increase=False)

@@ -375,3 +375,34 @@ def test_options_that_do_not_fit_are_refused_before_launch():
             hopper_attention(q, q, q, **kwargs)
     with pytest.raises(AttentionInputError, match="65535"):
         hopper_attention(wide, wide, wide)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lq=st.integers(1, 700),
+    lk=st.integers(1, 700),
+    kv_frac=st.sampled_from([None, 0.0, 0.3, 1.0, 1.5]),
+    causal=st.booleans(),
+    overlap=st.booleans(),
+    bn=st.sampled_from([16, 64, 128]),
+)
+def test_key_tiles_cover_exactly_what_the_rows_see(lq, lk, kv_frac, causal, overlap, bn):
+    """The kernel's loop bounds against the reference's mask (examples/attention/reference.py):
+    tiles past n_tiles hold no visible key of any row of the CTA, tiles before n_full are
+    visible whole to every row, and n_full <= n_tiles."""
+    from examples.attention.hopper_kernel import key_tiles
+    from examples.attention.reference import visible
+
+    kv = lk if kv_frac is None else min(int(kv_frac * lk), lk)
+    cfg = HopperAttentionConfig(d=64, bn=bn, stages=2, causal=causal, overlap=overlap)
+    mask = visible(lq, lk, causal=causal, kv_len=kv)
+    for row0 in range(0, lq, cfg.bm):
+        n_full, n_tiles = key_tiles(cfg, row0, kv, lq)
+        rows = mask[row0 : row0 + cfg.bm]
+        assert 0 <= n_full <= n_tiles
+        assert not rows[:, n_tiles * bn :].any()
+        assert rows[:, : n_full * bn].all()
+        assert n_tiles >= (1 if overlap else 0)
+        if rows.any():  # and not one tile more than needed
+            last = int(np.flatnonzero(rows.any(axis=0)).max())
+            assert n_tiles == last // bn + 1
