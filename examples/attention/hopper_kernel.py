@@ -325,6 +325,7 @@ def v_operand_layout(cfg: HopperAttentionConfig) -> ComposedLayout:
     )
 
 
+# --8<-- [start:bounds]
 def key_tiles(cfg: HopperAttentionConfig, row0: Any, kv: Any, lq: Any, lo: Any = min,
               hi: Any = max) -> tuple[Any, Any]:
     """``(n_full, n_tiles)`` for the CTA whose first query row is ``row0``, with ``kv`` keys
@@ -345,6 +346,7 @@ def key_tiles(cfg: HopperAttentionConfig, row0: Any, kv: Any, lq: Any, lo: Any =
     if cfg.overlap:  # the overlapped loop has a prologue
         n_tiles = hi(n_tiles, 1)
     return lo(hi(full_end, 0) // cfg.bn, n_tiles), n_tiles
+# --8<-- [end:bounds]
 
 
 def _named_barrier(op: str, bar: Any) -> None:
