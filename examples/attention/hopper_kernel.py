@@ -1,38 +1,28 @@
-"""The Hopper (sm_90a) streaming attention forward: ``O = softmax(Q Kᵀ · scale) V`` with TMA,
-an mbarrier pipeline and wgmma, in the FlashAttention-3 style.
+"""The Hopper (sm_90a) streaming attention forward, ``O = softmax(Q Kᵀ · scale) V``, with TMA,
+an mbarrier pipeline and wgmma in the FlashAttention-3 style (walk-through:
+docs/attention_hopper.md). One CTA takes ``bm = 64 * CONSUMERS`` query rows of one
+(batch, head), with three warpgroups:
 
-One CTA computes ``bm = 64 * CONSUMERS`` query rows of one (batch, head) with three
-warpgroups:
+- warpgroup 0, the *producer* (``setmaxnreg.dec``): one thread loads Q once by TMA, then
+  streams K and V tiles of ``bn`` keys into a :class:`~tylo.nvgpu.mbarrier.Pipeline` ring;
+- warpgroups 1 and 2, the *consumers* (``setmaxnreg.inc``), one traced body (which consumer
+  is a runtime value); consumer ``c`` owns query rows ``64c ..``. Per key tile: ``S = Q Kᵀ``
+  by wgmma from shared memory (K-major, 128-byte swizzled, descriptors derived from the
+  layouts); the online softmax on the S fragment (row max and sum by the reductions its
+  ownership derives: in-thread folds and two shuffles); ``P`` converted to wgmma's
+  *register A* with no shared memory (:func:`accumulator_as_register_a`, proved by
+  :func:`prove_register_a`); ``O += P V`` by wgmma with V read MN-major; the stage released;
+- options (FlashAttention-3's schedules): ``pingpong``, the consumers take turns at the
+  tensor cores (two named barriers); ``overlap``, ``S`` of tile ``j`` and ``P V`` of tile
+  ``j - 1`` in flight together, the softmax of ``j`` while ``P V`` runs;
+- the epilogue stores O / rowsum and the row log-sum-exp by ownership, bounded at Lq.
 
-- warpgroup 0, the *producer*, gives registers back (``setmaxnreg.dec``); one of its threads
-  loads the CTA's Q tile once by TMA (its own mbarrier), then streams K and V tiles of ``bn``
-  keys into a ring of ``stages`` shared buffers (a :class:`~tylo.nvgpu.mbarrier.Pipeline`);
-- warpgroups 1 and 2, the *consumers*, take registers (``setmaxnreg.inc``) and run one
-  traced body (which consumer is a runtime value); consumer ``c`` owns query rows
-  ``64c .. 64c+63``. Per key tile: ``S = Q Kᵀ`` by wgmma with both operands in shared memory
-  (K-major, 128-byte swizzled; descriptors derived from the tiles' layouts); the online
-  softmax on the S accumulator fragment (masking, row max and sum by the reductions the
-  accumulator's ownership derives: in-thread folds and two shuffles); ``P`` converted to
-  wgmma's *register A* operand with no shared memory (:func:`accumulator_as_register_a`,
-  proved by :func:`prove_register_a`); ``O += P V`` by wgmma with A from registers and V
-  read MN-major from shared memory; then the stage is released.
-- options (FlashAttention-3's schedules): ``pingpong``, the two consumers take turns issuing
-  their MMAs (two named barriers), so one's softmax overlaps the other's MMAs; ``overlap``,
-  a consumer issues ``S`` of tile ``j`` and ``P V`` of tile ``j - 1`` together and runs the
-  softmax of ``j`` while ``P V`` is in flight;
-- the epilogue divides by the row sum and stores O and the row log-sum-exp by ownership,
-  bounded at the sequence's end.
-
-Q, K and V are read through 4-D tensor maps with modes (L, H, B, D) (TMA's dimensions D, L,
-H, B), so a box that runs past the sequence's end is zero-filled by TMA rather than read from
-the next head. Key tiles that every row of the CTA sees whole skip the mask; the others
-(past the batch entry's length, or crossing the causal diagonal, aligned bottom-right) mask
-those keys to ``-inf`` before the softmax. A row with no visible key gives ``o = 0`` and
-``lse = -inf``.
-
-With D = 128 a row of Q, K or V is 256 bytes: each tile is stored as two 128-byte-swizzled
-column blocks of 64, which are two TMA boxes, two K-major operands of ``S = Q Kᵀ`` (four
-k-steps each) and the two 64-column atoms of V's MN-major descriptor (its LBO).
+Q, K and V are read through 4-D tensor maps (modes L, H, B, D), so a box past the sequence's
+end is zero-filled, never the next head's rows. Keys past the batch entry's length or the
+causal diagonal (bottom-right) are masked to ``-inf`` in the tiles that need it; a row with
+no visible key gives ``o = 0`` and ``lse = -inf``. At D = 128 each tile is two
+128-byte-swizzled column blocks of 64: two TMA boxes, two K-major operands of ``S = Q Kᵀ``
+and the two 64-column atoms of V's MN-major descriptor (its LBO).
 """
 
 from __future__ import annotations
