@@ -1,0 +1,343 @@
+"""Host side of the Hopper attention forward: tensor-map plans (proved), argument checks with
+typed errors, launch and verification.
+
+:func:`hopper_attention` runs ``O = softmax(Q Kᵀ · scale) V`` (semantics of
+:mod:`examples.attention.reference`) on an sm_90a GPU. It takes what TMA can read: bf16 or
+f16, head dim 64 or 128, the last dimension contiguous, every other stride (of L, of the
+heads and of the batch) a multiple of 16 bytes and 16-byte aligned base addresses; anything
+else raises :class:`~examples.attention.reference.AttentionInputError` saying to use
+``path="warp"``. :func:`compile_hopper_attention` compiles any configuration without a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+import tylo
+from examples.attention.hopper_kernel import (
+    THREADS,
+    HopperAttentionConfig,
+    box_layout,
+    hopper_attention_kernel,
+)
+from examples.attention.reference import AttentionInputError, attention_reference
+from tylo.arrays import DeviceArray, DeviceBuffer
+from tylo.layouts import Layout, dim
+from tylo.nvgpu.tma import TensorMap, TensorMapPlan
+
+__all__ = [
+    "HopperAttentionConfig",
+    "check_inputs",
+    "choose_config",
+    "compile_hopper_attention",
+    "hopper_attention",
+    "plans",
+    "verify",
+]
+
+LOG2E = 1.4426950408889634
+_MAX_EXTENT = 2**31 - 1
+
+
+# --8<-- [start:plans]
+@lru_cache(maxsize=None)
+def plans(cfg: HopperAttentionConfig) -> tuple[TensorMapPlan, TensorMapPlan, TensorMapPlan]:
+    """The tensor maps of Q, K and V: 4-D over symbolic extents and strides (16-byte
+    multiples), with the modes (L, H, B, D) so that TMA's dimensions (the contiguous one
+    first, then the others in mode order) are D, L, H, B as in a contiguous (B, H, L, D)
+    tensor; boxes of (rows, 64) columns of one (h, b), 128-byte swizzled. Each plan proves that
+    the box's shared layout is the (rows, 64) block the kernel's wgmma reads; a box past the
+    sequence's end is zero-filled (never the next head's rows)."""
+    B, H, Lq, Lk = dim("B"), dim("H"), dim("Lq"), dim("Lk")
+    sb, sh, sl = (dim(n, multiple_of=8) for n in ("sb", "sh", "sl"))
+    out = []
+    for rows, length in ((cfg.bm, Lq), (cfg.bn, Lk), (cfg.bn, Lk)):
+        glob = Layout((length, H, B, cfg.d), (sl, sh, sb, 1))
+        box = (rows, 1, 1, 64)
+        out.append(TensorMapPlan(cfg.dtype, glob, box, "128B", box_layout(rows, cfg.dtype)))
+    return out[0], out[1], out[2]
+# --8<-- [end:plans]
+
+
+def compile_hopper_attention(cfg: HopperAttentionConfig, target: Any = "sm_90a") -> Any:
+    """Compile (no GPU needed) the kernel for ``cfg``; returns the compiled kernel (its
+    ``ptx``, ``sass``...)."""
+    if not isinstance(cfg, HopperAttentionConfig):
+        raise AttentionInputError(
+            f"compile_hopper_attention: expected a HopperAttentionConfig, got {cfg!r}"
+        )
+    pq, pk, pv = plans(cfg)
+    return hopper_attention_kernel.compile(
+        cfg.dtype, tylo.f32, pq, pk, pv, tylo.i32, int, int, int, int, int, int, int, float,
+        cfg, block=THREADS, target=target,
+    )
+
+
+@lru_cache(maxsize=None)
+def choose_config(
+    d: int, dtype: Any, causal: bool, *, pingpong: bool = False, overlap: bool = False,
+    target: Any = "sm_90a",
+) -> HopperAttentionConfig:
+    """The default tile: at d = 64, 128 keys per tile and 4 stages; at d = 128, 128 keys and 2
+    stages where that compiles without spilling (S, O and P take 64 + 64 + 32 registers per
+    thread: it does where the linker keeps ``setmaxnreg``, as ptxas does on the H200), else
+    64 keys and 3 stages (nvJitLink, which drops ``setmaxnreg`` and leaves 168 registers).
+    ``pingpong`` and ``overlap`` (the FlashAttention-3 schedules) are off until measured."""
+    opts = dict(d=d, dtype=dtype, causal=causal, pingpong=pingpong, overlap=overlap)
+    if d != 128:
+        return HopperAttentionConfig(bn=128, stages=4, **opts)
+    narrow = HopperAttentionConfig(bn=64, stages=3, **opts)
+    try:
+        wide = HopperAttentionConfig(bn=128, stages=2, **opts)
+    except tylo.TyloError:  # overlap: two P tiles of 128 keys do not fit the registers
+        return narrow
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a linker that drops setmaxnreg says so
+        spills = compile_hopper_attention(wide, target).resources.spills
+    return wide if spills is False else narrow
+
+
+def _array(x: Any, what: str) -> Any:
+    from tylo.arrays import ArrayError, as_device_array
+
+    try:
+        return as_device_array(x)
+    except ArrayError as err:
+        raise AttentionInputError(f"hopper_attention: {what}: {err}") from None
+
+
+def _tma_view(a: Any, what: str) -> Any:
+    """``a`` (B, H, L, D) as TMA sees it: strides of extent-1 modes replaced by a legal
+    value (they are never stepped), then checked: 16-byte multiples, 16-byte aligned base."""
+    b, h, length, d = a.shape
+    nbytes = a.dtype.nbytes
+    strides = list(a.strides)
+    if strides[3] != 1 and d > 1:
+        raise AttentionInputError(
+            f"hopper_attention: {what}'s last dimension must be contiguous (stride 1), got "
+            f"strides {a.strides}; pass a contiguous copy"
+        )
+    strides[3] = 1
+    fill = length * d  # any 16-byte multiple would do for an extent that is never stepped
+    for i, ext in enumerate((b, h, length)):
+        if ext == 1:
+            strides[i] = fill
+    for i, name in enumerate(("batch", "head", "sequence")):
+        if strides[i] * nbytes % 16 or strides[i] <= 0:
+            raise AttentionInputError(
+                f"hopper_attention: {what}'s {name} stride is {strides[i]} elements "
+                f"({strides[i] * nbytes} bytes); TMA needs positive multiples of 16 bytes: "
+                "use path='warp' or a padded copy"
+            )
+    if a.ptr % 16:
+        raise AttentionInputError(
+            f"hopper_attention: {what}'s address {a.ptr:#x} is not 16-byte aligned (TMA); "
+            "use path='warp'"
+        )
+    # the plans' mode order (L, H, B, D)
+    return DeviceArray(
+        a.ptr, (length, h, b, d), (strides[2], strides[1], strides[0], 1), a.dtype, a.device,
+        owner=a,
+    )
+
+
+def check_inputs(q: Any, k: Any, v: Any) -> tuple[Any, Any, Any]:
+    """Views of q (B, H, Lq, D), k and v (B, H, Lk, D) in the tensor maps' mode order
+    (L, H, B, D), checked for this path: raises :class:`AttentionInputError` (saying what
+    to do) for anything the kernel does not take."""
+    qa, ka, va = _array(q, "q"), _array(k, "k"), _array(v, "v")
+    for a, what in ((qa, "q"), (ka, "k"), (va, "v")):
+        if a.ndim != 4:
+            raise AttentionInputError(
+                f"hopper_attention: {what} must be 4-D (B, H, L, D), got shape {a.shape}"
+            )
+    b, h, lq, d = qa.shape
+    lk = ka.shape[2]
+    if ka.shape != (b, h, lk, d) or va.shape != (b, h, lk, d):
+        raise AttentionInputError(
+            f"hopper_attention: q {qa.shape}, k {ka.shape} and v {va.shape} disagree; k and v "
+            "must be (B, H, Lk, D) with q's B, H and D"
+        )
+    same = ka.dtype is qa.dtype and va.dtype is qa.dtype
+    if qa.dtype not in (tylo.bf16, tylo.f16) or not same:
+        raise AttentionInputError(
+            f"hopper_attention: inputs must all be bf16 or all f16, got {qa.dtype}, {ka.dtype}, "
+            f"{va.dtype}"
+        )
+    if d not in (64, 128):
+        raise AttentionInputError(
+            f"hopper_attention: head dim {d} is not taken by the Hopper kernel (64 or 128); "
+            "use path='warp'"
+        )
+    for n, what in ((b, "B"), (h, "H"), (lq, "Lq"), (lk, "Lk")):
+        if not 1 <= n <= _MAX_EXTENT:
+            raise AttentionInputError(f"hopper_attention: {what} = {n} must be in [1, 2**31)")
+    return _tma_view(qa, "q"), _tma_view(ka, "k"), _tma_view(va, "v")
+
+
+def _empty(like: Any, shape: tuple, dtype: Any, device: int | None) -> Any:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - tylo arrays without torch
+        torch = None
+    if torch is not None and isinstance(like, torch.Tensor):
+        tdt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32,
+               "i32": torch.int32}[dtype.name]
+        return torch.empty(shape, dtype=tdt, device=like.device)
+    return DeviceBuffer.empty(shape, dtype, device=device or 0)
+
+
+def _kv_lens(kv_lens: Any, b: int, lk: int, like: Any, device: int | None) -> Any:
+    """The per-batch key lengths as a device int32 array of B entries (Lk each when None).
+    The kernel clamps each to [0, Lk] itself (the reference's meaning of a length outside)."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - tylo arrays without torch
+        torch = None
+    if torch is not None and isinstance(kv_lens, torch.Tensor):
+        if tuple(kv_lens.shape) != (b,) or kv_lens.dtype.is_floating_point:
+            raise AttentionInputError(
+                f"hopper_attention: kv_lens must give B = {b} integer key lengths, got "
+                f"{kv_lens.dtype} {tuple(kv_lens.shape)}"
+            )
+        dev = like.device if isinstance(like, torch.Tensor) else torch.device("cuda", device or 0)
+        return kv_lens.clamp(0, lk).to(device=dev, dtype=torch.int32).contiguous()
+    if kv_lens is None:
+        host = np.full(b, lk, dtype=np.int32)
+    elif hasattr(kv_lens, "__cuda_array_interface__") or isinstance(kv_lens, DeviceArray):
+        a = _array(kv_lens, "kv_lens")
+        if a.dtype is not tylo.i32 or a.shape != (b,) or (b > 1 and a.strides != (1,)):
+            raise AttentionInputError(
+                f"hopper_attention: kv_lens on the device must be a contiguous int32 array of "
+                f"B = {b} entries, got {a.dtype} {a.shape}"
+            )
+        return kv_lens
+    else:
+        host = np.asarray(kv_lens)
+        if host.shape != (b,) or host.dtype.kind not in "iu":
+            raise AttentionInputError(
+                f"hopper_attention: kv_lens must give B = {b} integer key lengths, got "
+                f"{host.dtype} {host.shape}"
+            )
+        host = np.clip(host, 0, lk).astype(np.int32)
+    if torch is not None and isinstance(like, torch.Tensor):
+        return torch.from_numpy(host).to(like.device)
+    return DeviceBuffer.from_numpy(host, device=device or 0)
+
+
+def _check_out(x: Any, shape: tuple, dtype: Any, what: str) -> Any:
+    a = _array(x, what)
+    if a.shape != shape or a.dtype is not dtype:
+        raise AttentionInputError(
+            f"hopper_attention: {what} must be {dtype} of shape {shape}, got {a.dtype} {a.shape}"
+        )
+    if a.strides[-1] != 1 and shape[-1] > 1:
+        raise AttentionInputError(
+            f"hopper_attention: {what}'s last dimension must be contiguous, got strides {a.strides}"
+        )
+    return a
+
+
+# --8<-- [start:launch]
+def hopper_attention(
+    q: Any, k: Any, v: Any, *, causal: bool = False, kv_lens: Any = None,
+    scale: float | None = None, out: Any = None, lse: Any = None, cfg: Any = None,
+    stream: Any = None,
+) -> tuple[Any, Any]:
+    """``(out, lse)``: ``out`` (B, H, Lq, D) in the inputs' dtype and ``lse`` (B, H, Lq) f32,
+    the natural-log log-sum-exp of the scaled visible scores, by the Hopper kernel. Masks
+    (``causal`` bottom-right, ``kv_lens`` per batch entry) and empty rows (o = 0, lse = -inf)
+    as :func:`examples.attention.reference.attention_reference`. ``out``/``lse`` given:
+    written in place (last dimension contiguous, other strides free)."""
+    qa, ka, va = check_inputs(q, k, v)
+    lq, h, b, d = qa.shape
+    lk = ka.shape[0]
+    if type(causal) is not bool:
+        raise AttentionInputError(f"hopper_attention: causal must be a bool, got {causal!r}")
+    sc = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    if not (math.isfinite(sc) and sc > 0):
+        raise AttentionInputError(
+            f"hopper_attention: the Hopper kernel takes a finite positive scale (its running "
+            f"maximum is kept scaled), got {scale!r}; use path='warp'"
+        )
+    if cfg is None:
+        cfg = choose_config(d, qa.dtype, causal)
+    elif not isinstance(cfg, HopperAttentionConfig):
+        raise AttentionInputError(
+            f"hopper_attention: cfg must be a HopperAttentionConfig, got {type(cfg).__name__}"
+        )
+    if (cfg.d, cfg.dtype, cfg.causal) != (d, qa.dtype, causal):
+        raise AttentionInputError(
+            f"hopper_attention: cfg {cfg} does not match d = {d}, {qa.dtype}, causal = {causal}"
+        )
+    if h > 65535 or b > 65535:
+        raise AttentionInputError(
+            f"hopper_attention: {h} heads and {b} batch entries: the grid takes at most 65535 "
+            "of each"
+        )
+    lens = _kv_lens(kv_lens, b, lk, q, qa.device)
+    if out is None:
+        out = _empty(q, (b, h, lq, d), qa.dtype, qa.device)
+    if lse is None:
+        lse = _empty(q, (b, h, lq), tylo.f32, qa.device)
+    oa = _check_out(out, (b, h, lq, d), qa.dtype, "out")
+    la = _check_out(lse, (b, h, lq), tylo.f32, "lse")
+    pq, pk, pv = plans(cfg)
+    grid = (-(-lq // cfg.bm), h, b)
+    osb, osh, osl = (max(int(s), 1) for s in oa.strides[:3])
+    lsb, lsh = (max(int(s), 1) for s in la.strides[:2])
+    hopper_attention_kernel[grid, THREADS](
+        oa, la, TensorMap(pq, qa), TensorMap(pk, ka), TensorMap(pv, va), lens,
+        lq, lk, osb, osh, osl, lsb, lsh, sc * LOG2E, cfg,
+        shared=cfg.shared_bytes(), stream=stream,
+    )
+    return out, lse
+# --8<-- [end:launch]
+
+
+def verify(
+    b: int, h: int, lq: int, d: int, *, lk: int | None = None, dtype: str = "bf16",
+    causal: bool = False, kv_lens: Any = None, seed: int | None = None,
+    tolerance: float = 2e-2, cfg: Any = None,
+) -> dict:
+    """Run on fresh random data (outputs poisoned with NaN first) and compare with the
+    float64 reference; raises AssertionError beyond ``tolerance`` (max abs error of o over
+    max |o|, and of lse). ``cfg`` overrides the default configuration."""
+    import torch
+
+    lk = lq if lk is None else lk
+    g = torch.Generator(device="cuda")
+    g.manual_seed(seed if seed is not None else int(np.random.default_rng().integers(2**31)))
+    tdt = torch.bfloat16 if dtype == "bf16" else torch.float16
+    q = torch.randn(b, h, lq, d, device="cuda", generator=g).to(tdt)
+    k = torch.randn(b, h, lk, d, device="cuda", generator=g).to(tdt)
+    v = torch.randn(b, h, lk, d, device="cuda", generator=g).to(tdt)
+    out = torch.full((b, h, lq, d), float("nan"), device="cuda", dtype=tdt)
+    lse = torch.full((b, h, lq), float("nan"), device="cuda")
+    hopper_attention(q, k, v, causal=causal, kv_lens=kv_lens, out=out, lse=lse, cfg=cfg)
+    torch.cuda.synchronize()
+    want_o, want_l = attention_reference(
+        q.double().cpu().numpy(), k.double().cpu().numpy(), v.double().cpu().numpy(),
+        causal=causal, kv_lens=kv_lens,
+    )
+    got_o = out.double().cpu().numpy()
+    got_l = lse.double().cpu().numpy()
+    if np.isnan(got_o).any() or np.isnan(got_l).any():
+        raise AssertionError(f"hopper_attention {b}x{h}x{lq}x{lk}x{d}: NaN in the output")
+    if not np.array_equal(np.isneginf(got_l), np.isneginf(want_l)):
+        raise AssertionError(f"hopper_attention {b}x{h}x{lq}x{lk}x{d}: -inf rows of lse differ")
+    err_o = float(np.abs(got_o - want_o).max() / max(np.abs(want_o).max(), 1e-30))
+    fin = np.isfinite(want_l)
+    err_l = float(np.abs(got_l[fin] - want_l[fin]).max()) if fin.any() else 0.0
+    if not (err_o <= tolerance and err_l <= tolerance):
+        raise AssertionError(
+            f"hopper_attention {b}x{h}x{lq}x{lk}x{d} causal={causal}: relative error of o "
+            f"{err_o:.3g}, abs error of lse {err_l:.3g} (tolerance {tolerance})"
+        )
+    return {"error_o": err_o, "error_lse": err_l}

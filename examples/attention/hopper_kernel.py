@@ -1,0 +1,590 @@
+"""The Hopper (sm_90a) streaming attention forward, ``O = softmax(Q Kᵀ · scale) V``, with TMA,
+an mbarrier pipeline and wgmma in the FlashAttention-3 style (walk-through:
+docs/attention_hopper.md). One CTA takes ``bm = 64 * CONSUMERS`` query rows of one
+(batch, head), with three warpgroups:
+
+- warpgroup 0, the *producer* (``setmaxnreg.dec``): one thread loads Q once by TMA, then
+  streams K and V tiles of ``bn`` keys into a :class:`~tylo.nvgpu.mbarrier.Pipeline` ring;
+- warpgroups 1 and 2, the *consumers* (``setmaxnreg.inc``), one traced body (which consumer
+  is a runtime value); consumer ``c`` owns query rows ``64c ..``. Per key tile: ``S = Q Kᵀ``
+  by wgmma from shared memory (K-major, 128-byte swizzled, descriptors derived from the
+  layouts); the online softmax on the S fragment (row max and sum by the reductions its
+  ownership derives: in-thread folds and two shuffles); ``P`` converted to wgmma's
+  *register A* with no shared memory (:func:`accumulator_as_register_a`, proved by
+  :func:`prove_register_a`); ``O += P V`` by wgmma with V read MN-major; the stage released;
+- options (FlashAttention-3's schedules): ``pingpong``, the consumers take turns at the
+  tensor cores (two named barriers); ``overlap``, ``S`` of tile ``j`` and ``P V`` of tile
+  ``j - 1`` in flight together, the softmax of ``j`` while ``P V`` runs;
+- the epilogue stores O / rowsum and the row log-sum-exp by ownership, bounded at Lq.
+
+Q, K and V are read through 4-D tensor maps (modes L, H, B, D), so a box past the sequence's
+end is zero-filled, never the next head's rows. Keys past the batch entry's length or the
+causal diagonal (bottom-right) are masked to ``-inf`` in the tiles that need it; a row with
+no visible key gives ``o = 0`` and ``lse = -inf``. At D = 128 each tile is two
+128-byte-swizzled column blocks of 64: two TMA boxes, two K-major operands of ``S = Q Kᵀ``
+and the two 64-column atoms of V's MN-major descriptor (its LBO).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import tylo
+from tylo import dtypes as dt
+from tylo.layouts import ComposedLayout, Layout, Swizzle
+from tylo.nvgpu import tma
+from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.mbarrier import Barriers, Pipeline, PipelinePlan
+from tylo.nvgpu.warpgroup.mma import (
+    WarpgroupMMAAtom,
+    commit_group,
+    fence,
+    mma_async,
+    wait_group,
+)
+from tylo.nvgpu.warpgroup.roles import set_max_registers
+from tylo.tile.access import store
+from tylo.tile.fragment import Fragment, full, zeros
+from tylo.tile.fragment_io import coordinates
+from tylo.kernel.values import to_index
+from tylo.tile.ownership import Ownership
+from tylo.tile.views import GlobalTile, SharedTile
+
+__all__ = [
+    "CONSUMERS",
+    "THREADS",
+    "HopperAttentionConfig",
+    "RegisterAProof",
+    "accumulator_as_register_a",
+    "hopper_attention_kernel",
+    "key_tiles",
+    "prove_register_a",
+]
+
+Dim = tylo.Int(min=1, max=2**31 - 1)
+PRODUCER_REGISTERS = 40
+CONSUMER_REGISTERS = 232
+CONSUMERS = 2
+THREADS = 128 * (1 + CONSUMERS)
+LOG2E = 1.4426950408889634  # exp(x) = 2 ** (x * log2(e))
+LN2 = 0.6931471805599453
+NEG_INF = -math.inf
+BLOCK = 64  # columns of one 128-byte swizzled block of bf16/f16
+SHARED_LIMIT = 227 * 1024
+
+
+@dataclass(frozen=True)
+class RegisterAProof:
+    """The proof that accumulator ownership ``acc`` over (64, K), packed in pairs, is the
+    register-A operand ``atom.a_registers`` of ``K / 16`` k-steps of ``atom``.
+
+    ``slots[s][v]`` is the accumulator slot that holds, in every thread, the coordinate A
+    slot ``v`` of k-step ``s`` needs; packed register ``r`` of k-step ``s`` is the pair
+    ``slots[s][2r]`` (low half), ``slots[s][2r + 1]`` (high half). Defining property: for
+    every thread ``t``, k-step ``s`` and A slot ``v``,
+    ``acc.coord(t, slots[s][v]) == a.coord(t, v) + (0, 16 s)`` with ``a = atom.a_registers``.
+    """
+
+    acc: Ownership
+    atom: WarpgroupMMAAtom
+    slots: tuple[tuple[int, ...], ...]
+
+    def registers(self, k_step: int) -> tuple[tuple[int, int], ...]:
+        """The (low, high) accumulator slots of each packed A register of ``k_step``."""
+        if type(k_step) is not int or not 0 <= k_step < len(self.slots):
+            raise PlanError(
+                f"RegisterAProof.registers: k_step {k_step!r} out of range "
+                f"0..{len(self.slots) - 1}"
+            )
+        s = self.slots[k_step]
+        return tuple((s[i], s[i + 1]) for i in range(0, len(s), 2))
+
+
+@functools.lru_cache(maxsize=64)
+def prove_register_a(acc: Ownership, atom: WarpgroupMMAAtom) -> RegisterAProof:
+    """Prove that the accumulator ownership ``acc`` over (64, K) feeds, packed in pairs,
+    the register A (``atom.a_registers``, (64, 16) per k-step) of ``K / 16`` wgmma k-steps,
+    and derive which accumulator slot feeds each A slot, by brute force over every thread
+    and slot (no register order is assumed).
+
+    Defining property: ``acc.coord(t, slots[s][v]) == a.coord(t, v) + (0, 16 s)`` for every
+    thread ``t``, k-step ``s`` and A slot ``v``; each A register pairs two slots; raises
+    :class:`~tylo.nvgpu.errors.PlanError` naming a witness thread, slot and coordinate when
+    some A slot has no such accumulator slot.
+
+    >>> from tylo import bf16
+    >>> s_atom = WarpgroupMMAAtom((64, 32, 16), bf16)
+    >>> o_atom = WarpgroupMMAAtom((64, 64, 16), bf16, a="registers")
+    >>> prove_register_a(s_atom.c, o_atom).slots
+    ((0, 1, 2, 3, 4, 5, 6, 7), (8, 9, 10, 11, 12, 13, 14, 15))
+    """
+    import numpy as np
+
+    if not isinstance(acc, Ownership):
+        raise PlanError(f"prove_register_a: acc must be an Ownership, got {type(acc).__name__}")
+    if not isinstance(atom, WarpgroupMMAAtom) or atom.a != "registers":
+        raise PlanError(
+            f"prove_register_a: atom must be a WarpgroupMMAAtom with a='registers', got {atom!r}"
+        )
+    a = atom.a_registers
+    ak = a.shape[1]
+    if acc.rank != 2 or acc.shape[0] != a.shape[0] or acc.shape[1] % ak:
+        raise PlanError(
+            f"prove_register_a: the accumulator {acc.label} covers {acc.shape}; the register "
+            f"A of {atom} takes (64, K) with K a multiple of {ak} (one k-step per {ak} columns)"
+        )
+    if acc.threads != a.threads:
+        raise PlanError(
+            f"prove_register_a: the accumulator spans {acc.threads} threads, the register A "
+            f"of a warpgroup {a.threads}; chain the accumulator of a warpgroup MMA"
+        )
+    ta, tc = a.table(), acc.table()  # [thread, slot, axis]
+    slots = []
+    for s in range(acc.shape[1] // ak):
+        want = ta + np.array([0, ak * s])
+        hit = np.all(tc[:, None, :, :] == want[:, :, None, :], axis=(0, 3))  # [A slot, acc slot]
+        row = []
+        for v in range(a.values):
+            us = np.flatnonzero(hit[v])
+            if len(us) == 0:
+                raise PlanError(_witness(acc, a, tc, want, s, v))
+            row.append(int(us[0]))
+        slots.append(tuple(row))
+    return RegisterAProof(acc, atom, tuple(slots))
+
+
+def _witness(acc: Ownership, a: Ownership, tc: Any, want: Any, s: int, v: int) -> str:
+    """Why A slot ``v`` of k-step ``s`` has no accumulator slot: a thread that does not hold
+    the coordinate, or two threads that hold it in different slots."""
+    import numpy as np
+
+    head = (
+        f"prove_register_a: the accumulator {acc.label} is not the register A "
+        f"{a.label} of k-step {s}, packed in pairs"
+    )
+    fix = "; chain the accumulator of a wgmma m64nNk16 (its ownership atom.c) into K = N"
+    where: dict[int, int] = {}
+    for t in range(tc.shape[0]):
+        c = tuple(int(x) for x in want[t, v])
+        us = np.flatnonzero(np.all(tc[t] == want[t, v], axis=1))
+        if len(us) == 0:
+            return f"{head}: thread {t} needs {c} in A slot {v} but does not hold it{fix}"
+        where[t] = int(us[0])
+    t1 = next(t for t in where if where[t] != where[0])
+    return (
+        f"{head}: A slot {v} is accumulator slot {where[0]} in thread 0 but slot "
+        f"{where[t1]} in thread {t1}; one register cannot serve both{fix}"
+    )
+
+
+# --8<-- [start:convert]
+def accumulator_as_register_a(acc: Fragment, atom: WarpgroupMMAAtom) -> tuple[Fragment, ...]:
+    """The f32 accumulator fragment ``acc`` over (64, K) as ``K / 16`` packed register-A
+    fragments of ``atom`` (its dtype, rounded to nearest even), with no shared memory.
+
+    Defining property: element ``(i, j)`` of the fragment of k-step ``s`` is element
+    ``(i, j + 16 s)`` of ``acc``, converted; the register holding it follows from
+    :func:`prove_register_a`, which refuses any ownership for which this is not true."""
+    if not isinstance(acc, Fragment) or acc.packed is not None:
+        raise PlanError(
+            f"accumulator_as_register_a: acc must be an unpacked Fragment, got {acc!r}"
+        )
+    proof = prove_register_a(acc.ownership, atom)
+    a = atom.a_registers
+    return tuple(Fragment([acc.values[u] for u in row], a).pack(atom.dtype) for row in proof.slots)
+# --8<-- [end:convert]
+
+
+# --8<-- [start:config]
+@dataclass(frozen=True)
+class HopperAttentionConfig:
+    """``d`` (head dim, 64 or 128), input ``dtype`` (bf16 or f16), ``bn`` keys per tile
+    (a multiple of 16 in [16, 256]; 128 by default), ``stages`` of the K/V ring, ``causal``
+    (bottom-right diagonal), and the schedule options ``pingpong`` and ``overlap`` (module
+    docstring). Each CTA takes ``bm = 64 * CONSUMERS`` query rows."""
+
+    d: int = 64
+    dtype: Any = tylo.bf16
+    causal: bool = False
+    bn: int = 128
+    stages: int = 2
+    pingpong: bool = False
+    overlap: bool = False
+
+    def __post_init__(self) -> None:
+        try:
+            d = dt.dtype_of(self.dtype)
+        except tylo.TyloError as err:
+            raise PlanError(f"HopperAttentionConfig: dtype: {err}") from None
+        if d not in (dt.bf16, dt.f16):
+            raise PlanError(
+                f"HopperAttentionConfig: wgmma takes bf16 or f16 inputs, got {d}; use "
+                "path='warp' or convert the inputs"
+            )
+        object.__setattr__(self, "dtype", d)
+        if self.d not in (64, 128):
+            raise PlanError(
+                f"HopperAttentionConfig: head dim d must be 64 or 128, got {self.d!r}"
+            )
+        if type(self.bn) is not int or not 16 <= self.bn <= 256 or self.bn % 16:
+            raise PlanError(
+                f"HopperAttentionConfig: bn must be a multiple of 16 in [16, 256], got {self.bn!r}"
+            )
+        if type(self.stages) is not int or not 1 <= self.stages <= 8:
+            raise PlanError(f"HopperAttentionConfig: stages must be 1..8, got {self.stages!r}")
+        for name in ("causal", "pingpong", "overlap"):
+            if type(getattr(self, name)) is not bool:
+                raise PlanError(
+                    f"HopperAttentionConfig: {name} must be a bool, got {getattr(self, name)!r}"
+                )
+        if self.overlap and self.stages < 2:
+            raise PlanError(
+                "HopperAttentionConfig: overlap holds the previous stage (its V) while it "
+                "waits for the next one, so it needs stages >= 2"
+            )
+        # registers per consumer thread: S (bn/2 f32), O (d/2 f32), P (bn/4 packed; two
+        # tiles' worth with overlap)
+        need = self.bn // 2 + self.d // 2 + self.bn // 4 * (2 if self.overlap else 1)
+        if need > 176:
+            raise PlanError(
+                f"HopperAttentionConfig: bn {self.bn} with d {self.d} needs {need} "
+                f"accumulator registers per thread, over the 176 that fit under setmaxnreg "
+                f"{CONSUMER_REGISTERS}"
+            )
+        if self.shared_bytes() > SHARED_LIMIT:
+            raise PlanError(
+                f"HopperAttentionConfig: {self.shared_bytes()} B of shared memory > 227 KiB; "
+                "use fewer stages or a smaller bn"
+            )
+
+    @property
+    def bm(self) -> int:
+        return 64 * CONSUMERS
+
+    @property
+    def blocks(self) -> int:
+        """64-column swizzled blocks per row of Q, K and V."""
+        return self.d // BLOCK
+
+    def q_elements(self) -> int:
+        return self.bm * self.d
+
+    def kv_elements(self) -> int:
+        return self.bn * self.d
+
+    def shared_bytes(self) -> int:
+        return (self.q_elements() + 2 * self.stages * self.kv_elements()) * self.dtype.nbytes
+
+    def describe(self) -> str:
+        return (
+            f"{self.bm} query rows x {self.bn} keys, d {self.d}, {self.stages} stages, "
+            f"{CONSUMERS} consumer warpgroups + 1 producer, {self.shared_bytes() // 1024} KiB "
+            f"shared, {self.dtype}{', causal' if self.causal else ''}"
+        )
+# --8<-- [end:config]
+
+
+def swizzle(dtype: Any) -> Swizzle:
+    """The 128-byte swizzle on element offsets of a 2-byte dtype."""
+    return Swizzle(3, 4 - (dt.dtype_of(dtype).nbytes.bit_length() - 1), 3)
+
+
+def block_layout(rows: int, dtype: Any) -> ComposedLayout:
+    """One (rows, 64) column block, rows 128 bytes apart, 128-byte swizzled: what TMA
+    writes for a box and what wgmma reads K-major."""
+    return ComposedLayout(swizzle(dtype), 0, Layout((rows, BLOCK), (BLOCK, 1)))
+
+
+def box_layout(rows: int, dtype: Any) -> ComposedLayout:
+    """The same block seen with the tensor map's 4 modes (L, H, B, D), H and B of extent 1
+    (the strides TMA's row-major box order gives them)."""
+    far = rows * BLOCK
+    return ComposedLayout(swizzle(dtype), 0, Layout((rows, 1, 1, BLOCK), (BLOCK, far, far, 1)))
+
+
+def v_operand_layout(cfg: HopperAttentionConfig) -> ComposedLayout:
+    """V's tile (bn keys, d) seen as wgmma's B of ``O += P V``: (N = d, K = bn) with d
+    contiguous (MN-major), column blocks of 64 ``bn * 64`` elements apart."""
+    return ComposedLayout(
+        swizzle(cfg.dtype),
+        0,
+        Layout(((BLOCK, cfg.blocks), cfg.bn), ((1, cfg.bn * BLOCK), BLOCK)),
+    )
+
+
+# --8<-- [start:bounds]
+def key_tiles(cfg: HopperAttentionConfig, row0: Any, kv: Any, lq: Any, lo: Any = min,
+              hi: Any = max) -> tuple[Any, Any]:
+    """``(n_full, n_tiles)`` for the CTA whose first query row is ``row0``, with ``kv`` keys
+    (already clamped to [0, Lk]) and ``lq`` queries: key tiles ``[0, n_tiles)`` hold every
+    key a row of the CTA sees (causal: up to the bottom-right diagonal of its last row), and
+    the first ``n_full`` of them are seen whole by every row (no mask). With ``overlap`` a
+    CTA that sees nothing still runs one (masked) tile. ``lo``/``hi`` are min/max: Python's
+    on the host, ``tylo.minimum``/``tylo.maximum`` in the kernel.
+
+    Defining property (checked against the reference's mask by brute force): no row of
+    the CTA sees a key at or past ``n_tiles * bn``, and every row sees every key below
+    ``n_full * bn``."""
+    end, full_end = kv, kv
+    if cfg.causal:  # the last row sees keys up to row0 + bm - 1 + kv - lq, the first row0 + ..
+        end = lo(kv, kv + (row0 + cfg.bm - lq))
+        full_end = lo(kv, kv + (row0 + 1 - lq))
+    n_tiles = (hi(end, 0) + cfg.bn - 1) // cfg.bn
+    if cfg.overlap:  # the overlapped loop has a prologue
+        n_tiles = hi(n_tiles, 1)
+    return lo(hi(full_end, 0) // cfg.bn, n_tiles), n_tiles
+# --8<-- [end:bounds]
+
+
+def _named_barrier(op: str, bar: Any) -> None:
+    """``bar.sync`` / ``bar.arrive`` on named barrier ``bar`` (1 or 2, a runtime value: a
+    consumer's scheduling barrier; 0 is ``sync_threads``), completed by 256 threads: both
+    consumer warpgroups (PTX ISA 9.7.13.4)."""
+    tylo.ptx(f"bar.{op} $0, {128 * CONSUMERS};", tylo.value(bar, tylo.i32))
+
+
+def _issue_s(cfg, smem, qs, base):
+    """Issue ``S = Q Kᵀ`` for the K tile at element ``base`` (``d / 16`` wgmma, both operands
+    in shared memory, K-major); returns the pending accumulator."""
+    s_atom = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype)
+    s = zeros(s_atom.c)
+    for kk in range(cfg.d // 16):
+        j, k16 = divmod(kk, BLOCK // 16)
+        ks = SharedTile(smem, block_layout(cfg.bn, cfg.dtype), base=base + j * cfg.bn * BLOCK)
+        s = mma_async(s_atom, qs[j], ks, s, k_offset=16 * k16, accumulate=kk > 0)
+    return s
+
+
+def _issue_pv(cfg, smem, pa, base, o):
+    """Issue ``O += P V`` for the V tile of the stage at element ``base`` (``bn / 16``
+    register-A wgmma, V read MN-major); returns the pending accumulator."""
+    o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
+    vs = SharedTile(smem, v_operand_layout(cfg), base=base + cfg.kv_elements())
+    for ks in range(cfg.bn // 16):
+        o = mma_async(o_atom, pa[ks], vs, o, k_offset=16 * ks)
+    return o
+
+
+# --8<-- [start:softmax]
+def _online_softmax(cfg, s, m2, lsum, it, mask, scale2):
+    """The online softmax of one S tile of raw scores; ``scale2 = scale · log2 e > 0`` and
+    the running maximum ``m2`` is kept in those units, so ``p = exp2(s · scale2 - m2)`` is one
+    FFMA and one ``MUFU.EX2`` per score. ``mask`` = (thread, first row, kv, lq) where keys
+    must be masked, None where the tile is fully visible. Returns ``(p, m2, lsum, alpha)``:
+    P, the new running maximum and sum, and the factor the old O must be rescaled by."""
+    s_atom = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype)
+    if mask is not None:  # keys past kv_len, or past the causal diagonal: -inf
+        me, r0, kv, lq = mask
+        cols = coordinates(s_atom.c, me, 1, origin=(r0, it * cfg.bn))
+        keep = cols < kv
+        if cfg.causal:
+            keep = keep & (cols <= coordinates(s_atom.c, me, 0, origin=(r0, 0)) + (kv - lq))
+        s = tylo.where(keep, s, NEG_INF)
+    m2_new = tylo.maximum(m2, s.max(axis=1) * scale2)  # scale2 > 0: the max commutes
+    sub = tylo.where(m2_new == NEG_INF, 0.0, m2_new)  # nothing visible yet: subtract 0
+    p = tylo.exp2(tylo.fma(s, scale2, -sub))
+    alpha = tylo.exp2(m2 - sub)
+    return p, m2_new, lsum * alpha + p.sum(axis=1), alpha
+# --8<-- [end:softmax]
+
+
+# --8<-- [start:tile]
+def _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask):
+    """One key tile: ``S = Q Kᵀ``, the online softmax, ``O = O · alpha + P V``, each wgmma
+    group waited for before the next step (``bars``: this consumer's scheduling barrier and
+    the other's, for ping-pong). Returns ``(o, m2, lsum)``."""
+    o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
+    pipe.consumer_wait(it)
+    base = cfg.q_elements() + pipe.stage(it) * 2 * cfg.kv_elements()
+    if cfg.pingpong:  # take the tensor cores in turn with the other consumer
+        _named_barrier("sync", bars[0])
+    fence()
+    s = _issue_s(cfg, smem, qs, base)
+    commit_group()
+    if cfg.pingpong:
+        _named_barrier("arrive", bars[1])
+    s = wait_group(0, s)
+    p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask, scale2)
+    o = o * alpha
+    pa = accumulator_as_register_a(p, o_atom)
+    fence()  # O and P were written by the threads: order them before the wgmma reads
+    o = _issue_pv(cfg, smem, pa, base, o)
+    commit_group()
+    o = wait_group(0, o)
+    pipe.consumer_release(it)
+    return o, m2, lsum
+# --8<-- [end:tile]
+
+
+# --8<-- [start:overlap]
+def _overlapped_tile(cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mask):
+    """Key tile ``it >= 1`` with the softmax overlapping the tensor cores: issue ``S = Q
+    K_itᵀ`` and then ``O += P_(it-1) V_(it-1)`` (the previous tile's P, in registers), wait
+    for S only, run the softmax of tile ``it`` while P V runs, then wait for O, release the
+    previous stage and rescale. Returns ``(o, pa, m2, lsum)`` with ``pa`` tile ``it``'s P."""
+    o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
+    pipe.consumer_wait(it)
+    stage_elems = 2 * cfg.kv_elements()
+    base = cfg.q_elements() + pipe.stage(it) * stage_elems
+    prev = cfg.q_elements() + pipe.stage(it - 1) * stage_elems
+    if cfg.pingpong:
+        _named_barrier("sync", bars[0])
+    fence()
+    s = _issue_s(cfg, smem, qs, base)
+    commit_group()
+    o = _issue_pv(cfg, smem, pa, prev, o)
+    commit_group()
+    if cfg.pingpong:
+        _named_barrier("arrive", bars[1])
+    s = wait_group(1, s)  # S is complete; P V may still run
+    p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask, scale2)
+    o = wait_group(0, o)
+    pipe.consumer_release(it - 1)
+    # packed only now: the previous P's registers are wgmma inputs until the wait, and
+    # writing the new P into them earlier would make ptxas serialize every wgmma (C7513)
+    pa = accumulator_as_register_a(p, o_atom)
+    return o * alpha, pa, m2, lsum
+# --8<-- [end:overlap]
+
+
+# --8<-- [start:consumer]
+@tylo.inline
+def _consume(cfg, wg, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid):
+    """Consumer warpgroup ``wg`` (1 or 2, known at run time: both consumers run this one
+    traced body): its 64 query rows against every key tile (``tiles = (n_full, n_tiles)``:
+    the first ``n_full`` need no mask), then the epilogue into ``outs = (o_tile, l_tile)``."""
+    n_full, n_tiles = tiles
+    o_tile, l_tile = outs
+    o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
+    rows = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype).c.reduced(1)
+    c = to_index(wg - 1, "consumer")  # 0 or 1: rows 64c.. of the CTA's tile
+    bars = (wg, 3 - wg)  # named barriers: consumer c's is 1 + c
+    me = tid - 128 * (1 + c)
+    r0 = row0 + 64 * c
+    mask = (me, r0, kv, lq)
+    # rows 64c.. of Q's block j: the same swizzled block, 64 rows (8 swizzle periods) on
+    qs = [
+        SharedTile(smem, block_layout(64, cfg.dtype), base=j * cfg.bm * BLOCK + 64 * BLOCK * c)
+        for j in range(cfg.blocks)
+    ]
+    o = zeros(o_atom.c)
+    m2 = full(rows, NEG_INF, tylo.f32)  # running row maximum of the scores times log2(e)
+    lsum = full(rows, 0.0, tylo.f32)  # running row sum of exp2(s2 - m2)
+    if cfg.pingpong:
+        if wg == 2:
+            _named_barrier("arrive", 1)  # consumer 0 takes the first turn
+    if n_tiles > 0:  # the producer loads Q only for a CTA with keys to see
+        qbar.wait(0, 0)
+    if not cfg.overlap:
+        for it in tylo.range(n_full):
+            o, m2, lsum = _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, None)
+        for it in tylo.range(n_full, n_tiles):
+            o, m2, lsum = _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask)
+    else:  # n_tiles >= 1 here (the kernel gives an empty CTA one fully masked tile)
+        pipe.consumer_wait(0)
+        if cfg.pingpong:
+            _named_barrier("sync", bars[0])
+        fence()
+        s = _issue_s(cfg, smem, qs, cfg.q_elements())
+        commit_group()
+        if cfg.pingpong:
+            _named_barrier("arrive", bars[1])
+        s = wait_group(0, s)
+        p, m2, lsum, _ = _online_softmax(cfg, s, m2, lsum, 0, mask, scale2)
+        pa = accumulator_as_register_a(p, o_atom)
+        n1 = tylo.maximum(n_full, 1)
+        for it in tylo.range(1, n1):
+            o, pa, m2, lsum = _overlapped_tile(
+                cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, None
+            )
+        for it in tylo.range(n1, n_tiles):
+            o, pa, m2, lsum = _overlapped_tile(
+                cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mask
+            )
+        last = to_index(n_tiles - 1, "the last key tile")  # an index expression: layouts
+        fence()  # and the descriptor's alignment proof reason about it
+        base = cfg.q_elements() + pipe.stage(last) * 2 * cfg.kv_elements()
+        o = _issue_pv(cfg, smem, pa, base, o)
+        commit_group()
+        o = wait_group(0, o)
+        pipe.consumer_release(last)
+    # rcp.approx: rcp.rn's slow path is a call, and any call makes ptxas serialize every
+    # wgmma of the kernel (C7509); lsum >= 1 wherever it is used
+    inv = tylo.where(lsum > 0.0, lsum.ptx("rcp.approx.ftz.f32"), 0.0)
+    lse = tylo.where(lsum > 0.0, (m2 + tylo.log2(lsum)) * LN2, NEG_INF)
+    store(None, o_tile, o * inv, me, origin=(r0, 0))
+    store(None, l_tile, lse, me, origin=(r0, 0))
+# --8<-- [end:consumer]
+
+
+# --8<-- [start:kernel]
+@tylo.kernel
+def hopper_attention_kernel(
+    o,
+    lse,
+    tq,
+    tk,
+    tv,
+    kv_lens,
+    lq: Dim,
+    lk: Dim,
+    osb: Dim,
+    osh: Dim,
+    osl: Dim,
+    lsb: Dim,
+    lsh: Dim,
+    scale2: float,
+    cfg: tylo.Static,
+):
+    """One CTA per (``bm`` query rows, head, batch entry): grid ``(ceil(Lq / bm), H, B)``
+    (causal: row blocks from the last), ``THREADS`` threads, ``cfg.shared_bytes()`` dynamic
+    shared bytes. ``scale2`` is ``scale * log2(e)`` (positive); ``kv_lens`` holds B int32 key
+    lengths."""
+    q_elems, kv_elems = cfg.q_elements(), cfg.kv_elements()
+    smem = tylo.dynamic_shared(cfg.dtype, q_elems + 2 * cfg.stages * kv_elems, align=1024)
+    pipe = Pipeline(PipelinePlan(stages=cfg.stages, consumers=128 * CONSUMERS))
+    qbar = Barriers(1, name="qbar")
+    tid = tylo.thread_idx.x
+    if tid == 0:
+        pipe.init()
+        qbar.init(0, 1)
+    tylo.sync_threads()
+    bh, bb = tylo.block_idx.y, tylo.block_idx.z
+    row0 = tylo.block_idx.x * cfg.bm
+    if cfg.causal:  # the last rows see the most keys: start them first, end on light CTAs
+        row0 = (tylo.grid_dim.x - 1 - tylo.block_idx.x) * cfg.bm
+    kv = tylo.minimum(tylo.maximum(kv_lens[bb], 0), lk)  # keys of this batch entry
+    n_full, n_tiles = key_tiles(cfg, row0, kv, lq, tylo.minimum, tylo.maximum)
+    wg = tid // 128
+    if wg == 0:
+        set_max_registers(PRODUCER_REGISTERS, increase=False)
+        if tid == 0:
+            if n_tiles > 0:
+                qbar.arrive_expect_tx(0, q_elems * cfg.dtype.nbytes)
+                for j in range(cfg.blocks):
+                    qt = SharedTile(smem, tq.plan.smem_layout, base=j * cfg.bm * BLOCK)
+                    tma.load(tq, qt, (row0, bh, bb, BLOCK * j), qbar, 0)
+            for it in tylo.range(n_tiles):
+                pipe.producer_acquire(it)
+                pipe.producer_commit(it, tx_bytes=2 * kv_elems * cfg.dtype.nbytes)
+                s = pipe.stage(it)
+                base = q_elems + s * 2 * kv_elems
+                for j in range(cfg.blocks):
+                    kt = SharedTile(smem, tk.plan.smem_layout, base=base + j * cfg.bn * BLOCK)
+                    vt = SharedTile(
+                        smem, tv.plan.smem_layout, base=base + kv_elems + j * cfg.bn * BLOCK
+                    )
+                    tma.load(tk, kt, (it * cfg.bn, bh, bb, BLOCK * j), pipe.full, s)
+                    tma.load(tv, vt, (it * cfg.bn, bh, bb, BLOCK * j), pipe.full, s)
+    else:
+        d = cfg.d
+        o_tile = GlobalTile(o, Layout((lq, d), (osl, 1)), base=bb * osb + bh * osh)
+        l_tile = GlobalTile(lse, Layout((lq, 1), (1, 0)), base=bb * lsb + bh * lsh)
+        set_max_registers(CONSUMER_REGISTERS, increase=True)
+        tiles, outs = (n_full, n_tiles), (o_tile, l_tile)
+        wgv = tylo.value(wg, tylo.i32)
+        _consume(cfg, wgv, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid)
+# --8<-- [end:kernel]

@@ -1,0 +1,231 @@
+# TEST_TARGET: cc>=9.0a
+"""The Hopper attention forward (examples/attention/hopper_host.py) on an sm_90a GPU, against
+the float64 reference of examples/attention/reference.py: fresh random data, outputs
+poisoned with NaN first, o within 2e-2 of max |o| and lse within 2e-2 absolute. Shapes: L =
+1, 17, 1000, 4097, Lq != Lk both ways, D = 64 and 128, bf16 and f16, causal (bottom-right),
+per-batch key lengths including 0 (rows with nothing to attend to: o = 0, lse = -inf), and
+non-contiguous (B, H, L, D) strides that TMA can still read. The chain alone (S by wgmma,
+P = S as register A, O = P V with V MN-major) is checked register by register on small
+integers, so a failure there points at the primitives, not the softmax."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import tylo
+from examples.attention.hopper_host import choose_config, hopper_attention, verify
+from examples.attention.hopper_kernel import (
+    BLOCK,
+    HopperAttentionConfig,
+    accumulator_as_register_a,
+    block_layout,
+    v_operand_layout,
+)
+from examples.attention.reference import AttentionInputError, attention_reference
+from tylo.nvgpu.warpgroup.mma import (
+    WarpgroupMMAAtom,
+    commit_group,
+    fence,
+    fence_shared_to_async,
+    mma_async,
+    wait_group,
+)
+from tylo.tile.fragment import zeros
+from tylo.tile.views import SharedTile
+
+
+def _heads(length: int) -> tuple[int, int]:
+    """(B, H): several heads, but one at L = 4097 (the float64 reference is O(L^2) on a CPU)."""
+    return (2, 3) if length < 4000 else (1, 1)
+
+
+@pytest.mark.parametrize("length", [1, 17, 1000, 4097])
+@pytest.mark.parametrize("d", [64, 128])
+def test_square(gpu_runtime, length, d):
+    verify(*_heads(length), length, d)
+
+
+@pytest.mark.parametrize(
+    "lq, lk", [(17, 1000), (1000, 17), (1, 4097), (4097, 300), (129, 127)], ids=str
+)
+@pytest.mark.parametrize("causal", [False, True])
+def test_lq_differs_from_lk(gpu_runtime, lq, lk, causal):
+    verify(1, 2, lq, 64, lk=lk, causal=causal)
+    verify(1, 1, lq, 128, lk=lk, causal=causal, dtype="f16")
+
+
+@pytest.mark.parametrize("length", [1, 17, 1000, 4097])
+def test_causal(gpu_runtime, length):
+    verify(*_heads(length), length, 64, causal=True)
+    verify(*_heads(length), length, 128, causal=True)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_padding_with_empty_rows(gpu_runtime, causal):
+    # entry 1 has no keys at all (every row: o = 0, lse = -inf); with causal and
+    # kv_len < Lq the first Lq - kv_len rows of the others see nothing either
+    verify(4, 2, 300, 64, lk=333, causal=causal, kv_lens=[333, 0, 17, 129])
+    verify(3, 1, 130, 128, lk=200, causal=causal, kv_lens=[0, 200, 64], dtype="f16")
+
+
+@pytest.mark.parametrize(
+    "d, pingpong, overlap",
+    [
+        (64, True, False),
+        (64, False, True),
+        (128, True, False),
+        (128, False, True),
+        (64, True, True),
+    ],
+)
+def test_schedules(gpu_runtime, d, pingpong, overlap):
+    """The consumers taking turns at the tensor cores (named barriers) and the softmax
+    overlapping P V (two wgmma groups in flight): same results, no deadlock with an odd
+    number of tiles, one, none (overlap then runs one fully masked tile), masked ones only."""
+    for causal in (False, True):
+        cfg = dataclasses.replace(
+            choose_config(d, tylo.bf16, causal, pingpong=pingpong), overlap=overlap
+        )
+        verify(2, 2, 1000, d, lk=777, causal=causal, cfg=cfg)
+        verify(3, 1, 129, d, lk=300, causal=causal, kv_lens=[0, 300, 5], cfg=cfg)
+        verify(1, 1, 1, d, lk=4097, causal=causal, cfg=cfg)
+        verify(1, 2, 200, d, lk=64, causal=causal, cfg=cfg)
+
+
+def test_d128_tiles_of_both_widths(gpu_runtime):
+    """d = 128 runs 128-key tiles where they compile without spills (the H200's ptxas keeps
+    setmaxnreg) and 64-key tiles otherwise (choose_config decides): both are correct."""
+    for causal in (False, True):
+        for bn, stages in ((64, 3), (128, 2)):
+            cfg = HopperAttentionConfig(d=128, causal=causal, bn=bn, stages=stages)
+            verify(2, 2, 1000, 128, lk=1500, causal=causal, cfg=cfg)
+            verify(2, 1, 33, 128, lk=33, causal=causal, kv_lens=[0, 20], cfg=cfg)
+
+
+def test_strided_views_and_given_outputs(gpu_runtime):
+    import torch
+
+    b, h, lq, lk, d = 2, 3, 77, 150, 64
+    # (B, L, H, D) storage seen as (B, H, L, D): the head and sequence strides are swapped
+    q = torch.randn(b, lq, h, d, device="cuda").to(torch.bfloat16).transpose(1, 2)
+    k = torch.randn(b, lk, h, d, device="cuda").to(torch.bfloat16).transpose(1, 2)
+    v = torch.randn(b, lk, h, d, device="cuda").to(torch.bfloat16).transpose(1, 2)
+    out = torch.full((b, lq, h, d), float("nan"), device="cuda").to(torch.bfloat16).transpose(1, 2)
+    lse = torch.full((b, h, lq), float("nan"), device="cuda")
+    o2, l2 = hopper_attention(q, k, v, scale=0.3, out=out, lse=lse)
+    assert o2 is out and l2 is lse
+    torch.cuda.synchronize()
+    want_o, want_l = attention_reference(
+        q.double().cpu().numpy(), k.double().cpu().numpy(), v.double().cpu().numpy(), scale=0.3
+    )
+    got = out.double().cpu().numpy()
+    assert np.abs(got - want_o).max() <= 2e-2 * np.abs(want_o).max()
+    assert np.abs(lse.double().cpu().numpy() - want_l).max() <= 2e-2
+
+
+def test_allocates_outputs_and_refuses_what_tma_cannot_read(gpu_runtime):
+    import torch
+
+    q = torch.randn(1, 2, 40, 64, device="cuda").to(torch.float16)
+    o, lse = hopper_attention(q, q, q, causal=True)
+    assert o.shape == q.shape and o.dtype == q.dtype and lse.shape == (1, 2, 40)
+    # key lengths as an int64 tensor on the device, and past Lk: the same as none
+    o1, l1 = hopper_attention(q, q, q)
+    o2, l2 = hopper_attention(q, q, q, kv_lens=torch.tensor([99], device="cuda"))
+    assert torch.equal(o1, o2) and torch.equal(l1, l2)
+    odd = torch.randn(1, 2, 40, 68, device="cuda").to(torch.float16)[..., :64]  # 136-byte rows
+    with pytest.raises(AttentionInputError, match="path='warp'"):
+        hopper_attention(odd, odd, odd)
+
+
+# -- the chain alone: S by wgmma from shared memory, P = S as register A, O = P V ----------
+# Small integers (exact in bf16 and f32), so the dumped accumulator must equal the float64
+# product exactly, register by register, at the coordinate the PTX ISA's D fragment names.
+# This isolates the two primitives the kernel is first to use on a GPU: the register-A
+# wgmma fed by the proved conversion, and V read MN-major (at d = 128, with the LBO step).
+
+
+
+@tylo.kernel
+def chain_dump(raw, a: tylo.Ptr(align=16), b: tylo.Ptr(align=16), v: tylo.Ptr(align=16),
+               shape: tylo.Static):
+    bn, d = shape
+    cfg = HopperAttentionConfig(d=d, bn=bn, stages=1)
+    s_atom = WarpgroupMMAAtom((64, bn, 16), a.dtype)
+    o_atom = WarpgroupMMAAtom((64, d, 16), a.dtype, a="registers")
+    smem = tylo.shared(a.dtype, 64 * BLOCK + 2 * bn * d, align=1024)
+    sa = SharedTile(smem, block_layout(64, a.dtype))
+    sb = SharedTile(smem, block_layout(bn, a.dtype), base=64 * BLOCK)
+    sv = SharedTile(smem, v_operand_layout(cfg), base=64 * BLOCK + bn * d)
+    tid = tylo.thread_idx.x
+    for i in range(64 * BLOCK // 128):  # a (64, 64) and b (bn, 64), row-major
+        e = tid + 128 * i
+        smem[sa.offset((e // BLOCK, e % BLOCK))] = a[e]
+    for i in range(bn * BLOCK // 128):
+        e = tid + 128 * i
+        smem[sb.offset((e // BLOCK, e % BLOCK))] = b[e]
+    for i in range(bn * d // 128):  # v (bn, d), row-major: B operand coordinate (col, key)
+        e = tid + 128 * i
+        smem[sv.offset((e % d, e // d))] = v[e]
+    fence_shared_to_async()
+    tylo.sync_threads()
+    fence()
+    s = zeros(s_atom.c)
+    for kk in range(BLOCK // 16):
+        s = mma_async(s_atom, sa, sb, s, k_offset=16 * kk, accumulate=kk > 0)
+    commit_group()
+    s = wait_group(0, s)
+    p = accumulator_as_register_a(s, o_atom)
+    o = zeros(o_atom.c)
+    fence()
+    for ks in range(bn // 16):
+        o = mma_async(o_atom, p[ks], sv, o, k_offset=16 * ks)
+    commit_group()
+    o = wait_group(0, o)
+    for j in range(len(o)):
+        raw[tid * len(o) + j] = o[j]
+
+
+CHAIN = [(64, 64), (128, 64), (64, 128), (32, 128)]
+
+
+def _chain_compile(shape):
+    ptr = tylo.pointer(tylo.bf16, align=16)
+    return chain_dump.compile(tylo.f32, ptr, ptr, ptr, shape, block=128, target="sm_90a")
+
+
+def test_chain_assembly():
+    sass = _chain_compile((64, 128)).sass  # d = 128: V's two column blocks (the LBO step)
+    assert "F2FP" in sass and ".tnspB" in sass
+    live = [line for line in sass.splitlines() if "@!PT" not in line]  # never-run padding
+    assert not any(op in line for line in live for op in ("LDL", "STL", "LDS"))
+
+
+def _ptx_d_coord(t: int, v: int) -> tuple[int, int]:
+    """PTX ISA 9.7.15.5.1.2 (m64nNk16 D fragment): register d[v] of thread t."""
+    warp, lane = divmod(t, 32)
+    group, tig = divmod(lane, 4)
+    return 16 * warp + group + 8 * ((v >> 1) & 1), 8 * (v >> 2) + 2 * tig + (v & 1)
+
+
+@pytest.mark.parametrize("shape", CHAIN, ids=str)
+def test_chain_registers_match_float64(gpu_runtime, shape):
+    import torch
+
+    bn, d = shape
+    rng = np.random.default_rng()
+    a = rng.integers(-1, 2, size=(64, 64)).astype(np.float64)
+    b = rng.integers(-1, 2, size=(bn, 64)).astype(np.float64)
+    v = rng.integers(-2, 3, size=(bn, d)).astype(np.float64)
+    dev = [torch.tensor(x, dtype=torch.bfloat16, device="cuda") for x in (a, b, v)]
+    raw = torch.full((128 * d // 2,), float("nan"), dtype=torch.float32, device="cuda")
+    chain_dump[1, 128](raw, *dev, shape)
+    torch.cuda.synchronize()
+    got = raw.cpu().numpy().reshape(128, d // 2)
+    want = (a @ b.T) @ v  # |S| <= 64: exact in bf16
+    for t in range(128):
+        for j in range(d // 2):
+            assert got[t, j] == want[_ptx_d_coord(t, j)], (shape, t, j)
