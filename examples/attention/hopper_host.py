@@ -77,6 +77,16 @@ def compile_hopper_attention(cfg: HopperAttentionConfig, target: Any = "sm_90a")
     )
 
 
+def compile_kernels(args: Any, target: Any) -> dict[str, Any]:
+    """What ``examples/attention/run.py --path hopper --compile-only`` compiles: the kernel
+    of :func:`choose_config` for the command line's head dim, dtype and mask."""
+    import tylo as _tylo
+
+    dtype = _tylo.f16 if getattr(args, "dtype", "bf16") == "f16" else _tylo.bf16
+    cfg = choose_config(args.d, dtype, bool(args.causal), target=target)
+    return {"hopper_attention_kernel": compile_hopper_attention(cfg, target)}
+
+
 @lru_cache(maxsize=None)
 def choose_config(
     d: int, dtype: Any, causal: bool, *, pingpong: bool = False, overlap: bool = False,
