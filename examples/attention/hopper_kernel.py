@@ -523,8 +523,8 @@ def _consume(cfg, wg, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid):
 # --8<-- [start:kernel]
 @tylo.kernel
 def hopper_attention_kernel(
-    o,
-    lse,
+    o: tylo.Ptr(strided=True),  # the kernel takes o's and lse's strides as arguments
+    lse: tylo.Ptr(strided=True),
     tq,
     tk,
     tv,
