@@ -69,6 +69,32 @@ def _check_4d(a: Any, what: str) -> tuple[int, ...]:
     return tuple(int(n) for n in a.shape)
 
 
+def auto_path(q: Any, k: Any, v: Any, *, scale: Any = None) -> str:
+    """The path ``path="auto"`` takes: 'hopper' on an sm_90 GPU for long sequences, where
+    it was faster on an H200 (2026-12-01, ``benchmarks/attention.py``: at D = 128 from
+    L = 4k, 1.04-1.47x FlashAttention-2 against the warp path's 0.94-1.05x; at D = 64 from
+    L = 16k), when the Hopper kernel takes the inputs (16-byte strides and bases, a positive
+    scale); 'warp' otherwise (and always for short sequences, where the Hopper kernel's
+    per-CTA setup is not yet amortized)."""
+    qa, ka = _array(q, "q"), _array(k, "k")
+    if qa.ndim != 4 or ka.ndim != 4:
+        return "warp"
+    lq, d, lk = int(qa.shape[2]), int(qa.shape[3]), int(ka.shape[2])
+    if lq * lk < (4096 if d == 128 else 16384) ** 2 or (scale is not None and not scale > 0):
+        return "warp"
+    from tylo.backend.device import device_properties
+
+    if device_properties(qa.device).compute_capability != (9, 0):
+        return "warp"
+    try:
+        from examples.attention import hopper_host
+
+        hopper_host.check_inputs(q, k, v)
+    except (ImportError, tylo.TyloError):
+        return "warp"
+    return "hopper"
+
+
 def launch_blocks(d: int, *, causal: bool, padding: bool) -> tuple[Any, Any]:
     """The (Br, Bc) :func:`attention` launches with when given none: at D = 64, 128 query
     rows by 64 keys (1.04-1.21x faster than the 64x128 default of ``attention_config`` on
@@ -192,11 +218,13 @@ def attention(
     ``lse`` (B, H, Lq) f32, with the masks of :mod:`examples.attention.reference`
     (``causal``: bottom-right aligned; ``kv_lens``: int32 per-batch key lengths). ``out`` and
     ``lse`` are allocated when not given. ``path``: 'warp' (mma.sync, sm_80+), 'hopper'
-    (:mod:`examples.attention.hopper_host`, sm_90a) or 'auto' (the warp path for now).
+    (:mod:`examples.attention.hopper_host`, sm_90a) or 'auto' (:func:`auto_path`).
     ``block_m``, ``block_n``, ``q_in_registers``: the warp path's configuration
     (:class:`~examples.attention.config.AttentionConfig`; default: its choice for D)."""
     if path not in PATHS:
         raise AttentionPathError(f"attention: path must be one of {PATHS}, got {path!r}")
+    if path == "auto" and block_m is None and block_n is None and q_in_registers:
+        path = auto_path(q, k, v, scale=scale)
     if path == "hopper":
         return _hopper(q, k, v, causal=causal, kv_lens=kv_lens, scale=scale, out=out, lse=lse)
     qa = _array(q, "q")
