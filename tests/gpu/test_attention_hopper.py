@@ -20,11 +20,11 @@ from examples.attention.hopper_host import choose_config, hopper_attention, veri
 from examples.attention.hopper_kernel import (
     BLOCK,
     HopperAttentionConfig,
-    accumulator_as_register_a,
     block_layout,
     v_operand_layout,
 )
 from examples.attention.reference import AttentionInputError, attention_reference
+from tylo.nvgpu.warpgroup.chain import accumulator_as_register_a
 from tylo.nvgpu.warpgroup.mma import (
     WarpgroupMMAAtom,
     commit_group,

@@ -26,7 +26,6 @@ from examples.attention.hopper_kernel import (
     HopperAttentionConfig,
     block_layout,
     box_layout,
-    prove_register_a,
     v_operand_layout,
 )
 from examples.attention.reference import AttentionInputError
@@ -34,6 +33,7 @@ from tylo.arrays import DeviceArray
 from tylo.layouts import Layout
 from tylo.layouts.tv import MMA_M16N8K16_C_TV, wgmma_m64_c_tv
 from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.warpgroup.chain import prove_register_a
 from tylo.nvgpu.warpgroup.descriptor import derive_descriptor
 from tylo.nvgpu.warpgroup.mma import WarpgroupMMAAtom
 from tylo.tile.ownership import Ownership
