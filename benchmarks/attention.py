@@ -207,7 +207,7 @@ def main(argv=None) -> int:
         for name in ("fa2", "cudnn", "triton"):
             x = r.get(f"vs_{name}")
             cells.append("-" if x is None else f"{x:.2f}x")
-        print(" ".join(f"{str(x):>11}" for x in cells), flush=True)
+        print(" ".join(f"{x!s:>11}" for x in cells), flush=True)
         for name in (n for n in r if n.startswith("tylo ") and n.endswith("_tflops")):
             label = name[: -len("_tflops")]
             print(f"    {label}: {r[name]:.1f} TF/s, "

@@ -12,7 +12,7 @@ else raises :class:`~examples.attention.reference.AttentionInputError` saying to
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -44,7 +44,7 @@ _MAX_EXTENT = 2**31 - 1
 
 
 # --8<-- [start:plans]
-@lru_cache(maxsize=None)
+@cache
 def plans(cfg: HopperAttentionConfig) -> tuple[TensorMapPlan, TensorMapPlan, TensorMapPlan]:
     """The tensor maps of Q, K and V: 4-D over symbolic extents and strides (16-byte
     multiples), with the modes (L, H, B, D) so that TMA's dimensions (the contiguous one
@@ -87,7 +87,7 @@ def compile_kernels(args: Any, target: Any) -> dict[str, Any]:
     return {"hopper_attention_kernel": compile_hopper_attention(cfg, target)}
 
 
-@lru_cache(maxsize=None)
+@cache
 def choose_config(
     d: int, dtype: Any, causal: bool, *, pingpong: bool = False, overlap: bool = False,
     target: Any = "sm_90a",

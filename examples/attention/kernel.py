@@ -42,8 +42,8 @@ import math
 
 import tylo
 from examples.attention.config import AttentionConfig, attention_config
-from tylo.layouts import Layout
 from tylo.kernel.values import to_index
+from tylo.layouts import Layout
 from tylo.nvgpu.cpasync import commit_copies, copy_async, wait_copies
 from tylo.nvgpu.warp.chain import accumulator_as_a_operand
 from tylo.nvgpu.warp.ldmatrix import load_operand

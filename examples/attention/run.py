@@ -72,9 +72,7 @@ def kernels(args: argparse.Namespace, target: Any) -> dict[str, Any]:
 
     _check_lens(args)
     if args.path == "hopper":
-        from examples.attention.host import _hopper_module
-
-        from examples.attention.host import AttentionPathError
+        from examples.attention.host import AttentionPathError, _hopper_module
 
         compile_kernels = getattr(_hopper_module(), "compile_kernels", None)
         if compile_kernels is None:
