@@ -205,6 +205,25 @@ def report_resources(kernels: dict[str, Any], out: Any = None) -> None:
             f"(cache {t.get('cache')})",
             file=out,
         )
+        split = _register_split(k)
+        if split:
+            print(f"  {split}", file=out)
+
+
+def _register_split(k: Any) -> str | None:
+    """The kernel's ``setmaxnreg`` split (warp-specialized kernels), and whether the SASS
+    kept it when nvdisasm can tell."""
+    from tylo.backend.resources import register_split
+    from tylo.errors import TyloError
+
+    ptx = k.ptx
+    if "setmaxnreg" not in ptx:
+        return None
+    try:
+        sass = k.sass
+    except (TyloError, OSError):  # nvdisasm is optional
+        sass = None
+    return register_split(ptx, sass)
 
 
 def _one_line(err: BaseException) -> str:

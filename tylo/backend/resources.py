@@ -358,3 +358,37 @@ def kernel_resources(cubin: bytes, info_log: str = "") -> dict[str, Resources]:
         else:
             out[name] = replace(log, registers=elf.registers or log.registers)
     return out
+
+
+_SETMAXNREG_RE = re.compile(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)")
+
+
+def register_split(ptx: str, sass: str | None = None) -> str | None:
+    """How a warp-specialized kernel splits the register file (``setmaxnreg``, PTX ISA
+    9.7.19.1), read from its PTX: one phrase per distinct request, in program order, with
+    how many places in the code make it (a warpgroup role each, in a warp-specialized
+    kernel: the producer gives, the consumers take); None if the kernel makes none. With ``sass``, also whether the
+    linker kept them (``USETMAXREG``: nvJitLink's relocatable path drops them, ptxas note
+    C7504).
+
+    >>> ptx = "setmaxnreg.dec.sync.aligned.u32 40;\\n" + "setmaxnreg.inc.sync.aligned.u32 232;\\n" * 2
+    >>> register_split(ptx, sass="USETMAXREG.DEALLOC ... USETMAXREG.TRY_ALLOC ... x2")
+    'setmaxnreg: dec to 40 (1 place), inc to 232 (2 places) (the warpgroups that run a dec give registers to those that run an inc); kept in SASS'
+    """
+    found: dict[tuple[str, int], int] = {}
+    for op, n in _SETMAXNREG_RE.findall(ptx):
+        key = (op, int(n))
+        found[key] = found.get(key, 0) + 1
+    if not found:
+        return None
+    parts = []
+    for (op, n), count in sorted(found.items(), key=lambda kv: kv[0][0] != "dec"):
+        parts.append(f"{op} to {n} ({count} place{'s' if count > 1 else ''})")
+    line = "setmaxnreg: " + ", ".join(parts)
+    if {op for op, _ in found} == {"dec", "inc"}:
+        line += " (the warpgroups that run a dec give registers to those that run an inc)"
+    if sass is not None:
+        line += "; kept in SASS" if "USETMAXREG" in sass else (
+            "; dropped by the linker (no USETMAXREG in SASS: every warp keeps the entry count)"
+        )
+    return line
