@@ -94,6 +94,20 @@ def default_config(dtype: Any = tylo.bf16) -> HopperGemmConfig:
 # --8<-- [end:default]
 
 
+@cache
+def _resident_clusters(cfg: HopperGemmConfig, device: int) -> int:
+    """How many CTAs (clusters of ``cfg.cluster``) of the kernel run at once: one per SM
+    without clusters; with them, what the driver says fits (GPCs need not hold a whole
+    number of clusters, so a persistent grid of ``SMs / 2`` clusters could leave some
+    for a second wave)."""
+    if cfg.cluster == 1:
+        return _sm_count(device)
+    from tylo.backend.launchex import max_active_clusters
+
+    fn = compile_hopper_gemm(cfg).function(device)
+    return max_active_clusters(fn, THREADS, (cfg.cluster, 1, 1), cfg.shared_bytes())
+
+
 def _array_key(x: Any) -> tuple:
     """What a launch's preparation depends on in an array: address, dtype, shape, strides,
     device (read from torch tensors directly: converting them costs microseconds)."""
@@ -144,7 +158,7 @@ def _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
     bx = DeviceArray(db.ptr, (n, k), (ldb, 1), db.dtype, db.device)
     ay = DeviceArray(da.ptr, (m, k), (lda, 1), da.dtype, da.device)
     units = -(-n // (cfg.bm * cfg.cluster)) * -(-m // cfg.bn)  # one unit per cluster
-    clusters = min(units, _sm_count(dd.device) // cfg.cluster)
+    clusters = min(units, _resident_clusters(cfg, dd.device))
     grid = (clusters * cfg.cluster,)
     path = "hopper" if packing is None else "hopper-packed"
     return (path, cfg, TensorMap(px, bx), TensorMap(py, ay), grid, packing)

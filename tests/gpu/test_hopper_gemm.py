@@ -127,3 +127,13 @@ def test_configs_that_do_not_fit_are_refused(bad):
 
     with pytest.raises(PlanError):
         HopperGemmConfig(**bad)
+
+
+def test_cluster_grid_is_what_fits(gpu_runtime):
+    # a persistent cluster grid never exceeds the clusters the device runs at once
+    from examples.hopper_gemm.host import _resident_clusters, _sm_count
+
+    cfg = HopperGemmConfig(bn=128, m_atoms=2, pingpong=True, stages=5, cluster=2)
+    n = _resident_clusters(cfg, 0)
+    assert 1 <= n <= _sm_count(0) // 2
+    print(f"resident 2-CTA clusters: {n} of {_sm_count(0)} SMs")

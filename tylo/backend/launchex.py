@@ -227,6 +227,47 @@ def launch_cluster(
         raise driver.cuda_error("cuLaunchKernelEx", err)
 
 
+def max_active_clusters(
+    function: Any, block: Any, cluster: tuple[int, int, int], shared_bytes: int = 0
+) -> int:
+    """How many clusters of shape ``cluster`` of ``function`` (a
+    :class:`tylo.backend.driver.Function`) the device can run at once with this block and
+    dynamic shared memory: ``cuOccupancyMaxActiveClusters`` (CUDA driver API, "Occupancy").
+    A persistent kernel launches no more clusters than this: the GPCs' SM counts need not
+    be multiples of the cluster size, so fewer than ``SMs / cluster size`` may fit, and
+    any more would wait for a second wave. Raises :class:`~tylo.backend.errors.LaunchError`
+    when the driver reports none can run (the configuration does not fit)."""
+    from tylo.backend import driver
+    from tylo.backend.errors import LaunchError
+
+    bx, by, bz = driver._dim3(block, "block")
+    cx, cy, cz = driver._dim3(cluster, "cluster")
+    if shared_bytes > function.max_dynamic_shared_bytes:
+        function.set_max_dynamic_shared_memory(shared_bytes)
+    if getattr(driver._tls, "ordinal", None) != function.module.ordinal:
+        driver.current_context(function.module.ordinal)
+    cu = driver._cuda()
+    attr = cu.CUlaunchAttribute()
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cx, cy, cz
+    config = cu.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = cx, cy, cz
+    config.blockDimX, config.blockDimY, config.blockDimZ = bx, by, bz
+    config.sharedMemBytes = shared_bytes
+    config.hStream = 0
+    config.attrs = [attr]
+    config.numAttrs = 1
+    err, count = cu.cuOccupancyMaxActiveClusters(function.handle, config)
+    if err:
+        raise driver.cuda_error("cuOccupancyMaxActiveClusters", err)
+    if count < 1:
+        raise LaunchError(
+            f"{function.name}: no cluster of {cluster} with block {block} and {shared_bytes} B "
+            "of dynamic shared memory fits on this device"
+        )
+    return int(count)
+
+
 def allow_non_portable_clusters(function: Any) -> None:
     """Let ``function`` (a :class:`tylo.backend.driver.Function`) launch with clusters of
     more than 8 CTAs: ``cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
