@@ -19,9 +19,13 @@ import numpy as np
 import tylo
 from examples.hopper_gemm.kernel import OUT_DTYPES, THREADS, HopperGemmConfig, hopper_gemm_kernel
 from tylo.layouts import ComposedLayout, Layout, dim
+from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.tma import TensorMap, TensorMapPlan
 
-__all__ = ["compile_hopper_gemm", "default_config", "gemm", "plans", "takes_tma_path", "verify"]
+__all__ = [
+    "check_extents", "compile_hopper_gemm", "default_config", "gemm", "plans", "takes_tma_path",
+    "verify",
+]
 
 
 # --8<-- [start:plans]
@@ -119,6 +123,53 @@ def _array_key(x: Any) -> tuple:
     return (da.ptr, da.dtype, da.shape, da.strides, da.device)
 
 
+def _span(arr: Any) -> int | None:
+    """Elements addressable from ``arr``'s base as its shape and strides describe it (the
+    last element's offset + 1), or None when a stride is negative (nothing to read forward)."""
+    if any(st < 0 for st, n in zip(arr.strides, arr.shape) if n > 1):
+        return None
+    if any(n == 0 for n in arr.shape):
+        return 0
+    return 1 + sum((n - 1) * st for n, st in zip(arr.shape, arr.strides))
+
+
+def check_extents(d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb: int,
+                  ldd: int) -> None:
+    """Refuse operands smaller than the problem says: A must hold ``(m-1)*lda + k``
+    elements from its base, B ``(n-1)*ldb + k``, D ``(n-1)*ldd + m`` (as far as each array's
+    shape and strides describe it). TMA reads through a tensor map, which knows nothing of
+    the array's size: without this, a small array would be read past its end.
+
+    >>> from tylo.arrays import DeviceArray
+    >>> a = DeviceArray(4096, (64, 64), (64, 1), tylo.bf16, 0)
+    >>> check_extents(a, a, a, 64, 64, 64, 64, 64, 64)
+    >>> check_extents(a, a, a, 64, 64, 64, 128, 64, 64)
+    Traceback (most recent call last):
+    ...
+    tylo.nvgpu.errors.PlanError: hopper_gemm: A holds 4096 elements from its base (shape (64, 64), strides (64, 1)); 64 rows of K = 64, lda = 128 need 8128
+    """
+    from tylo.arrays import as_device_array
+
+    for name, arr, rows, cols, ld, what in (
+        ("A", a, m, k, lda, "K"), ("B", b, n, k, ldb, "K"), ("D", d, n, m, ldd, "M"),
+    ):
+        da = as_device_array(arr)
+        if min(rows, cols, ld) < 1 or ld < cols:
+            raise PlanError(
+                f"hopper_gemm: {name} is {rows} rows of {what} = {cols} with leading dimension "
+                f"{ld}: sizes must be >= 1 and the leading dimension >= {what}"
+            )
+        need = (rows - 1) * ld + cols
+        span = _span(da)
+        if span is None or span < need:
+            held = "no forward extent (a negative stride)" if span is None else f"{span} elements"
+            raise PlanError(
+                f"hopper_gemm: {name} holds {held} from its base (shape {tuple(da.shape)}, "
+                f"strides {tuple(da.strides)}); {rows} rows of {what} = {cols}, "
+                f"{'ld' + name.lower() if name != 'D' else 'ldd'} = {ld} need {need}"
+            )
+
+
 _PREPARED: dict = {}  # launch key -> ("warp",) or (path, cfg, X map, Y map, grid, packing)
 _PREPARED_MAX = 64
 
@@ -173,6 +224,7 @@ def gemm(d, a, b, m, n, k, lda, ldb, ldd, *, alpha=1.0, relu=False, cfg=None, st
     key = (_array_key(d), _array_key(a), _array_key(b), m, n, k, lda, ldb, ldd, bool(relu), cfg)
     prep = _PREPARED.get(key)
     if prep is None:
+        check_extents(d, a, b, m, n, k, lda, ldb, ldd)
         prep = _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg)
         if len(_PREPARED) >= _PREPARED_MAX:
             _PREPARED.pop(next(iter(_PREPARED)))

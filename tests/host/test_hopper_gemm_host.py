@@ -1,0 +1,66 @@
+"""The Hopper GEMM's host checks that need no GPU: operand extents (TMA reads through a
+tensor map, which knows nothing of an array's size, so a too-small operand must be refused
+before any launch), checked against brute force."""
+
+from __future__ import annotations
+
+import doctest
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tylo
+from examples.hopper_gemm import host
+from tylo.arrays import DeviceArray
+from tylo.nvgpu.errors import PlanError
+
+
+def _brute_span(shape, strides):
+    """1 + the largest element offset reachable through shape and strides (enumerated)."""
+    if any(n == 0 for n in shape):
+        return 0
+    offsets = [sum(i * s for i, s in zip(idx, strides))
+               for idx in itertools.product(*(range(n) for n in shape))]  # fmt: skip
+    if min(offsets) < 0:
+        return None
+    return 1 + max(offsets)
+
+
+dims = st.integers(1, 6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    shape=st.tuples(dims, dims), strides=st.tuples(st.integers(-3, 12), st.integers(-2, 3)),
+    m=dims, n=dims, k=dims, pad=st.tuples(*[st.integers(0, 4)] * 3),
+)
+def test_refused_exactly_when_an_operand_is_too_small(shape, strides, m, n, k, pad):
+    arr = DeviceArray(1 << 20, shape, strides, tylo.bf16, 0)
+    big = DeviceArray(1 << 20, (4096,), (1,), tylo.bf16, 0)
+    lda, ldb, ldd = k + pad[0], k + pad[1], m + pad[2]
+    span = _brute_span(shape, strides)
+    need = (m - 1) * lda + k  # the array plays A; B and D are large enough
+    if span is None or span < need:
+        with pytest.raises(PlanError, match="hopper_gemm: A holds"):
+            host.check_extents(big, arr, big, m, n, k, lda, ldb, ldd)
+    else:
+        host.check_extents(big, arr, big, m, n, k, lda, ldb, ldd)
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [((5, 5, 5, 4, 5, 5), "leading dimension >= K"),
+     ((5, 5, 5, 5, 5, 4), "leading dimension >= M"),
+     ((0, 5, 5, 5, 5, 5), "sizes must be >= 1"),
+     ((5, 5, 5, 5, 5, 2**40), "D holds")],
+)  # fmt: skip
+def test_bad_sizes_are_refused(args, match):
+    big = DeviceArray(1 << 20, (4096,), (1,), tylo.bf16, 0)
+    with pytest.raises(PlanError, match=match):
+        host.check_extents(big, big, big, *args)
+
+
+def test_module_doctests():
+    assert doctest.testmod(host, optionflags=doctest.ELLIPSIS).failed == 0
