@@ -18,7 +18,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from examples._cli import Example, main, positive_int
+from examples._cli import Example, positive_int, run_or_compile
 
 
 def _lens(text: str) -> list[int]:
@@ -117,26 +117,9 @@ EXAMPLE = Example(
 )
 
 
-def _has_gpu() -> bool:
-    try:
-        from tylo.target import Target
-
-        Target.from_device(0)
-        return True
-    except Exception:  # noqa: BLE001 - no driver, no device: compile-only instead
-        return False
-
-
 def run_main(argv: list[str]) -> int:
     """The command line: without a GPU, a plain run compiles and proves instead."""
-    if "--compile-only" in argv or "--emit" in argv or any(a.startswith("--emit=") for a in argv):
-        return main(EXAMPLE, argv)
-    if "-h" in argv or "--help" in argv or _has_gpu():
-        return main(EXAMPLE, argv)
-    rc = main(EXAMPLE, [*argv, "--compile-only"])
-    if rc == 0:
-        print("attention: no GPU found: compiled and proved, not run")
-    return rc
+    return run_or_compile(EXAMPLE, argv)
 
 
 if __name__ == "__main__":
