@@ -85,20 +85,20 @@ def _sreg(ctx: TraceContext, name: str) -> Any:
     return make
 
 
-class _Dim3:
-    """``.x``, ``.y``, ``.z`` of an index space, read from the trace in progress."""
+class Axes3:
+    """``.x``, ``.y``, ``.z`` of an index space, read from the trace in progress by
+    ``_get(axis)``; ``kind`` says which space, ``what`` is the public name (``repr``). The
+    base of ``tylo.thread_idx`` and its kin, and of :mod:`tylo.nvgpu.cluster`'s."""
 
     __slots__ = ("_kind", "_what")
+    _prefix = "tylo."
 
     def __init__(self, kind: str, what: str) -> None:
         self._kind = kind
         self._what = what
 
     def _get(self, axis: str) -> Any:
-        ctx = current()
-        if self._kind == "ntid":
-            return ctx.block[_AXES.index(axis)]
-        return ctx.indices[f"{self._kind}.{axis}"]
+        raise NotImplementedError
 
     @property
     def x(self) -> Any:
@@ -113,7 +113,19 @@ class _Dim3:
         return self._get("z")
 
     def __repr__(self) -> str:
-        return f"tylo.{self._what}"
+        return f"{self._prefix}{self._what}"
+
+
+class _Dim3(Axes3):
+    """The CTA's index spaces: thread and block indices, grid and block shapes."""
+
+    __slots__ = ()
+
+    def _get(self, axis: str) -> Any:
+        ctx = current()
+        if self._kind == "ntid":
+            return ctx.block[_AXES.index(axis)]
+        return ctx.indices[f"{self._kind}.{axis}"]
 
 
 thread_idx = _Dim3("tid", "thread_idx")

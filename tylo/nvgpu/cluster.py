@@ -40,6 +40,7 @@ from llvmlite import ir
 from tylo import dtypes as dt
 from tylo.backend.inline_ptx import PTXAsm
 from tylo.backend.ir import ADDRSPACE_SHARED
+from tylo.kernel.intrinsics import Axes3
 from tylo.nvgpu.errors import PlanError
 
 __all__ = [
@@ -117,14 +118,11 @@ def cluster_nctarank() -> int:
     return x * y * z
 
 
-class _ClusterDim3:
+class _ClusterDim3(Axes3):
     """``.x``, ``.y``, ``.z`` of a cluster index space, read from the trace in progress."""
 
-    __slots__ = ("_kind", "_what")
-
-    def __init__(self, kind: str, what: str) -> None:
-        self._kind = kind
-        self._what = what
+    __slots__ = ()
+    _prefix = "tylo.nvgpu.cluster."
 
     def _get(self, axis: str) -> Any:
         ctx = _ctx()
@@ -138,21 +136,6 @@ class _ClusterDim3:
             return ctx.indices[f"ctaid.{axis}"]
         grid = ctx.indices[f"nctaid.{axis}"]
         return _sreg_symbol(ctx, f"%clusterid.{axis}", grid, _GRID_MAX[axis] // c - 1)
-
-    @property
-    def x(self) -> Any:
-        return self._get("x")
-
-    @property
-    def y(self) -> Any:
-        return self._get("y")
-
-    @property
-    def z(self) -> Any:
-        return self._get("z")
-
-    def __repr__(self) -> str:
-        return f"tylo.nvgpu.cluster.{self._what}"
 
 
 #: The cluster shape, per axis (Python ints; 1 without clusters).
