@@ -217,13 +217,12 @@ def test_witness_names_threads_whose_slots_differ():
     from tylo.nvgpu.warp.chain import _witness
 
     a = plan().operand_ownership("a", k_steps=1)
-    acc = plan(1, 1, 1, 2).acc_ownership
     want = a.table()
     tc = want.copy()
     tc[1] = want[1][[1, 0, 2, 3, 4, 5, 6, 7]]  # thread 1 holds slots 0 and 1 swapped
-    msg = _witness(acc, a, tc, want, 0, 0)
+    msg = _witness(tc, want, 0, "head", "")
     assert "A slot 0 is accumulator slot 0 in thread 0 but slot 1 in thread 1" in msg
-    msg = _witness(acc, a, tc[:, 1:], want, 0, 0)
+    msg = _witness(tc[:, 1:], want, 0, "head", "")
     assert "thread 0 needs (0, 0) in A slot 0 but does not hold it" in msg
 
 

@@ -127,39 +127,15 @@ def prove_chain(acc: Ownership, plan: TiledMMA) -> ChainProof:
     >>> prove_chain(first.acc_ownership, first).registers(0)
     ((0, 1), (2, 3), (4, 5), (6, 7))
     """
-    import numpy as np
 
     if not isinstance(acc, Ownership):
         raise PlanError(f"prove_chain: acc must be an Ownership, got {type(acc).__name__}")
     if not isinstance(plan, TiledMMA):
         raise PlanError(f"prove_chain: plan must be a TiledMMA, got {type(plan).__name__}")
     _check_shapes(acc, plan)
-    ak = plan.atom.shape[2]
     a = plan.operand_ownership("a", k_steps=1)
-    ta = a.table()  # [thread, A slot, axis]
-    tc = acc.table()  # [thread, acc slot, axis]
-    slots: list[tuple[int, ...]] = []
-    for s in range(plan.k_steps):
-        want = ta + np.array([0, ak * s])
-        # hit[v, u]: accumulator slot u holds A slot v's coordinate in every thread
-        hit = np.all(tc[:, None, :, :] == want[:, :, None, :], axis=(0, 3))
-        row: list[int] = []
-        for v in range(a.values):
-            us = np.flatnonzero(hit[v])
-            if len(us) == 0:
-                raise PlanError(_witness(acc, a, tc, want, s, v))
-            row.append(int(us[0]))
-        slots.append(tuple(row))
-    return ChainProof(acc, plan, tuple(slots))
-
-
-def _witness(acc: Ownership, a: Ownership, tc: Any, want: Any, s: int, v: int) -> str:
-    """Why A slot ``v`` of k-step ``s`` has no accumulator slot: a thread that does not
-    hold the coordinate at all, or two threads that hold it in different slots."""
-    import numpy as np
-
     head = (
-        f"prove_chain: the accumulator {_describe(acc)} is not the A operand "
+        lambda s: f"prove_chain: the accumulator {_describe(acc)} is not the A operand "
         f"{a.name or a} of k-step {s}, packed in pairs"
     )
     fix = (
@@ -167,6 +143,43 @@ def _witness(acc: Ownership, a: Ownership, tc: Any, want: Any, s: int, v: int) -
         "with warps (wm, 1) whose k is the accumulator's width (acc_ownership of "
         "TiledMMA(atom, warps=(wm, 1), repeat=(rm, ...)))"
     )
+    slots = match_slots(acc, a, plan.atom.shape[2], plan.k_steps, head, fix)
+    return ChainProof(acc, plan, slots)
+
+
+def match_slots(
+    acc: Ownership, a: Ownership, step: int, steps: int, head: Any, fix: str
+) -> tuple[tuple[int, ...], ...]:
+    """For each k-step ``s < steps``, which slot of ``acc`` feeds each slot ``v`` of the A
+    ownership ``a``: the slot ``u`` with ``acc.coord(t, u) == a.coord(t, v) + (0, step*s)``
+    in every thread ``t`` (brute force over the ownerships' tables). Raises
+    :class:`PlanError` naming a witness when A slot ``v`` has no such slot: ``head(s)``
+    starts the message and ``fix`` ends it. Shared by :func:`prove_chain` and
+    :func:`tylo.nvgpu.warpgroup.chain.prove_register_a`."""
+    import numpy as np
+
+    ta = a.table()  # [thread, A slot, axis]
+    tc = acc.table()  # [thread, acc slot, axis]
+    slots: list[tuple[int, ...]] = []
+    for s in range(steps):
+        want = ta + np.array([0, step * s])
+        # hit[v, u]: accumulator slot u holds A slot v's coordinate in every thread
+        hit = np.all(tc[:, None, :, :] == want[:, :, None, :], axis=(0, 3))
+        row: list[int] = []
+        for v in range(a.values):
+            us = np.flatnonzero(hit[v])
+            if len(us) == 0:
+                raise PlanError(_witness(tc, want, v, head(s), fix))
+            row.append(int(us[0]))
+        slots.append(tuple(row))
+    return tuple(slots)
+
+
+def _witness(tc: Any, want: Any, v: int, head: str, fix: str) -> str:
+    """Why A slot ``v`` has no accumulator slot: a thread that does not hold the
+    coordinate at all, or two threads that hold it in different slots."""
+    import numpy as np
+
     where: dict[int, int] = {}
     for t in range(tc.shape[0]):
         c = tuple(int(x) for x in want[t, v])
@@ -174,10 +187,9 @@ def _witness(acc: Ownership, a: Ownership, tc: Any, want: Any, s: int, v: int) -
         if len(us) == 0:
             return f"{head}: thread {t} needs {c} in A slot {v} but does not hold it{fix}"
         where[t] = int(us[0])
-    t0 = 0
-    t1 = next(t for t in where if where[t] != where[t0])
+    t1 = next(t for t in where if where[t] != where[0])
     return (
-        f"{head}: A slot {v} is accumulator slot {where[t0]} in thread {t0} but slot "
+        f"{head}: A slot {v} is accumulator slot {where[0]} in thread 0 but slot "
         f"{where[t1]} in thread {t1}; one register cannot serve both{fix}"
     )
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
 
 from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.warp.chain import match_slots
 from tylo.nvgpu.warpgroup.mma import WarpgroupMMAAtom
 from tylo.tile.fragment import Fragment
 from tylo.tile.ownership import Ownership
@@ -82,7 +82,6 @@ def prove_register_a(acc: Ownership, atom: WarpgroupMMAAtom) -> RegisterAProof:
     >>> prove_register_a(s_atom.c, o_atom).slots
     ((0, 1, 2, 3, 4, 5, 6, 7), (8, 9, 10, 11, 12, 13, 14, 15))
     """
-    import numpy as np
 
     if not isinstance(acc, Ownership):
         raise PlanError(f"prove_register_a: acc must be an Ownership, got {type(acc).__name__}")
@@ -102,43 +101,12 @@ def prove_register_a(acc: Ownership, atom: WarpgroupMMAAtom) -> RegisterAProof:
             f"prove_register_a: the accumulator spans {acc.threads} threads, the register A "
             f"of a warpgroup {a.threads}; chain the accumulator of a warpgroup MMA"
         )
-    ta, tc = a.table(), acc.table()  # [thread, slot, axis]
-    slots = []
-    for s in range(acc.shape[1] // ak):
-        want = ta + np.array([0, ak * s])
-        hit = np.all(tc[:, None, :, :] == want[:, :, None, :], axis=(0, 3))  # [A slot, acc slot]
-        row = []
-        for v in range(a.values):
-            us = np.flatnonzero(hit[v])
-            if len(us) == 0:
-                raise PlanError(_witness(acc, a, tc, want, s, v))
-            row.append(int(us[0]))
-        slots.append(tuple(row))
-    return RegisterAProof(acc, atom, tuple(slots))
-
-
-def _witness(acc: Ownership, a: Ownership, tc: Any, want: Any, s: int, v: int) -> str:
-    """Why A slot ``v`` of k-step ``s`` has no accumulator slot: a thread that does not hold
-    the coordinate, or two threads that hold it in different slots."""
-    import numpy as np
-
     head = (
-        f"prove_register_a: the accumulator {acc.label} is not the register A "
+        lambda s: f"prove_register_a: the accumulator {acc.label} is not the register A "
         f"{a.label} of k-step {s}, packed in pairs"
     )
     fix = "; chain the accumulator of a wgmma m64nNk16 (its ownership atom.c) into K = N"
-    where: dict[int, int] = {}
-    for t in range(tc.shape[0]):
-        c = tuple(int(x) for x in want[t, v])
-        us = np.flatnonzero(np.all(tc[t] == want[t, v], axis=1))
-        if len(us) == 0:
-            return f"{head}: thread {t} needs {c} in A slot {v} but does not hold it{fix}"
-        where[t] = int(us[0])
-    t1 = next(t for t in where if where[t] != where[0])
-    return (
-        f"{head}: A slot {v} is accumulator slot {where[0]} in thread 0 but slot "
-        f"{where[t1]} in thread {t1}; one register cannot serve both{fix}"
-    )
+    return RegisterAProof(acc, atom, match_slots(acc, a, ak, acc.shape[1] // ak, head, fix))
 
 
 # --8<-- [start:convert]
