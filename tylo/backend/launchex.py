@@ -177,6 +177,22 @@ def cluster_attribute(cluster: tuple[int, int, int]) -> tuple[int, int]:
     return ctypes.addressof(buf), 1
 
 
+def _cluster_config(cu: Any, grid: tuple, block: tuple, cluster: tuple, shared_bytes: int,
+                    stream: Any) -> Any:
+    """A ``cuda.bindings`` ``CUlaunchConfig`` with one cluster-dimension attribute."""
+    attr = cu.CUlaunchAttribute()
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
+    config = cu.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = block
+    config.sharedMemBytes = shared_bytes
+    config.hStream = 0 if stream is None else stream
+    config.attrs = [attr]
+    config.numAttrs = 1
+    return config
+
+
 def launch_cluster(
     function: Any,
     grid: Any,
@@ -212,16 +228,7 @@ def launch_cluster(
     if stream is not None and type(stream) is not int:
         stream = driver.stream_handle(stream)
     cu = driver._cuda()
-    attr = cu.CUlaunchAttribute()
-    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cx, cy, cz
-    config = cu.CUlaunchConfig()
-    config.gridDimX, config.gridDimY, config.gridDimZ = gx, gy, gz
-    config.blockDimX, config.blockDimY, config.blockDimZ = bx, by, bz
-    config.sharedMemBytes = shared_bytes
-    config.hStream = 0 if stream is None else stream
-    config.attrs = [attr]
-    config.numAttrs = 1
+    config = _cluster_config(cu, (gx, gy, gz), (bx, by, bz), (cx, cy, cz), shared_bytes, stream)
     (err,) = cu.cuLaunchKernelEx(config, function.handle, args.address, 0)
     if err:
         raise driver.cuda_error("cuLaunchKernelEx", err)
@@ -247,16 +254,7 @@ def max_active_clusters(
     if getattr(driver._tls, "ordinal", None) != function.module.ordinal:
         driver.current_context(function.module.ordinal)
     cu = driver._cuda()
-    attr = cu.CUlaunchAttribute()
-    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cx, cy, cz
-    config = cu.CUlaunchConfig()
-    config.gridDimX, config.gridDimY, config.gridDimZ = cx, cy, cz
-    config.blockDimX, config.blockDimY, config.blockDimZ = bx, by, bz
-    config.sharedMemBytes = shared_bytes
-    config.hStream = 0
-    config.attrs = [attr]
-    config.numAttrs = 1
+    config = _cluster_config(cu, (cx, cy, cz), (bx, by, bz), (cx, cy, cz), shared_bytes, None)
     err, count = cu.cuOccupancyMaxActiveClusters(function.handle, config)
     if err:
         raise driver.cuda_error("cuOccupancyMaxActiveClusters", err)
