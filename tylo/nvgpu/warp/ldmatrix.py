@@ -34,9 +34,13 @@ __all__ = ["LdmatrixLoad", "OperandLoads", "load_operand", "operand_loads"]
 ROW_ELEMENTS = 8  # one ldmatrix row: 16 bytes of 16-bit elements
 
 
+WARP = 32
+
+
 @dataclass(frozen=True)
-class LdmatrixLoad:
-    """One ``ldmatrix.x{num}{.trans}``: fills operand registers ``registers`` (in order)."""
+class MatrixAccess:
+    """One ``ldmatrix``/``stmatrix`` ``.x{num}{.trans}``: the packed registers it moves,
+    in order (register ``j`` is 8x8 matrix ``j``)."""
 
     registers: tuple[int, ...]
     trans: bool
@@ -46,26 +50,38 @@ class LdmatrixLoad:
         return len(self.registers)
 
 
-def _row_starts(own: Ownership, reg: int, axis: int) -> tuple[bool, list[tuple]] | None:
-    """For operand register ``reg``: (trans, start coordinate of each of the 8 stored
-    rows) when its 8x8 matrix has rows contiguous along ``axis``; None otherwise."""
-    unit = tuple(1 if a == axis else 0 for a in range(own.rank))
-    for trans in (False, True):
-        starts = []
-        for i in range(8):
+@dataclass(frozen=True)
+class LdmatrixLoad(MatrixAccess):
+    """One ``ldmatrix.x{num}{.trans}``: fills operand registers ``registers`` (in order)."""
+
+
+def matrix_rows(own: Ownership, warp: int, reg: int, axis: int, trans: bool) -> list[tuple] | None:
+    """The start coordinate of each of the 8 rows of the 8x8 matrix in packed register
+    ``reg`` of warp ``warp`` (the register layout ldmatrix fills and stmatrix stores: lane
+    ``4i + c//2`` holds row ``i``, columns ``c``, slot ``2*reg + c%2``; ``trans``: the matrix
+    stored transposed), when each row is 8 consecutive coordinates along ``axis``; None
+    otherwise."""
+    return rows_in_table(own.table(), warp, reg, axis, trans)
+
+
+def rows_in_table(table: Any, warp: int, reg: int, axis: int, trans: bool) -> list[tuple] | None:
+    """:func:`matrix_rows` on ``table`` (``Ownership.table()``: [thread, slot, axis])."""
+    base = WARP * warp
+    starts = []
+    for i in range(ROW_ELEMENTS):
+        cs = []
+        for c in range(ROW_ELEMENTS):
             if trans:  # stored row i, column c <- lane 4c + i//2, slot 2*reg + i%2
-                cs = [own.coord(4 * c + i // 2, 2 * reg + i % 2) for c in range(8)]
+                cs.append(table[base + 4 * c + i // 2, 2 * reg + i % 2])
             else:  # stored row i, column c <- lane 4i + c//2, slot 2*reg + c%2
-                cs = [own.coord(4 * i + c // 2, 2 * reg + c % 2) for c in range(8)]
-            if any(
-                tuple(x - y for x, y in zip(cs[c], cs[0])) != tuple(c * u for u in unit)
-                for c in range(8)
-            ):
-                break
-            starts.append(cs[0])
-        else:
-            return trans, starts
-    return None
+                cs.append(table[base + 4 * i + c // 2, 2 * reg + c % 2])
+        first = tuple(int(x) for x in cs[0])
+        for c in range(1, ROW_ELEMENTS):
+            for a in range(len(first)):
+                if int(cs[c][a]) - first[a] != (c if a == axis else 0):
+                    return None
+        starts.append(first)
+    return starts
 
 
 @dataclass(frozen=True)
@@ -92,9 +108,14 @@ class OperandLoads:
         """(trans, per register the start coordinates of its 8 stored rows)."""
 
         own = self.warp_ownership
+        table = own.table()
         rows: list[tuple[bool, list[tuple]]] = []
         for r in range(own.values // 2):
-            found = _row_starts(own, r, self.axis)
+            found = next(
+                ((t, st) for t in (False, True)
+                 if (st := rows_in_table(table, 0, r, self.axis, t)) is not None),
+                None,
+            )  # fmt: skip
             if found is None:
                 raise PlanError(
                     f"{self.plan}: operand {self.operand.upper()} register {r} is not an 8x8 "

@@ -33,6 +33,13 @@ from typing import Any
 
 from tylo import dtypes as dt
 from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.warp.ldmatrix import (
+    ROW_ELEMENTS,
+    WARP,
+    MatrixAccess,
+    matrix_rows,
+    rows_in_table,
+)
 from tylo.tile.ownership import Ownership, OwnershipError, fit_modes
 
 __all__ = [
@@ -45,8 +52,6 @@ __all__ = [
     "store_fragment",
 ]
 
-ROW_ELEMENTS = 8  # one stmatrix row: 16 bytes of 16-bit elements
-WARP = 32
 
 
 class StmatrixError(PlanError):
@@ -54,46 +59,12 @@ class StmatrixError(PlanError):
 
 
 @dataclass(frozen=True)
-class StmatrixStore:
+class StmatrixStore(MatrixAccess):
     """One ``stmatrix.x{num}{.trans}``: stores packed registers ``registers`` (in order)."""
-
-    registers: tuple[int, ...]
-    trans: bool
-
-    @property
-    def num(self) -> int:
-        return len(self.registers)
 
 
 def _unit(rank: int, axis: int) -> tuple[int, ...]:
     return tuple(1 if a == axis else 0 for a in range(rank))
-
-
-def matrix_rows(own: Ownership, warp: int, reg: int, axis: int, trans: bool) -> list[tuple] | None:
-    """The start coordinate of each of the 8 stored rows of packed register ``reg`` of
-    warp ``warp`` in form ``trans``, when each stored row is 8 consecutive coordinates
-    along ``axis``; None otherwise."""
-    return _rows(own.table(), warp, reg, axis, trans)
-
-
-def _rows(table: Any, warp: int, reg: int, axis: int, trans: bool) -> list[tuple] | None:
-    """:func:`matrix_rows` on ``table`` (``Ownership.table()``: [thread, slot, axis])."""
-    base = WARP * warp
-    starts = []
-    for i in range(ROW_ELEMENTS):
-        cs = []
-        for c in range(ROW_ELEMENTS):
-            if trans:  # stored row i, column c <- lane 4c + i//2, slot 2*reg + i%2
-                cs.append(table[base + 4 * c + i // 2, 2 * reg + i % 2])
-            else:  # stored row i, column c <- lane 4i + c//2, slot 2*reg + c%2
-                cs.append(table[base + 4 * i + c // 2, 2 * reg + c % 2])
-        first = tuple(int(x) for x in cs[0])
-        for c in range(1, ROW_ELEMENTS):
-            for a in range(len(first)):
-                if int(cs[c][a]) - first[a] != (c if a == axis else 0):
-                    return None
-        starts.append(first)
-    return starts
 
 
 @dataclass(frozen=True)
@@ -140,7 +111,7 @@ class StmatrixPlan:
             for w in range(own.threads // WARP):
                 per_warp = []
                 for r in range(regs):
-                    starts = _rows(table, w, r, self.axis, trans)
+                    starts = rows_in_table(table, w, r, self.axis, trans)
                     if starts is None:
                         break
                     per_warp.append(tuple(starts))
@@ -161,7 +132,7 @@ class StmatrixPlan:
         table = own.table()
         for w in range(own.threads // WARP):
             for r in range(regs):
-                if all(_rows(table, w, r, self.axis, t) is None for t in (False, True)):
+                if all(rows_in_table(table, w, r, self.axis, t) is None for t in (False, True)):
                     return (
                         f"stmatrix: packed register {r} (slots {2 * r}, {2 * r + 1}) of warp {w} "
                         f"of {own.label} is not an 8x8 matrix whose stored rows are 8 "
