@@ -208,15 +208,21 @@ def idx2crd(idx: Any, shape: IntTuple, stride: IntTuple = None) -> IntTuple:
     >>> idx2crd(16, (3, (2, 3)))
     (1, (1, 2))
     """
-    for t, what in ((idx, "the index"), (shape, "the shape"), (stride, "the stride")):
+    return _guarded("idx2crd", _idx2crd, idx, "the index", shape, stride)
+
+
+def _guarded(name: str, impl: Any, x: Any, what: str, shape: IntTuple, stride: Any) -> Any:
+    """``impl(x, shape, stride)`` (stride defaulting to compact) for :func:`idx2crd` and
+    :func:`crd2idx`, with their depth limit checked first and as the recursion's guard."""
+    for t, label in ((x, what), (shape, "the shape"), (stride, "the stride")):
         if type(t) is tuple:
-            check_depth(t, what, "idx2crd")
+            check_depth(t, label, name)
     try:
         if stride is None:
             stride = prefix_product(shape)
-        return _idx2crd(idx, shape, stride)
+        return impl(x, shape, stride)
     except RecursionError:
-        raise _too_deep("idx2crd") from None
+        raise _too_deep(name) from None
 
 
 def _idx2crd(idx: Any, shape: IntTuple, stride: IntTuple) -> IntTuple:
@@ -258,15 +264,7 @@ def crd2idx(crd: Any, shape: IntTuple, stride: IntTuple = None) -> Any:
     >>> crd2idx(16, (3, (2, 3)), (3, (12, 1))), crd2idx((1, 5), (3, (2, 3)), (3, (12, 1)))
     (17, 17)
     """
-    for t, what in ((crd, "the coordinate"), (shape, "the shape"), (stride, "the stride")):
-        if type(t) is tuple:
-            check_depth(t, what, "crd2idx")
-    try:
-        if stride is None:
-            stride = prefix_product(shape)
-        return _crd2idx(crd, shape, stride)
-    except RecursionError:
-        raise _too_deep("crd2idx") from None
+    return _guarded("crd2idx", _crd2idx, crd, "the coordinate", shape, stride)
 
 
 def _crd2idx(crd: Any, shape: IntTuple, stride: IntTuple) -> Any:
