@@ -178,9 +178,11 @@ class _Text:
     __format__ = lambda self, spec: format(str(self), spec)
 
 
-def _sorted_modes(modes: list, what: Any) -> list:
-    """Sort (stride, extent) pairs by stride, deciding symbolic comparisons exactly."""
-    if all(type(d) is int for d, _ in modes):
+def sorted_modes(modes: list, what: Any, op: str = "complement") -> list:
+    """Sort mode tuples by their first item, the stride (stable), deciding symbolic
+    comparisons exactly; an undecidable comparison raises for operation ``op``, naming
+    ``what``."""
+    if all(type(m[0]) is int for m in modes):
         return sorted(modes, key=lambda m: m[0])
     out: list = []
     for m in modes:
@@ -188,7 +190,7 @@ def _sorted_modes(modes: list, what: Any) -> list:
         while pos > 0:
             r = decide_cmp(out[pos - 1][0], "<=", m[0])
             if r is None:
-                raise undecidable_cmp("complement", out[pos - 1][0], "<=", m[0], what)
+                raise undecidable_cmp(op, out[pos - 1][0], "<=", m[0], what)
             if r:
                 break
             pos -= 1
@@ -375,7 +377,7 @@ def complement(layout: Any, cotarget: Any = None) -> Layout:
         if pos is None:
             raise undecidable_cmp("complement", d, ">=", 1, f"a stride of {x}")
         modes.append((d, s))
-    modes = _sorted_modes(modes, _Text(lambda: f"strides of {x}"))
+    modes = sorted_modes(modes, _Text(lambda: f"strides of {x}"))
     rs: list = []
     rd: list = []
     cur: Any = 1

@@ -16,7 +16,7 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
-from tylo.layouts.algebra import coalesce, is_one, is_zero
+from tylo.layouts.algebra import coalesce, is_one, is_zero, sorted_modes
 from tylo.layouts.errors import InverseError, LayoutError, SwizzleError
 from tylo.layouts.inttuple import fmt, vmul
 from tylo.layouts.layout import Layout, _as_layout, cosize, size
@@ -190,20 +190,7 @@ def _left_modes(x: Layout) -> list:
                 "negative offsets, may give one); reverse the mode (a positive stride) first"
             )
         raise undecidable_cmp("left_inverse", d, ">=", 1, f"a stride of {x}")
-    if all(type(d) is int for d, _, _ in modes):
-        return sorted(modes, key=lambda m: m[0])
-    out: list = []
-    for m in modes:
-        pos = len(out)
-        while pos > 0:
-            r = decide_cmp(out[pos - 1][0], "<=", m[0])
-            if r is None:
-                raise undecidable_cmp("left_inverse", out[pos - 1][0], "<=", m[0], f"{x}")
-            if r:
-                break
-            pos -= 1
-        out.insert(pos, m)
-    return out
+    return sorted_modes(modes, f"{x}", "left_inverse")
 
 
 def _pair_collision(modes: list) -> tuple[int, int] | None:
