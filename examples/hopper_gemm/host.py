@@ -150,8 +150,9 @@ def check_extents(d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb:
     """
     from tylo.arrays import as_device_array
 
-    for name, arr, rows, cols, ld, what in (
-        ("A", a, m, k, lda, "K"), ("B", b, n, k, ldb, "K"), ("D", d, n, m, ldd, "M"),
+    for name, arr, rows, cols, ld, what, ld_name in (
+        ("A", a, m, k, lda, "K", "lda"), ("B", b, n, k, ldb, "K", "ldb"),
+        ("D", d, n, m, ldd, "M", "ldd"),
     ):
         da = as_device_array(arr)
         if min(rows, cols, ld) < 1 or ld < cols:
@@ -166,7 +167,7 @@ def check_extents(d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb:
             raise PlanError(
                 f"hopper_gemm: {name} holds {held} from its base (shape {tuple(da.shape)}, "
                 f"strides {tuple(da.strides)}); {rows} rows of {what} = {cols}, "
-                f"{'ld' + name.lower() if name != 'D' else 'ldd'} = {ld} need {need}"
+                f"{ld_name} = {ld} need {need}"
             )
 
 
@@ -184,10 +185,11 @@ def _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
         da.dtype in (tylo.bf16, tylo.f16) and da.dtype is db.dtype and dd.dtype.name in OUT_DTYPES
     )
     ldp = packed_ld(k)
-    if not typed or (not takes_tma_path(m, n, k, lda, ldb, a, b) and max(m, n) * ldp >= 2**31):
+    direct = typed and takes_tma_path(m, n, k, lda, ldb, a, b)
+    if not typed or (not direct and max(m, n) * ldp >= 2**31):
         return ("warp",)
     packing = None
-    if not takes_tma_path(m, n, k, lda, ldb, a, b):
+    if not direct:
         # TMA reads 16-byte rows from 16-byte aligned bases: copy A and B into scratch rows
         # of ldp elements (K rounded up to 8, zero-filled), which contribute nothing. The
         # entry keeps its buffers alive (the scratch cache may replace them later).
