@@ -89,11 +89,8 @@ def _sm_count(device: int) -> int:
 # --8<-- [start:default]
 def default_config(dtype: Any = tylo.bf16) -> HopperGemmConfig:
     """The configuration :func:`gemm` uses unless given one: ping-pong consumers, each on its
-    own 128x128 tile (two m64n128 accumulators), a 5-stage ring, raster bands of 16 tile-rows.
-    Measured on an H200 against the 128x256 cooperative tile (both consumers on one tile):
-    within 2% at 4096^3 and 8192^3, and 1.13-1.3x faster where the epilogue weighs more
-    (8192x8192x512, 16384x1024x4096), since one consumer's epilogue overlaps the other's
-    MMAs (docs/hopper.md, "Tuning")."""
+    own 128x128 tile (two m64n128 accumulators), a 5-stage ring, raster bands of 16 tile-rows:
+    one consumer's epilogue overlaps the other's MMAs (docs/hopper.md, "Measured")."""
     return HopperGemmConfig(bn=128, m_atoms=2, pingpong=True, stages=5, group=16, dtype=dtype)
 # --8<-- [end:default]
 
