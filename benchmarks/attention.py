@@ -39,6 +39,9 @@ VARIANTS = {
     128: {"64x32": {"block_m": 64, "block_n": 32},
           "128x32-qsmem": {"block_m": 128, "block_n": 32, "q_in_registers": False}},
 }  # fmt: skip
+# --variants with --path hopper: the FlashAttention-3 schedules (choose_config's options)
+HOPPER_VARIANTS = {"pingpong": {"pingpong": True}, "overlap": {"overlap": True},
+                   "pingpong+overlap": {"pingpong": True, "overlap": True}}  # fmt: skip
 
 
 def _triton_attention():
@@ -104,6 +107,12 @@ def _time(fn, reps_out):
     reps_out.append(s.elapsed_time(e))
 
 
+def tdt_name(dtype):
+    import tylo
+
+    return getattr(tylo, dtype)
+
+
 def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False):
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -120,6 +129,12 @@ def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False):
     runs = {}
     if path == "hopper":
         runs["tylo"] = lambda: attention(q, k, v, causal=causal, out=o, lse=lse, path="hopper")
+        from examples.attention.hopper_host import choose_config, hopper_attention
+
+        for name, kw in (HOPPER_VARIANTS if variants else {}).items():
+            c2 = choose_config(d, tdt_name(dtype), causal, **kw)
+            runs[f"tylo {name}"] = lambda c2=c2: hopper_attention(
+                q, k, v, causal=causal, out=o, lse=lse, cfg=c2)
     else:
         cfg, val = plan_attention(q, k, v, o, lse, causal=causal)
         runs["tylo"] = lambda: launch(cfg, val, q, k, v, o, lse, None)
@@ -178,7 +193,8 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", choices=("bf16", "f16"), default="bf16")
     p.add_argument("--json", default=None, help="write the rows to this file")
     p.add_argument("--variants", action="store_true",
-                   help="also time other warp-path block sizes (VARIANTS)")  # fmt: skip
+                   help="also time other configurations (warp: VARIANTS, block sizes; "
+                        "hopper: HOPPER_VARIANTS, the FA3 schedules)")  # fmt: skip
     args = p.parse_args(argv)
     try:
         import torch

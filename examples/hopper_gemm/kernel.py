@@ -306,9 +306,9 @@ def _produce(cfg, tx, ty, smem, pipe, sched):
         for kt in tylo.range(k_tiles):
             it = i * k_tiles + kt
             st = pipe.stage(it)
-            # the stage's consumers, in this CTA and (cluster) the peer, released it
-            pipe.empty.wait(st, 1 - pipe.plan.parity(it),
-                            scope="cluster" if cfg.cluster > 1 else "cta")
+            # the stage's consumers, in this CTA and (cluster) the peer, released it (their
+            # arrives say their reads are done: no cluster-scope acquire needed)
+            pipe.producer_acquire(it)
             if cfg.loads:
                 pipe.producer_commit(it, tx_bytes=(a_elems + b_elems) * cfg.dtype.nbytes)
                 base = st * (a_elems + b_elems)

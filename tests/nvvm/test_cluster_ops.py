@@ -305,7 +305,9 @@ def test_pipeline_counts_the_cluster_s_consumers():
     """A stage filled by multicast is released by the consumers of every receiving CTA:
     the empty barrier may expect up to block x cluster arrivals, and no more."""
     k = _pipeline_kernel(256).compile(tylo.f32, block=128, cluster=2, target="sm_90a")
-    assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in k.ptx
+    # the release says only that reads are done: a CTA-scope remote arrive, no fence
+    assert "mbarrier.arrive.shared::cluster.b64" in k.ptx
+    assert "release.cluster" not in k.ptx
     assert "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64" in k.ptx
     with pytest.raises(tylo.TyloError, match="the cluster has 256 threads"):
         _pipeline_kernel(257).compile(tylo.f32, block=128, cluster=2, target="sm_90a")
@@ -328,3 +330,42 @@ def test_map_shared_on_tiles_and_16_bit_elements():
     k = tiles.compile(tylo.bf16, block=64, cluster=2, target="sm_90a")
     assert "st.shared::cluster.b16" in k.ptx and "ld.shared::cluster.b16" in k.ptx
     assert "LDL" not in k.sass and "STL" not in k.sass
+
+
+def _remote_arrive_kernel(scope):
+    @tylo.kernel
+    def k(out):
+        bars = Barriers(1)
+        bars.init(0, 1)
+        peer = (cl.cluster_ctarank() + 1) % 2
+        if scope == "default":
+            bars.arrive(0, cta=peer)
+        else:
+            bars.arrive(0, cta=peer, scope=scope)
+        out[0] = 1.0
+
+    return k
+
+
+@pytest.mark.parametrize("scope, sem, membar", [
+    ("default", ".release.cluster", True),
+    ("cluster", ".release.cluster", True),
+    ("cta", "", False),
+])
+def test_remote_arrive_scope(scope, sem, membar):
+    """A remote arrive releases at cluster scope unless told ``scope="cta"``; only the
+    cluster-scope form puts a GPU-wide memory barrier before the arrive in SASS (the cost
+    that made the cluster GEMM's every stage release wait for the epilogue's stores)."""
+    k = _remote_arrive_kernel(scope).compile(tylo.f32, block=32, cluster=2, target="sm_90a")
+    assert f"mbarrier.arrive{sem}.shared::cluster.b64 _," in k.ptx
+    assert ("MEMBAR.ALL.GPU" in k.sass) is membar
+
+
+@pytest.mark.parametrize("scope", ["gpu", "", 1, "CTA"])
+def test_arrive_scope_refused(scope):
+    @tylo.kernel
+    def k(out):
+        Barriers(1).arrive(0, scope=scope)
+
+    with pytest.raises(tylo.TyloError, match="scope must be 'cta' or 'cluster'"):
+        k.compile(tylo.f32, block=32, target="sm_90a")

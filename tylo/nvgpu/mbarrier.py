@@ -114,18 +114,27 @@ class Barriers:
         asm.line(f"mbarrier.init.shared::cta.b64 [{a}], {c};")
         asm.emit(ctx.builder, memory=True)
 
-    def arrive(self, i: Any, *, cta: Any = None) -> None:
+    def arrive(self, i: Any, *, cta: Any = None, scope: str | None = None) -> None:
         """``mbarrier.arrive.shared::cta.b64 _, [bar]``: this thread arrives on barrier
         ``i``. With ``cta=rank`` (a cluster kernel), it arrives on barrier ``i`` of the CTA of
-        cluster rank ``rank`` instead: ``mapa`` then
-        ``mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote]``, releasing this
-        thread's earlier writes to the cluster (the waiter uses ``wait(..., scope="cluster")``
-        to acquire them)."""
+        cluster rank ``rank`` instead (``mapa``, then an arrive on ``.shared::cluster``).
+
+        ``scope`` is the arrive's release scope. A remote arrive defaults to ``"cluster"``
+        (``.release.cluster``): it publishes this thread's earlier *writes* to the peer CTA,
+        whose waiter acquires them with ``wait(..., scope="cluster")``; in SASS that is a
+        GPU-wide memory barrier (``MEMBAR.ALL.GPU``) before the arrive, which waits for every
+        store the thread has in flight. ``scope="cta"`` (the default for a local arrive) has
+        no such fence: enough when the arrive only says that this thread's *reads* of a
+        buffer are complete (a read whose value has returned cannot see a later write), as a
+        consumer releasing a pipeline stage does."""
+        if scope not in (None, "cta", "cluster"):
+            raise PipelineError(f"mbarrier arrive: scope must be 'cta' or 'cluster', got {scope!r}")
+        sem = ".release.cluster" if scope == "cluster" or (scope is None and cta is not None) else ""
         ctx = _ctx()
         if cta is None:
             asm = PTXAsm("mbarrier.arrive")
             a = asm.input(self.address(i))
-            asm.line(f"mbarrier.arrive.shared::cta.b64 _, [{a}];")
+            asm.line(f"mbarrier.arrive{sem}.shared::cta.b64 _, [{a}];")
             asm.emit(ctx.builder, memory=True)
             return
         from tylo.nvgpu.cluster import map_shared_address
@@ -133,7 +142,7 @@ class Barriers:
         remote = map_shared_address(self.address(i), cta)
         asm = PTXAsm("mbarrier.arrive remote")
         a = asm.input(remote)
-        asm.line(f"mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{a}];")
+        asm.line(f"mbarrier.arrive{sem}.shared::cluster.b64 _, [{a}];")
         asm.emit(ctx.builder, memory=True)
 
     def arrive_expect_tx(self, i: Any, nbytes: Any) -> None:
@@ -279,8 +288,11 @@ class Pipeline:
 
     def producer_acquire(self, it: Any, *, scope: str = "cta") -> None:
         """Wait until the consumers released the stage of iteration ``it`` (returns at once
-        on the first pass through the ring). ``scope="cluster"`` when consumers of other
-        CTAs release it (``consumer_release(it, cta=...)``)."""
+        on the first pass through the ring), also when consumers of other CTAs release it
+        (``consumer_release(it, cta=...)``: their arrives say only that reads are done).
+        ``scope="cluster"`` acquires at cluster scope, for arrives made with
+        ``Barriers.arrive(..., scope="cluster")`` that publish writes (an L1 invalidation in
+        SASS after every wait)."""
         self.empty.wait(self.plan.stage(it), 1 - self.plan.parity(it), scope=scope)
 
     def producer_commit(self, it: Any, *, tx_bytes: Any = None) -> None:
@@ -314,5 +326,9 @@ class Pipeline:
         ``cta=rank`` (a cluster kernel whose producer multicasts into this CTA), arrive on
         the empty barrier of the CTA of cluster rank ``rank`` instead (a remote arrive): a
         stage written by multicast is free when the consumers of every receiving CTA
-        released it, so the producer's plan counts all of them."""
-        self.empty.arrive(self.plan.stage(it), cta=cta)
+        released it, so the producer's plan counts all of them. The arrive releases at CTA
+        scope (no fence): it only says the consumer's reads of the stage are complete (a
+        wgmma's, once ``wait_group`` returned), and completed reads need no ordering against
+        the producer's later writes; so ``producer_acquire`` needs no cluster-scope acquire
+        either (CUTLASS's TMA pipelines do the same)."""
+        self.empty.arrive(self.plan.stage(it), cta=cta, scope="cta")
