@@ -25,7 +25,7 @@ from examples.hopper_gemm.kernel import (
     HopperGemmConfig,
     hopper_gemm_kernel,
 )
-from tylo.layouts import ComposedLayout, Layout, dim, size, zipped_divide
+from tylo.layouts import ComposedLayout, Layout, Swizzle, dim, size, zipped_divide
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.tma import TensorMap, TensorMapPlan
 
@@ -67,8 +67,10 @@ def c_plan(cfg: HopperGemmConfig) -> TensorMapPlan | None:
         return None
     rows = 64 * cfg.m_atoms
     tiles = zipped_divide(cfg.epilogue_layout(), (rows, EPILOGUE_BOX))
-    box, rest = tiles[0], tiles.inner[1]
-    period = tiles.outer.size()
+    box = tiles[0]  # ((rows, 64), boxes): the first box, and where each box starts
+    swizzled = isinstance(tiles, ComposedLayout)
+    rest = tiles.inner[1] if swizzled else tiles[1]
+    period = tiles.outer.size() if swizzled and isinstance(tiles.outer, Swizzle) else 1
     offsets = [rest(i) for i in range(size(rest))]
     if offsets != [b * cfg.box_elements for b in range(len(offsets))] or any(
         o % period for o in offsets
