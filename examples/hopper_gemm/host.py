@@ -5,7 +5,9 @@ M-contiguous, as :mod:`examples.gemm`. The TMA path needs what the tensor memory
 needs: K and both leading dimensions multiples of 8 elements (16 bytes) and 16-byte aligned
 base addresses; other bf16/f16 operands are packed into aligned scratch rows first
 (``examples.gemm.pack``), and what the kernel does not take at all (other dtypes, or more
-than 2**31 packed elements) runs on the warp-MMA GEMM (``examples.gemm``).
+than 2**31 packed elements) runs on the warp-MMA GEMM (``examples.gemm``). The TMA-store
+epilogue (``HopperGemmConfig(tma_store=True)``) writes D by TMA where TMA can
+(:func:`takes_tma_store`), and otherwise the same kernel stores from registers.
 """
 
 from __future__ import annotations
@@ -60,9 +62,10 @@ def c_plan(cfg: HopperGemmConfig) -> TensorMapPlan | None:
     boxes of (64 m_atoms, 64) over a symbolic (R, S) row-major C whose leading dimension is a
     multiple of 8 elements, 128-byte swizzled. The box's shared layout is taken from the
     buffer the consumer's stmatrix writes (``cfg.epilogue_layout()``), divided into boxes:
-    the plan proves the first box is the layout TMA reads, and every box starts a multiple
-    of the swizzle's period (``box_elements``) after the previous one, where the swizzle acts
-    as on the first; so each TMA store reads exactly the tile's columns ``64 b ..``."""
+    the plan proves the first box is the layout TMA reads, and box ``b`` starts
+    ``b * cfg.box_elements`` further on (where the kernel stores it from), a multiple of the
+    swizzle's period, where the swizzle acts as on the first box; so each TMA store reads
+    exactly the tile's columns ``64 b ..``."""
     if not cfg.tma_store:
         return None
     rows = 64 * cfg.m_atoms
