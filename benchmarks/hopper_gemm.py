@@ -2,7 +2,7 @@
 events, medians.
 
     PYTHONPATH=$PWD python3 benchmarks/hopper_gemm.py [--reps 20] [--shapes M,N,K ...]
-        [--out bf16|f32] [--bn 128|256] [--stages N] [--group G] [--json FILE]
+        [--out bf16|f32] [--bn 128|256] [--stages N] [--group G] [--tma-store] [--json FILE]
 
 Every side computes D = A @ B with A (M, K) and B (N, K) K-contiguous, bf16 (torch: a @ b.T,
 Triton: a plain ``tl.dot`` kernel, which Triton lowers to TMA-free wgmma on sm_90); D is bf16
@@ -144,6 +144,9 @@ def main(argv=None) -> int:
     p.add_argument("--pingpong", action="store_true", help="consumers alternate tiles")
     p.add_argument("--cluster", type=int, choices=(1, 2), default=1,
                    help="2: CTA pairs multicast the shared Y tile")
+    p.add_argument("--tma-store", action="store_true",
+                   help="the TMA-store epilogue (stmatrix, then TMA; --out bf16 only); without "
+                   "--bn: gemm()'s default configuration with it")
     p.add_argument("--inner", type=int, default=5,
                    help="launches per timed sample, back to back (1: include launch gaps)")
     p.add_argument("--no-triton", action="store_true")
@@ -154,13 +157,23 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("benchmarks/hopper_gemm.py needs a CUDA GPU and torch", file=sys.stderr)
         return 2
+    import dataclasses
+
     import tylo
+    from examples.hopper_gemm.host import default_config
     from examples.hopper_gemm.kernel import HopperGemmConfig
 
+    if args.tma_store and args.out != "bf16":
+        print("--tma-store writes 16-bit D (stmatrix): use --out bf16", file=sys.stderr)
+        return 2
     out = getattr(tylo, args.out)
     cfg = (HopperGemmConfig(bn=args.bn, m_atoms=args.m_atoms, stages=args.stages, out=out,
-                            group=args.group, pingpong=args.pingpong, cluster=args.cluster)
-           if args.bn else None)
+                            group=args.group, pingpong=args.pingpong, cluster=args.cluster,
+                            tma_store=args.tma_store)
+           if args.bn
+           else dataclasses.replace(default_config(), out=out, tma_store=True)
+           if args.tma_store
+           else None)
     triton_mm = None if args.no_triton else _triton_matmul()
     shapes = [tuple(map(int, s.split(","))) for s in args.shapes] if args.shapes else SHAPES
     what = cfg.describe() if cfg else "tiles chosen by examples.hopper_gemm.host.gemm"

@@ -5,7 +5,9 @@ M-contiguous, as :mod:`examples.gemm`. The TMA path needs what the tensor memory
 needs: K and both leading dimensions multiples of 8 elements (16 bytes) and 16-byte aligned
 base addresses; other bf16/f16 operands are packed into aligned scratch rows first
 (``examples.gemm.pack``), and what the kernel does not take at all (other dtypes, or more
-than 2**31 packed elements) runs on the warp-MMA GEMM (``examples.gemm``).
+than 2**31 packed elements) runs on the warp-MMA GEMM (``examples.gemm``). The TMA-store
+epilogue (``HopperGemmConfig(tma_store=True)``) writes D by TMA where TMA can
+(:func:`takes_tma_store`), and otherwise the same kernel stores from registers.
 """
 
 from __future__ import annotations
@@ -17,14 +19,21 @@ from typing import Any
 import numpy as np
 
 import tylo
-from examples.hopper_gemm.kernel import OUT_DTYPES, THREADS, HopperGemmConfig, hopper_gemm_kernel
-from tylo.layouts import ComposedLayout, Layout, dim
+from examples.hopper_gemm.kernel import (
+    EPILOGUE_BOX,
+    OUT_DTYPES,
+    STMATRIX_DTYPES,
+    THREADS,
+    HopperGemmConfig,
+    hopper_gemm_kernel,
+)
+from tylo.layouts import ComposedLayout, Layout, Swizzle, dim, size, zipped_divide
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.tma import TensorMap, TensorMapPlan
 
 __all__ = [
-    "check_extents", "compile_hopper_gemm", "default_config", "gemm", "plans", "takes_tma_path",
-    "verify",
+    "c_plan", "check_extents", "compile_hopper_gemm", "default_config", "gemm", "plans",
+    "takes_tma_path", "takes_tma_store", "verify",
 ]
 
 
@@ -45,6 +54,37 @@ def plans(cfg: HopperGemmConfig) -> tuple[TensorMapPlan, TensorMapPlan]:
     px = TensorMapPlan(cfg.dtype, Layout((R, K), (ld, 1)), (cfg.bm, cfg.bk), "128B", lx)
     py = TensorMapPlan(cfg.dtype, Layout((S, K), (ld, 1)), (half, cfg.bk), "128B", ly)
     return px, py
+
+
+@cache
+def c_plan(cfg: HopperGemmConfig) -> TensorMapPlan | None:
+    """The tensor map of C for the TMA-store epilogue (None without ``cfg.tma_store``):
+    boxes of (64 m_atoms, 64) over a symbolic (R, S) row-major C whose leading dimension is a
+    multiple of 8 elements, 128-byte swizzled. The box's shared layout is taken from the
+    buffer the consumer's stmatrix writes (``cfg.epilogue_layout()``), divided into boxes:
+    the plan proves the first box is the layout TMA reads, and box ``b`` starts
+    ``b * cfg.box_elements`` further on (where the kernel stores it from), a multiple of the
+    swizzle's period, where the swizzle acts as on the first box; so each TMA store reads
+    exactly the tile's columns ``64 b ..``."""
+    if not cfg.tma_store:
+        return None
+    rows = 64 * cfg.m_atoms
+    tiles = zipped_divide(cfg.epilogue_layout(), (rows, EPILOGUE_BOX))
+    box = tiles[0]  # ((rows, 64), boxes): the first box, and where each box starts
+    swizzled = isinstance(tiles, ComposedLayout)
+    rest = tiles.inner[1] if swizzled else tiles[1]
+    period = tiles.outer.size() if swizzled and isinstance(tiles.outer, Swizzle) else 1
+    offsets = [rest(i) for i in range(size(rest))]
+    if offsets != [b * cfg.box_elements for b in range(len(offsets))] or any(
+        o % period for o in offsets
+    ):
+        raise PlanError(
+            f"hopper_gemm c_plan: the epilogue buffer {cfg.epilogue_layout()} puts its "
+            f"{EPILOGUE_BOX}-column boxes at {offsets}, not at multiples of {cfg.box_elements} "
+            f"(each a multiple of the swizzle's period {period}) where the kernel stores them"
+        )
+    R, S, ldc = dim("R"), dim("S"), dim("ldc", multiple_of=8)
+    return TensorMapPlan(cfg.out, Layout((R, S), (ldc, 1)), (rows, EPILOGUE_BOX), "128B", box)
 # --8<-- [end:plans]
 
 
@@ -52,7 +92,8 @@ def compile_hopper_gemm(cfg: HopperGemmConfig, target: Any = "sm_90a") -> Any:
     """Compile (no GPU needed) the kernel for ``cfg``."""
     px, py = plans(cfg)
     return hopper_gemm_kernel.compile(
-        cfg.out, px, py, int, int, int, int, float, cfg, block=THREADS, target=target,
+        cfg.out, px, py, c_plan(cfg), int, int, int, int, float, cfg, block=THREADS,
+        target=target,
         **({"cluster": (cfg.cluster, 1, 1)} if cfg.cluster > 1 else {}),
     )
 
@@ -77,6 +118,21 @@ def takes_tma_path(m: int, n: int, k: int, lda: int, ldb: int, a: Any, b: Any,
     if ok and d is not None:
         ok = as_device_array(d).dtype.name in OUT_DTYPES
     return ok
+
+
+def takes_tma_store(d: Any, m: int, ldd: int) -> bool:
+    """Whether TMA can write D (M-contiguous, leading dimension ``ldd``; the kernel's C,
+    (N, M) row-major) for the TMA-store epilogue: bf16 or f16, rows of ``ldd`` elements a
+    multiple of 16 bytes from a 16-byte aligned base, and M a multiple of 16 bytes too (TMA
+    moves whole 16-byte units along the contiguous dimension, see ``TensorMapPlan.encode``).
+    Where not, :func:`gemm` runs the same problem with the register epilogue."""
+    from tylo.arrays import as_device_array
+
+    dd = as_device_array(d)
+    if dd.dtype.name not in STMATRIX_DTYPES:
+        return False
+    unit = 16 // dd.dtype.nbytes
+    return m % unit == 0 and ldd % unit == 0 and dd.ptr % 16 == 0
 
 
 @cache
@@ -168,7 +224,7 @@ def check_extents(d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb:
             )
 
 
-_PREPARED: dict = {}  # launch key -> ("warp",) or (path, cfg, X map, Y map, grid, packing)
+_PREPARED: dict = {}  # launch key -> ("warp",) or (path, cfg, X, Y, C maps, grid, packing)
 _PREPARED_MAX = 64
 
 
@@ -197,29 +253,32 @@ def _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
         da, db = as_device_array(pa), as_device_array(pb)
         k, lda, ldb = ldp, ldp, ldp
     cfg = cfg or default_config(da.dtype)
-    # pair stores where D's rows and base allow them (else element stores everywhere)
+    # pair stores where D's rows and base allow them (else element stores everywhere); the
+    # TMA-store epilogue where asked for and TMA can write D (else the stores by ownership)
     pairs = ldd % 2 == 0 and dd.ptr % (2 * dd.dtype.nbytes) == 0
-    if (cfg.dtype, cfg.out, cfg.relu, cfg.pairs) != (da.dtype, dd.dtype, bool(relu), pairs):
-        cfg = replace(cfg, dtype=da.dtype, out=dd.dtype, relu=bool(relu), pairs=pairs)
+    tma_store = cfg.tma_store and takes_tma_store(d, m, ldd)
+    want = (da.dtype, dd.dtype, bool(relu), pairs, tma_store)
+    if (cfg.dtype, cfg.out, cfg.relu, cfg.pairs, cfg.tma_store) != want:
+        cfg = replace(cfg, dtype=da.dtype, out=dd.dtype, relu=bool(relu), pairs=pairs,
+                      tma_store=tma_store)
     px, py = plans(cfg)
+    pc = c_plan(cfg)
     # D = A B^T computed as D^T = B A^T: X = B (N, K), Y = A (M, K), C = D as (N, M) row-major.
     # The maps hold addresses only (no reference to the arrays: a cached map outliving its
     # array is never used for another, since the key holds the address, shape and strides)
     bx = DeviceArray(db.ptr, (n, k), (ldb, 1), db.dtype, db.device)
     ay = DeviceArray(da.ptr, (m, k), (lda, 1), da.dtype, da.device)
+    tmc = None if pc is None else TensorMap(pc, DeviceArray(dd.ptr, (n, m), (ldd, 1), dd.dtype,
+                                                            dd.device))
     units = -(-n // (cfg.bm * cfg.cluster)) * -(-m // cfg.bn)  # one unit per cluster
     clusters = min(units, _resident_clusters(cfg, dd.device))
     grid = (clusters * cfg.cluster,)
     path = "hopper" if packing is None else "hopper-packed"
-    return (path, cfg, TensorMap(px, bx), TensorMap(py, ay), grid, packing)
+    return (path, cfg, TensorMap(px, bx), TensorMap(py, ay), tmc, grid, packing)
 
 
-def gemm(d, a, b, m, n, k, lda, ldb, ldd, *, alpha=1.0, relu=False, cfg=None, stream=None) -> str:
-    """Launch ``D = alpha * A @ B`` (``relu=True``: ``max(., 0)``); D is f32, bf16 or f16.
-    Returns which path ran: 'hopper', 'hopper-packed' (A and B copied into aligned rows
-    first, for K or leading dimensions that are not multiples of 8 or misaligned bases) or
-    'warp' (the warp-MMA GEMM, for what the Hopper kernel does not take). The preparation
-    (routing, tile choice, tensor maps) is remembered for the last 64 argument combinations."""
+def _prepared(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
+    """The (remembered) launch preparation of these arguments and the key it is kept by."""
     key = (_array_key(d), _array_key(a), _array_key(b), m, n, k, lda, ldb, ldd, bool(relu), cfg)
     prep = _PREPARED.get(key)
     if prep is None:
@@ -228,12 +287,25 @@ def gemm(d, a, b, m, n, k, lda, ldb, ldd, *, alpha=1.0, relu=False, cfg=None, st
         if len(_PREPARED) >= _PREPARED_MAX:
             _PREPARED.pop(next(iter(_PREPARED)))
         _PREPARED[key] = prep
+    return key, prep
+
+
+def gemm(d, a, b, m, n, k, lda, ldb, ldd, *, alpha=1.0, relu=False, cfg=None, stream=None) -> str:
+    """Launch ``D = alpha * A @ B`` (``relu=True``: ``max(., 0)``); D is f32, bf16 or f16.
+    Returns which path ran: 'hopper', 'hopper-packed' (A and B copied into aligned rows
+    first, for K or leading dimensions that are not multiples of 8 or misaligned bases) or
+    'warp' (the warp-MMA GEMM, for what the Hopper kernel does not take). ``cfg`` (default:
+    :func:`default_config`) gives the tile and schedule; the dtypes, ReLU, pair stores and
+    the TMA-store epilogue (``cfg.tma_store`` where :func:`takes_tma_store`) follow the
+    arguments. The preparation (routing, tile choice, tensor maps) is remembered for the
+    last 64 argument combinations."""
+    key, prep = _prepared(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg)
     if prep[0] == "warp":
         from examples.gemm.host import gemm as warp_gemm
 
         warp_gemm(d, a, b, m, n, k, lda, ldb, ldd, alpha=alpha, relu=relu, stream=stream)
         return "warp"
-    path, cfg, tmx, tmy, grid, packing = prep
+    path, cfg, tmx, tmy, tmc, grid, packing = prep
     if packing is not None:
         from examples.gemm.pack import pack_rows
 
@@ -245,14 +317,16 @@ def gemm(d, a, b, m, n, k, lda, ldb, ldd, *, alpha=1.0, relu=False, cfg=None, st
         if cfg.cluster == 1
         else hopper_gemm_kernel[grid, THREADS, (cfg.cluster, 1, 1)]
     )
-    launch(d, tmx, tmy, n, m, k, ldd, float(alpha), cfg, shared=cfg.shared_bytes(), stream=stream)
+    launch(d, tmx, tmy, tmc, n, m, k, ldd, float(alpha), cfg, shared=cfg.shared_bytes(),
+           stream=stream)
     return path
 
 
 def verify(m, n, k, *, dtype="bf16", out="f32", alpha=1.0, relu=False, seed=None, cfg=None,
            tolerance=1e-2) -> dict:
     """Run on fresh random data (D poisoned with NaN first) and compare with float64; raises
-    AssertionError beyond ``tolerance`` (relative, max-norm). ``out``: D's dtype."""
+    AssertionError beyond ``tolerance`` (relative, max-norm). ``out``: D's dtype. Returns the
+    error, the path, and the configuration that ran (``cfg``: None on the warp path)."""
     import torch
 
     g = torch.Generator(device="cuda")
@@ -272,4 +346,5 @@ def verify(m, n, k, *, dtype="bf16", out="f32", alpha=1.0, relu=False, seed=None
     err = float(np.nanmax(np.abs(got - want)) / scale) if np.isfinite(got).all() else float("inf")
     if not err <= tolerance:
         raise AssertionError(f"hopper_gemm {m}x{n}x{k} ({path}): relative error {err:.3g}")
-    return {"error": err, "path": path}
+    ran = _prepared(d, a, b, m, n, k, k, k, m, relu, cfg)[1]
+    return {"error": err, "path": path, "cfg": None if ran[0] == "warp" else ran[1]}

@@ -22,6 +22,9 @@ with three warpgroups:
 - the epilogue scales (``alpha``), optionally applies ReLU, converts to C's dtype and stores
   by ownership: whole interior tiles with one vector store per accumulator pair, edge tiles
   bounded element by element. TMA fills the out-of-bounds parts of edge tiles with zeros.
+  With ``tma_store`` (bf16/f16 C) it writes the consumer's tile into a shared buffer of its
+  own with ``stmatrix`` instead, and one thread hands it to the copy engine (TMA stores of
+  64-column boxes, clipped at C's edges) while the warpgroup goes on to its next tile.
 
 The shared tiles are the 128-byte-swizzled K-major layout ``S<3,3,3> o (rows, 64):(64, 1)``
 (bf16/f16), which TMA writes and wgmma reads: the plans prove both facts on the host.
@@ -36,11 +39,14 @@ from tylo.kernel.values import to_index
 from tylo.layouts import ComposedLayout, Layout, Swizzle
 from tylo.nvgpu import tma
 from tylo.nvgpu.cluster import cluster_ctarank, cluster_sync
+from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.mbarrier import Barriers, Pipeline, PipelinePlan, fence_barrier_init
+from tylo.nvgpu.warp.stmatrix import store_fragment
 from tylo.nvgpu.warpgroup.mma import (
     WarpgroupMMAAtom,
     commit_group,
     fence,
+    fence_shared_to_async,
     mma_async,
     wait_group,
 )
@@ -56,6 +62,9 @@ REGISTERS = {1: (40, 232), 2: (56, 224)}  # cluster -> (producer, consumer)
 CONSUMERS = 2
 THREADS = 128 * (1 + CONSUMERS)
 OUT_DTYPES = ("f32", "bf16", "f16")
+STMATRIX_DTYPES = ("bf16", "f16")  # what the TMA-store epilogue writes (stmatrix: 16-bit)
+EPILOGUE_BOX = 64  # columns of one C box: 128 bytes of bf16/f16, one 128-byte swizzled row
+SHARED_LIMIT = 227 * 1024  # sm_90: dynamic shared memory per block (opt-in maximum)
 
 
 # --8<-- [start:config]
@@ -80,10 +89,10 @@ class HopperGemmConfig:
     # dimension even, its base aligned to a pair: checked at launch)
     pingpong: bool = False  # each consumer takes every other tile (see the module docstring)
     cluster: int = 1  # 2: CTA pairs share the Y tile, each loading half for both (multicast)
+    tma_store: bool = False  # the epilogue through shared memory: stmatrix, then TMA stores
+    # (bf16/f16 out; gemm() falls back to the stores above where D's rows TMA cannot write)
 
     def __post_init__(self) -> None:
-        from tylo.nvgpu.errors import PlanError
-
         if self.m_atoms not in (1, 2) or self.bn not in (64, 128, 256):
             raise PlanError(f"HopperGemmConfig: m_atoms 1 or 2, bn 64/128/256; got {self}")
         if self.m_atoms * self.bn > 256:  # the accumulators: m_atoms * bn / 2 f32 per thread
@@ -98,7 +107,7 @@ class HopperGemmConfig:
             raise PlanError(f"HopperGemmConfig: out must be one of {OUT_DTYPES}, got {self.out!r}")
         if type(self.relu) is not bool:
             raise PlanError(f"HopperGemmConfig: relu must be a bool, got {self.relu!r}")
-        for flag in ("loads", "pairs", "pingpong"):
+        for flag in ("loads", "pairs", "pingpong", "tma_store"):
             if type(getattr(self, flag)) is not bool:
                 raise PlanError(f"HopperGemmConfig: {flag} must be a bool, got {getattr(self, flag)!r}")
         if self.cluster not in (1, 2) or type(self.cluster) is not int:
@@ -107,8 +116,18 @@ class HopperGemmConfig:
             raise PlanError(f"HopperGemmConfig: group must be an int in [1, 64], got {self.group!r}")
         if type(self.stages) is not int or not 2 <= self.stages <= 8:
             raise PlanError(f"HopperGemmConfig: stages must be an int in [2, 8], got {self.stages!r}")
-        if self.shared_bytes() > 227 * 1024:
-            raise PlanError(f"HopperGemmConfig: {self.shared_bytes()} B of shared memory > 227 KiB")
+        if self.tma_store and self.out.name not in STMATRIX_DTYPES:
+            raise PlanError(
+                f"HopperGemmConfig: tma_store=True stages the output tile in shared memory with "
+                f"stmatrix, which stores 16-bit elements; out is {self.out}: use out bf16 or "
+                "f16, or tma_store=False"
+            )
+        if self.shared_bytes() > SHARED_LIMIT:
+            raise PlanError(
+                f"HopperGemmConfig: {self.shared_bytes()} B of shared memory (ring "
+                f"{self.ring_bytes()} B + epilogue buffers {self.epilogue_bytes()} B) > 227 KiB;"
+                " use fewer stages"
+            )
 
     @property
     def bm(self) -> int:
@@ -137,9 +156,42 @@ class HopperGemmConfig:
     def stage_elements(self) -> tuple[int, int]:
         return self.bm * self.bk, self.bn * self.bk
 
-    def shared_bytes(self) -> int:
+    def ring_bytes(self) -> int:
+        """The bytes of the ring's ``stages`` X and Y tiles (the start of dynamic shared
+        memory; a multiple of 1024, so the epilogue buffers after it stay 1024-aligned)."""
         a, b = self.stage_elements()
         return self.stages * (a + b) * self.dtype.nbytes
+
+    def epilogue_layout(self) -> ComposedLayout:
+        """The shared layout of one consumer's epilogue buffer (``tma_store``): its
+        ``64 m_atoms x bn`` output tile (in ``out``) as ``bn / 64`` TMA boxes one after
+        another, box ``b`` holding columns ``64 b ..``, each ``(64 m_atoms, 64)`` row-major
+        with the 128-byte swizzle; coordinates (row, column) of the tile. The host
+        (``host.c_plan``) proves each box is the layout TMA reads for the C box."""
+        rows = 64 * self.m_atoms
+        swz = Swizzle(3, 4 - (self.out.nbytes.bit_length() - 1), 3)
+        boxes = self.bn // EPILOGUE_BOX
+        return ComposedLayout(
+            swz, 0, Layout((rows, (EPILOGUE_BOX, boxes)), (EPILOGUE_BOX, (1, self.box_elements)))
+        )
+
+    @property
+    def box_elements(self) -> int:
+        """Elements of one C box in the epilogue buffer (box ``b`` starts at ``b`` times
+        this): ``64 m_atoms`` rows of 64."""
+        return 64 * self.m_atoms * EPILOGUE_BOX
+
+    def epilogue_elements(self) -> int:
+        """Elements of one consumer's epilogue buffer (0 without ``tma_store``)."""
+        return 64 * self.m_atoms * self.bn if self.tma_store else 0
+
+    def epilogue_bytes(self) -> int:
+        """The bytes of the consumers' epilogue buffers, one each (0 without ``tma_store``)."""
+        return CONSUMERS * self.epilogue_elements() * self.out.nbytes
+
+    def shared_bytes(self) -> int:
+        """The dynamic shared memory a launch needs: the ring, then the epilogue buffers."""
+        return self.ring_bytes() + self.epilogue_bytes()
 
     def describe(self) -> str:
         return (
@@ -148,6 +200,7 @@ class HopperGemmConfig:
             f"{self.dtype} in, {self.out} out{', ReLU' if self.relu else ''}, persistent "
             f"(raster bands of {self.group} tile-rows)"
             + (", 2-CTA clusters (Y multicast)" if self.cluster == 2 else "")
+            + (", TMA-store epilogue" if self.tma_store else "")
         )
 # --8<-- [end:config]
 
@@ -217,6 +270,43 @@ def _epilogue(cfg, acc, c, r, s, ldc, alpha, row0, col0, tid):
 # --8<-- [end:epilogue]
 
 
+# --8<-- [start:tma_epilogue]
+def _consumer_barrier(w: int) -> None:
+    """``bar.sync 1 + w, 128`` (PTX ISA 9.7.13.4 bar): consumer ``w``'s 128 threads meet on
+    a named barrier of their own (0 is the CTA's ``sync_threads``; the ring and the ping-pong
+    turns are mbarriers), so the other consumer's MMAs run on."""
+    tylo.ptx(f"bar.sync {1 + w}, 128;")
+
+
+@tylo.inline
+def _tma_epilogue(cfg, accs, tc, buf, alpha, row0, col0, tid, w):
+    """Consumer ``w``'s TMA-store epilogue: scale, ReLU, and hand the ``64 m_atoms x bn``
+    tile at (row0, col0) of C to the copy engine: stmatrix into the consumer's buffer, then
+    one TMA store per 64-column box, issued by thread 0 of the warpgroup. TMA writes only the
+    part of a box inside C, so edge tiles take the same path."""
+    outs = []
+    for j in range(cfg.m_atoms):
+        out = accs[j] * alpha
+        if cfg.relu:
+            out = tylo.where(out < 0.0, 0.0, out)  # NaN stays NaN, as torch.relu
+        outs.append(out)
+    base = w * cfg.epilogue_elements()  # this consumer's buffer
+    if tid == 0:
+        tma.wait_stores(0, read=True)  # the previous tile's stores have read the buffer
+    _consumer_barrier(w)
+    tile = SharedTile(buf, cfg.epilogue_layout(), base=base)
+    for j in range(cfg.m_atoms):
+        store_fragment(outs[j], tile.window((64 * j, 0), (64, cfg.bn)), tid)
+    fence_shared_to_async()  # the stmatrix writes, visible to the TMA unit (async proxy)
+    _consumer_barrier(w)
+    if tid == 0:
+        for b in range(cfg.bn // EPILOGUE_BOX):
+            box = SharedTile(buf, tc.plan.smem_layout, base=base + b * cfg.box_elements)
+            tma.store(tc, box, (row0, col0 + b * EPILOGUE_BOX))
+        tma.commit_stores()
+# --8<-- [end:tma_epilogue]
+
+
 # --8<-- [start:consumer]
 @tylo.inline
 def _k_tile(cfg, atom, w, smem, pipe, it, pending, start):
@@ -254,11 +344,15 @@ def _release(cfg, pipe, it, rank, tid):
 
 
 @tylo.inline
-def _consume(cfg, w, smem, pipe, turn, sched, c, r, s, ldc, alpha, tid):
+def _consume(cfg, w, smem, pipe, turn, sched, c, tc, r, s, ldc, alpha, tid):
     """Consumer warpgroup ``w`` (static): its ``64 * m_atoms`` rows of every tile this CTA
     computes, all of the tile's columns, one accumulator per 64-row block."""
     atom = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype)
     rows = 64 * cfg.m_atoms
+    lt = tid - 128 * (1 + w)  # the thread's index in its warpgroup
+    if cfg.tma_store:  # the consumers' epilogue buffers, after the ring
+        buf = tylo.dynamic_shared(cfg.out, CONSUMERS * cfg.epilogue_elements(),
+                                  offset_bytes=cfg.ring_bytes(), align=1024)
     k_tiles, my_tiles, rank = sched[0], sched[1], sched[4]
     accs = tuple(zeros(atom.c) for _ in range(cfg.m_atoms))  # registers, reused per tile
     # cooperative: both consumers on every tile; ping-pong: consumer w on tiles w, w + 2, ..
@@ -285,9 +379,14 @@ def _consume(cfg, w, smem, pipe, turn, sched, c, r, s, ldc, alpha, tid):
         done = wait_group(0, *pending)
         _release(cfg, pipe, first + k_tiles - 1, rank, tid)
         accs = done if cfg.m_atoms > 1 else (done,)
-        for j in range(cfg.m_atoms):
-            row0 = tr * cfg.bm + (0 if cfg.pingpong else rows * w) + 64 * j
-            _epilogue(cfg, accs[j], c, r, s, ldc, alpha, row0, tcol * cfg.bn, tid - 128 * (1 + w))
+        row0 = tr * cfg.bm + (0 if cfg.pingpong else rows * w)
+        if cfg.tma_store:
+            _tma_epilogue(cfg, accs, tc, buf, alpha, row0, tcol * cfg.bn, lt, w)
+        else:
+            for j in range(cfg.m_atoms):
+                _epilogue(cfg, accs[j], c, r, s, ldc, alpha, row0 + 64 * j, tcol * cfg.bn, lt)
+    if cfg.tma_store and lt == 0:
+        tma.wait_stores(0, read=False)  # this consumer's last stores are written
 # --8<-- [end:consumer]
 
 
@@ -328,8 +427,13 @@ def _produce(cfg, tx, ty, smem, pipe, sched):
 
 # --8<-- [start:kernel]
 @tylo.kernel
-def hopper_gemm_kernel(c, tx, ty, r: Dim, s: Dim, k: Dim, ldc: Dim, alpha: float,
+def hopper_gemm_kernel(c, tx, ty, tc, r: Dim, s: Dim, k: Dim, ldc: Dim, alpha: float,
                        cfg: tylo.Static):
+    if cfg.tma_store != (tc is not None):
+        raise PlanError(
+            f"hopper_gemm_kernel: tma_store={cfg.tma_store} takes "
+            f"{'a C tensor map (host.c_plan)' if cfg.tma_store else 'tc=None'}; got {tc!r}"
+        )
     if cfg.pairs:  # checked at every launch
         tylo.assume(tylo.divisible(ldc, 2))
         c = tylo.assume_aligned(c, 2 * cfg.out.nbytes)
@@ -357,10 +461,10 @@ def hopper_gemm_kernel(c, tx, ty, r: Dim, s: Dim, k: Dim, ldc: Dim, alpha: float
             _produce(cfg, tx, ty, smem, pipe, sched)
     elif wg == 1:
         set_max_registers(REGISTERS[cfg.cluster][1], increase=True)
-        _consume(cfg, 0, smem, pipe, turn, sched, c, r, s, ldc, alpha, tid)
+        _consume(cfg, 0, smem, pipe, turn, sched, c, tc, r, s, ldc, alpha, tid)
     else:
         set_max_registers(REGISTERS[cfg.cluster][1], increase=True)
-        _consume(cfg, 1, smem, pipe, turn, sched, c, r, s, ldc, alpha, tid)
+        _consume(cfg, 1, smem, pipe, turn, sched, c, tc, r, s, ldc, alpha, tid)
     if cfg.cluster == 2:
         cluster_sync()  # no CTA leaves while its peer may still arrive on its barriers
 # --8<-- [end:kernel]

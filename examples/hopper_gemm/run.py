@@ -1,5 +1,5 @@
 """``python examples/hopper_gemm/run.py M N K [--dtype bf16|f16] [--out-dtype f32|bf16|f16]
-[--relu] [--alpha A] [--bn 128|256] [--stages S] [--cooperative]``
+[--relu] [--alpha A] [--bn 128|256] [--stages S] [--cooperative] [--tma-store]``
 
 The warp-specialized TMA + wgmma GEMM (sm_90a). With a Hopper GPU it runs on fresh random
 data and verifies against float64 (operands TMA cannot read go to the warp-MMA GEMM, and the
@@ -33,6 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stages", type=positive_int, default=None, help="TMA ring depth")
     parser.add_argument("--cooperative", action="store_true",
                         help="both consumers on one 128-row tile (default: ping-pong)")
+    parser.add_argument("--tma-store", action="store_true",
+                        help="the epilogue through shared memory and TMA stores (D bf16/f16)")
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -49,18 +51,21 @@ def _config(args: argparse.Namespace) -> Any:
         changes.update(bn=args.bn, m_atoms=1 if args.bn == 256 else changes.get("m_atoms", 2))
     if args.stages is not None:
         changes["stages"] = args.stages
+    if args.tma_store:
+        changes["tma_store"] = True
     return replace(cfg, **changes)
 
 
 def kernels(args: argparse.Namespace, target: Any) -> dict[str, Any]:
-    from examples.hopper_gemm.host import compile_hopper_gemm, plans
+    from examples.hopper_gemm.host import c_plan, compile_hopper_gemm, plans
 
     cfg = _config(args)
     if args.compile_only:
         print(f"config: {cfg.describe()}")
-        for name, p in zip(("X (= B)", "Y (= A)"), plans(cfg)):
-            print(f"  {name} tensor map: box {p.box}, {p.swizzle} swizzle; shared layout "
-                  f"{p.smem_layout} equals the box's: proved")
+        for name, p in zip(("X (= B)", "Y (= A)", "C (= D)"), (*plans(cfg), c_plan(cfg))):
+            if p is not None:
+                print(f"  {name} tensor map: box {p.box}, {p.swizzle} swizzle; shared layout "
+                      f"{p.smem_layout} equals the box's: proved")
     return {"hopper_gemm_kernel": compile_hopper_gemm(cfg, target)}
 
 

@@ -2,7 +2,8 @@
 """The warp-specialized Hopper GEMM (examples/hopper_gemm): its SASS has wgmma, TMA loads and
 mbarrier operations and no local memory; on an H200 it matches float64 (poisoned output,
 fresh random data) at every edge combination, with operands TMA cannot read routed to the
-warp-MMA GEMM."""
+warp-MMA GEMM. The TMA-store epilogue likewise (stmatrix and TMA stores in the SASS; edges
+clipped by TMA; D that TMA cannot write falls back to the register epilogue)."""
 
 from __future__ import annotations
 
@@ -137,3 +138,109 @@ def test_cluster_grid_is_what_fits(gpu_runtime):
     n = _resident_clusters(cfg, 0)
     assert 1 <= n <= _sm_count(0) // 2
     print(f"resident 2-CTA clusters: {n} of {_sm_count(0)} SMs")
+
+
+# ---------------------------------------------------------------------------- TMA-store epilogue
+
+TMA_STORE = {"bn": 128, "m_atoms": 2, "pingpong": True, "stages": 5, "group": 16}  # the default
+
+
+def _tma_cfg(out="bf16", **kw):
+    return HopperGemmConfig(**{**TMA_STORE, "out": getattr(tylo, out), "tma_store": True, **kw})
+
+
+@pytest.mark.parametrize("cfg", [{}, {"cluster": 2}], ids=["default", "cluster2"])
+def test_tma_store_assembly(cfg):
+    c = _tma_cfg(**cfg)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # nvJitLink may drop setmaxnreg here (it warns)
+        k = compile_hopper_gemm(c)
+        plain = compile_hopper_gemm(HopperGemmConfig(**TMA_STORE, out=tylo.bf16))
+    logs = " ".join(str(w.message) for w in caught)
+    assert "C7509" not in logs and "C7519" not in logs and "serialized" not in logs, logs
+    # stmatrix into the buffers, one TMA store per 64-column box, and the MMAs still keep
+    # one wgmma group in flight
+    assert "STSM.16.M88.4" in k.sass and "UTMASTG.2D" in k.sass
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in k.sass
+    assert "LDL" not in k.sass and "STL" not in k.sass
+    # each consumer meets its 128 threads on a named barrier of its own
+    assert "bar.sync 1, 128;" in k.ptx and "bar.sync 2, 128;" in k.ptx
+    assert k.ptx.count("cp.async.bulk.wait_group.read 0;") == 2  # before reusing the buffer
+    assert k.ptx.count("cp.async.bulk.wait_group 0;") == 2  # before the consumer leaves
+    # the ring, both epilogue buffers and the barriers fit the 227 KiB of a block
+    assert c.shared_bytes() + k.resources.shared_bytes <= 227 * 1024
+    # the register epilogue has neither
+    assert "UTMASTG" not in plain.sass and "STSM" not in plain.sass
+
+
+@pytest.mark.parametrize("out", ["bf16", "f16"])
+@pytest.mark.parametrize(
+    "shape",
+    [(1, 1, 1), (65, 97, 73), (300, 200, 136), (128, 128, 64), (200, 128, 64), (128, 300, 64),
+     (200, 300, 136), (8, 1, 100), (1000, 777, 520), (4096, 4096, 512)],
+    ids=str,
+)
+def test_tma_store_matches_float64(gpu_runtime, out, shape):
+    # edges in M (C's columns), in N (C's rows), K not a multiple of 64 (or of 8: packed);
+    # many tiles per consumer (the buffer reused after its previous store read it)
+    m, n, k = shape
+    res = verify(m, n, k, out=out, alpha=-0.75, relu=True, cfg=_tma_cfg(out))
+    assert res["path"] == ("hopper" if k % 8 == 0 else "hopper-packed")
+    # D's rows (ldd = M) must be whole 16-byte units for TMA: else the register epilogue
+    assert res["cfg"].tma_store == (m % 8 == 0)
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [{"cluster": 2}, {"cluster": 2, "pingpong": False, "m_atoms": 1, "stages": 4},
+     {"pingpong": False, "m_atoms": 1, "stages": 4}, {"bn": 256, "m_atoms": 1, "stages": 4}],
+    ids=str,
+)  # fmt: skip
+@pytest.mark.parametrize("shape", [(8, 1, 8), (136, 1000, 136), (3000, 5000, 512)], ids=str)
+def test_tma_store_clusters_and_tiles(gpu_runtime, cfg, shape):
+    res = verify(*shape, out="bf16", alpha=0.5, cfg=_tma_cfg(**cfg))
+    assert res["path"] == "hopper" and res["cfg"].tma_store
+
+
+def _run_in(storage_cols, offset, m, n, k, out="bf16"):
+    """D = A @ B into columns of a NaN-filled (N, storage_cols) buffer from element
+    ``offset`` (ldd = storage_cols); returns (D as (M, N), the buffer, the config that ran)."""
+    import numpy as np
+    import torch
+
+    from examples.hopper_gemm.host import _prepared, gemm
+
+    odt = {"bf16": torch.bfloat16, "f16": torch.float16}[out]
+    g = torch.Generator(device="cuda")
+    g.manual_seed(m * 7 + n)
+    a = torch.randn(m, k, device="cuda", generator=g).to(torch.bfloat16)
+    b = torch.randn(n, k, device="cuda", generator=g).to(torch.bfloat16)
+    buf = torch.full((n * storage_cols + offset,), float("nan"), device="cuda", dtype=odt)
+    d = buf[offset:].view(n, storage_cols)
+    cfg = _tma_cfg(out)
+    gemm(d, a, b, m, n, k, k, k, storage_cols, cfg=cfg)
+    torch.cuda.synchronize()
+    want = a.double().cpu().numpy() @ b.double().cpu().numpy().T
+    got = d[:, :m].double().cpu().numpy().T
+    err = np.abs(got - want).max() / np.abs(want).max()
+    assert err <= 1e-2, err
+    ran = _prepared(d, a, b, m, n, k, k, k, storage_cols, False, cfg)[1][1]
+    return buf.double().cpu().numpy(), ran
+
+
+@pytest.mark.parametrize(
+    "ldd_pad, offset, tma",
+    [(8, 0, True), (1, 0, False), (8, 1, False), (0, 8, True)],
+    ids=["padded", "odd-ldd", "misaligned-base", "aligned-offset"],
+)
+def test_tma_store_falls_back_where_tma_cannot_write_d(gpu_runtime, ldd_pad, offset, tma):
+    import numpy as np
+
+    m, n, k = 200, 300, 136
+    ldd = m + ldd_pad
+    flat, ran = _run_in(ldd, offset, m, n, k)
+    assert ran.tma_store is tma
+    # nothing but D is written: the padding of each row and the element before D stay NaN
+    rows = flat[offset:].reshape(n, ldd)
+    assert np.isnan(rows[:, m:]).all() and np.isnan(flat[:offset]).all()
+    assert np.isfinite(rows[:, :m]).all()
