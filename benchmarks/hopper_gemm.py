@@ -77,8 +77,7 @@ def bench(m, n, k, reps, cfg, out, triton_mm, inner=1):
 
     import torch
 
-    import tylo
-    from examples.hopper_gemm.host import default_config, gemm
+    from examples.hopper_gemm.host import chosen_config, gemm
 
     odt = torch.bfloat16 if out == "bf16" else torch.float32
     a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
@@ -88,8 +87,8 @@ def bench(m, n, k, reps, cfg, out, triton_mm, inner=1):
     bt = b.t()
     ct = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     path = gemm(d, a, b, m, n, k, k, k, m, cfg=cfg)  # compile and warm up
-    base = cfg or default_config()  # gemm()'s own choice
-    ceil_cfg = dataclasses.replace(base, loads=False, out=getattr(tylo, out))
+    ran = chosen_config(d, a, b, m, n, k, k, k, m, cfg=cfg)  # what gemm() ran (its choice)
+    ceil_cfg = ran and dataclasses.replace(ran, loads=False)
     sides = {
         "tylo": lambda: gemm(d, a, b, m, n, k, k, k, m, cfg=cfg),
         "cublas": lambda: torch.matmul(a, bt),
@@ -138,15 +137,16 @@ def main(argv=None) -> int:
     p.add_argument("--out", choices=("bf16", "f32"), default="bf16", help="D's dtype")
     p.add_argument("--m-atoms", type=int, choices=(1, 2), default=1)
     p.add_argument("--bn", type=int, choices=(128, 256), default=None,
-                   help="tile columns (default: gemm()'s choice, 256 when M >= 2048)")
+                   help="tile columns; with it the flags below make an explicit config "
+                   "(default: gemm()'s own choice, examples.hopper_gemm.host.default_config)")
     p.add_argument("--stages", type=int, default=4)
     p.add_argument("--group", type=int, default=8, help="raster band height (tile-rows)")
     p.add_argument("--pingpong", action="store_true", help="consumers alternate tiles")
     p.add_argument("--cluster", type=int, choices=(1, 2), default=1,
                    help="2: CTA pairs multicast the shared Y tile")
     p.add_argument("--tma-store", action="store_true",
-                   help="the TMA-store epilogue (stmatrix, then TMA; --out bf16 only); without "
-                   "--bn: gemm()'s default configuration with it")
+                   help="with --bn: the TMA-store epilogue (stmatrix, then TMA; --out bf16 "
+                   "only; gemm()'s default takes it for bf16 D)")
     p.add_argument("--inner", type=int, default=5,
                    help="launches per timed sample, back to back (1: include launch gaps)")
     p.add_argument("--no-triton", action="store_true")
@@ -157,10 +157,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("benchmarks/hopper_gemm.py needs a CUDA GPU and torch", file=sys.stderr)
         return 2
-    import dataclasses
-
     import tylo
-    from examples.hopper_gemm.host import default_config
     from examples.hopper_gemm.kernel import HopperGemmConfig
 
     if args.tma_store and args.out != "bf16":
@@ -171,8 +168,6 @@ def main(argv=None) -> int:
                             group=args.group, pingpong=args.pingpong, cluster=args.cluster,
                             tma_store=args.tma_store)
            if args.bn
-           else dataclasses.replace(default_config(), out=out, tma_store=True)
-           if args.tma_store
            else None)
     triton_mm = None if args.no_triton else _triton_matmul()
     shapes = [tuple(map(int, s.split(","))) for s in args.shapes] if args.shapes else SHAPES

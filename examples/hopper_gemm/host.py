@@ -32,7 +32,8 @@ from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.tma import TensorMap, TensorMapPlan
 
 __all__ = [
-    "c_plan", "check_extents", "compile_hopper_gemm", "default_config", "gemm", "plans",
+    "c_plan", "check_extents", "chosen_config", "compile_hopper_gemm", "default_config", "gemm",
+    "plans",
     "takes_tma_path", "takes_tma_store", "verify",
 ]
 
@@ -143,10 +144,20 @@ def _sm_count(device: int) -> int:
 
 
 # --8<-- [start:default]
-def default_config(dtype: Any = tylo.bf16) -> HopperGemmConfig:
-    """The configuration :func:`gemm` uses unless given one: ping-pong consumers, each on its
-    own 128x128 tile (two m64n128 accumulators), a 5-stage ring, raster bands of 16 tile-rows:
-    one consumer's epilogue overlaps the other's MMAs (docs/hopper.md, "Measured")."""
+def default_config(dtype: Any = tylo.bf16, *, tma_store: bool = True) -> HopperGemmConfig:
+    """The configuration :func:`gemm` uses unless given one. Where TMA can write D
+    (``tma_store``, see :func:`takes_tma_store`): cooperative consumers on a 128x256 tile
+    (each a 64x256 accumulator: m64n256 wgmma, the fewest operand bytes per FLOP), a 3-stage
+    ring and the TMA-store epilogue, whose two 64x256 buffers take the fourth stage's shared
+    memory. Otherwise (an f32 D, or rows TMA cannot write): ping-pong consumers, each on its
+    own 128x128 tile (two m64n128 accumulators), a 5-stage ring, so that one consumer's
+    register epilogue overlaps the other's MMAs. Both walk raster bands of 16 tile-rows
+    (docs/hopper.md, "Measured")."""
+    if type(tma_store) is not bool:
+        raise PlanError(f"default_config: tma_store must be a bool, got {tma_store!r}")
+    if tma_store:
+        return HopperGemmConfig(bn=256, m_atoms=1, stages=3, group=16, dtype=dtype,
+                                out=tylo.bf16, tma_store=True)
     return HopperGemmConfig(bn=128, m_atoms=2, pingpong=True, stages=5, group=16, dtype=dtype)
 # --8<-- [end:default]
 
@@ -252,7 +263,7 @@ def _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
         packing = (pa, pb, ldp)
         da, db = as_device_array(pa), as_device_array(pb)
         k, lda, ldb = ldp, ldp, ldp
-    cfg = cfg or default_config(da.dtype)
+    cfg = cfg or default_config(da.dtype, tma_store=takes_tma_store(d, m, ldd))
     # pair stores where D's rows and base allow them (else element stores everywhere); the
     # TMA-store epilogue where asked for and TMA can write D (else the stores by ownership)
     pairs = ldd % 2 == 0 and dd.ptr % (2 * dd.dtype.nbytes) == 0
@@ -288,6 +299,14 @@ def _prepared(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
             _PREPARED.pop(next(iter(_PREPARED)))
         _PREPARED[key] = prep
     return key, prep
+
+
+def chosen_config(d, a, b, m, n, k, lda, ldb, ldd, *, relu=False, cfg=None) -> Any:
+    """The :class:`HopperGemmConfig` that :func:`gemm` with these arguments runs (its
+    choice, or ``cfg`` adapted to the arguments: dtypes, ReLU, pair stores, TMA store), or
+    None where it takes the warp-MMA path. No GPU work: the same remembered preparation."""
+    prep = _prepared(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg)[1]
+    return None if prep[0] == "warp" else prep[1]
 
 
 def gemm(d, a, b, m, n, k, lda, ldb, ldd, *, alpha=1.0, relu=False, cfg=None, stream=None) -> str:
@@ -346,5 +365,5 @@ def verify(m, n, k, *, dtype="bf16", out="f32", alpha=1.0, relu=False, seed=None
     err = float(np.nanmax(np.abs(got - want)) / scale) if np.isfinite(got).all() else float("inf")
     if not err <= tolerance:
         raise AssertionError(f"hopper_gemm {m}x{n}x{k} ({path}): relative error {err:.3g}")
-    ran = _prepared(d, a, b, m, n, k, k, k, m, relu, cfg)[1]
-    return {"error": err, "path": path, "cfg": None if ran[0] == "warp" else ran[1]}
+    ran = chosen_config(d, a, b, m, n, k, k, k, m, relu=relu, cfg=cfg)
+    return {"error": err, "path": path, "cfg": ran}

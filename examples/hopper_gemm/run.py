@@ -31,8 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bn", type=int, choices=(128, 256), default=None,
                         help="tile columns (default: examples.hopper_gemm.host.default_config)")
     parser.add_argument("--stages", type=positive_int, default=None, help="TMA ring depth")
-    parser.add_argument("--cooperative", action="store_true",
-                        help="both consumers on one 128-row tile (default: ping-pong)")
+    schedule = parser.add_mutually_exclusive_group()
+    schedule.add_argument("--cooperative", action="store_true",
+                          help="both consumers on one tile, 64 rows each (the default for a "
+                          "bf16/f16 D: 128x256 tiles)")
+    schedule.add_argument("--pingpong", action="store_true",
+                          help="each consumer on its own 128x128 tile, taking turns (the "
+                          "default for an f32 D)")
     parser.add_argument("--tma-store", action="store_true",
                         help="the epilogue through shared memory and TMA stores (D bf16/f16)")
 
@@ -43,10 +48,14 @@ def _config(args: argparse.Namespace) -> Any:
     import tylo
     from examples.hopper_gemm.host import default_config
 
-    cfg = default_config(tylo.f16 if args.dtype == "f16" else tylo.bf16)
+    # gemm()'s default for this output: the TMA-store epilogue writes bf16/f16 only
+    cfg = default_config(tylo.f16 if args.dtype == "f16" else tylo.bf16,
+                         tma_store=args.out_dtype != "f32")
     changes: dict[str, Any] = {"out": getattr(tylo, args.out_dtype), "relu": args.relu}
     if args.cooperative:
         changes.update(pingpong=False, m_atoms=1)
+    if args.pingpong:
+        changes.update(pingpong=True, m_atoms=2, bn=128, stages=5)
     if args.bn is not None:
         changes.update(bn=args.bn, m_atoms=1 if args.bn == 256 else changes.get("m_atoms", 2))
     if args.stages is not None:

@@ -12,7 +12,7 @@ import warnings
 import pytest
 
 import tylo
-from examples.hopper_gemm.host import compile_hopper_gemm, verify
+from examples.hopper_gemm.host import compile_hopper_gemm, default_config, verify
 from examples.hopper_gemm.kernel import HopperGemmConfig
 
 
@@ -142,14 +142,40 @@ def test_cluster_grid_is_what_fits(gpu_runtime):
 
 # ---------------------------------------------------------------------------- TMA-store epilogue
 
-TMA_STORE = {"bn": 128, "m_atoms": 2, "pingpong": True, "stages": 5, "group": 16}  # the default
+# gemm()'s default for a 16-bit D: cooperative 128x256 tiles, 3 stages, the TMA store
+TMA_STORE = {"bn": 256, "m_atoms": 1, "pingpong": False, "stages": 3, "group": 16}
+PINGPONG = {"bn": 128, "m_atoms": 2, "pingpong": True, "stages": 5}  # the default for f32 D
+
+
+def test_default_config_follows_d():
+    assert default_config(tma_store=True) == HopperGemmConfig(
+        **TMA_STORE, out=tylo.bf16, tma_store=True)  # fmt: skip
+    assert default_config(tma_store=False) == HopperGemmConfig(**PINGPONG, group=16)
+    with pytest.raises(tylo.TyloError, match="tma_store must be a bool"):
+        default_config(tma_store=1)
+
+
+@pytest.mark.parametrize(
+    "shape, out",
+    [((4096, 4096, 4096), "bf16"), ((1000, 777, 520), "f16"), ((136, 1000, 200), "bf16"),
+     ((4096, 4096, 512), "f32")],
+    ids=str,
+)  # fmt: skip
+def test_default_takes_the_tma_store_for_16_bit_d(gpu_runtime, shape, out):
+    res = verify(*shape, out=out, alpha=0.5)
+    want = default_config(tma_store=out != "f32")
+    assert res["path"] == "hopper"
+    assert (res["cfg"].bn, res["cfg"].pingpong, res["cfg"].tma_store) == (
+        want.bn, want.pingpong, want.tma_store)  # fmt: skip
 
 
 def _tma_cfg(out="bf16", **kw):
     return HopperGemmConfig(**{**TMA_STORE, "out": getattr(tylo, out), "tma_store": True, **kw})
 
 
-@pytest.mark.parametrize("cfg", [{}, {"cluster": 2}], ids=["default", "cluster2"])
+@pytest.mark.parametrize(
+    "cfg", [{}, {**PINGPONG, "cluster": 2}], ids=["default", "pingpong-cluster2"]
+)
 def test_tma_store_assembly(cfg):
     c = _tma_cfg(**cfg)
     with warnings.catch_warnings(record=True) as caught:
@@ -192,8 +218,8 @@ def test_tma_store_matches_float64(gpu_runtime, out, shape):
 
 @pytest.mark.parametrize(
     "cfg",
-    [{"cluster": 2}, {"cluster": 2, "pingpong": False, "m_atoms": 1, "stages": 4},
-     {"pingpong": False, "m_atoms": 1, "stages": 4}, {"bn": 256, "m_atoms": 1, "stages": 4}],
+    [{"cluster": 2}, PINGPONG, {**PINGPONG, "cluster": 2}, {"bn": 128, "m_atoms": 2},
+     {"bn": 128, "m_atoms": 1, "stages": 4}, {"bn": 256, "pingpong": True, "stages": 4}],
     ids=str,
 )  # fmt: skip
 @pytest.mark.parametrize("shape", [(8, 1, 8), (136, 1000, 136), (3000, 5000, 512)], ids=str)

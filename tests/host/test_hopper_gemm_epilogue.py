@@ -188,6 +188,14 @@ def test_run_flag_sets_the_config():
     run.add_arguments(p)
     cfg = run._config(p.parse_args(["64", "64", "64", "--tma-store", "--out-dtype", "f16"]))
     assert cfg.tma_store and cfg.out is tylo.f16
-    assert not run._config(p.parse_args(["64", "64", "64", "--out-dtype", "f16"])).tma_store
+    # gemm()'s default: the TMA store (cooperative 128x256) for 16-bit D, ping-pong for f32
+    c16 = run._config(p.parse_args(["64", "64", "64", "--out-dtype", "f16"]))
+    assert c16.tma_store and (c16.bm, c16.bn, c16.pingpong) == (128, 256, False)
+    c32 = run._config(p.parse_args(["64", "64", "64"]))
+    assert not c32.tma_store and c32.pingpong and c32.m_atoms == 2
+    pp = run._config(p.parse_args(["64", "64", "64", "--pingpong", "--out-dtype", "bf16"]))
+    assert pp.pingpong and pp.tma_store and (pp.bm, pp.bn, pp.stages) == (128, 128, 5)
+    with pytest.raises(SystemExit):  # one schedule or the other
+        p.parse_args(["64", "64", "64", "--pingpong", "--cooperative"])
     with pytest.raises(PlanError, match="16-bit"):
         run._config(p.parse_args(["64", "64", "64", "--tma-store"]))  # D f32
