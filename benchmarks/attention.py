@@ -39,8 +39,11 @@ VARIANTS = {
     128: {"64x32": {"block_m": 64, "block_n": 32},
           "128x32-qsmem": {"block_m": 128, "block_n": 32, "q_in_registers": False}},
 }  # fmt: skip
-# --variants with --path hopper: the FlashAttention-3 schedules (choose_config's options)
-HOPPER_VARIANTS = {"pingpong": {"pingpong": True}, "overlap": {"overlap": True},
+# --variants with --path hopper: the FlashAttention-3 schedules (choose_config's options;
+# its default, SCHEDULES, is one of them)
+HOPPER_VARIANTS = {"plain": {"pingpong": False, "overlap": False},
+                   "pingpong": {"pingpong": True, "overlap": False},
+                   "overlap": {"pingpong": False, "overlap": True},
                    "pingpong+overlap": {"pingpong": True, "overlap": True}}  # fmt: skip
 
 
