@@ -4,10 +4,12 @@ events, medians.
     PYTHONPATH=$PWD python3 benchmarks/hopper_gemm.py [--reps 20] [--shapes M,N,K ...]
         [--out bf16|f32] [--bn 128|256] [--stages N] [--group G] [--tma-store] [--json FILE]
 
-Every side computes D = A @ B with A (M, K) and B (N, K) K-contiguous, bf16 (torch: a @ b.T,
-Triton: a plain ``tl.dot`` kernel, which Triton lowers to TMA-free wgmma on sm_90); D is bf16
-unless ``--out f32`` (tylo writes D M-contiguous, cuBLAS and Triton row-major). The columns:
-times, the ratio cuBLAS/tylo (>1: tylo faster), TFLOP/s, and ``ceiling``: the same tylo
+Every side computes D = A @ B with A (M, K) and B (N, K) K-contiguous, bf16 (torch: a @ b.T;
+Triton: a plain ``tl.dot`` kernel, which Triton lowers to TMA-free wgmma on sm_90, and
+Triton's TMA GEMM through tensor descriptors where this Triton has them, on the shapes TMA
+takes); D is bf16 unless ``--out f32`` (tylo writes D M-contiguous, cuBLAS and Triton
+row-major). The columns: times, the ratios cuBLAS/tylo and Triton/tylo (>1: tylo faster),
+TFLOP/s, and ``ceiling``: the same tylo
 kernel with its TMA loads switched off (``HopperGemmConfig(loads=False)``: the wgmma issue,
 barrier and epilogue cost alone), so ``of ceiling`` is the fraction of its own MMA-bound
 speed the full kernel reaches. Each sample times ``--inner`` launches back to back (GPU
@@ -72,6 +74,46 @@ def _triton_matmul():
     return run
 
 
+def _triton_tma_matmul():
+    """Triton's TMA GEMM (tensor descriptors: ``a_desc.load`` / ``c_desc.store``, which Triton
+    lowers to TMA and wgmma on sm_90; c = a @ b.T, bf16), or None where this Triton has no
+    host-side ``TensorDescriptor`` (Triton >= 3.4)."""
+    try:
+        import triton
+        import triton.language as tl
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except Exception as e:  # noqa: BLE001 - any import failure means "not available"
+        print(f"triton TMA GEMM: not available ({type(e).__name__}: {e})")
+        return None
+
+    @triton.jit
+    def kernel(a_desc, b_desc, c_desc, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
+               BK: tl.constexpr, G: tl.constexpr):
+        pid = tl.program_id(0)
+        tiles_m, tiles_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+        band = pid // (G * tiles_n)
+        first = band * G
+        rows = min(tiles_m - first, G)
+        pm = first + (pid % (G * tiles_n)) % rows
+        pn = (pid % (G * tiles_n)) // rows
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k0 in range(0, K, BK):
+            x = a_desc.load([pm * BM, k0])
+            y = b_desc.load([pn * BN, k0])
+            acc = tl.dot(x, y.T, acc)
+        c_desc.store([pm * BM, pn * BN], acc.to(tl.bfloat16))
+
+    def run(a, b, c, BM=128, BN=256, BK=64):
+        m, k = a.shape
+        n = b.shape[0]
+        descs = (TensorDescriptor.from_tensor(a, [BM, BK]), TensorDescriptor.from_tensor(b, [BN, BK]),
+                 TensorDescriptor.from_tensor(c, [BM, BN]))
+        grid = (triton.cdiv(m, BM) * triton.cdiv(n, BN),)
+        kernel[grid](*descs, m, n, k, BM=BM, BN=BN, BK=BK, G=8, num_warps=8, num_stages=4)
+
+    return run
+
+
 def bench(m, n, k, reps, cfg, out, triton_mm, inner=1):
     import dataclasses
 
@@ -95,8 +137,14 @@ def bench(m, n, k, reps, cfg, out, triton_mm, inner=1):
     }
     if path == "hopper":
         sides["ceiling"] = lambda: gemm(d2, a, b, m, n, k, k, k, m, cfg=ceil_cfg)
-    if triton_mm is not None:
-        sides["triton"] = lambda: triton_mm(a, b, ct)
+    for name, fn in (triton_mm or {}).items():
+        try:  # a shape Triton cannot take (TMA: 16-byte row strides) is skipped
+            fn(a, b, ct)
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - report and go on without this side
+            print(f"  {name} skipped at {m}x{n}x{k}: {type(e).__name__}: {str(e).splitlines()[0][:90]}")
+            continue
+        sides[name] = lambda fn=fn: fn(a, b, ct)
     for f in sides.values():
         f()
     torch.cuda.synchronize()
@@ -123,8 +171,9 @@ def bench(m, n, k, reps, cfg, out, triton_mm, inner=1):
         row[f"{name}_ms"] = t
         row[f"{name}_tflops"] = flops / t / 1e9
     row["ratio"] = med["cublas"] / med["tylo"]
-    if "triton" in med:
-        row["ratio_triton"] = med["triton"] / med["tylo"]
+    for name in ("triton", "triton_tma"):
+        if name in med:
+            row[f"ratio_{name}"] = med[name] / med["tylo"]
     if "ceiling" in med:
         row["of_ceiling"] = med["ceiling"] / med["tylo"]
     return row
@@ -169,17 +218,21 @@ def main(argv=None) -> int:
                             tma_store=args.tma_store)
            if args.bn
            else None)
-    triton_mm = None if args.no_triton else _triton_matmul()
+    triton_mm = {} if args.no_triton else {"triton": _triton_matmul(),
+                                           "triton_tma": _triton_tma_matmul()}
+    triton_mm = {name: fn for name, fn in triton_mm.items() if fn is not None}
     shapes = [tuple(map(int, s.split(","))) for s in args.shapes] if args.shapes else SHAPES
     what = cfg.describe() if cfg else "tiles chosen by examples.hopper_gemm.host.gemm"
     print(f"device: {torch.cuda.get_device_name(0)}; tylo {what}; D {args.out}")
     print(f"{'shape':>18} {'path':>6} {'tylo ms':>8} {'cuBLAS':>8} {'ratio':>6} {'triton':>8} "
-          f"{'vs tri':>6} {'tylo TF/s':>9} {'cuBLAS TF/s':>11} {'of ceiling':>10} {'host us':>8}")
+          f"{'vs tri':>6} {'vs tri-TMA':>10} {'tylo TF/s':>9} {'cuBLAS TF/s':>11} {'of ceiling':>10} "
+          f"{'host us':>8}")
     rows = []
     for m, n, k in shapes:
         r = bench(m, n, k, args.reps, cfg, args.out, triton_mm, args.inner)
         rows.append(r)
         tri = f"{r['triton_ms']:8.3f} {r['ratio_triton']:6.2f}" if "triton_ms" in r else f"{'-':>8} {'-':>6}"
+        tri += f" {r['ratio_triton_tma']:10.2f}" if "triton_tma_ms" in r else f" {'-':>10}"
         ceil = f"{r['of_ceiling']:10.2f}" if "of_ceiling" in r else f"{'-':>10}"
         print(f"{r['shape']:>18} {r['path']:>6} {r['tylo_ms']:8.3f} {r['cublas_ms']:8.3f} "
               f"{r['ratio']:6.2f} {tri} {r['tylo_tflops']:9.1f} {r['cublas_tflops']:11.1f} {ceil} "
