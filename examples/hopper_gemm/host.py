@@ -144,21 +144,29 @@ def _sm_count(device: int) -> int:
 
 
 # --8<-- [start:default]
-def default_config(dtype: Any = tylo.bf16, *, tma_store: bool = True) -> HopperGemmConfig:
+SMALL_K = 512  # at most this K (8 k-tiles per tile), ping-pong beats cooperative tiles
+
+
+def default_config(dtype: Any = tylo.bf16, *, tma_store: bool = True,
+                   k: int | None = None) -> HopperGemmConfig:
     """The configuration :func:`gemm` uses unless given one. Where TMA can write D
-    (``tma_store``, see :func:`takes_tma_store`): cooperative consumers on a 128x256 tile
-    (each a 64x256 accumulator: m64n256 wgmma, the fewest operand bytes per FLOP), a 3-stage
-    ring and the TMA-store epilogue, whose two 64x256 buffers take the fourth stage's shared
-    memory. Otherwise (an f32 D, or rows TMA cannot write): ping-pong consumers, each on its
-    own 128x128 tile (two m64n128 accumulators), a 5-stage ring, so that one consumer's
-    register epilogue overlaps the other's MMAs. Both walk raster bands of 16 tile-rows
-    (docs/hopper.md, "Measured")."""
+    (``tma_store``, see :func:`takes_tma_store`) and K is over ``SMALL_K``: cooperative
+    consumers on a 128x256 tile (each a 64x256 accumulator: m64n256 wgmma, the fewest
+    operand bytes per FLOP), a 3-stage ring and the TMA-store epilogue, whose two 64x256
+    buffers take the fourth stage's shared memory. Otherwise ping-pong consumers, each on its
+    own 128x128 tile (two m64n128 accumulators), with a 5-stage ring: one consumer's epilogue
+    overlaps the other's MMAs, which pays where tiles are short (K up to ``SMALL_K``) or the
+    epilogue is the register one (an f32 D, or rows TMA cannot write). All walk raster bands
+    of 16 tile-rows (docs/hopper.md, "Measured")."""
     if type(tma_store) is not bool:
         raise PlanError(f"default_config: tma_store must be a bool, got {tma_store!r}")
-    if tma_store:
+    if k is not None and (type(k) is not int or k < 1):
+        raise PlanError(f"default_config: k must be a positive int or None, got {k!r}")
+    if tma_store and (k is None or k > SMALL_K):
         return HopperGemmConfig(bn=256, m_atoms=1, stages=3, group=16, dtype=dtype,
                                 out=tylo.bf16, tma_store=True)
-    return HopperGemmConfig(bn=128, m_atoms=2, pingpong=True, stages=5, group=16, dtype=dtype)
+    return HopperGemmConfig(bn=128, m_atoms=2, pingpong=True, stages=5, group=16, dtype=dtype,
+                            **({"out": tylo.bf16, "tma_store": True} if tma_store else {}))
 # --8<-- [end:default]
 
 
@@ -263,7 +271,7 @@ def _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
         packing = (pa, pb, ldp)
         da, db = as_device_array(pa), as_device_array(pb)
         k, lda, ldb = ldp, ldp, ldp
-    cfg = cfg or default_config(da.dtype, tma_store=takes_tma_store(d, m, ldd))
+    cfg = cfg or default_config(da.dtype, tma_store=takes_tma_store(d, m, ldd), k=k)
     # pair stores where D's rows and base allow them (else element stores everywhere); the
     # TMA-store epilogue where asked for and TMA can write D (else the stores by ownership)
     pairs = ldd % 2 == 0 and dd.ptr % (2 * dd.dtype.nbytes) == 0

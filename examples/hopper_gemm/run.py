@@ -34,10 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     schedule = parser.add_mutually_exclusive_group()
     schedule.add_argument("--cooperative", action="store_true",
                           help="both consumers on one tile, 64 rows each (the default for a "
-                          "bf16/f16 D: 128x256 tiles)")
+                          "bf16/f16 D and K > 512: 128x256 tiles)")
     schedule.add_argument("--pingpong", action="store_true",
                           help="each consumer on its own 128x128 tile, taking turns (the "
-                          "default for an f32 D)")
+                          "default for an f32 D or K <= 512)")
     parser.add_argument("--tma-store", action="store_true",
                         help="the epilogue through shared memory and TMA stores (D bf16/f16)")
 
@@ -50,7 +50,7 @@ def _config(args: argparse.Namespace) -> Any:
 
     # gemm()'s default for this output: the TMA-store epilogue writes bf16/f16 only
     cfg = default_config(tylo.f16 if args.dtype == "f16" else tylo.bf16,
-                         tma_store=args.out_dtype != "f32")
+                         tma_store=args.out_dtype != "f32", k=args.k)
     changes: dict[str, Any] = {"out": getattr(tylo, args.out_dtype), "relu": args.relu}
     if args.cooperative:
         changes.update(pingpong=False, m_atoms=1)

@@ -12,7 +12,7 @@ import warnings
 import pytest
 
 import tylo
-from examples.hopper_gemm.host import compile_hopper_gemm, default_config, verify
+from examples.hopper_gemm.host import SMALL_K, compile_hopper_gemm, default_config, verify
 from examples.hopper_gemm.kernel import HopperGemmConfig
 
 
@@ -147,23 +147,31 @@ TMA_STORE = {"bn": 256, "m_atoms": 1, "pingpong": False, "stages": 3, "group": 1
 PINGPONG = {"bn": 128, "m_atoms": 2, "pingpong": True, "stages": 5}  # the default for f32 D
 
 
-def test_default_config_follows_d():
-    assert default_config(tma_store=True) == HopperGemmConfig(
-        **TMA_STORE, out=tylo.bf16, tma_store=True)  # fmt: skip
+def test_default_config_follows_d_and_k():
+    coop = HopperGemmConfig(**TMA_STORE, out=tylo.bf16, tma_store=True)
+    assert default_config(tma_store=True) == coop
+    assert default_config(tma_store=True, k=SMALL_K + 1) == coop
+    # short tiles: ping-pong, whose epilogue overlaps the other consumer's MMAs
+    assert default_config(tma_store=True, k=SMALL_K) == HopperGemmConfig(
+        **PINGPONG, group=16, out=tylo.bf16, tma_store=True)  # fmt: skip
     assert default_config(tma_store=False) == HopperGemmConfig(**PINGPONG, group=16)
+    assert default_config(tma_store=False, k=10**6) == HopperGemmConfig(**PINGPONG, group=16)
     with pytest.raises(tylo.TyloError, match="tma_store must be a bool"):
         default_config(tma_store=1)
+    for bad in (0, -1, 1.5, "512", True):
+        with pytest.raises(tylo.TyloError, match="k must be a positive int"):
+            default_config(k=bad)
 
 
 @pytest.mark.parametrize(
     "shape, out",
     [((4096, 4096, 4096), "bf16"), ((1000, 777, 520), "f16"), ((136, 1000, 200), "bf16"),
-     ((4096, 4096, 512), "f32")],
+     ((4096, 4096, 512), "f32"), ((2048, 3000, 512), "bf16")],
     ids=str,
 )  # fmt: skip
 def test_default_takes_the_tma_store_for_16_bit_d(gpu_runtime, shape, out):
     res = verify(*shape, out=out, alpha=0.5)
-    want = default_config(tma_store=out != "f32")
+    want = default_config(tma_store=out != "f32", k=shape[2])
     assert res["path"] == "hopper"
     assert (res["cfg"].bn, res["cfg"].pingpong, res["cfg"].tma_store) == (
         want.bn, want.pingpong, want.tma_store)  # fmt: skip

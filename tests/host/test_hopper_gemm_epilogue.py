@@ -189,8 +189,10 @@ def test_run_flag_sets_the_config():
     cfg = run._config(p.parse_args(["64", "64", "64", "--tma-store", "--out-dtype", "f16"]))
     assert cfg.tma_store and cfg.out is tylo.f16
     # gemm()'s default: the TMA store (cooperative 128x256) for 16-bit D, ping-pong for f32
-    c16 = run._config(p.parse_args(["64", "64", "64", "--out-dtype", "f16"]))
+    c16 = run._config(p.parse_args(["64", "64", "1000", "--out-dtype", "f16"]))
     assert c16.tma_store and (c16.bm, c16.bn, c16.pingpong) == (128, 256, False)
+    short = run._config(p.parse_args(["64", "64", "512", "--out-dtype", "f16"]))  # K <= SMALL_K
+    assert short.tma_store and (short.bm, short.bn, short.pingpong) == (128, 128, True)
     c32 = run._config(p.parse_args(["64", "64", "64"]))
     assert not c32.tma_store and c32.pingpong and c32.m_atoms == 2
     pp = run._config(p.parse_args(["64", "64", "64", "--pingpong", "--out-dtype", "bf16"]))
