@@ -50,7 +50,7 @@ from tylo.nvgpu.mbarrier import Pipeline, PipelinePlan
 from tylo.nvgpu.warpgroup.roles import set_max_registers
 from tylo.tile.views import GlobalTile, SharedTile
 
-__all__ = ["hopper_attention_persistent_kernel", "item_order", "work_items"]
+__all__ = ["cta_items", "hopper_attention_persistent_kernel", "item_order", "work_items"]
 
 U32 = 2**32
 
@@ -75,6 +75,13 @@ def item_order(t: Any, q_tiles: Any, heads: Any, causal: bool) -> tuple[Any, Any
     b = bh // heads
     h = bh - b * heads
     return (q_tiles - 1 - k if causal else k), h, b
+
+
+def cta_items(items: Any, grid: Any, c: Any) -> Any:
+    """How many items CTA ``c`` takes: ``c, c + grid, ...`` below ``items``, that is
+    ``(items - 1 - c) // grid + 1`` for ``0 <= c < grid <= items`` (no intermediate exceeds
+    ``items``: no u32 wrap in the kernel)."""
+    return (items - 1 - c) // grid + 1
 # --8<-- [end:order]
 
 
@@ -87,8 +94,7 @@ def _schedule(cfg, lq, heads, batch):
     nh = tylo.value(heads, tylo.u32)
     items = q_tiles * nh * tylo.value(batch, tylo.u32)  # < 2**32: checked by the host
     grid = tylo.value(tylo.grid_dim.x, tylo.u32)
-    # items c, c + grid, ...: (items - 1 - c) // grid + 1 of them (grid <= items; no wrap)
-    mine = to_index((items - 1 - tylo.value(tylo.block_idx.x, tylo.u32)) // grid + 1)
+    mine = to_index(cta_items(items, grid, tylo.value(tylo.block_idx.x, tylo.u32)))
     return q_tiles, nh, mine
 
 
