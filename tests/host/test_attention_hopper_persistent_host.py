@@ -172,7 +172,8 @@ def _ops(cfg, items, sms, c, lens, lq, lk):
             it = first + kt
             st_ = ("kv", ring.stage(it))
             prod += [("wait", ("empty", ring.stage(it)), 1 - ring.parity(it)),
-                     ("fill", st_, (item, kt)), ("arrive", ("full", ring.stage(it)), 1)]  # fmt: skip
+                     ("fill", st_, (item, kt)),
+                     ("arrive", ("full", ring.stage(it)), 1)]  # fmt: skip
         for w in (0, 1):
             ops = cons[w]
             ops += [("wait", ("qfull", qp.stage(i)), qp.parity(i)), ("hold", qb, item)]
