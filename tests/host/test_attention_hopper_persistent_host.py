@@ -282,3 +282,22 @@ def test_protocol_model_catches_a_single_q_buffer():
         except AssertionError:
             failures += 1
     assert failures > 0
+
+
+def test_benchmark_variants_are_choose_config_arguments():
+    """benchmarks/attention.py --path hopper --variants: every entry is choose_config's
+    keyword arguments, and "persistent" is the default schedules made persistent."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "attention.py"
+    spec = importlib.util.spec_from_file_location("_bench_attention", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    for causal in (False, True):
+        default = choose_config(64, tylo.bf16, causal)
+        for name, kw in bench.HOPPER_VARIANTS.items():
+            cfg = choose_config(64, tylo.bf16, causal, **kw)
+            assert cfg.persistent == ("persistent" in name), name
+        walk = choose_config(64, tylo.bf16, causal, **bench.HOPPER_VARIANTS["persistent"])
+        assert walk == HopperAttentionConfig(**{**default.__dict__, "persistent": True})
