@@ -243,7 +243,7 @@ def _run(prod, cons, seed):
         assert moved, f"deadlock at {[actors[a][0][pos[a]] for a in live]}"
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     lq=st.integers(1, 700), lk=st.integers(1, 500), heads=st.integers(1, 3),
     lens=st.lists(st.one_of(st.just(0), st.integers(1, 600)), min_size=1, max_size=3),
