@@ -40,11 +40,16 @@ VARIANTS = {
           "128x32-qsmem": {"block_m": 128, "block_n": 32, "q_in_registers": False}},
 }  # fmt: skip
 # --variants with --path hopper: the FlashAttention-3 schedules (choose_config's options;
-# its default, SCHEDULES, is one of them)
+# its default, SCHEDULES, is one of them), and the persistent kernel (one CTA per SM walking
+# the work items) with the default schedules and with each of them
 HOPPER_VARIANTS = {"plain": {"pingpong": False, "overlap": False},
                    "pingpong": {"pingpong": True, "overlap": False},
                    "overlap": {"pingpong": False, "overlap": True},
-                   "pingpong+overlap": {"pingpong": True, "overlap": True}}  # fmt: skip
+                   "pingpong+overlap": {"pingpong": True, "overlap": True},
+                   "persistent": {"persistent": True},
+                   "persistent plain": {"persistent": True, "pingpong": False, "overlap": False},
+                   "persistent pingpong+overlap": {"persistent": True, "pingpong": True,
+                                                   "overlap": True}}  # fmt: skip
 
 
 def _triton_attention():

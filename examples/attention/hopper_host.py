@@ -24,6 +24,7 @@ from examples.attention.hopper_kernel import (
     box_layout,
     hopper_attention_kernel,
 )
+from examples.attention.hopper_persistent import hopper_attention_persistent_kernel, work_items
 from examples.attention.reference import AttentionInputError, attention_reference
 from tylo.arrays import DeviceArray, DeviceBuffer
 from tylo.layouts import Layout, dim
@@ -35,6 +36,7 @@ __all__ = [
     "choose_config",
     "compile_hopper_attention",
     "hopper_attention",
+    "persistent_grid",
     "plans",
     "verify",
 ]
@@ -71,6 +73,11 @@ def compile_hopper_attention(cfg: HopperAttentionConfig, target: Any = "sm_90a")
             f"compile_hopper_attention: expected a HopperAttentionConfig, got {cfg!r}"
         )
     pq, pk, pv = plans(cfg)
+    if cfg.persistent:  # two more sizes: the heads and batch entries
+        return hopper_attention_persistent_kernel.compile(
+            cfg.dtype, tylo.f32, pq, pk, pv, tylo.i32, int, int, int, int, int, int, int, int,
+            int, float, cfg, block=THREADS, target=target,
+        )
     return hopper_attention_kernel.compile(
         cfg.dtype, tylo.f32, pq, pk, pv, tylo.i32, int, int, int, int, int, int, int, float,
         cfg, block=THREADS, target=target,
@@ -98,18 +105,21 @@ SCHEDULES = {(64, False): (False, True), (64, True): (True, True),
 @cache
 def choose_config(
     d: int, dtype: Any, causal: bool, *, pingpong: bool | None = None,
-    overlap: bool | None = None, target: Any = "sm_90a",
+    overlap: bool | None = None, persistent: bool | None = None, target: Any = "sm_90a",
 ) -> HopperAttentionConfig:
     """The default tile: at d = 64, 128 keys per tile and 4 stages; at d = 128, 128 keys and 2
     stages where that compiles without spilling (S, O and P take 64 + 64 + 32 registers per
     thread: it does where the linker keeps ``setmaxnreg``, as ptxas does on the H200), else
     64 keys and 3 stages (nvJitLink, which drops ``setmaxnreg`` and leaves 168 registers).
     ``pingpong`` and ``overlap`` (the FlashAttention-3 schedules): None takes the measured
-    choice for ``(d, causal)`` (``SCHEDULES``)."""
+    choice for ``(d, causal)`` (``SCHEDULES``). ``persistent`` (one CTA per SM walking the
+    work items): None is False for now."""
     pp, ov = SCHEDULES.get((d, bool(causal)), (False, False))
     pingpong = pp if pingpong is None else pingpong
     overlap = ov if overlap is None else overlap
-    opts = dict(d=d, dtype=dtype, causal=causal, pingpong=pingpong, overlap=overlap)
+    persistent = False if persistent is None else persistent
+    opts = dict(d=d, dtype=dtype, causal=causal, pingpong=pingpong, overlap=overlap,
+                persistent=persistent)
     if d != 128:
         return HopperAttentionConfig(bn=128, stages=4, **opts)
     narrow = HopperAttentionConfig(bn=64, stages=3, **opts)
@@ -123,6 +133,36 @@ def choose_config(
         warnings.simplefilter("ignore")  # a linker that drops setmaxnreg says so
         spills = compile_hopper_attention(wide, target).resources.spills
     return wide if spills is False else narrow
+
+
+def _sm_count(device: int | None) -> int:
+    from tylo.backend.device import device_properties
+
+    return device_properties(device or 0).sm_count
+
+
+def persistent_grid(
+    cfg: HopperAttentionConfig, lq: int, lk: int, h: int, b: int, device: int | None = None,
+    sms: int | None = None,
+) -> int:
+    """The persistent kernel's 1-D grid: ``min(work items, SMs)`` (``sms`` given, or the
+    device's SM count). Raises :class:`AttentionInputError` where the kernel's u32
+    arithmetic would wrap: ``2**32`` work items or more, or a CTA whose K/V ring would run
+    ``2**32`` iterations or more (its items times ``ceil(Lk / bn)``)."""
+    items = work_items(-(-lq // cfg.bm), h, b)
+    if items >= 2**32:
+        raise AttentionInputError(
+            f"hopper_attention: {items} work items (ceil(Lq / {cfg.bm}) * H * B) do not fit "
+            "the persistent kernel's u32 item index; use persistent=False or split the batch"
+        )
+    grid = min(items, _sm_count(device) if sms is None else sms)
+    if -(-items // grid) * -(-lk // cfg.bn) >= 2**32:
+        raise AttentionInputError(
+            f"hopper_attention: {-(-items // grid)} work items per CTA of {-(-lk // cfg.bn)} "
+            "key tiles each overflow the persistent kernel's u32 ring count; use "
+            "persistent=False or split the batch"
+        )
+    return grid
 
 
 def _array(x: Any, what: str) -> Any:
@@ -298,11 +338,14 @@ def hopper_attention(
         raise AttentionInputError(
             f"hopper_attention: cfg {cfg} does not match d = {d}, {qa.dtype}, causal = {causal}"
         )
-    if h > 65535 or b > 65535:
+    if not cfg.persistent and (h > 65535 or b > 65535):
         raise AttentionInputError(
             f"hopper_attention: {h} heads and {b} batch entries: the grid takes at most 65535 "
-            "of each"
+            "of each; use cfg=choose_config(..., persistent=True)"
         )
+    grid = (-(-lq // cfg.bm), h, b)
+    if cfg.persistent:
+        grid = (persistent_grid(cfg, lq, lk, h, b, qa.device),)
     lens = _kv_lens(kv_lens, b, lk, q, qa.device)
     if out is None:
         out = _empty(q, (b, h, lq, d), qa.dtype, qa.device)
@@ -311,9 +354,15 @@ def hopper_attention(
     oa = _check_out(out, (b, h, lq, d), qa.dtype, "out")
     la = _check_out(lse, (b, h, lq), tylo.f32, "lse")
     pq, pk, pv = plans(cfg)
-    grid = (-(-lq // cfg.bm), h, b)
     osb, osh, osl = (max(int(s), 1) for s in oa.strides[:3])
     lsb, lsh = (max(int(s), 1) for s in la.strides[:2])
+    if cfg.persistent:
+        hopper_attention_persistent_kernel[grid, THREADS](
+            oa, la, TensorMap(pq, qa), TensorMap(pk, ka), TensorMap(pv, va), lens,
+            lq, lk, h, b, osb, osh, osl, lsb, lsh, sc * LOG2E, cfg,
+            shared=cfg.shared_bytes(), stream=stream,
+        )
+        return out, lse
     hopper_attention_kernel[grid, THREADS](
         oa, la, TensorMap(pq, qa), TensorMap(pk, ka), TensorMap(pv, va), lens,
         lq, lk, osb, osh, osl, lsb, lsh, sc * LOG2E, cfg,

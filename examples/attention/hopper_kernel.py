@@ -86,8 +86,10 @@ SHARED_LIMIT = 227 * 1024
 class HopperAttentionConfig:
     """``d`` (head dim, 64 or 128), input ``dtype`` (bf16 or f16), ``bn`` keys per tile
     (a multiple of 16 in [16, 256]; 128 by default), ``stages`` of the K/V ring, ``causal``
-    (bottom-right diagonal), and the schedule options ``pingpong`` and ``overlap`` (module
-    docstring). Each CTA takes ``bm = 64 * CONSUMERS`` query rows."""
+    (bottom-right diagonal), the schedule options ``pingpong`` and ``overlap`` (module
+    docstring), and ``persistent``: one CTA per SM walks the work items (query tiles of
+    ``bm = 64 * CONSUMERS`` rows of one (batch, head)) with Q double-buffered
+    (:mod:`examples.attention.hopper_persistent`); otherwise one CTA per item."""
 
     d: int = 64
     dtype: Any = tylo.bf16
@@ -96,6 +98,7 @@ class HopperAttentionConfig:
     stages: int = 2
     pingpong: bool = False
     overlap: bool = False
+    persistent: bool = False
 
     def __post_init__(self) -> None:
         try:
@@ -118,7 +121,7 @@ class HopperAttentionConfig:
             )
         if type(self.stages) is not int or not 1 <= self.stages <= 8:
             raise PlanError(f"HopperAttentionConfig: stages must be 1..8, got {self.stages!r}")
-        for name in ("causal", "pingpong", "overlap"):
+        for name in ("causal", "pingpong", "overlap", "persistent"):
             if type(getattr(self, name)) is not bool:
                 raise PlanError(
                     f"HopperAttentionConfig: {name} must be a bool, got {getattr(self, name)!r}"
@@ -153,19 +156,32 @@ class HopperAttentionConfig:
         return self.d // BLOCK
 
     def q_elements(self) -> int:
+        """Elements of one Q buffer (``bm`` rows of ``d``)."""
         return self.bm * self.d
+
+    @property
+    def q_buffers(self) -> int:
+        """Q buffers at the start of shared memory: two with ``persistent`` (item ``i``'s Q
+        in buffer ``i % 2``, so the next item's Q loads during this one), else one."""
+        return 2 if self.persistent else 1
+
+    def ring_offset(self) -> int:
+        """The element offset of the K/V ring, after the Q buffers (1024-byte aligned: a Q
+        buffer is a multiple of 64 rows of 128 bytes)."""
+        return self.q_buffers * self.q_elements()
 
     def kv_elements(self) -> int:
         return self.bn * self.d
 
     def shared_bytes(self) -> int:
-        return (self.q_elements() + 2 * self.stages * self.kv_elements()) * self.dtype.nbytes
+        return (self.ring_offset() + 2 * self.stages * self.kv_elements()) * self.dtype.nbytes
 
     def describe(self) -> str:
         return (
             f"{self.bm} query rows x {self.bn} keys, d {self.d}, {self.stages} stages, "
             f"{CONSUMERS} consumer warpgroups + 1 producer, {self.shared_bytes() // 1024} KiB "
             f"shared, {self.dtype}{', causal' if self.causal else ''}"
+            f"{', persistent (Q double-buffered)' if self.persistent else ''}"
         )
 # --8<-- [end:config]
 
@@ -275,13 +291,14 @@ def _online_softmax(cfg, s, m2, lsum, it, mask, scale2):
 
 
 # --8<-- [start:tile]
-def _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask):
-    """One key tile: ``S = Q Kᵀ``, the online softmax, ``O = O · alpha + P V``, each wgmma
-    group waited for before the next step (``bars``: this consumer's scheduling barrier and
-    the other's, for ping-pong). Returns ``(o, m2, lsum)``."""
+def _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask, first=0):
+    """Key tile ``it``, ring iteration ``first + it``: ``S = Q Kᵀ``, the online softmax,
+    ``O = O · alpha + P V``, each wgmma group waited for before the next step (``bars``:
+    this consumer's scheduling barrier and the other's, for ping-pong). Returns
+    ``(o, m2, lsum)``."""
     o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
-    pipe.consumer_wait(it)
-    base = cfg.q_elements() + pipe.stage(it) * 2 * cfg.kv_elements()
+    pipe.consumer_wait(first + it)
+    base = cfg.ring_offset() + pipe.stage(first + it) * 2 * cfg.kv_elements()
     if cfg.pingpong:  # take the tensor cores in turn with the other consumer
         _named_barrier("sync", bars[0])
     fence()
@@ -297,22 +314,24 @@ def _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask):
     o = _issue_pv(cfg, smem, pa, base, o)
     commit_group()
     o = wait_group(0, o)
-    pipe.consumer_release(it)
+    pipe.consumer_release(first + it)
     return o, m2, lsum
 # --8<-- [end:tile]
 
 
 # --8<-- [start:overlap]
-def _overlapped_tile(cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mask):
-    """Key tile ``it >= 1`` with the softmax overlapping the tensor cores: issue ``S = Q
-    K_itᵀ`` and then ``O += P_(it-1) V_(it-1)`` (the previous tile's P, in registers), wait
-    for S only, run the softmax of tile ``it`` while P V runs, then wait for O, release the
-    previous stage and rescale. Returns ``(o, pa, m2, lsum)`` with ``pa`` tile ``it``'s P."""
+def _overlapped_tile(cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mask, first=0):
+    """Key tile ``it >= 1`` (ring iteration ``first + it``) with the softmax overlapping the
+    tensor cores: issue ``S = Q K_itᵀ`` and then ``O += P_(it-1) V_(it-1)`` (the previous
+    tile's P, in registers), wait for S only, run the softmax of tile ``it`` while P V runs,
+    then wait for O, release the previous stage and rescale. Returns ``(o, pa, m2, lsum)``
+    with ``pa`` tile ``it``'s P."""
     o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
-    pipe.consumer_wait(it)
+    ring = first + it
+    pipe.consumer_wait(ring)
     stage_elems = 2 * cfg.kv_elements()
-    base = cfg.q_elements() + pipe.stage(it) * stage_elems
-    prev = cfg.q_elements() + pipe.stage(it - 1) * stage_elems
+    base = cfg.ring_offset() + pipe.stage(ring) * stage_elems
+    prev = cfg.ring_offset() + pipe.stage(ring - 1) * stage_elems
     if cfg.pingpong:
         _named_barrier("sync", bars[0])
     fence()
@@ -325,7 +344,7 @@ def _overlapped_tile(cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mas
     s = wait_group(1, s)  # S is complete; P V may still run
     p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask, scale2)
     o = wait_group(0, o)
-    pipe.consumer_release(it - 1)
+    pipe.consumer_release(ring - 1)
     # packed only now: the previous P's registers are wgmma inputs until the wait, and
     # writing the new P into them earlier would make ptxas serialize every wgmma (C7513)
     pa = accumulator_as_register_a(p, o_atom)
@@ -333,45 +352,50 @@ def _overlapped_tile(cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mas
 # --8<-- [end:overlap]
 
 
+def consumer_rows(wg: Any, tid: Any) -> tuple[Any, tuple[Any, Any], Any]:
+    """For consumer warpgroup ``wg`` (1 or 2, a runtime value) and thread ``tid``: ``c``
+    (0 or 1: the consumer owns rows ``64c ..`` of each item's tile), its scheduling
+    barriers ``(own, other's)`` (consumer ``c``'s is ``1 + c``) and the thread's index in its
+    warpgroup."""
+    c = to_index(wg - 1, "consumer")
+    return c, (wg, 3 - wg), tid - 128 * (1 + c)
+
+
 # --8<-- [start:consumer]
 @tylo.inline
-def _consume(cfg, wg, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid):
-    """Consumer warpgroup ``wg`` (1 or 2, known at run time: both consumers run this one
-    traced body): its 64 query rows against every key tile (``tiles = (n_full, n_tiles)``:
-    the first ``n_full`` need no mask), then the epilogue into ``outs = (o_tile, l_tile)``."""
+def key_loop(cfg, c, bars, smem, pipe, qbase, tiles, mask, scale2, first=0):
+    """Consumer ``c``'s 64 query rows (of the Q tile at element ``qbase``) against the key
+    tiles ``[0, n_tiles)`` (``tiles = (n_full, n_tiles)``: the first ``n_full`` need no
+    mask), read from ring iterations ``first ..``; every wgmma is complete on return.
+    Returns ``(o, m2, lsum)``: the unnormalized O, the row maximum (log2 units) and sum."""
     n_full, n_tiles = tiles
-    o_tile, l_tile = outs
     o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
     rows = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype).c.reduced(1)
-    c = to_index(wg - 1, "consumer")  # 0 or 1: rows 64c.. of the CTA's tile
-    bars = (wg, 3 - wg)  # named barriers: consumer c's is 1 + c
-    me = tid - 128 * (1 + c)
-    r0 = row0 + 64 * c
-    mask = (me, r0, kv, lq)
     # rows 64c.. of Q's block j: the same swizzled block, 64 rows (8 swizzle periods) on
     qs = [
-        SharedTile(smem, block_layout(64, cfg.dtype), base=j * cfg.bm * BLOCK + 64 * BLOCK * c)
+        SharedTile(smem, block_layout(64, cfg.dtype),
+                   base=qbase + j * cfg.bm * BLOCK + 64 * BLOCK * c)
         for j in range(cfg.blocks)
     ]
     o = zeros(o_atom.c)
     m2 = full(rows, NEG_INF, tylo.f32)  # running row maximum of the scores times log2(e)
     lsum = full(rows, 0.0, tylo.f32)  # running row sum of exp2(s2 - m2)
-    if cfg.pingpong:  # noqa: SIM102 - a static choice around a runtime test
-        if wg == 2:
-            _named_barrier("arrive", 1)  # consumer 0 takes the first turn
-    if n_tiles > 0:  # the producer loads Q only for a CTA with keys to see
-        qbar.wait(0, 0)
     if not cfg.overlap:
         for it in tylo.range(n_full):
-            o, m2, lsum = _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, None)
+            o, m2, lsum = _key_tile(
+                cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, None, first
+            )
         for it in tylo.range(n_full, n_tiles):
-            o, m2, lsum = _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask)
-    else:  # n_tiles >= 1 here (the kernel gives an empty CTA one fully masked tile)
-        pipe.consumer_wait(0)
+            o, m2, lsum = _key_tile(
+                cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask, first
+            )
+    else:  # n_tiles >= 1 here (key_tiles gives an empty item one fully masked tile)
+        pipe.consumer_wait(first)
         if cfg.pingpong:
             _named_barrier("sync", bars[0])
         fence()
-        s = _issue_s(cfg, smem, qs, cfg.q_elements())
+        base = cfg.ring_offset() + pipe.stage(first) * 2 * cfg.kv_elements()
+        s = _issue_s(cfg, smem, qs, base)
         commit_group()
         if cfg.pingpong:
             _named_barrier("arrive", bars[1])
@@ -381,25 +405,50 @@ def _consume(cfg, wg, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid):
         n1 = tylo.maximum(n_full, 1)
         for it in tylo.range(1, n1):
             o, pa, m2, lsum = _overlapped_tile(
-                cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, None
+                cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, None, first
             )
         for it in tylo.range(n1, n_tiles):
             o, pa, m2, lsum = _overlapped_tile(
-                cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mask
+                cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mask, first
             )
-        last = to_index(n_tiles - 1, "the last key tile")  # an index expression: layouts
-        fence()  # and the descriptor's alignment proof reason about it
-        base = cfg.q_elements() + pipe.stage(last) * 2 * cfg.kv_elements()
+        last = first + to_index(n_tiles - 1, "the last key tile")  # an index expression:
+        fence()  # layouts and the descriptor's alignment proof reason about it
+        base = cfg.ring_offset() + pipe.stage(last) * 2 * cfg.kv_elements()
         o = _issue_pv(cfg, smem, pa, base, o)
         commit_group()
         o = wait_group(0, o)
         pipe.consumer_release(last)
+    return o, m2, lsum
+
+
+def epilogue(o, m2, lsum, outs, me, r0) -> None:
+    """Normalize and store consumer rows ``r0 ..`` of O and the row log-sum-exp into
+    ``outs = (o_tile, l_tile)`` by ownership, bounded at Lq (``me``: the thread's index in
+    its warpgroup); a row that saw no key gets ``o = 0`` and ``lse = -inf``."""
+    o_tile, l_tile = outs
     # rcp.approx: rcp.rn's slow path is a call, and any call makes ptxas serialize every
     # wgmma of the kernel (C7509); lsum >= 1 wherever it is used
     inv = tylo.where(lsum > 0.0, lsum.ptx("rcp.approx.ftz.f32"), 0.0)
     lse = tylo.where(lsum > 0.0, (m2 + tylo.log2(lsum)) * LN2, NEG_INF)
     store(None, o_tile, o * inv, me, origin=(r0, 0))
     store(None, l_tile, lse, me, origin=(r0, 0))
+
+
+@tylo.inline
+def _consume(cfg, wg, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid):
+    """Consumer warpgroup ``wg`` (1 or 2, known at run time: both consumers run this one
+    traced body): its 64 query rows against every key tile, then the epilogue into
+    ``outs = (o_tile, l_tile)``."""
+    c, bars, me = consumer_rows(wg, tid)
+    r0 = row0 + 64 * c
+    if cfg.pingpong:  # noqa: SIM102 - a static choice around a runtime test
+        if wg == 2:
+            _named_barrier("arrive", 1)  # consumer 0 takes the first turn
+    n_tiles = tiles[1]
+    if n_tiles > 0:  # the producer loads Q only for a CTA with keys to see
+        qbar.wait(0, 0)
+    o, m2, lsum = key_loop(cfg, c, bars, smem, pipe, 0, tiles, (me, r0, kv, lq), scale2)
+    epilogue(o, m2, lsum, outs, me, r0)
 # --8<-- [end:consumer]
 
 
@@ -427,7 +476,14 @@ def hopper_attention_kernel(
     shared bytes. ``scale2`` is ``scale * log2(e)`` (positive); ``kv_lens`` holds B int32 key
     lengths."""
     q_elems, kv_elems = cfg.q_elements(), cfg.kv_elements()
-    smem = tylo.dynamic_shared(cfg.dtype, q_elems + 2 * cfg.stages * kv_elems, align=1024)
+    if cfg.persistent:
+        raise PlanError(
+            "hopper_attention_kernel: cfg.persistent is the persistent kernel's "
+            "(examples.attention.hopper_persistent.hopper_attention_persistent_kernel)"
+        )
+    smem = tylo.dynamic_shared(
+        cfg.dtype, cfg.ring_offset() + 2 * cfg.stages * kv_elems, align=1024
+    )
     pipe = Pipeline(PipelinePlan(stages=cfg.stages, consumers=128 * CONSUMERS))
     qbar = Barriers(1, name="qbar")
     tid = tylo.thread_idx.x
@@ -454,7 +510,7 @@ def hopper_attention_kernel(
                 pipe.producer_acquire(it)
                 pipe.producer_commit(it, tx_bytes=2 * kv_elems * cfg.dtype.nbytes)
                 s = pipe.stage(it)
-                base = q_elems + s * 2 * kv_elems
+                base = cfg.ring_offset() + s * 2 * kv_elems
                 for j in range(cfg.blocks):
                     kt = SharedTile(smem, tk.plan.smem_layout, base=base + j * cfg.bn * BLOCK)
                     vt = SharedTile(

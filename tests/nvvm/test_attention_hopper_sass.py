@@ -79,3 +79,76 @@ def test_assembly(d, causal, dtype, pingpong, overlap):
 def test_needs_sm90a():
     with pytest.raises(tylo.TyloError, match="sm_90a"):
         compile_hopper_attention(HopperAttentionConfig(d=64, stages=2), target="sm_90")
+
+
+# -- the persistent schedule (examples/attention/hopper_persistent.py) ---------------------
+
+
+@pytest.mark.parametrize(
+    "d, causal, dtype, pingpong, overlap",
+    [
+        (64, False, tylo.bf16, False, True),
+        (64, True, tylo.f16, True, False),
+        (128, False, tylo.bf16, True, True),
+        (128, True, tylo.bf16, False, False),
+    ],
+    # as above: causal with overlap spills only where the linker drops setmaxnreg
+    ids=["d64-overlap", "d64-causal-f16-pingpong", "d128-pingpong-overlap", "d128-causal"],
+)
+def test_persistent_assembly(d, causal, dtype, pingpong, overlap):
+    """The persistent kernel: the same instructions as the one-item kernel (HGMMA from
+    descriptors and with a register A, 4-D TMA loads, no local or shared-memory traffic of
+    the threads), one S and one P V chain per schedule loop (the item loop does not copy
+    them), the wgmma not serialized (the item's decomposition is u32 arithmetic: no call),
+    and nothing about serialization in the linker's log."""
+    bn, stages = (128, 4) if d == 64 else (64, 3)
+    cfg = HopperAttentionConfig(
+        d=d, dtype=dtype, causal=causal, bn=bn, stages=stages, pingpong=pingpong,
+        overlap=overlap, persistent=True,
+    )
+    k = _compile(cfg)
+    assert ".entry hopper_attention_persistent_kernel" in k.ptx
+    for note in ("C7509", "C7519", "C7513", "serialized"):
+        assert note not in k.module.info_log, k.module.info_log
+    sass = k.sass
+    t = r"\.BF16" if dtype is tylo.bf16 else ""
+    s_mma = re.findall(rf"HGMMA\.64x{bn}x16\.F32{t} R\d+, gdesc\[UR\d+\]", sass)
+    pv_mma = re.findall(rf"HGMMA\.64x{d}x16\.F32{t} R\d+, R\d+, gdesc\[UR\d+\]\.tnspB", sass)
+    assert len(s_mma) >= 2 * d // 16 and len(pv_mma) >= 2 * bn // 16, (len(s_mma), len(pv_mma))
+    assert "UTMALDG.4D" in sass and "SYNCS" in sass and "F2FP" in sass
+    live = "\n".join(line for line in sass.splitlines() if "@!PT" not in line)
+    for op in ("LDL", "STL", "STS", "LDS", "CALL"):
+        assert not re.search(rf"\b{op}\b", live), f"{op} in the SASS of {cfg.describe()}"
+    hgmma = [line for line in live.splitlines() if "HGMMA" in line]
+    assert sum("gsb0" not in line for line in hgmma) >= len(hgmma) // 2, "wgmma serialized"
+    assert k.ptx.count("setmaxnreg.dec") == 1 and k.ptx.count("setmaxnreg.inc") == 1
+    # the u32 item decomposition: no 64-bit division by a runtime value anywhere
+    assert not re.search(r"\b(div|rem)\.[us]64\b", k.ptx)
+    # the ping-pong turns as in the one-item kernel: the opening arrival once per CTA, not
+    # once per item (it sits before the item loop)
+    issues = 3 if overlap else 2
+    turns = len(re.findall(r"bar\.sync %r\d+, 256;", k.ptx))
+    arrivals = len(re.findall(r"bar\.arrive %r\d+, 256;", k.ptx))
+    assert (turns, arrivals) == ((issues, issues + 1) if pingpong else (0, 0))
+    assert ("wgmma.wait_group.sync.aligned 1;" in k.ptx) == overlap
+    # Q double-buffered: its own two full and two empty barriers beside the K/V ring's
+    assert re.search(r"qbuf_full\[16\]", k.ptx) and re.search(r"qbuf_empty\[16\]", k.ptx)
+
+
+def test_each_kernel_refuses_the_other_schedule():
+    from examples.attention.hopper_host import plans
+    from examples.attention.hopper_kernel import THREADS, hopper_attention_kernel
+    from examples.attention.hopper_persistent import hopper_attention_persistent_kernel
+
+    one = HopperAttentionConfig(d=64, stages=2)
+    walk = HopperAttentionConfig(d=64, stages=2, persistent=True)
+    common = (tylo.i32, int, int, int, int, int, int, int, float)
+    with pytest.raises(tylo.TyloError, match="persistent kernel"):
+        hopper_attention_kernel.compile(
+            walk.dtype, tylo.f32, *plans(walk), *common, walk, block=THREADS, target="sm_90a"
+        )
+    with pytest.raises(tylo.TyloError, match="persistent=True"):
+        hopper_attention_persistent_kernel.compile(
+            one.dtype, tylo.f32, *plans(one), *common, int, int, one, block=THREADS,
+            target="sm_90a",
+        )

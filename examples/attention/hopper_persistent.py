@@ -1,0 +1,231 @@
+"""The persistent schedule of the Hopper attention forward (``HopperAttentionConfig(
+persistent=True)``; walk-through: docs/attention_hopper.md, "Persistent schedule").
+
+A *work item* is one query tile of ``bm`` rows of one (batch, head). The host launches
+``min(items, SMs)`` CTAs on a 1-D grid, and CTA ``c`` takes items ``c, c + grid, c + 2 grid,
+...`` of :func:`item_order`'s order: the q-tiles of one (batch, head) are consecutive, so the
+items in flight at one time read the same K and V (from L2), and with ``causal`` they run
+from the last (the rows that see the most keys start first). The roles are those of
+:mod:`examples.attention.hopper_kernel`, run on across items:
+
+- the producer thread loads item ``i``'s Q into buffer ``i % 2`` (a two-stage
+  :class:`~tylo.nvgpu.mbarrier.Pipeline` of Q buffers: a full barrier completed by TMA's
+  bytes, an empty barrier released by the consumers), then streams the item's K and V tiles
+  into the K/V ring, whose iteration count is global: the sum of the previous items' key-tile
+  counts, which vary per item with causal and padding masks (both roles compute them with
+  :func:`_item`, so they agree);
+- the consumers wait for item ``i``'s Q, run the key loop of the non-persistent kernel
+  (every schedule option) from the ring's running count, release the Q buffer (every wgmma
+  that read it is complete) and store the item's O and log-sum-exp by ownership while the
+  producer already loads item ``i + 2``'s Q and the next item's keys.
+
+Every item loads its Q and its consumers wait for and release it, even one whose rows see no
+key, so buffer ``i % 2`` is used in the same order by both roles. The ping-pong schedule's
+named barriers stay balanced across items: each consumer issues ``S = Q Kᵀ`` the same number
+of times per item (``n_tiles``), and consumer 1's opening arrival is made once per CTA.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tylo
+from examples.attention.hopper_kernel import (
+    BLOCK,
+    CONSUMER_REGISTERS,
+    CONSUMERS,
+    PRODUCER_REGISTERS,
+    Dim,
+    _named_barrier,
+    consumer_rows,
+    epilogue,
+    key_loop,
+    key_tiles,
+)
+from tylo.kernel.values import to_index
+from tylo.layouts import Layout
+from tylo.nvgpu import tma
+from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.mbarrier import Pipeline, PipelinePlan
+from tylo.nvgpu.warpgroup.roles import set_max_registers
+from tylo.tile.views import GlobalTile, SharedTile
+
+__all__ = ["cta_items", "hopper_attention_persistent_kernel", "item_order", "work_items"]
+
+U32 = 2**32
+
+
+# --8<-- [start:order]
+def work_items(q_tiles: int, heads: int, batch: int) -> int:
+    """The number of work items, ``q_tiles * heads * batch`` (host side)."""
+    return q_tiles * heads * batch
+
+
+def item_order(t: Any, q_tiles: Any, heads: Any, causal: bool) -> tuple[Any, Any, Any]:
+    """Item ``t`` of the schedule as ``(q_tile, head, batch)``: ``t = (batch * heads + head)
+    * q_tiles + k``, the q-tile ``k`` (``q_tiles - 1 - k`` with ``causal``: the heaviest
+    first). Python ints on the host, u32 Values in the kernel (a u32 division by a runtime
+    value is inline code; a 64-bit one is a subroutine call, and a call makes ptxas serialize
+    every wgmma).
+
+    Defining property: a bijection from ``[0, q_tiles * heads * batch)`` onto the items, the
+    q-tiles of one (batch, head) consecutive."""
+    bh = t // q_tiles
+    k = t - bh * q_tiles
+    b = bh // heads
+    h = bh - b * heads
+    return (q_tiles - 1 - k if causal else k), h, b
+
+
+def cta_items(items: Any, grid: Any, c: Any) -> Any:
+    """How many items CTA ``c`` takes: ``c, c + grid, ...`` below ``items``, that is
+    ``(items - 1 - c) // grid + 1`` for ``0 <= c < grid <= items`` (no intermediate exceeds
+    ``items``: no u32 wrap in the kernel)."""
+    return (items - 1 - c) // grid + 1
+# --8<-- [end:order]
+
+
+# --8<-- [start:schedule]
+@tylo.inline
+def _schedule(cfg, lq, heads, batch):
+    """What both roles need to walk this CTA's items: the q-tiles per (batch, head) and the
+    number of heads (u32), and this CTA's item count."""
+    q_tiles = tylo.value((lq + cfg.bm - 1) // cfg.bm, tylo.u32)
+    nh = tylo.value(heads, tylo.u32)
+    items = q_tiles * nh * tylo.value(batch, tylo.u32)  # < 2**32: checked by the host
+    grid = tylo.value(tylo.grid_dim.x, tylo.u32)
+    mine = to_index(cta_items(items, grid, tylo.value(tylo.block_idx.x, tylo.u32)))
+    return q_tiles, nh, mine
+
+
+@tylo.inline
+def _item(cfg, i, sched, kv_lens, lq, lk):
+    """This CTA's ``i``-th item: ``(row0, head, batch, kv, (n_full, n_tiles))``, its first
+    query row, its (batch, head), the batch entry's key count clamped to [0, Lk], and its key
+    tiles (:func:`~examples.attention.hopper_kernel.key_tiles`)."""
+    q_tiles, nh = sched[0], sched[1]
+    t = tylo.value(tylo.block_idx.x + i * tylo.grid_dim.x, tylo.u32)
+    k, h, b = item_order(t, q_tiles, nh, cfg.causal)
+    row0 = to_index(k, "q-tile") * cfg.bm
+    bh, bb = to_index(h, "head"), to_index(b, "batch entry")
+    kv = tylo.minimum(tylo.maximum(kv_lens[bb], 0), lk)
+    return row0, bh, bb, kv, key_tiles(cfg, row0, kv, lq, tylo.minimum, tylo.maximum)
+# --8<-- [end:schedule]
+
+
+# --8<-- [start:producer]
+@tylo.inline
+def _produce(cfg, smem, pipe, qpipe, maps, sched, kv_lens, lq, lk):
+    """The producer thread: per item, Q into buffer ``i % 2`` once the consumers released
+    it (item ``i - 2``'s), then the item's K and V tiles into the ring from its running
+    iteration count ``first``."""
+    tq, tk, tv = maps
+    q_elems, kv_elems = cfg.q_elements(), cfg.kv_elements()
+    first = tylo.value(0, tylo.u32)  # the ring's iteration count at this item's first tile
+    for i in tylo.range(sched[2]):
+        row0, bh, bb, _, tiles = _item(cfg, i, sched, kv_lens, lq, lk)
+        n_tiles = tiles[1]
+        qpipe.producer_acquire(i)
+        qpipe.producer_commit(i, tx_bytes=q_elems * cfg.dtype.nbytes)
+        for j in range(cfg.blocks):
+            qt = SharedTile(smem, tq.plan.smem_layout,
+                            base=qpipe.stage(i) * q_elems + j * cfg.bm * BLOCK)
+            tma.load(tq, qt, (row0, bh, bb, BLOCK * j), qpipe.full, qpipe.stage(i))
+        at = to_index(first, "ring iteration")
+        for kt in tylo.range(n_tiles):
+            it = at + kt
+            pipe.producer_acquire(it)
+            pipe.producer_commit(it, tx_bytes=2 * kv_elems * cfg.dtype.nbytes)
+            s = pipe.stage(it)
+            base = cfg.ring_offset() + s * 2 * kv_elems
+            for j in range(cfg.blocks):
+                kt_ = SharedTile(smem, tk.plan.smem_layout, base=base + j * cfg.bn * BLOCK)
+                vt = SharedTile(
+                    smem, tv.plan.smem_layout, base=base + kv_elems + j * cfg.bn * BLOCK
+                )
+                tma.load(tk, kt_, (kt * cfg.bn, bh, bb, BLOCK * j), pipe.full, s)
+                tma.load(tv, vt, (kt * cfg.bn, bh, bb, BLOCK * j), pipe.full, s)
+        first = first + tylo.value(n_tiles, tylo.u32)
+# --8<-- [end:producer]
+
+
+# --8<-- [start:consumer]
+@tylo.inline
+def _consume(cfg, wg, smem, pipe, qpipe, sched, kv_lens, lq, lk, outs, scale2, tid):
+    """Consumer warpgroup ``wg`` (1 or 2, a runtime value): per item, wait for its Q, run
+    the key loop from the ring's running count, release the Q buffer, store O and lse."""
+    o, lse, osb, osh, osl, lsb, lsh = outs
+    c, bars, me = consumer_rows(wg, tid)
+    if cfg.pingpong:  # noqa: SIM102 - a static choice around a runtime test
+        if wg == 2:
+            _named_barrier("arrive", 1)  # consumer 0 takes the first turn, once per CTA
+    first = tylo.value(0, tylo.u32)
+    for i in tylo.range(sched[2]):
+        row0, bh, bb, kv, tiles = _item(cfg, i, sched, kv_lens, lq, lk)
+        r0 = row0 + 64 * c
+        qpipe.consumer_wait(i)
+        qbase = qpipe.stage(i) * cfg.q_elements()
+        at = to_index(first, "ring iteration")
+        acc, m2, lsum = key_loop(cfg, c, bars, smem, pipe, qbase, tiles, (me, r0, kv, lq),
+                                 scale2, at)
+        qpipe.consumer_release(i)  # every wgmma that read this Q is complete
+        o_tile = GlobalTile(o, Layout((lq, cfg.d), (osl, 1)), base=bb * osb + bh * osh)
+        l_tile = GlobalTile(lse, Layout((lq, 1), (1, 0)), base=bb * lsb + bh * lsh)
+        epilogue(acc, m2, lsum, (o_tile, l_tile), me, r0)
+        first = first + tylo.value(tiles[1], tylo.u32)
+# --8<-- [end:consumer]
+
+
+# --8<-- [start:kernel]
+@tylo.kernel
+def hopper_attention_persistent_kernel(
+    o: tylo.Ptr(strided=True),
+    lse: tylo.Ptr(strided=True),
+    tq,
+    tk,
+    tv,
+    kv_lens,
+    lq: Dim,
+    lk: Dim,
+    heads: Dim,
+    batch: Dim,
+    osb: Dim,
+    osh: Dim,
+    osl: Dim,
+    lsb: Dim,
+    lsh: Dim,
+    scale2: float,
+    cfg: tylo.Static,
+):
+    """``cfg.persistent``: a 1-D grid of at most ``ceil(Lq / bm) * heads * batch`` CTAs
+    (one per SM), each walking its work items (module docstring); ``THREADS`` threads,
+    ``cfg.shared_bytes()`` dynamic shared bytes. Arguments as the non-persistent kernel's,
+    plus the number of heads and batch entries."""
+    if not cfg.persistent:
+        raise PlanError(
+            "hopper_attention_persistent_kernel: takes a config with persistent=True, got "
+            f"{cfg}; use hopper_kernel.hopper_attention_kernel"
+        )
+    kv_elems = cfg.kv_elements()
+    smem = tylo.dynamic_shared(
+        cfg.dtype, cfg.ring_offset() + 2 * cfg.stages * kv_elems, align=1024
+    )
+    pipe = Pipeline(PipelinePlan(stages=cfg.stages, consumers=128 * CONSUMERS))
+    qpipe = Pipeline(PipelinePlan(stages=2, consumers=128 * CONSUMERS), name="qbuf")
+    tid = tylo.thread_idx.x
+    if tid == 0:
+        pipe.init()
+        qpipe.init()
+    tylo.sync_threads()
+    sched = _schedule(cfg, lq, heads, batch)
+    wg = tid // 128
+    if wg == 0:
+        set_max_registers(PRODUCER_REGISTERS, increase=False)
+        if tid == 0:
+            _produce(cfg, smem, pipe, qpipe, (tq, tk, tv), sched, kv_lens, lq, lk)
+    else:
+        set_max_registers(CONSUMER_REGISTERS, increase=True)
+        outs = (o, lse, osb, osh, osl, lsb, lsh)
+        wgv = tylo.value(wg, tylo.i32)
+        _consume(cfg, wgv, smem, pipe, qpipe, sched, kv_lens, lq, lk, outs, scale2, tid)
+# --8<-- [end:kernel]

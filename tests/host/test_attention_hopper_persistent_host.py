@@ -1,0 +1,303 @@
+"""The persistent schedule of the Hopper attention forward (examples/attention/hopper_persistent.py)
+without a GPU: the item order is a bijection with the q-tiles of one (batch, head)
+consecutive (heaviest first with causal), u32 arithmetic gives the same items as Python's up
+to 2**32 - 1 items, the CTAs' item sets partition the items, the host's grid and refusals
+(checked against the arithmetic they claim), the configuration, and a model of the kernel's
+barrier protocol (the K/V ring with a global count, the double-buffered Q, the ping-pong
+named barriers) run under random interleavings: no deadlock, no stage or Q buffer refilled
+while a consumer reads it, every read sees the data of its own item and tile.
+``tests/gpu/test_attention_hopper_persistent.py`` runs the kernel."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tylo
+from examples.attention.hopper_host import choose_config, persistent_grid
+from examples.attention.hopper_kernel import HopperAttentionConfig, key_tiles
+from examples.attention.hopper_persistent import cta_items, item_order, work_items
+from examples.attention.reference import AttentionInputError
+from tylo.arrays import DeviceArray
+from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.mbarrier import PipelinePlan
+
+
+@settings(max_examples=60, deadline=None)
+@given(q_tiles=st.integers(1, 9), heads=st.integers(1, 5), batch=st.integers(1, 4),
+       causal=st.booleans(), sms=st.integers(1, 140))  # fmt: skip
+def test_items_are_a_bijection_and_the_ctas_partition_them(q_tiles, heads, batch, causal, sms):
+    items = work_items(q_tiles, heads, batch)
+    order = [item_order(t, q_tiles, heads, causal) for t in range(items)]
+    assert sorted(order) == sorted(
+        (k, h, b) for k in range(q_tiles) for h in range(heads) for b in range(batch)
+    )
+    for t in range(items - 1):  # one (batch, head) at a time, its q-tiles consecutive
+        k, h, b = order[t]
+        k2, h2, b2 = order[t + 1]
+        if (h2, b2) == (h, b):
+            assert k2 == (k - 1 if causal else k + 1)
+        else:  # the next (batch, head) starts at its heaviest tile (the last, with causal)
+            assert k == (0 if causal else q_tiles - 1) and k2 == (q_tiles - 1 if causal else 0)
+    grid = min(items, sms)
+    taken = [c + g * grid for c in range(grid) for g in range(cta_items(items, grid, c))]
+    assert sorted(taken) == list(range(items))
+
+
+@pytest.mark.parametrize(
+    "q_tiles, heads, batch",
+    [(65537, 65535, 1), (1, 1, 2**32 - 1), (2**16, 2**16 - 1, 1), (3, 5, 7)],
+)
+def test_u32_arithmetic_gives_the_same_items(q_tiles, heads, batch):
+    """The kernel decomposes items in u32: up to 2**32 - 1 items nothing wraps (numpy's
+    uint32 here wraps as the kernel's would)."""
+    items = work_items(q_tiles, heads, batch)
+    assert items < 2**32
+    rng = np.random.default_rng(0)
+    ts = sorted({0, 1, items - 1, items // 2, *map(int, rng.integers(0, items, 50))})
+    u = np.uint32
+    for causal in (False, True):
+        for t in ts:
+            got = item_order(u(t), u(q_tiles), u(heads), causal)
+            assert tuple(int(x) for x in got) == item_order(t, q_tiles, heads, causal)
+    for grid in {1, min(items, 132), min(items, 2**31 - 1)}:
+        for c in {0, grid - 1}:
+            assert int(cta_items(u(items), u(grid), u(c))) == cta_items(items, grid, c)
+
+
+def test_grid_is_the_smaller_of_items_and_sms():
+    cfg = HopperAttentionConfig(d=64, stages=4, persistent=True)
+    for lq, h, b, sms in [(1, 1, 1, 132), (1000, 8, 8, 132), (129, 1, 1, 132), (128, 3, 44, 132)]:
+        items = -(-lq // 128) * h * b
+        assert persistent_grid(cfg, lq, 1000, h, b, sms=sms) == min(items, sms)
+
+
+@pytest.mark.parametrize(
+    "lq, lk, h, b, what",
+    [
+        (128 * 65537, 64, 65535, 2, "u32 item index"),  # 2 (2**32 - 1) items
+        (128, 64, 2**16, 2**16, "u32 item index"),  # exactly 2**32
+        (2**31 - 1, 2**31 - 1, 1, 1, "u32 ring count"),  # one CTA's ring runs past 2**32
+    ],
+)
+def test_shapes_past_the_u32_arithmetic_are_refused(lq, lk, h, b, what):
+    cfg = HopperAttentionConfig(d=64, bn=16, stages=4, persistent=True)
+    items = -(-lq // cfg.bm) * h * b
+    with pytest.raises(AttentionInputError, match=what):
+        persistent_grid(cfg, lq, lk, h, b, sms=1)
+    grid = min(items, 1)  # the claim, by the arithmetic it names
+    assert items >= 2**32 or -(-items // grid) * -(-lk // cfg.bn) >= 2**32
+    # the largest accepted: 2**32 - 1 items, short keys
+    assert persistent_grid(cfg, 128 * 65537, 16, 65535, 1, sms=132) == 132
+
+
+def test_launch_refuses_before_touching_a_device():
+    from examples.attention.hopper_host import hopper_attention
+
+    q = DeviceArray(1 << 20, (2**16, 2**16, 8, 64), (2**25, 2**9, 64, 1), tylo.bf16, 0)
+    walk = HopperAttentionConfig(d=64, stages=4, persistent=True)
+    with pytest.raises(AttentionInputError, match="u32 item index"):
+        hopper_attention(q, q, q, cfg=walk)
+    with pytest.raises(AttentionInputError, match="persistent=True"):  # the 1-D grid's way out
+        hopper_attention(q, q, q)
+
+
+def test_config():
+    for bad in (1, "yes", None, np.bool_(True)):
+        with pytest.raises(PlanError, match="persistent must be a bool"):
+            HopperAttentionConfig(persistent=bad)
+    for d, bn, stages in ((64, 128, 4), (128, 128, 2), (128, 64, 3)):
+        one = HopperAttentionConfig(d=d, bn=bn, stages=stages)
+        walk = HopperAttentionConfig(d=d, bn=bn, stages=stages, persistent=True)
+        assert walk.q_buffers == 2 and one.q_buffers == 1
+        assert walk.shared_bytes() == one.shared_bytes() + 128 * d * 2 <= 227 * 1024
+        assert walk.ring_offset() * 2 % 1024 == 0  # the ring's swizzled tiles stay aligned
+        assert "persistent" in walk.describe() and "persistent" not in one.describe()
+    assert choose_config(64, tylo.bf16, True).persistent is False
+    assert choose_config(64, tylo.bf16, True, persistent=True).persistent is True
+    with pytest.raises(PlanError, match="persistent must be a bool"):
+        choose_config(64, tylo.bf16, False, persistent=1)
+
+
+# -- a model of the kernel's barrier protocol --------------------------------------------
+# The roles' operations, generated by loops shaped as the kernel's (_produce, _consume,
+# key_loop), run on a model of mbarriers (a wait on parity p returns once the barrier's
+# completed-phase count has the other parity: PTX's try_wait.parity) and named barriers
+# (bar.sync / bar.arrive, two warpgroups per generation), in a random interleaving.
+
+
+class _Machine:
+    def __init__(self):
+        self.done = {}  # mbarrier -> completed phases
+        self.pending = {}  # mbarrier -> arrivals in the current phase
+        self.named = {}  # named barrier -> arrivals so far
+        self.data = {}  # buffer -> what it holds
+        self.held = {}  # buffer -> consumers reading it
+
+    def arrive(self, bar, count):
+        self.pending[bar] = self.pending.get(bar, 0) + 1
+        if self.pending[bar] == count:
+            self.pending[bar] = 0
+            self.done[bar] = self.done.get(bar, 0) + 1
+
+    def ready(self, op):
+        kind = op[0]
+        if kind == "wait":  # (wait, bar, parity)
+            return self.done.get(op[1], 0) % 2 != op[2]
+        if kind == "sync":  # (sync, bar, generation it completes)
+            return self.named.get(op[1], 0) >= 2 * (op[2] + 1)
+        return True
+
+
+def _ops(cfg, items, sms, c, lens, lq, lk):
+    """The producer's and the two consumers' operations for CTA ``c``."""
+    ring, qp = PipelinePlan(cfg.stages, 256), PipelinePlan(2, 256)
+    grid = min(items, sms)
+    q_tiles = -(-lq // cfg.bm)
+    prod, cons = [], [[], []]
+    first = 0
+    for i in range(cta_items(items, grid, c)):
+        k, h, b = item_order(c + i * grid, q_tiles, lens[1], cfg.causal)
+        kv = min(max(lens[0][b], 0), lk)
+        n_full, n_tiles = key_tiles(cfg, k * cfg.bm, kv, lq)
+        item = (k, h, b)
+        qb = ("q", qp.stage(i))
+        prod += [("wait", ("qempty", qp.stage(i)), 1 - qp.parity(i)), ("fill", qb, item),
+                 ("arrive", ("qfull", qp.stage(i)), 1)]  # fmt: skip
+        for kt in range(n_tiles):
+            it = first + kt
+            st_ = ("kv", ring.stage(it))
+            prod += [("wait", ("empty", ring.stage(it)), 1 - ring.parity(it)),
+                     ("fill", st_, (item, kt)),
+                     ("arrive", ("full", ring.stage(it)), 1)]  # fmt: skip
+        for w in (0, 1):
+            ops = cons[w]
+            ops += [("wait", ("qfull", qp.stage(i)), qp.parity(i)), ("hold", qb, item)]
+            for kt in range(n_tiles):
+                it = first + kt
+                st_ = ("kv", ring.stage(it))
+                ops += [("wait", ("full", ring.stage(it)), ring.parity(it)),
+                        ("hold", st_, (item, kt))]  # fmt: skip
+                if cfg.pingpong:
+                    ops += [("turn", 1 + w), ("give", 2 - w)]
+                if not cfg.overlap:
+                    ops += [("free", st_), ("arrive", ("empty", ring.stage(it)), 256)]
+                elif kt > 0:  # overlap: the previous stage is released after this one's S
+                    prev = ("kv", ring.stage(it - 1))
+                    ops += [("free", prev), ("arrive", ("empty", ring.stage(it - 1)), 256)]
+            if cfg.overlap:
+                last = first + n_tiles - 1
+                ops += [("free", ("kv", ring.stage(last))),
+                        ("arrive", ("empty", ring.stage(last)), 256)]  # fmt: skip
+            ops += [("free", qb), ("arrive", ("qempty", qp.stage(i)), 256)]
+        first += n_tiles
+    if cfg.pingpong:
+        cons[1].insert(0, ("give", 1))  # consumer 0 takes the first turn
+    return prod, cons
+
+
+def _run(prod, cons, seed):
+    m = _Machine()
+    # one consumer op stands for its warpgroup's 128 threads: arrivals count 128 each
+    actors = [(prod, 1), (cons[0], 128), (cons[1], 128)]
+    pos = [0, 0, 0]
+    reg = {}  # (actor, op index) -> the generation a sync registered for
+    rng = random.Random(seed)
+    while True:
+        live = [a for a in range(3) if pos[a] < len(actors[a][0])]
+        if not live:
+            return m
+        moved = False
+        for a in rng.sample(live, len(live)):
+            ops, weight = actors[a]
+            op = ops[pos[a]]
+            if op[0] == "turn":  # bar.sync: arrive, then wait for the generation
+                key = (a, pos[a])
+                if key not in reg:
+                    reg[key] = m.named.get(op[1], 0) // 2
+                    m.named[op[1]] = m.named.get(op[1], 0) + 1
+                if not m.ready(("sync", op[1], reg[key])):
+                    continue
+            elif not m.ready(op):
+                continue
+            if op[0] == "arrive":
+                for _ in range(weight):
+                    m.arrive(op[1], op[2])
+            elif op[0] == "give":
+                m.named[op[1]] = m.named.get(op[1], 0) + 1
+            elif op[0] == "fill":
+                assert not m.held.get(op[1]), f"{op[1]} refilled while {m.held[op[1]]} read it"
+                m.data[op[1]] = op[2]
+            elif op[0] == "hold":
+                assert m.data.get(op[1]) == op[2], f"{op[1]} holds {m.data.get(op[1])}, not {op[2]}"
+                m.held.setdefault(op[1], set()).add(a)
+            elif op[0] == "free":
+                m.held[op[1]].discard(a)
+            pos[a] += 1
+            moved = True
+            break
+        assert moved, f"deadlock at {[actors[a][0][pos[a]] for a in live]}"
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    lq=st.integers(1, 700), lk=st.integers(1, 500), heads=st.integers(1, 3),
+    lens=st.lists(st.one_of(st.just(0), st.integers(1, 600)), min_size=1, max_size=3),
+    causal=st.booleans(), pingpong=st.booleans(), overlap=st.booleans(),
+    stages=st.integers(2, 4), sms=st.integers(1, 6), seed=st.integers(0, 2**16),
+)  # fmt: skip
+def test_protocol_model_never_deadlocks_or_races(lq, lk, heads, lens, causal, pingpong, overlap,
+                                                 stages, sms, seed):
+    cfg = HopperAttentionConfig(d=64, bn=64, stages=stages, causal=causal, pingpong=pingpong,
+                                overlap=overlap, persistent=True)  # fmt: skip
+    items = work_items(-(-lq // cfg.bm), heads, len(lens))
+    for c in range(min(items, sms)):
+        prod, cons = _ops(cfg, items, sms, c, (lens, heads), lq, lk)
+        m = _run(prod, cons, seed + c)
+        if pingpong:  # balanced: only consumer 1's opening arrival is left over
+            assert m.named.get(1, 0) % 2 == 1 and m.named.get(2, 0) % 2 == 0
+
+
+def test_protocol_model_catches_a_single_q_buffer():
+    """The model is not vacuous: with one Q buffer per two items' parities (every item in
+    buffer 0), a producer runs ahead and refills Q under a reading consumer, or a consumer
+    takes an old phase for a new one."""
+    cfg = HopperAttentionConfig(d=64, bn=64, stages=2, persistent=True)
+    prod, cons = _ops(cfg, 4, 1, 0, ([300], 1), 512, 300)
+
+    def one_buffer(ops):
+        q = ("q", "qfull", "qempty")
+        return [(op[0], (op[1][0], 0), *op[2:]) if isinstance(op[1], tuple) and op[1][0] in q
+                else op for op in ops]  # fmt: skip
+
+    bad, cons = one_buffer(prod), [one_buffer(ops) for ops in cons]
+    failures = 0
+    for seed in range(30):
+        try:
+            _run(bad, cons, seed)
+        except AssertionError:
+            failures += 1
+    assert failures > 0
+
+
+def test_benchmark_variants_are_choose_config_arguments():
+    """benchmarks/attention.py --path hopper --variants: every entry is choose_config's
+    keyword arguments, and "persistent" is the default schedules made persistent."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "attention.py"
+    spec = importlib.util.spec_from_file_location("_bench_attention", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    for causal in (False, True):
+        default = choose_config(64, tylo.bf16, causal)
+        for name, kw in bench.HOPPER_VARIANTS.items():
+            cfg = choose_config(64, tylo.bf16, causal, **kw)
+            assert cfg.persistent == ("persistent" in name), name
+        walk = choose_config(64, tylo.bf16, causal, **bench.HOPPER_VARIANTS["persistent"])
+        assert walk == HopperAttentionConfig(**{**default.__dict__, "persistent": True})
