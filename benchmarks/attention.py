@@ -2,7 +2,7 @@
 flash-attention forward, interleaved in one process, CUDA events, medians.
 
     PYTHONPATH=$PWD python3 benchmarks/attention.py [--quick] [--reps 20] [--path warp]
-        [--dtype bf16] [--json FILE]
+        [--dtype bf16] [--inner 3] [--variants] [--json FILE]
 
 Every implementation computes ``O = softmax(Q Kᵀ / sqrt(D)) V`` on the same (B, H, L, D)
 contiguous bf16 tensors, causal or not. Shapes: D = 64 and 128, causal and not, L = 1k, 4k
@@ -11,7 +11,9 @@ about a millisecond or more. TFLOP/s count ``4 B H L L D``, halved for causal
 (:func:`examples.attention.reference.attention_flops`); ratios > 1 mean tylo is faster. The
 Triton kernel is the fused-attention tutorial's algorithm (one program per block of 128
 query rows and one (batch, head), K / V blocks of 64, online softmax with exp2), written
-here; it is skipped, with the reason printed, when triton is missing or fails.
+here; it is skipped, with the reason printed, when triton is missing or fails. Each sample
+times ``--inner`` calls back to back (GPU time; the host's launch time hides behind the
+previous kernel), and the side that opens each round rotates.
 """
 
 from __future__ import annotations
@@ -104,15 +106,19 @@ def _triton_attention():
     return run
 
 
-def _time(fn, reps_out):
+def _time(fn, reps_out, inner=1):
+    """Append the GPU time of one call of ``fn`` (ms): ``inner`` calls back to back between
+    two events, divided by ``inner`` (with ``inner > 1`` the host's launch time is hidden
+    behind the previous call's kernel, as in a real model's stream of launches)."""
     import torch
 
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     s.record()
-    fn()
+    for _ in range(inner):
+        fn()
     e.record()
     torch.cuda.synchronize()
-    reps_out.append(s.elapsed_time(e))
+    reps_out.append(s.elapsed_time(e) / inner)
 
 
 def tdt_name(dtype):
@@ -121,7 +127,7 @@ def tdt_name(dtype):
     return getattr(tylo, dtype)
 
 
-def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False):
+def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False, inner=1):
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
@@ -177,9 +183,11 @@ def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False):
         fn()
     torch.cuda.synchronize()
     times = {name: [] for name in runs}
-    for _ in range(reps):  # interleaved: every implementation once per round
-        for name, fn in runs.items():
-            _time(fn, times[name])
+    names = list(runs)
+    for i in range(reps):  # interleaved: every implementation once per round, and the
+        # round's first side rotating (the first after a pause measured up to 25% slower)
+        for name in names[i % len(names):] + names[: i % len(names)]:
+            _time(runs[name], times[name], inner)
     flops = attention_flops(b, h, length, length, d, causal=causal)
     row = {"d": d, "causal": causal, "L": length, "B": b, "H": h, "dtype": dtype,
            "path": path, "skipped": skipped}  # fmt: skip
@@ -200,6 +208,8 @@ def main(argv=None) -> int:
     p.add_argument("--path", choices=("warp", "hopper"), default="warp")
     p.add_argument("--dtype", choices=("bf16", "f16"), default="bf16")
     p.add_argument("--json", default=None, help="write the rows to this file")
+    p.add_argument("--inner", type=int, default=3,
+                   help="calls per timed sample, back to back (1: include the host's launch time)")
     p.add_argument("--variants", action="store_true",
                    help="also time other configurations (warp: VARIANTS, block sizes; "
                         "hopper: HOPPER_VARIANTS, the FA3 schedules)")  # fmt: skip
@@ -222,7 +232,8 @@ def main(argv=None) -> int:
     print(" ".join(f"{x:>11}" for x in head))
     rows = []
     for d, causal, length in shapes:
-        r = bench(d, causal, length, reps, args.path, args.dtype, triton_fn, args.variants)
+        r = bench(d, causal, length, reps, args.path, args.dtype, triton_fn, args.variants,
+                  args.inner)
         rows.append(r)
         cells = [d, causal, length, f"{r['B']}x{r['H']}"]
         for name in ("tylo", "fa2", "cudnn", "triton"):

@@ -150,8 +150,10 @@ def bench(m, n, k, reps, cfg, out, triton_mm, inner=1):
     torch.cuda.synchronize()
     times = {name: [] for name in sides}
     host = {name: [] for name in sides}
-    for _ in range(reps):
-        for name, f in sides.items():
+    names = list(sides)
+    for i in range(reps):  # interleaved, the round's first side rotating
+        for name in names[i % len(names):] + names[: i % len(names)]:
+            f = sides[name]
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
             h0 = time.perf_counter()
