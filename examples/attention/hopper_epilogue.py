@@ -44,7 +44,14 @@ from tylo.nvgpu.warpgroup.mma import fence_shared_to_async
 from tylo.tile.access import store
 from tylo.tile.views import SharedTile
 
-__all__ = ["BARRIER_BASE", "check_o_map", "normalize", "staging_layout", "staging_offset", "tma_epilogue"]
+__all__ = [
+    "BARRIER_BASE",
+    "check_o_map",
+    "normalize",
+    "staging_layout",
+    "staging_offset",
+    "tma_epilogue",
+]
 
 BLOCK = 64  # columns of one 128-byte swizzled block of bf16/f16 (hopper_kernel.BLOCK)
 ROWS = 64  # a consumer warpgroup's query rows

@@ -15,7 +15,9 @@ docs/attention_hopper.md). One CTA takes ``bm = 64 * CONSUMERS`` query rows of o
 - options (FlashAttention-3's schedules): ``pingpong``, the consumers take turns at the
   tensor cores (two named barriers); ``overlap``, ``S`` of tile ``j`` and ``P V`` of tile
   ``j - 1`` in flight together, the softmax of ``j`` while ``P V`` runs;
-- the epilogue stores O / rowsum and the row log-sum-exp by ownership, bounded at Lq.
+- the epilogue stores O / rowsum and the row log-sum-exp by ownership, bounded at Lq; with
+  ``tma_store`` O goes through the consumer's rows of the Q buffer (``stmatrix``) and leaves
+  by TMA stores (:mod:`examples.attention.hopper_epilogue`).
 
 Q, K and V are read through 4-D tensor maps (modes L, H, B, D), so a box past the sequence's
 end is zero-filled, never the next head's rows. Keys past the batch entry's length or the
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import tylo
+from examples.attention.hopper_epilogue import check_o_map, normalize, tma_epilogue
 from tylo import dtypes as dt
 from tylo.kernel.values import to_index
 from tylo.layouts import ComposedLayout, Layout, Swizzle
@@ -51,7 +54,6 @@ from tylo.nvgpu.warpgroup.mma import (
     wait_group,
 )
 from tylo.nvgpu.warpgroup.roles import set_max_registers
-from examples.attention.hopper_epilogue import check_o_map, normalize, tma_epilogue
 from tylo.tile.access import store
 from tylo.tile.fragment import full, zeros
 from tylo.tile.fragment_io import coordinates

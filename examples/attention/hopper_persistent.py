@@ -17,7 +17,9 @@ from the last (the rows that see the most keys start first). The roles are those
 - the consumers wait for item ``i``'s Q, run the key loop of the non-persistent kernel
   (every schedule option) from the ring's running count, release the Q buffer (every wgmma
   that read it is complete) and store the item's O and log-sum-exp by ownership while the
-  producer already loads item ``i + 2``'s Q and the next item's keys.
+  producer already loads item ``i + 2``'s Q and the next item's keys; with ``tma_store``
+  they stage O in their rows of the Q buffer, store it by TMA and release the buffer only
+  once the store has read it (:mod:`examples.attention.hopper_epilogue`).
 
 Every item loads its Q and its consumers wait for and release it, even one whose rows see no
 key, so buffer ``i % 2`` is used in the same order by both roles. The ping-pong schedule's
