@@ -37,7 +37,11 @@ CONFIGS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"d{c.d}-{c.dtype}-p{c.persistent}")
+# the element offsets are the same for bf16 and f16 (both 2 bytes): each d and schedule once,
+# the dtypes alternating
+@pytest.mark.parametrize(
+    "cfg", [CONFIGS[i] for i in (0, 3, 5, 6)], ids=lambda c: f"d{c.d}-{c.dtype}-p{c.persistent}"
+)
 def test_staging_is_the_consumers_rows_of_the_q_buffer(cfg):
     """Every element (row r, column x) a consumer stages lands where Q's TMA box put the
     consumer's row ``64 c + r``, column ``x``: in the buffer's block ``x // 64``, whose
