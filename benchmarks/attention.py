@@ -51,7 +51,9 @@ HOPPER_VARIANTS = {"plain": {"pingpong": False, "overlap": False},
                    "persistent": {"persistent": True},
                    "persistent plain": {"persistent": True, "pingpong": False, "overlap": False},
                    "persistent pingpong+overlap": {"persistent": True, "pingpong": True,
-                                                   "overlap": True}}  # fmt: skip
+                                                   "overlap": True},
+                   "tma-store": {"tma_store": True},  # the default schedules, O by TMA
+                   "persistent tma-store": {"persistent": True, "tma_store": True}}  # fmt: skip
 
 
 def _triton_attention():

@@ -12,13 +12,16 @@ else raises :class:`~examples.attention.reference.AttentionInputError` saying to
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
 import numpy as np
 
 import tylo
+from examples.attention.hopper_epilogue import staging_layout
 from examples.attention.hopper_kernel import (
+    BLOCK,
     THREADS,
     HopperAttentionConfig,
     box_layout,
@@ -27,7 +30,8 @@ from examples.attention.hopper_kernel import (
 from examples.attention.hopper_persistent import hopper_attention_persistent_kernel, work_items
 from examples.attention.reference import AttentionInputError, attention_reference
 from tylo.arrays import DeviceArray, DeviceBuffer
-from tylo.layouts import Layout, dim
+from tylo.layouts import Layout, Swizzle, dim, size, zipped_divide
+from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.tma import TensorMap, TensorMapPlan
 
 __all__ = [
@@ -36,8 +40,10 @@ __all__ = [
     "choose_config",
     "compile_hopper_attention",
     "hopper_attention",
+    "o_plan",
     "persistent_grid",
     "plans",
+    "takes_tma_store",
     "verify",
 ]
 
@@ -65,6 +71,41 @@ def plans(cfg: HopperAttentionConfig) -> tuple[TensorMapPlan, TensorMapPlan, Ten
 # --8<-- [end:plans]
 
 
+# --8<-- [start:o_plan]
+@cache
+def o_plan(cfg: HopperAttentionConfig) -> TensorMapPlan | None:
+    """The tensor map of O for the TMA-store epilogue (None without ``cfg.tma_store``): 4-D
+    (L, H, B, D) over symbolic extents and 16-byte-multiple strides as Q's, boxes of 64 rows
+    x 64 columns of one (h, b), 128-byte swizzled. The box's shared layout is derived from
+    the staging layout the consumer's ``stmatrix`` writes (``staging_layout(cfg)``), divided
+    into 64 x 64 blocks: block ``j`` must start at ``j * bm * 64`` elements (where the kernel
+    stores it from), a multiple of the swizzle's period (so the swizzle acts on it as on the
+    first block), and the first block must equal, at every coordinate, the box layout of
+    Q's plan at 64 rows (unit H and B modes); the plan then proves that box layout is what
+    TMA reads for the box. So each TMA store reads exactly the block's 64 columns."""
+    if not cfg.tma_store:
+        return None
+    stage = staging_layout(cfg)
+    tiles = zipped_divide(stage, (64, BLOCK))
+    first, rest = tiles[0], tiles.inner[1]
+    period = tiles.outer.size() if isinstance(tiles.outer, Swizzle) else 1
+    offsets = [rest(i) for i in range(size(rest))]
+    want = [j * cfg.bm * BLOCK for j in range(cfg.blocks)]
+    box = box_layout(64, cfg.dtype)
+    same = all(first((r, x)) == box((r, 0, 0, x)) for r in range(64) for x in range(BLOCK))
+    if offsets != want or any(o % period for o in offsets) or not same:
+        raise PlanError(
+            f"hopper_attention o_plan: the staging layout {stage} puts its {BLOCK}-column "
+            f"blocks at {offsets} (want {want}, multiples of the swizzle's period {period}) "
+            f"and its first block {'is' if same else 'is not'} the box layout {box}"
+        )
+    B, H, Lq = dim("B"), dim("H"), dim("Lq")
+    sb, sh, sl = (dim(n, multiple_of=8) for n in ("sb", "sh", "sl"))
+    glob = Layout((Lq, H, B, cfg.d), (sl, sh, sb, 1))
+    return TensorMapPlan(cfg.dtype, glob, (64, 1, 1, BLOCK), "128B", box)
+# --8<-- [end:o_plan]
+
+
 def compile_hopper_attention(cfg: HopperAttentionConfig, target: Any = "sm_90a") -> Any:
     """Compile (no GPU needed) the kernel for ``cfg``; returns the compiled kernel (its
     ``ptx``, ``sass``...)."""
@@ -73,13 +114,14 @@ def compile_hopper_attention(cfg: HopperAttentionConfig, target: Any = "sm_90a")
             f"compile_hopper_attention: expected a HopperAttentionConfig, got {cfg!r}"
         )
     pq, pk, pv = plans(cfg)
+    po = o_plan(cfg)
     if cfg.persistent:  # two more sizes: the heads and batch entries
         return hopper_attention_persistent_kernel.compile(
-            cfg.dtype, tylo.f32, pq, pk, pv, tylo.i32, int, int, int, int, int, int, int, int,
+            cfg.dtype, tylo.f32, pq, pk, pv, po, tylo.i32, int, int, int, int, int, int, int, int,
             int, float, cfg, block=THREADS, target=target,
         )
     return hopper_attention_kernel.compile(
-        cfg.dtype, tylo.f32, pq, pk, pv, tylo.i32, int, int, int, int, int, int, int, float,
+        cfg.dtype, tylo.f32, pq, pk, pv, po, tylo.i32, int, int, int, int, int, int, int, float,
         cfg, block=THREADS, target=target,
     )
 
@@ -105,7 +147,8 @@ SCHEDULES = {(64, False): (False, True), (64, True): (True, True),
 @cache
 def choose_config(
     d: int, dtype: Any, causal: bool, *, pingpong: bool | None = None,
-    overlap: bool | None = None, persistent: bool | None = None, target: Any = "sm_90a",
+    overlap: bool | None = None, persistent: bool | None = None,
+    tma_store: bool | None = None, target: Any = "sm_90a",
 ) -> HopperAttentionConfig:
     """The default tile: at d = 64, 128 keys per tile and 4 stages; at d = 128, 128 keys and 2
     stages where that compiles without spilling (S, O and P take 64 + 64 + 32 registers per
@@ -113,13 +156,15 @@ def choose_config(
     64 keys and 3 stages (nvJitLink, which drops ``setmaxnreg`` and leaves 168 registers).
     ``pingpong`` and ``overlap`` (the FlashAttention-3 schedules): None takes the measured
     choice for ``(d, causal)`` (``SCHEDULES``). ``persistent`` (one CTA per SM walking the
-    work items): None is False for now."""
+    work items) and ``tma_store`` (O through shared memory and TMA stores): None is False
+    for now."""
     pp, ov = SCHEDULES.get((d, bool(causal)), (False, False))
     pingpong = pp if pingpong is None else pingpong
     overlap = ov if overlap is None else overlap
     persistent = False if persistent is None else persistent
+    tma_store = False if tma_store is None else tma_store
     opts = dict(d=d, dtype=dtype, causal=causal, pingpong=pingpong, overlap=overlap,
-                persistent=persistent)
+                persistent=persistent, tma_store=tma_store)
     if d != 128:
         return HopperAttentionConfig(bn=128, stages=4, **opts)
     narrow = HopperAttentionConfig(bn=64, stages=3, **opts)
@@ -174,39 +219,51 @@ def _array(x: Any, what: str) -> Any:
         raise AttentionInputError(f"hopper_attention: {what}: {err}") from None
 
 
-def _tma_view(a: Any, what: str) -> Any:
-    """``a`` (B, H, L, D) as TMA sees it: strides of extent-1 modes replaced by a legal
-    value (they are never stepped), then checked: 16-byte multiples, 16-byte aligned base."""
+def _tma_strides(a: Any, what: str) -> tuple[int, int, int] | str:
+    """The (L, H, B) element strides of ``a`` (B, H, L, D) as TMA sees it, strides of
+    extent-1 modes replaced by a legal value (they are never stepped), or why TMA cannot take
+    it: a last dimension not contiguous, a stride not a positive multiple of 16 bytes, a base
+    not 16-byte aligned."""
     b, h, length, d = a.shape
     nbytes = a.dtype.nbytes
     strides = list(a.strides)
     if strides[3] != 1 and d > 1:
-        raise AttentionInputError(
-            f"hopper_attention: {what}'s last dimension must be contiguous (stride 1), got "
-            f"strides {a.strides}; pass a contiguous copy"
+        return (
+            f"{what}'s last dimension must be contiguous (stride 1), got strides {a.strides}; "
+            "pass a contiguous copy"
         )
-    strides[3] = 1
     fill = length * d  # any 16-byte multiple would do for an extent that is never stepped
     for i, ext in enumerate((b, h, length)):
         if ext == 1:
             strides[i] = fill
     for i, name in enumerate(("batch", "head", "sequence")):
         if strides[i] * nbytes % 16 or strides[i] <= 0:
-            raise AttentionInputError(
-                f"hopper_attention: {what}'s {name} stride is {strides[i]} elements "
-                f"({strides[i] * nbytes} bytes); TMA needs positive multiples of 16 bytes: "
-                "use path='warp' or a padded copy"
+            return (
+                f"{what}'s {name} stride is {strides[i]} elements ({strides[i] * nbytes} "
+                "bytes); TMA needs positive multiples of 16 bytes: use path='warp' or a padded "
+                "copy"
             )
     if a.ptr % 16:
-        raise AttentionInputError(
-            f"hopper_attention: {what}'s address {a.ptr:#x} is not 16-byte aligned (TMA); "
-            "use path='warp'"
-        )
-    # the plans' mode order (L, H, B, D)
-    return DeviceArray(
-        a.ptr, (length, h, b, d), (strides[2], strides[1], strides[0], 1), a.dtype, a.device,
-        owner=a,
-    )
+        return f"{what}'s address {a.ptr:#x} is not 16-byte aligned (TMA); use path='warp'"
+    return strides[2], strides[1], strides[0]
+
+
+def _tma_view(a: Any, what: str) -> Any:
+    """``a`` (B, H, L, D) in the plans' mode order (L, H, B, D), checked for TMA
+    (:func:`_tma_strides`); raises :class:`AttentionInputError` saying why not."""
+    st = _tma_strides(a, what)
+    if isinstance(st, str):
+        raise AttentionInputError(f"hopper_attention: {st}")
+    b, h, length, d = a.shape
+    return DeviceArray(a.ptr, (length, h, b, d), (*st, 1), a.dtype, a.device, owner=a)
+
+
+def takes_tma_store(out: Any) -> bool:
+    """Whether TMA can write ``out`` (B, H, Lq, D), as the TMA-store epilogue does: its
+    last dimension contiguous, every other stride a positive multiple of 16 bytes (an
+    extent-1 mode's stride is free) and a 16-byte aligned base. Where not,
+    :func:`hopper_attention` runs ``tma_store=False`` (the stores by ownership)."""
+    return not isinstance(_tma_strides(_array(out, "out"), "out"), str)
 
 
 def check_inputs(q: Any, k: Any, v: Any) -> tuple[Any, Any, Any]:
@@ -316,7 +373,11 @@ def hopper_attention(
     the natural-log log-sum-exp of the scaled visible scores, by the Hopper kernel. Masks
     (``causal`` bottom-right, ``kv_lens`` per batch entry) and empty rows (o = 0, lse = -inf)
     as :func:`examples.attention.reference.attention_reference`. ``out``/``lse`` given:
-    written in place (last dimension contiguous, other strides free)."""
+    written in place (last dimension contiguous, other strides free). With
+    ``cfg.tma_store`` O is written by TMA stores, which need ``out``'s other strides to be
+    positive multiples of 16 bytes and its base 16-byte aligned (:func:`takes_tma_store`):
+    a given ``out`` that is not runs with ``tma_store=False`` (stores by ownership), with
+    the same result."""
     qa, ka, va = check_inputs(q, k, v)
     lq, h, b, d = qa.shape
     lk = ka.shape[0]
@@ -353,18 +414,26 @@ def hopper_attention(
         lse = _empty(q, (b, h, lq), tylo.f32, qa.device)
     oa = _check_out(out, (b, h, lq, d), qa.dtype, "out")
     la = _check_out(lse, (b, h, lq), tylo.f32, "lse")
+    tmo = None
+    if cfg.tma_store:
+        st = _tma_strides(oa, "out")
+        if isinstance(st, str):  # TMA cannot write this out: the stores by ownership
+            cfg = replace(cfg, tma_store=False)
+        else:
+            view = DeviceArray(oa.ptr, (lq, h, b, d), (*st, 1), oa.dtype, oa.device, owner=oa)
+            tmo = TensorMap(o_plan(cfg), view)
     pq, pk, pv = plans(cfg)
     osb, osh, osl = (max(int(s), 1) for s in oa.strides[:3])
     lsb, lsh = (max(int(s), 1) for s in la.strides[:2])
     if cfg.persistent:
         hopper_attention_persistent_kernel[grid, THREADS](
-            oa, la, TensorMap(pq, qa), TensorMap(pk, ka), TensorMap(pv, va), lens,
+            oa, la, TensorMap(pq, qa), TensorMap(pk, ka), TensorMap(pv, va), tmo, lens,
             lq, lk, h, b, osb, osh, osl, lsb, lsh, sc * LOG2E, cfg,
             shared=cfg.shared_bytes(), stream=stream,
         )
         return out, lse
     hopper_attention_kernel[grid, THREADS](
-        oa, la, TensorMap(pq, qa), TensorMap(pk, ka), TensorMap(pv, va), lens,
+        oa, la, TensorMap(pq, qa), TensorMap(pk, ka), TensorMap(pv, va), tmo, lens,
         lq, lk, osb, osh, osl, lsb, lsh, sc * LOG2E, cfg,
         shared=cfg.shared_bytes(), stream=stream,
     )

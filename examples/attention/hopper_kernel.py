@@ -15,7 +15,9 @@ docs/attention_hopper.md). One CTA takes ``bm = 64 * CONSUMERS`` query rows of o
 - options (FlashAttention-3's schedules): ``pingpong``, the consumers take turns at the
   tensor cores (two named barriers); ``overlap``, ``S`` of tile ``j`` and ``P V`` of tile
   ``j - 1`` in flight together, the softmax of ``j`` while ``P V`` runs;
-- the epilogue stores O / rowsum and the row log-sum-exp by ownership, bounded at Lq.
+- the epilogue stores O / rowsum and the row log-sum-exp by ownership, bounded at Lq; with
+  ``tma_store`` O goes through the consumer's rows of the Q buffer (``stmatrix``) and leaves
+  by TMA stores (:mod:`examples.attention.hopper_epilogue`).
 
 Q, K and V are read through 4-D tensor maps (modes L, H, B, D), so a box past the sequence's
 end is zero-filled, never the next head's rows. Keys past the batch entry's length or the
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import tylo
+from examples.attention.hopper_epilogue import check_o_map, normalize, tma_epilogue
 from tylo import dtypes as dt
 from tylo.kernel.values import to_index
 from tylo.layouts import ComposedLayout, Layout, Swizzle
@@ -73,7 +76,6 @@ CONSUMER_REGISTERS = 232
 CONSUMERS = 2
 THREADS = 128 * (1 + CONSUMERS)
 LOG2E = 1.4426950408889634  # exp(x) = 2 ** (x * log2(e))
-LN2 = 0.6931471805599453
 NEG_INF = -math.inf
 BLOCK = 64  # columns of one 128-byte swizzled block of bf16/f16
 SHARED_LIMIT = 227 * 1024
@@ -87,9 +89,11 @@ class HopperAttentionConfig:
     """``d`` (head dim, 64 or 128), input ``dtype`` (bf16 or f16), ``bn`` keys per tile
     (a multiple of 16 in [16, 256]; 128 by default), ``stages`` of the K/V ring, ``causal``
     (bottom-right diagonal), the schedule options ``pingpong`` and ``overlap`` (module
-    docstring), and ``persistent``: one CTA per SM walks the work items (query tiles of
+    docstring), ``persistent``: one CTA per SM walks the work items (query tiles of
     ``bm = 64 * CONSUMERS`` rows of one (batch, head)) with Q double-buffered
-    (:mod:`examples.attention.hopper_persistent`); otherwise one CTA per item."""
+    (:mod:`examples.attention.hopper_persistent`), otherwise one CTA per item; and
+    ``tma_store``: O leaves through shared memory (the consumer's rows of the Q buffer) by
+    TMA stores (:mod:`examples.attention.hopper_epilogue`) instead of stores by ownership."""
 
     d: int = 64
     dtype: Any = tylo.bf16
@@ -99,6 +103,7 @@ class HopperAttentionConfig:
     pingpong: bool = False
     overlap: bool = False
     persistent: bool = False
+    tma_store: bool = False
 
     def __post_init__(self) -> None:
         try:
@@ -121,7 +126,7 @@ class HopperAttentionConfig:
             )
         if type(self.stages) is not int or not 1 <= self.stages <= 8:
             raise PlanError(f"HopperAttentionConfig: stages must be 1..8, got {self.stages!r}")
-        for name in ("causal", "pingpong", "overlap", "persistent"):
+        for name in ("causal", "pingpong", "overlap", "persistent", "tma_store"):
             if type(getattr(self, name)) is not bool:
                 raise PlanError(
                     f"HopperAttentionConfig: {name} must be a bool, got {getattr(self, name)!r}"
@@ -182,6 +187,7 @@ class HopperAttentionConfig:
             f"{CONSUMERS} consumer warpgroups + 1 producer, {self.shared_bytes() // 1024} KiB "
             f"shared, {self.dtype}{', causal' if self.causal else ''}"
             f"{', persistent (Q double-buffered)' if self.persistent else ''}"
+            f"{', TMA-store epilogue' if self.tma_store else ''}"
         )
 # --8<-- [end:config]
 
@@ -426,11 +432,8 @@ def epilogue(o, m2, lsum, outs, me, r0) -> None:
     ``outs = (o_tile, l_tile)`` by ownership, bounded at Lq (``me``: the thread's index in
     its warpgroup); a row that saw no key gets ``o = 0`` and ``lse = -inf``."""
     o_tile, l_tile = outs
-    # rcp.approx: rcp.rn's slow path is a call, and any call makes ptxas serialize every
-    # wgmma of the kernel (C7509); lsum >= 1 wherever it is used
-    inv = tylo.where(lsum > 0.0, lsum.ptx("rcp.approx.ftz.f32"), 0.0)
-    lse = tylo.where(lsum > 0.0, (m2 + tylo.log2(lsum)) * LN2, NEG_INF)
-    store(None, o_tile, o * inv, me, origin=(r0, 0))
+    out, lse = normalize(o, m2, lsum)
+    store(None, o_tile, out, me, origin=(r0, 0))
     store(None, l_tile, lse, me, origin=(r0, 0))
 
 
@@ -438,7 +441,8 @@ def epilogue(o, m2, lsum, outs, me, r0) -> None:
 def _consume(cfg, wg, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid):
     """Consumer warpgroup ``wg`` (1 or 2, known at run time: both consumers run this one
     traced body): its 64 query rows against every key tile, then the epilogue into
-    ``outs = (o_tile, l_tile)``."""
+    ``outs = (o_tile, l_tile, to, bh, bb)`` (``to``: the O tensor map with ``tma_store``,
+    else None)."""
     c, bars, me = consumer_rows(wg, tid)
     r0 = row0 + 64 * c
     if cfg.pingpong:  # noqa: SIM102 - a static choice around a runtime test
@@ -448,7 +452,11 @@ def _consume(cfg, wg, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid):
     if n_tiles > 0:  # the producer loads Q only for a CTA with keys to see
         qbar.wait(0, 0)
     o, m2, lsum = key_loop(cfg, c, bars, smem, pipe, 0, tiles, (me, r0, kv, lq), scale2)
-    epilogue(o, m2, lsum, outs, me, r0)
+    if cfg.tma_store:  # every wgmma is complete: the Q rows are free (hopper_epilogue)
+        dst = (outs[2], outs[1], r0, outs[3], outs[4], lq)
+        tma_epilogue(cfg, o, m2, lsum, dst, smem, 0, c, me, False)
+    else:
+        epilogue(o, m2, lsum, outs[:2], me, r0)
 # --8<-- [end:consumer]
 
 
@@ -460,6 +468,7 @@ def hopper_attention_kernel(
     tq,
     tk,
     tv,
+    to,
     kv_lens,
     lq: Dim,
     lk: Dim,
@@ -474,13 +483,15 @@ def hopper_attention_kernel(
     """One CTA per (``bm`` query rows, head, batch entry): grid ``(ceil(Lq / bm), H, B)``
     (causal: row blocks from the last), ``THREADS`` threads, ``cfg.shared_bytes()`` dynamic
     shared bytes. ``scale2`` is ``scale * log2(e)`` (positive); ``kv_lens`` holds B int32 key
-    lengths."""
+    lengths; ``to`` is O's tensor map with ``cfg.tma_store`` (``hopper_host.o_plan``), else
+    None."""
     q_elems, kv_elems = cfg.q_elements(), cfg.kv_elements()
     if cfg.persistent:
         raise PlanError(
             "hopper_attention_kernel: cfg.persistent is the persistent kernel's "
             "(examples.attention.hopper_persistent.hopper_attention_persistent_kernel)"
         )
+    check_o_map(cfg, to, "hopper_attention_kernel")
     smem = tylo.dynamic_shared(
         cfg.dtype, cfg.ring_offset() + 2 * cfg.stages * kv_elems, align=1024
     )
@@ -523,7 +534,7 @@ def hopper_attention_kernel(
         o_tile = GlobalTile(o, Layout((lq, d), (osl, 1)), base=bb * osb + bh * osh)
         l_tile = GlobalTile(lse, Layout((lq, 1), (1, 0)), base=bb * lsb + bh * lsh)
         set_max_registers(CONSUMER_REGISTERS, increase=True)
-        tiles, outs = (n_full, n_tiles), (o_tile, l_tile)
+        tiles, outs = (n_full, n_tiles), (o_tile, l_tile, to, bh, bb)
         wgv = tylo.value(wg, tylo.i32)
         _consume(cfg, wgv, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid)
 # --8<-- [end:kernel]

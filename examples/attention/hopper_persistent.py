@@ -17,7 +17,9 @@ from the last (the rows that see the most keys start first). The roles are those
 - the consumers wait for item ``i``'s Q, run the key loop of the non-persistent kernel
   (every schedule option) from the ring's running count, release the Q buffer (every wgmma
   that read it is complete) and store the item's O and log-sum-exp by ownership while the
-  producer already loads item ``i + 2``'s Q and the next item's keys.
+  producer already loads item ``i + 2``'s Q and the next item's keys; with ``tma_store``
+  they stage O in their rows of the Q buffer, store it by TMA and release the buffer only
+  once the store has read it (:mod:`examples.attention.hopper_epilogue`).
 
 Every item loads its Q and its consumers wait for and release it, even one whose rows see no
 key, so buffer ``i % 2`` is used in the same order by both roles. The ping-pong schedule's
@@ -30,6 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 import tylo
+from examples.attention.hopper_epilogue import check_o_map, tma_epilogue
 from examples.attention.hopper_kernel import (
     BLOCK,
     CONSUMER_REGISTERS,
@@ -153,8 +156,10 @@ def _produce(cfg, smem, pipe, qpipe, maps, sched, kv_lens, lq, lk):
 @tylo.inline
 def _consume(cfg, wg, smem, pipe, qpipe, sched, kv_lens, lq, lk, outs, scale2, tid):
     """Consumer warpgroup ``wg`` (1 or 2, a runtime value): per item, wait for its Q, run
-    the key loop from the ring's running count, release the Q buffer, store O and lse."""
-    o, lse, osb, osh, osl, lsb, lsh = outs
+    the key loop from the ring's running count, release the Q buffer, store O and lse
+    (``tma_store``: stage O in the consumer's rows of the Q buffer, store it by TMA, and
+    release the buffer once the store has read it)."""
+    o, lse, osb, osh, osl, lsb, lsh, to = outs
     c, bars, me = consumer_rows(wg, tid)
     if cfg.pingpong:  # noqa: SIM102 - a static choice around a runtime test
         if wg == 2:
@@ -168,10 +173,18 @@ def _consume(cfg, wg, smem, pipe, qpipe, sched, kv_lens, lq, lk, outs, scale2, t
         at = to_index(first, "ring iteration")
         acc, m2, lsum = key_loop(cfg, c, bars, smem, pipe, qbase, tiles, (me, r0, kv, lq),
                                  scale2, at)
-        qpipe.consumer_release(i)  # every wgmma that read this Q is complete
-        o_tile = GlobalTile(o, Layout((lq, cfg.d), (osl, 1)), base=bb * osb + bh * osh)
-        l_tile = GlobalTile(lse, Layout((lq, 1), (1, 0)), base=bb * lsb + bh * lsh)
-        epilogue(acc, m2, lsum, (o_tile, l_tile), me, r0)
+        if cfg.tma_store:  # every wgmma that read this Q is complete: its rows are free
+            l_tile = GlobalTile(lse, Layout((lq, 1), (1, 0)), base=bb * lsb + bh * lsh)
+            dst = (to, l_tile, r0, bh, bb, lq)
+            tma_epilogue(cfg, acc, m2, lsum, dst, smem, qbase, c, me, True)
+            # the elected thread waited for its stores to read the buffer before arriving:
+            # the producer's next TMA load into it cannot race them
+            qpipe.consumer_release(i)
+        else:
+            qpipe.consumer_release(i)  # every wgmma that read this Q is complete
+            o_tile = GlobalTile(o, Layout((lq, cfg.d), (osl, 1)), base=bb * osb + bh * osh)
+            l_tile = GlobalTile(lse, Layout((lq, 1), (1, 0)), base=bb * lsb + bh * lsh)
+            epilogue(acc, m2, lsum, (o_tile, l_tile), me, r0)
         first = first + tylo.value(tiles[1], tylo.u32)
 # --8<-- [end:consumer]
 
@@ -184,6 +197,7 @@ def hopper_attention_persistent_kernel(
     tq,
     tk,
     tv,
+    to,
     kv_lens,
     lq: Dim,
     lk: Dim,
@@ -206,6 +220,7 @@ def hopper_attention_persistent_kernel(
             "hopper_attention_persistent_kernel: takes a config with persistent=True, got "
             f"{cfg}; use hopper_kernel.hopper_attention_kernel"
         )
+    check_o_map(cfg, to, "hopper_attention_persistent_kernel")
     kv_elems = cfg.kv_elements()
     smem = tylo.dynamic_shared(
         cfg.dtype, cfg.ring_offset() + 2 * cfg.stages * kv_elems, align=1024
@@ -225,7 +240,7 @@ def hopper_attention_persistent_kernel(
             _produce(cfg, smem, pipe, qpipe, (tq, tk, tv), sched, kv_lens, lq, lk)
     else:
         set_max_registers(CONSUMER_REGISTERS, increase=True)
-        outs = (o, lse, osb, osh, osl, lsb, lsh)
+        outs = (o, lse, osb, osh, osl, lsb, lsh, to)
         wgv = tylo.value(wg, tylo.i32)
         _consume(cfg, wgv, smem, pipe, qpipe, sched, kv_lens, lq, lk, outs, scale2, tid)
 # --8<-- [end:kernel]

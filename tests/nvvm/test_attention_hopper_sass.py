@@ -145,10 +145,10 @@ def test_each_kernel_refuses_the_other_schedule():
     common = (tylo.i32, int, int, int, int, int, int, int, float)
     with pytest.raises(tylo.TyloError, match="persistent kernel"):
         hopper_attention_kernel.compile(
-            walk.dtype, tylo.f32, *plans(walk), *common, walk, block=THREADS, target="sm_90a"
+            walk.dtype, tylo.f32, *plans(walk), None, *common, walk, block=THREADS, target="sm_90a"
         )
     with pytest.raises(tylo.TyloError, match="persistent=True"):
         hopper_attention_persistent_kernel.compile(
-            one.dtype, tylo.f32, *plans(one), *common, int, int, one, block=THREADS,
+            one.dtype, tylo.f32, *plans(one), None, *common, int, int, one, block=THREADS,
             target="sm_90a",
         )

@@ -1,0 +1,129 @@
+# TEST_TARGET: cc>=9.0a
+"""The TMA-store epilogue of the Hopper attention forward (``HopperAttentionConfig(
+tma_store=True)``, examples/attention/hopper_epilogue.py) on an sm_90a GPU, against the
+float64 reference with outputs poisoned with NaN first (``hopper_host.verify``): D = 64 and
+128, causal and not, every schedule option, persistent and not; L = 1, 17, 1000 and 4097 (one
+head), Lq != Lk both ways, per-batch key lengths with zero-length entries (o = 0, lse =
+-inf), f16; given outputs that TMA can write (rows past Lq of a padded buffer stay
+untouched: the boxes are clipped at Lq) and that it cannot (the fallback to stores by
+ownership, still correct). The assembly as the device's linker makes it: no spill, no
+serialization note."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tylo
+from examples.attention.hopper_host import (
+    choose_config,
+    compile_hopper_attention,
+    hopper_attention,
+    takes_tma_store,
+    verify,
+)
+from examples.attention.reference import attention_reference
+
+SCHEDULES = [(False, False), (True, False), (False, True), (True, True)]
+
+
+def _cfg(d, causal, pingpong, overlap, persistent, dtype=tylo.bf16):
+    cfg = choose_config(d, dtype, causal, pingpong=pingpong, overlap=overlap,
+                        persistent=persistent, tma_store=True)
+    assert cfg.tma_store and cfg.persistent == persistent
+    return cfg
+
+
+@pytest.mark.parametrize("pingpong, overlap", SCHEDULES, ids=["plain", "pp", "ov", "pp+ov"])
+@pytest.mark.parametrize("persistent", [False, True], ids=["one-item", "persistent"])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_tma_store_schedules(gpu_runtime, d, causal, pingpong, overlap, persistent):
+    cfg = _cfg(d, causal, pingpong, overlap, persistent)
+    for length in (1, 17, 1000):
+        verify(2, 3, length, d, causal=causal, cfg=cfg)
+    verify(1, 1, 4097, d, causal=causal, cfg=cfg)
+    for lq, lk in ((17, 1000), (1000, 17), (129, 127)):
+        verify(1, 2, lq, d, lk=lk, causal=causal, cfg=cfg)
+    verify(3, 1, 130, d, lk=200, causal=causal, kv_lens=[0, 200, 64], cfg=cfg)
+    verify(4, 2, 300, d, lk=333, causal=causal, kv_lens=[333, 0, 17, 129], cfg=cfg)
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["one-item", "persistent"])
+def test_tma_store_f16_and_many_items(gpu_runtime, persistent):
+    for d in (64, 128):
+        for causal in (False, True):
+            cfg = choose_config(d, tylo.f16, causal, persistent=persistent, tma_store=True)
+            verify(2, 5, 777, d, lk=1100, dtype="f16", causal=causal, cfg=cfg)
+            cfg = choose_config(d, tylo.bf16, causal, persistent=persistent, tma_store=True)
+            verify(8, 8, 1000, d, causal=causal, cfg=cfg,  # 512 items: several per CTA
+                   kv_lens=[1000, 0, 1, 999, 512, 128, 129, 700])
+
+
+def _check(q, k, v, out, lse, causal):
+    import torch
+
+    torch.cuda.synchronize()
+    want_o, want_l = attention_reference(
+        q.double().cpu().numpy(), k.double().cpu().numpy(), v.double().cpu().numpy(),
+        causal=causal,
+    )
+    got_o, got_l = out.double().cpu().numpy(), lse.double().cpu().numpy()
+    assert not np.isnan(got_o).any() and not np.isnan(got_l).any()
+    assert np.abs(got_o - want_o).max() <= 2e-2 * np.abs(want_o).max()
+    fin = np.isfinite(want_l)
+    assert np.array_equal(np.isneginf(got_l), np.isneginf(want_l))
+    assert np.abs(got_l[fin] - want_l[fin]).max() <= 2e-2
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["one-item", "persistent"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_given_outputs_tma_can_and_cannot_write(gpu_runtime, persistent, d):
+    import torch
+
+    b, h, lq, lk = 2, 3, 300, 250
+    bf = torch.bfloat16
+    q = torch.randn(b, h, lq, d, device="cuda").to(bf)
+    k = torch.randn(b, h, lk, d, device="cuda").to(bf)
+    v = torch.randn(b, h, lk, d, device="cuda").to(bf)
+    for causal in (False, True):
+        cfg = choose_config(d, tylo.bf16, causal, persistent=persistent, tma_store=True)
+        # TMA-writable: (B, L, H, D) storage seen as (B, H, L, D), and a padded buffer whose
+        # rows past Lq must stay untouched (the boxes are clipped at Lq, not at the buffer)
+        swapped = torch.full((b, lq, h, d), float("nan"), device="cuda").to(bf).transpose(1, 2)
+        padded_buf = torch.full((b, h, lq + 70, d), float("nan"), device="cuda").to(bf)
+        padded = padded_buf[:, :, :lq]
+        # not TMA-writable: a sequence stride of d + 8 + 1 elements (not 16 bytes), and a
+        # base 2 bytes past a 16-byte boundary; both run with the stores by ownership
+        odd = torch.full((b, h, lq, d + 9), float("nan"), device="cuda").to(bf)[..., :d]
+        flat = torch.full((b * h * lq * d + 1,), float("nan"), device="cuda").to(bf)
+        shifted = flat[1:].view(b, h, lq, d)
+        for out, tma in ((swapped, True), (padded, True), (odd, False), (shifted, False)):
+            assert takes_tma_store(out) is tma
+            lse = torch.full((b, h, lq), float("nan"), device="cuda")
+            o2, _ = hopper_attention(q, k, v, causal=causal, out=out, lse=lse, cfg=cfg)
+            assert o2 is out
+            _check(q, k, v, out, lse, causal)
+        assert torch.isnan(padded_buf[:, :, lq:]).all()  # nothing written past Lq
+        assert torch.isnan(flat[:1]).all()
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["one-item", "persistent"])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_tma_store_assembly_on_the_device(gpu_runtime, d, causal, persistent):
+    """As the device's linker makes it (setmaxnreg kept): no spill, no call, no
+    serialization note, for the default schedules with the TMA-store epilogue."""
+    cfg = choose_config(d, tylo.bf16, causal, persistent=persistent, tma_store=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        k = compile_hopper_attention(cfg)
+    logs = " ".join(str(w.message) for w in caught) + k.module.info_log
+    for note in ("C7509", "C7519", "C7513", "serialized"):
+        assert note not in logs, logs
+    live = "\n".join(line for line in k.sass.splitlines() if "@!PT" not in line)
+    for op in ("LDL", "STL", "CALL"):
+        assert op not in live, f"{op} in the SASS of {cfg.describe()}"
+    assert "STSM" in live and "UTMASTG.4D" in live
