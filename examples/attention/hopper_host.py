@@ -136,12 +136,14 @@ def compile_kernels(args: Any, target: Any) -> dict[str, Any]:
     return {"hopper_attention_kernel": compile_hopper_attention(cfg, target)}
 
 
-# (d, causal) -> (pingpong, overlap): the FlashAttention-3 schedules that measured fastest on
-# an H200 (benchmarks/attention.py --path hopper --variants, 2026-12-01): overlap alone at
-# d = 64 without a mask (1.15-1.20x the plain schedule at 4k and 16k keys), both elsewhere
-# (1.07-1.44x)
-SCHEDULES = {(64, False): (False, True), (64, True): (True, True),
-             (128, False): (True, True), (128, True): (True, True)}  # fmt: skip
+# (d, causal) -> (pingpong, overlap, tma_store): the schedules and epilogue that measured
+# fastest on an H200 (benchmarks/attention.py --path hopper --variants, 2026-12-01): overlap
+# alone at d = 64 without a mask (1.15-1.20x the plain schedule at 4k and 16k keys), both
+# elsewhere (1.07-1.44x); the TMA-store epilogue at d = 128 (1.09-1.38x at 1k and 4k keys,
+# within 4% at 16k) and at d = 64 causal (1.03-1.15x), not at d = 64 without a mask (3-4%
+# slower at 4k and 16k keys)
+SCHEDULES = {(64, False): (False, True, False), (64, True): (True, True, True),
+             (128, False): (True, True, True), (128, True): (True, True, True)}  # fmt: skip
 
 
 @cache
@@ -155,14 +157,16 @@ def choose_config(
     thread: it does where the linker keeps ``setmaxnreg``, as ptxas does on the H200), else
     64 keys and 3 stages (nvJitLink, which drops ``setmaxnreg`` and leaves 168 registers).
     ``pingpong`` and ``overlap`` (the FlashAttention-3 schedules): None takes the measured
-    choice for ``(d, causal)`` (``SCHEDULES``). ``persistent`` (one CTA per SM walking the
-    work items) and ``tma_store`` (O through shared memory and TMA stores): None is False
-    for now."""
-    pp, ov = SCHEDULES.get((d, bool(causal)), (False, False))
+    choice for ``(d, causal)`` (``SCHEDULES``), and so does ``tma_store`` (O through shared
+    memory and TMA stores; :func:`hopper_attention` falls back to stores by ownership for an
+    ``out`` TMA cannot write). ``persistent`` (one CTA per SM walking the work items): None
+    is False (measured 0.64-0.72x at 16k causal keys, where the items' lengths differ most;
+    within a few percent elsewhere)."""
+    pp, ov, ts = SCHEDULES.get((d, bool(causal)), (False, False, False))
     pingpong = pp if pingpong is None else pingpong
     overlap = ov if overlap is None else overlap
     persistent = False if persistent is None else persistent
-    tma_store = False if tma_store is None else tma_store
+    tma_store = ts if tma_store is None else tma_store
     opts = dict(d=d, dtype=dtype, causal=causal, pingpong=pingpong, overlap=overlap,
                 persistent=persistent, tma_store=tma_store)
     if d != 128:

@@ -100,10 +100,17 @@ def test_tma_store_must_be_a_bool(bad):
         HopperAttentionConfig(d=64, stages=2, tma_store=bad)
 
 
-def test_choose_config_keeps_ownership_stores_by_default():
+def test_choose_config_takes_the_measured_epilogue_by_default():
+    from examples.attention.hopper_host import SCHEDULES
+
     for d in (64, 128):
         for causal in (False, True):
-            assert choose_config(d, tylo.bf16, causal).tma_store is False
+            cfg = choose_config(d, tylo.bf16, causal)
+            assert (cfg.pingpong, cfg.overlap, cfg.tma_store) == SCHEDULES[(d, causal)]
+            assert cfg.persistent is False
+            assert choose_config(d, tylo.bf16, causal, tma_store=False).tma_store is False
+    assert choose_config(128, tylo.bf16, False).tma_store  # measured faster: on
+    assert not choose_config(64, tylo.bf16, False).tma_store  # measured slower: off
     cfg = choose_config(64, tylo.bf16, False, tma_store=True, persistent=True)
     assert cfg.tma_store and cfg.persistent and "TMA-store" in cfg.describe()
     assert "TMA-store" not in choose_config(64, tylo.bf16, False).describe()
