@@ -460,6 +460,24 @@ def _consume(cfg, wg, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid):
 # --8<-- [end:consumer]
 
 
+@tylo.inline
+def load_kv_tile(cfg, smem, pipe, maps, it, key_tile, bh, bb):
+    """The producer's ring iteration ``it``: wait until its stage is free, expect its bytes,
+    and load key tile ``key_tile`` of K and V (head ``bh``, batch entry ``bb``) into it,
+    one TMA box per 64-column block."""
+    tk, tv = maps
+    kv_elems = cfg.kv_elements()
+    pipe.producer_acquire(it)
+    pipe.producer_commit(it, tx_bytes=2 * kv_elems * cfg.dtype.nbytes)
+    s = pipe.stage(it)
+    base = cfg.ring_offset() + s * 2 * kv_elems
+    for j in range(cfg.blocks):
+        kt = SharedTile(smem, tk.plan.smem_layout, base=base + j * cfg.bn * BLOCK)
+        vt = SharedTile(smem, tv.plan.smem_layout, base=base + kv_elems + j * cfg.bn * BLOCK)
+        tma.load(tk, kt, (key_tile * cfg.bn, bh, bb, BLOCK * j), pipe.full, s)
+        tma.load(tv, vt, (key_tile * cfg.bn, bh, bb, BLOCK * j), pipe.full, s)
+
+
 # --8<-- [start:kernel]
 @tylo.kernel
 def hopper_attention_kernel(
@@ -518,17 +536,7 @@ def hopper_attention_kernel(
                     qt = SharedTile(smem, tq.plan.smem_layout, base=j * cfg.bm * BLOCK)
                     tma.load(tq, qt, (row0, bh, bb, BLOCK * j), qbar, 0)
             for it in tylo.range(n_tiles):
-                pipe.producer_acquire(it)
-                pipe.producer_commit(it, tx_bytes=2 * kv_elems * cfg.dtype.nbytes)
-                s = pipe.stage(it)
-                base = cfg.ring_offset() + s * 2 * kv_elems
-                for j in range(cfg.blocks):
-                    kt = SharedTile(smem, tk.plan.smem_layout, base=base + j * cfg.bn * BLOCK)
-                    vt = SharedTile(
-                        smem, tv.plan.smem_layout, base=base + kv_elems + j * cfg.bn * BLOCK
-                    )
-                    tma.load(tk, kt, (it * cfg.bn, bh, bb, BLOCK * j), pipe.full, s)
-                    tma.load(tv, vt, (it * cfg.bn, bh, bb, BLOCK * j), pipe.full, s)
+                load_kv_tile(cfg, smem, pipe, (tk, tv), it, it, bh, bb)
     else:
         d = cfg.d
         o_tile = GlobalTile(o, Layout((lq, d), (osl, 1)), base=bb * osb + bh * osh)

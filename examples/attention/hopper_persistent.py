@@ -44,6 +44,7 @@ from examples.attention.hopper_kernel import (
     epilogue,
     key_loop,
     key_tiles,
+    load_kv_tile,
 )
 from tylo.kernel.values import to_index
 from tylo.layouts import Layout
@@ -123,7 +124,7 @@ def _produce(cfg, smem, pipe, qpipe, maps, sched, kv_lens, lq, lk):
     it (item ``i - 2``'s), then the item's K and V tiles into the ring from its running
     iteration count ``first``."""
     tq, tk, tv = maps
-    q_elems, kv_elems = cfg.q_elements(), cfg.kv_elements()
+    q_elems = cfg.q_elements()
     first = tylo.value(0, tylo.u32)  # the ring's iteration count at this item's first tile
     for i in tylo.range(sched[2]):
         row0, bh, bb, _, tiles = _item(cfg, i, sched, kv_lens, lq, lk)
@@ -136,18 +137,7 @@ def _produce(cfg, smem, pipe, qpipe, maps, sched, kv_lens, lq, lk):
             tma.load(tq, qt, (row0, bh, bb, BLOCK * j), qpipe.full, qpipe.stage(i))
         at = to_index(first, "ring iteration")
         for kt in tylo.range(n_tiles):
-            it = at + kt
-            pipe.producer_acquire(it)
-            pipe.producer_commit(it, tx_bytes=2 * kv_elems * cfg.dtype.nbytes)
-            s = pipe.stage(it)
-            base = cfg.ring_offset() + s * 2 * kv_elems
-            for j in range(cfg.blocks):
-                kt_ = SharedTile(smem, tk.plan.smem_layout, base=base + j * cfg.bn * BLOCK)
-                vt = SharedTile(
-                    smem, tv.plan.smem_layout, base=base + kv_elems + j * cfg.bn * BLOCK
-                )
-                tma.load(tk, kt_, (kt * cfg.bn, bh, bb, BLOCK * j), pipe.full, s)
-                tma.load(tv, vt, (kt * cfg.bn, bh, bb, BLOCK * j), pipe.full, s)
+            load_kv_tile(cfg, smem, pipe, (tk, tv), at + kt, kt, bh, bb)
         first = first + tylo.value(n_tiles, tylo.u32)
 # --8<-- [end:producer]
 
