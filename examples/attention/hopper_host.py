@@ -316,9 +316,17 @@ def _empty(like: Any, shape: tuple, dtype: Any, device: int | None) -> Any:
     return DeviceBuffer.empty(shape, dtype, device=device or 0)
 
 
+_FULL_LENS: dict = {}  # (B, Lk, device, torch?) -> a device array of B entries equal to Lk
+_FULL_LENS_MAX = 16
+
+
 def _kv_lens(kv_lens: Any, b: int, lk: int, like: Any, device: int | None) -> Any:
     """The per-batch key lengths as a device int32 array of B entries (Lk each when None).
-    The kernel clamps each to [0, Lk] itself (the reference's meaning of a length outside)."""
+    The kernel clamps each to [0, Lk] itself (the reference's meaning of a length outside).
+    Without ``kv_lens`` the array of Lk's is made once per (B, Lk, device) and kept (the
+    kernel only reads it): a host-to-device copy on every call would wait for the kernels
+    before it and leave the GPU idle while the next call is prepared. A torch int32 tensor
+    already on the device is passed as it is."""
     try:
         import torch
     except ImportError:  # pragma: no cover - tylo arrays without torch
@@ -330,10 +338,23 @@ def _kv_lens(kv_lens: Any, b: int, lk: int, like: Any, device: int | None) -> An
                 f"{kv_lens.dtype} {tuple(kv_lens.shape)}"
             )
         dev = like.device if isinstance(like, torch.Tensor) else torch.device("cuda", device or 0)
+        if kv_lens.dtype == torch.int32 and kv_lens.device == dev and kv_lens.is_contiguous():
+            return kv_lens
         return kv_lens.clamp(0, lk).to(device=dev, dtype=torch.int32).contiguous()
     if kv_lens is None:
-        host = np.full(b, lk, dtype=np.int32)
-    elif hasattr(kv_lens, "__cuda_array_interface__") or isinstance(kv_lens, DeviceArray):
+        is_torch = torch is not None and isinstance(like, torch.Tensor)
+        key = (b, lk, str(like.device) if is_torch else (device or 0), is_torch)
+        full = _FULL_LENS.get(key)
+        if full is None:
+            if is_torch:
+                full = torch.full((b,), lk, dtype=torch.int32, device=like.device)
+            else:
+                full = DeviceBuffer.from_numpy(np.full(b, lk, dtype=np.int32), device=device or 0)
+            if len(_FULL_LENS) >= _FULL_LENS_MAX:
+                _FULL_LENS.pop(next(iter(_FULL_LENS)))
+            _FULL_LENS[key] = full
+        return full
+    if hasattr(kv_lens, "__cuda_array_interface__") or isinstance(kv_lens, DeviceArray):
         a = _array(kv_lens, "kv_lens")
         if a.dtype is not tylo.i32 or a.shape != (b,) or (b > 1 and a.strides != (1,)):
             raise AttentionInputError(

@@ -231,3 +231,24 @@ def test_chain_registers_match_float64(gpu_runtime, shape):
     for t in range(128):
         for j in range(d // 2):
             assert got[t, j] == want[_ptx_d_coord(t, j)], (shape, t, j)
+
+
+def test_key_lengths_made_once_and_passed_through(gpu_runtime):
+    """Without kv_lens the B lengths of Lk are made once per (B, Lk, device) and reused (no
+    host-to-device copy per call); a device int32 tensor is passed as it is; and results
+    are still right after a call with other lengths."""
+    import torch
+
+    from examples.attention import hopper_host
+
+    q = torch.zeros((3, 2, 5, 64), device="cuda", dtype=torch.bfloat16)
+    first = hopper_host._kv_lens(None, 3, 77, q, 0)
+    assert hopper_host._kv_lens(None, 3, 77, q, 0) is first
+    assert first.tolist() == [77, 77, 77] and first.dtype == torch.int32
+    assert hopper_host._kv_lens(None, 3, 78, q, 0).tolist() == [78] * 3
+    own = torch.tensor([5, 0, 9], device="cuda", dtype=torch.int32)
+    assert hopper_host._kv_lens(own, 3, 77, q, 0) is own
+    wide = torch.tensor([5, 2**40, -3], device="cuda", dtype=torch.int64)  # clamped, not wrapped
+    assert hopper_host._kv_lens(wide, 3, 77, q, 0).tolist() == [5, 77, 0]
+    verify(2, 2, 100, 64, kv_lens=[30, 0])
+    verify(2, 2, 100, 64)  # the cached full lengths again
