@@ -69,18 +69,24 @@ def _check_4d(a: Any, what: str) -> tuple[int, ...]:
     return tuple(int(n) for n in a.shape)
 
 
+# Lq * Lk from which path="auto" takes the Hopper kernel, per head dim (measured on an H200,
+# 2026-12-01, benchmarks/attention.py, 3 calls per sample, the two paths in two runs of the
+# same day: at D = 128 the Hopper kernel was 1.16-1.79x the warp path from L = 1k, causal or
+# not; at D = 64 0.80-0.81x at 1k and 1.16-1.45x from 4k)
+HOPPER_FROM = {64: 4096 * 4096, 128: 1024 * 1024}
+
+
 def auto_path(q: Any, k: Any, v: Any, *, scale: Any = None) -> str:
-    """The path ``path="auto"`` takes: 'hopper' on an sm_90 GPU for long sequences, where
-    it was faster on an H200 (2026-12-01, ``benchmarks/attention.py``: at D = 128 from
-    L = 4k, 1.04-1.47x FlashAttention-2 against the warp path's 0.94-1.05x; at D = 64 from
-    L = 16k), when the Hopper kernel takes the inputs (16-byte strides and bases, a positive
-    scale); 'warp' otherwise (and always for short sequences, where the Hopper kernel's
-    per-CTA setup is not yet amortized)."""
+    """The path ``path="auto"`` takes: 'hopper' on an sm_90 GPU where it was faster on an
+    H200 (``HOPPER_FROM``: at D = 128 from Lq * Lk = 1k * 1k, at D = 64 from 4k * 4k), when
+    the Hopper kernel takes the inputs (16-byte strides and bases, a positive scale);
+    'warp' otherwise (and always for shorter sequences, where the Hopper kernel's per-CTA
+    setup is not amortized)."""
     qa, ka = _array(q, "q"), _array(k, "k")
     if qa.ndim != 4 or ka.ndim != 4:
         return "warp"
     lq, d, lk = int(qa.shape[2]), int(qa.shape[3]), int(ka.shape[2])
-    if lq * lk < (4096 if d == 128 else 16384) ** 2 or (scale is not None and not scale > 0):
+    if d not in HOPPER_FROM or lq * lk < HOPPER_FROM[d] or (scale is not None and not scale > 0):
         return "warp"
     from tylo.backend.device import device_properties
 
