@@ -196,6 +196,9 @@ def test_tma_store_assembly(cfg):
     # one wgmma group in flight
     assert "STSM.16.M88.4" in k.sass and "UTMASTG.2D" in k.sass
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in k.sass
+    # the default's m64n256 wgmma (ping-pong: m64n128), fed by TMA through mbarriers
+    assert f"HGMMA.64x{c.bn}x16.F32.BF16" in k.sass
+    assert "UTMALDG.2D" in k.sass and "SYNCS" in k.sass
     assert "LDL" not in k.sass and "STL" not in k.sass
     # each consumer meets its 128 threads on a named barrier of its own
     assert "bar.sync 1, 128;" in k.ptx and "bar.sync 2, 128;" in k.ptx
