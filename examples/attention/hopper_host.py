@@ -146,7 +146,6 @@ SCHEDULES = {(64, False): (False, True, False), (64, True): (True, True, True),
              (128, False): (True, True, True), (128, True): (True, True, True)}  # fmt: skip
 
 
-@cache
 def choose_config(
     d: int, dtype: Any, causal: bool, *, pingpong: bool | None = None,
     overlap: bool | None = None, persistent: bool | None = None,
@@ -164,6 +163,21 @@ def choose_config(
     worst with the causal mask, where the items' lengths differ most). ``split_kv`` (K and V
     on full barriers of their own, :mod:`examples.attention.hopper_ring`): None is False
     (not measured yet)."""
+    opts = dict(pingpong=pingpong, overlap=overlap, persistent=persistent,
+                tma_store=tma_store, split_kv=split_kv)
+    for name, value in opts.items():  # before the cache, which takes 1 for True
+        if value is not None and type(value) is not bool:
+            raise PlanError(
+                f"choose_config: {name} must be a bool (or None: the default), got {value!r}"
+            )
+    return _choose_config(d, dtype, causal, target=target, **opts)
+
+
+@cache
+def _choose_config(
+    d: int, dtype: Any, causal: bool, *, pingpong: bool | None, overlap: bool | None,
+    persistent: bool | None, tma_store: bool | None, split_kv: bool | None, target: Any,
+) -> HopperAttentionConfig:
     pp, ov, ts = SCHEDULES.get((d, bool(causal)), (False, False, False))
     pingpong = pp if pingpong is None else pingpong
     overlap = ov if overlap is None else overlap

@@ -32,8 +32,11 @@ def test_config_refuses_anything_but_a_bool():
     for bad in (1, 0, "yes", None, np.bool_(True), 1.0):
         with pytest.raises(PlanError, match=f"split_kv must be a bool, got {bad!r}"):
             HopperAttentionConfig(split_kv=bad)
-    with pytest.raises(PlanError, match="split_kv must be a bool"):
-        choose_config(64, tylo.bf16, False, split_kv=1)
+    assert choose_config(64, tylo.bf16, False, split_kv=True).split_kv is True
+    for bad in (1, np.bool_(True), "yes"):  # not the cached True's config (1 == True)
+        for name in ("split_kv", "persistent", "tma_store"):
+            with pytest.raises(PlanError, match=f"choose_config: {name} must be a bool"):
+                choose_config(64, tylo.bf16, False, **{name: bad})
     assert HopperAttentionConfig().split_kv is False
 
 
