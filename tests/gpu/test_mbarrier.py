@@ -185,18 +185,22 @@ def wait_unarmed_part(out):
 
 
 @tylo.kernel
-def part_out_of_range(out, part: tylo.Static):
+def part_out_of_range(out, part: tylo.Static, op: tylo.Static):
     pipe = Pipeline(PipelinePlan(stages=2, consumers=32, parts=2))
-    pipe.producer_commit(0, part=part)
+    if op == "full_address":
+        pipe.full_address(0, part=part)
+    else:
+        pipe.producer_commit(0, part=part)
     out[0] = 1.0
 
 
 def test_parts_misuse_is_a_trace_error():
     with pytest.raises(tylo.TyloError, match="PipelineError: consumer_wait: .* for part 1"):
         wait_unarmed_part.compile(tylo.f32, block=32, target="sm_90a")
-    for bad in (2, -1, True, 1.0, "1"):
-        with pytest.raises(tylo.TyloError, match=r"commit: part must be an int in \[0, 2\)"):
-            part_out_of_range.compile(tylo.f32, bad, block=32, target="sm_90a")
+    for op in ("producer_commit", "full_address"):
+        for bad in (2, -1, True, 1.0, "1"):
+            with pytest.raises(tylo.TyloError, match=rf"{op}: part must be an int in \[0, 2\)"):
+                part_out_of_range.compile(tylo.f32, bad, op, block=32, target="sm_90a")
     for bad in (0, -1, 2**20, 1.5, True):
         with pytest.raises(PipelineError, match="parts"):
             PipelinePlan(stages=2, consumers=1, parts=bad)
