@@ -53,7 +53,10 @@ HOPPER_VARIANTS = {"plain": {"pingpong": False, "overlap": False},
                    "persistent pingpong+overlap": {"persistent": True, "pingpong": True,
                                                    "overlap": True},
                    "tma-store": {"tma_store": True},  # the default schedules, O by TMA
-                   "persistent tma-store": {"persistent": True, "tma_store": True}}  # fmt: skip
+                   "persistent tma-store": {"persistent": True, "tma_store": True},
+                   # K and V on barriers of their own (S waits for K only), not measured yet
+                   "split-kv": {"split_kv": True},
+                   "persistent split-kv": {"persistent": True, "split_kv": True}}  # fmt: skip
 
 
 def _triton_attention():

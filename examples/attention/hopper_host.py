@@ -146,11 +146,10 @@ SCHEDULES = {(64, False): (False, True, False), (64, True): (True, True, True),
              (128, False): (True, True, True), (128, True): (True, True, True)}  # fmt: skip
 
 
-@cache
 def choose_config(
     d: int, dtype: Any, causal: bool, *, pingpong: bool | None = None,
     overlap: bool | None = None, persistent: bool | None = None,
-    tma_store: bool | None = None, target: Any = "sm_90a",
+    tma_store: bool | None = None, split_kv: bool | None = None, target: Any = "sm_90a",
 ) -> HopperAttentionConfig:
     """The default tile: at d = 64, 128 keys per tile and 4 stages; at d = 128, 128 keys and 2
     stages where that compiles without spilling (S, O and P take 64 + 64 + 32 registers per
@@ -161,14 +160,32 @@ def choose_config(
     memory and TMA stores; :func:`hopper_attention` falls back to stores by ownership for an
     ``out`` TMA cannot write). ``persistent`` (one CTA per SM walking the work items): None
     is False (measured 0.90-1.02x the same schedule at 1k and 4k keys, 0.64-0.94x at 16k:
-    worst with the causal mask, where the items' lengths differ most)."""
+    worst with the causal mask, where the items' lengths differ most). ``split_kv`` (K and V
+    on full barriers of their own, :mod:`examples.attention.hopper_ring`): None is False
+    (not measured yet)."""
+    opts = dict(pingpong=pingpong, overlap=overlap, persistent=persistent,
+                tma_store=tma_store, split_kv=split_kv)
+    for name, value in opts.items():  # before the cache, which takes 1 for True
+        if value is not None and type(value) is not bool:
+            raise PlanError(
+                f"choose_config: {name} must be a bool (or None: the default), got {value!r}"
+            )
+    return _choose_config(d, dtype, causal, target=target, **opts)
+
+
+@cache
+def _choose_config(
+    d: int, dtype: Any, causal: bool, *, pingpong: bool | None, overlap: bool | None,
+    persistent: bool | None, tma_store: bool | None, split_kv: bool | None, target: Any,
+) -> HopperAttentionConfig:
     pp, ov, ts = SCHEDULES.get((d, bool(causal)), (False, False, False))
     pingpong = pp if pingpong is None else pingpong
     overlap = ov if overlap is None else overlap
     persistent = False if persistent is None else persistent
     tma_store = ts if tma_store is None else tma_store
+    split_kv = False if split_kv is None else split_kv
     opts = dict(d=d, dtype=dtype, causal=causal, pingpong=pingpong, overlap=overlap,
-                persistent=persistent, tma_store=tma_store)
+                persistent=persistent, tma_store=tma_store, split_kv=split_kv)
     if d != 128:
         return HopperAttentionConfig(bn=128, stages=4, **opts)
     narrow = HopperAttentionConfig(bn=64, stages=3, **opts)

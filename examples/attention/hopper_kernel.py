@@ -14,7 +14,9 @@ docs/attention_hopper.md). One CTA takes ``bm = 64 * CONSUMERS`` query rows of o
   :func:`prove_register_a`); ``O += P V`` by wgmma with V read MN-major; the stage released;
 - options (FlashAttention-3's schedules): ``pingpong``, the consumers take turns at the
   tensor cores (two named barriers); ``overlap``, ``S`` of tile ``j`` and ``P V`` of tile
-  ``j - 1`` in flight together, the softmax of ``j`` while ``P V`` runs;
+  ``j - 1`` in flight together, the softmax of ``j`` while ``P V`` runs; ``split_kv``: K and
+  V land on barriers of their own, S waits for K only, ``P V`` for V
+  (:mod:`examples.attention.hopper_ring`);
 - the epilogue stores O / rowsum and the row log-sum-exp by ownership, bounded at Lq; with
   ``tma_store`` O goes through the consumer's rows of the Q buffer (``stmatrix``) and leaves
   by TMA stores (:mod:`examples.attention.hopper_epilogue`).
@@ -35,6 +37,7 @@ from typing import Any
 
 import tylo
 from examples.attention.hopper_epilogue import check_o_map, normalize, tma_epilogue
+from examples.attention.hopper_ring import PARTS, load_kv_tile, wait_k, wait_v
 from tylo import dtypes as dt
 from tylo.kernel.values import to_index
 from tylo.layouts import ComposedLayout, Layout, Swizzle
@@ -93,7 +96,9 @@ class HopperAttentionConfig:
     ``bm = 64 * CONSUMERS`` rows of one (batch, head)) with Q double-buffered
     (:mod:`examples.attention.hopper_persistent`), otherwise one CTA per item; and
     ``tma_store``: O leaves through shared memory (the consumer's rows of the Q buffer) by
-    TMA stores (:mod:`examples.attention.hopper_epilogue`) instead of stores by ownership."""
+    TMA stores (:mod:`examples.attention.hopper_epilogue`) instead of stores by ownership;
+    ``split_kv``: K and V of a stage complete on full barriers of their own, S waiting for K
+    only (:mod:`examples.attention.hopper_ring`; not measured yet)."""
 
     d: int = 64
     dtype: Any = tylo.bf16
@@ -104,6 +109,7 @@ class HopperAttentionConfig:
     overlap: bool = False
     persistent: bool = False
     tma_store: bool = False
+    split_kv: bool = False
 
     def __post_init__(self) -> None:
         try:
@@ -126,7 +132,7 @@ class HopperAttentionConfig:
             )
         if type(self.stages) is not int or not 1 <= self.stages <= 8:
             raise PlanError(f"HopperAttentionConfig: stages must be 1..8, got {self.stages!r}")
-        for name in ("causal", "pingpong", "overlap", "persistent", "tma_store"):
+        for name in ("causal", "pingpong", "overlap", "persistent", "tma_store", "split_kv"):
             if type(getattr(self, name)) is not bool:
                 raise PlanError(
                     f"HopperAttentionConfig: {name} must be a bool, got {getattr(self, name)!r}"
@@ -188,6 +194,7 @@ class HopperAttentionConfig:
             f"shared, {self.dtype}{', causal' if self.causal else ''}"
             f"{', persistent (Q double-buffered)' if self.persistent else ''}"
             f"{', TMA-store epilogue' if self.tma_store else ''}"
+            f"{', split K/V barriers' if self.split_kv else ''}"
         )
 # --8<-- [end:config]
 
@@ -303,7 +310,7 @@ def _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask, first=0)
     this consumer's scheduling barrier and the other's, for ping-pong). Returns
     ``(o, m2, lsum)``."""
     o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
-    pipe.consumer_wait(first + it)
+    wait_k(cfg, pipe, first + it)
     base = cfg.ring_offset() + pipe.stage(first + it) * 2 * cfg.kv_elements()
     if cfg.pingpong:  # take the tensor cores in turn with the other consumer
         _named_barrier("sync", bars[0])
@@ -316,6 +323,7 @@ def _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask, first=0)
     p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask, scale2)
     o = o * alpha
     pa = accumulator_as_register_a(p, o_atom)
+    wait_v(cfg, pipe, first + it)  # split_kv: V, only now
     fence()  # O and P were written by the threads: order them before the wgmma reads
     o = _issue_pv(cfg, smem, pa, base, o)
     commit_group()
@@ -331,10 +339,14 @@ def _overlapped_tile(cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mas
     tensor cores: issue ``S = Q K_itᵀ`` and then ``O += P_(it-1) V_(it-1)`` (the previous
     tile's P, in registers), wait for S only, run the softmax of tile ``it`` while P V runs,
     then wait for O, release the previous stage and rescale. Returns ``(o, pa, m2, lsum)``
-    with ``pa`` tile ``it``'s P."""
+    with ``pa`` tile ``it``'s P. With ``split_kv`` both waits come before both issues: V of
+    tile ``it - 1`` (loaded before K of tile ``it``) and K of tile ``it``; a wait between
+    the two issues makes ptxas put a warpgroup arrive in a divergent path and serialize
+    every wgmma of the persistent kernel (info C7519)."""
     o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
     ring = first + it
-    pipe.consumer_wait(ring)
+    wait_v(cfg, pipe, ring - 1)  # split_kv: V of tile it - 1 (its stage is still held)
+    wait_k(cfg, pipe, ring)  # K of tile it
     stage_elems = 2 * cfg.kv_elements()
     base = cfg.ring_offset() + pipe.stage(ring) * stage_elems
     prev = cfg.ring_offset() + pipe.stage(ring - 1) * stage_elems
@@ -396,7 +408,7 @@ def key_loop(cfg, c, bars, smem, pipe, qbase, tiles, mask, scale2, first=0):
                 cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask, first
             )
     else:  # n_tiles >= 1 here (key_tiles gives an empty item one fully masked tile)
-        pipe.consumer_wait(first)
+        wait_k(cfg, pipe, first)
         if cfg.pingpong:
             _named_barrier("sync", bars[0])
         fence()
@@ -417,8 +429,10 @@ def key_loop(cfg, c, bars, smem, pipe, qbase, tiles, mask, scale2, first=0):
             o, pa, m2, lsum = _overlapped_tile(
                 cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mask, first
             )
-        last = first + to_index(n_tiles - 1, "the last key tile")  # an index expression:
-        fence()  # layouts and the descriptor's alignment proof reason about it
+        # an index expression: layouts and the descriptor's alignment proof reason about it
+        last = first + to_index(n_tiles - 1, "the last key tile")
+        wait_v(cfg, pipe, last)  # split_kv: the last tile's V
+        fence()
         base = cfg.ring_offset() + pipe.stage(last) * 2 * cfg.kv_elements()
         o = _issue_pv(cfg, smem, pa, base, o)
         commit_group()
@@ -460,24 +474,6 @@ def _consume(cfg, wg, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid):
 # --8<-- [end:consumer]
 
 
-@tylo.inline
-def load_kv_tile(cfg, smem, pipe, maps, it, key_tile, bh, bb):
-    """The producer's ring iteration ``it``: wait until its stage is free, expect its bytes,
-    and load key tile ``key_tile`` of K and V (head ``bh``, batch entry ``bb``) into it,
-    one TMA box per 64-column block."""
-    tk, tv = maps
-    kv_elems = cfg.kv_elements()
-    pipe.producer_acquire(it)
-    pipe.producer_commit(it, tx_bytes=2 * kv_elems * cfg.dtype.nbytes)
-    s = pipe.stage(it)
-    base = cfg.ring_offset() + s * 2 * kv_elems
-    for j in range(cfg.blocks):
-        kt = SharedTile(smem, tk.plan.smem_layout, base=base + j * cfg.bn * BLOCK)
-        vt = SharedTile(smem, tv.plan.smem_layout, base=base + kv_elems + j * cfg.bn * BLOCK)
-        tma.load(tk, kt, (key_tile * cfg.bn, bh, bb, BLOCK * j), pipe.full, s)
-        tma.load(tv, vt, (key_tile * cfg.bn, bh, bb, BLOCK * j), pipe.full, s)
-
-
 # --8<-- [start:kernel]
 @tylo.kernel
 def hopper_attention_kernel(
@@ -513,7 +509,8 @@ def hopper_attention_kernel(
     smem = tylo.dynamic_shared(
         cfg.dtype, cfg.ring_offset() + 2 * cfg.stages * kv_elems, align=1024
     )
-    pipe = Pipeline(PipelinePlan(stages=cfg.stages, consumers=128 * CONSUMERS))
+    parts = PARTS if cfg.split_kv else 1  # split_kv: K's and V's full barriers
+    pipe = Pipeline(PipelinePlan(stages=cfg.stages, consumers=128 * CONSUMERS, parts=parts))
     qbar = Barriers(1, name="qbar")
     tid = tylo.thread_idx.x
     if tid == 0:

@@ -44,8 +44,8 @@ from examples.attention.hopper_kernel import (
     epilogue,
     key_loop,
     key_tiles,
-    load_kv_tile,
 )
+from examples.attention.hopper_ring import PARTS, load_kv_tile
 from tylo.kernel.values import to_index
 from tylo.layouts import Layout
 from tylo.nvgpu import tma
@@ -215,7 +215,8 @@ def hopper_attention_persistent_kernel(
     smem = tylo.dynamic_shared(
         cfg.dtype, cfg.ring_offset() + 2 * cfg.stages * kv_elems, align=1024
     )
-    pipe = Pipeline(PipelinePlan(stages=cfg.stages, consumers=128 * CONSUMERS))
+    parts = PARTS if cfg.split_kv else 1  # split_kv: K's and V's full barriers
+    pipe = Pipeline(PipelinePlan(stages=cfg.stages, consumers=128 * CONSUMERS, parts=parts))
     qpipe = Pipeline(PipelinePlan(stages=2, consumers=128 * CONSUMERS), name="qbuf")
     tid = tylo.thread_idx.x
     if tid == 0:

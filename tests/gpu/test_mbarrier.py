@@ -10,6 +10,8 @@ only if the phase bookkeeping is right. The output is poisoned first.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -120,5 +122,97 @@ def test_stream_through_the_ring(gpu_runtime, stages, chunks):
     src = torch.randn(chunks * CHUNK, device="cuda")
     out = torch.full_like(src, float("nan"))
     stream[1, 64](out, src, chunks, stages)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(out.cpu().numpy(), src.cpu().numpy())
+
+
+# -- a stage filled in parts (PipelinePlan(parts=2)): each half of a chunk on its own barrier --
+
+
+@tylo.kernel
+def stream_parts(out, src: tylo.Ptr(align=16), chunks, stages: tylo.Static):
+    pipe = Pipeline(PipelinePlan(stages=stages, consumers=32, parts=2))
+    buf = tylo.shared(src.dtype, stages * CHUNK, align=128)
+    half = CHUNK // 2
+    tid = tylo.thread_idx.x
+    if tid == 0:
+        pipe.init()
+    tylo.sync_threads()
+    if tid == 0:
+        for it in tylo.range(chunks):
+            pipe.producer_acquire(it)
+            for part in (0, 1):
+                pipe.producer_commit(it, tx_bytes=half * 4, part=part)
+                bulk_copy_to_shared(buf, pipe.stage(it) * CHUNK + part * half, src,
+                                    it * CHUNK + part * half, half * 4, pipe.fulls[part],
+                                    pipe.stage(it))  # fmt: skip
+    if tid >= 32:
+        lane = tid - 32
+        for it in tylo.range(chunks):
+            for part in (0, 1):  # each half as soon as it has landed
+                pipe.consumer_wait(it, part=part)
+                for j in range(half // 32):
+                    e = part * half + lane + 32 * j
+                    out[it * CHUNK + e] = buf[pipe.stage(it) * CHUNK + e]
+            pipe.consumer_release(it)
+
+
+def _compile_parts(stages=2):
+    return stream_parts.compile(
+        tylo.f32, tylo.pointer(tylo.f32, align=16), int, stages, block=64, target="sm_90a"
+    )
+
+
+def test_parts_have_their_own_full_barriers():
+    """Two parts: ``stages`` full barriers per part (part 0's keep the name ``pipe_full``),
+    one empty barrier per stage, and the consumer waits once per part."""
+    for stages in (1, 3):
+        ptx = _compile_parts(stages).ptx
+        for name in ("pipe_full", "pipe_full1", "pipe_empty"):
+            assert re.search(rf"\.shared \.align 8 \.b8 {name}\[{8 * stages}\];", ptx), name
+        assert "pipe_full2" not in ptx
+        assert ptx.count("mbarrier.arrive.expect_tx") >= 2
+    one = _compile().ptx
+    assert "pipe_full1" not in one  # one part: no second array
+
+
+@tylo.kernel
+def wait_unarmed_part(out):
+    pipe = Pipeline(PipelinePlan(stages=2, consumers=32, parts=2))
+    pipe.producer_commit(0, tx_bytes=16)  # part 0 only
+    pipe.consumer_wait(0, part=1)
+    out[0] = 1.0
+
+
+@tylo.kernel
+def part_out_of_range(out, part: tylo.Static, op: tylo.Static):
+    pipe = Pipeline(PipelinePlan(stages=2, consumers=32, parts=2))
+    if op == "full_address":
+        pipe.full_address(0, part=part)
+    else:
+        pipe.producer_commit(0, part=part)
+    out[0] = 1.0
+
+
+def test_parts_misuse_is_a_trace_error():
+    with pytest.raises(tylo.TyloError, match="PipelineError: consumer_wait: .* for part 1"):
+        wait_unarmed_part.compile(tylo.f32, block=32, target="sm_90a")
+    for op in ("producer_commit", "full_address"):
+        for bad in (2, -1, True, 1.0, "1"):
+            with pytest.raises(tylo.TyloError, match=rf"{op}: part must be an int in \[0, 2\)"):
+                part_out_of_range.compile(tylo.f32, bad, op, block=32, target="sm_90a")
+    for bad in (0, -1, 2**20, 1.5, True):
+        with pytest.raises(PipelineError, match="parts"):
+            PipelinePlan(stages=2, consumers=1, parts=bad)
+    assert PipelinePlan(2, 1) == PipelinePlan(2, 1, 1, 1)  # one part: the plan as before
+
+
+@pytest.mark.parametrize("stages,chunks", [(1, 5), (2, 2), (3, 17), (4, 64)])
+def test_stream_through_a_ring_of_two_parts(gpu_runtime, stages, chunks):
+    import torch
+
+    src = torch.randn(chunks * CHUNK, device="cuda")
+    out = torch.full_like(src, float("nan"))
+    stream_parts[1, 64](out, src, chunks, stages)
     torch.cuda.synchronize()
     np.testing.assert_array_equal(out.cpu().numpy(), src.cpu().numpy())

@@ -21,6 +21,13 @@ it is on::
     # consumers, iteration it:
     pipe.consumer_wait(it); ...read stage pipe.stage(it)...; pipe.consumer_release(it)
 
+A stage filled in *parts* that consumers may use as each lands (the K and the V tile of an
+attention stage) takes ``PipelinePlan(..., parts=2)``: a full barrier per part and stage
+(``pipe.fulls[p]``), armed and waited for by part (``producer_commit(it, tx_bytes=n,
+part=p)``, ``consumer_wait(it, part=p)``), and still one empty barrier per stage, released
+once the consumers are done with every part. Each part's full barrier completes once per
+use of its stage, so every part has the same phase parity as the stage.
+
 Stage ``it % stages`` is reused every ``stages`` iterations; the parity a consumer waits on is
 ``(it // stages) % 2``, and a producer waits on the opposite parity of the empty barrier (its
 first pass through the ring does not wait). Misuse caught at trace time raises
@@ -228,14 +235,18 @@ def bulk_copy_to_shared(
 class PipelinePlan:
     """A ring of ``stages`` buffers: ``producers`` arrivals complete a full barrier (1 for
     a single thread issuing TMA or bulk copies with ``expect_tx``), ``consumers`` arrivals
-    complete an empty barrier (every consumer thread, or one elected thread per warp)."""
+    complete an empty barrier (every consumer thread, or one elected thread per warp).
+    ``parts``: full barriers per stage, one per part of the stage that completes on its own
+    (each armed with its own bytes and waited for on its own); one empty barrier per stage
+    whatever the parts."""
 
     stages: int
     consumers: int
     producers: int = 1
+    parts: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("stages", "consumers", "producers"):
+        for name in ("stages", "consumers", "producers", "parts"):
             v = getattr(self, name)
             if type(v) is not int or not 1 <= v <= _MAX_COUNT:
                 raise PipelineError(f"PipelinePlan: {name} must be an int in [1, {_MAX_COUNT}]")
@@ -272,19 +283,35 @@ class Pipeline:
         self.plan = plan
         self.full = Barriers(plan.stages, name=f"{name}_full")
         self.empty = Barriers(plan.stages, name=f"{name}_empty")
-        self._armed = False
+        # part p > 0 of every stage: its own full barriers (part 0's are ``full``)
+        self.fulls = (self.full,) + tuple(
+            Barriers(plan.stages, name=f"{name}_full{p}") for p in range(1, plan.parts)
+        )
+        self._armed: set[int] = set()
 
     def init(self) -> None:
         """Initialize every barrier (call from one thread, then ``tylo.sync_threads()``)."""
         for s in range(self.plan.stages):
-            self.full.init(s, self.plan.producers)
+            for full in self.fulls:
+                full.init(s, self.plan.producers)
             self.empty.init(s, self.plan.consumers)
 
     def stage(self, it: Any) -> Any:
         return self.plan.stage(it)
 
-    def full_address(self, it: Any) -> ir.Value:
-        return self.full.address(self.plan.stage(it))
+    def _part(self, part: Any, op: str) -> int:
+        if type(part) is not int or not 0 <= part < self.plan.parts:
+            raise PipelineError(
+                f"{op}: part must be an int in [0, {self.plan.parts}) for a pipeline of "
+                f"{self.plan.parts} part(s) per stage, got {part!r}; use "
+                "PipelinePlan(..., parts=n) for stages filled in n parts"
+            )
+        return part
+
+    def full_address(self, it: Any, *, part: int = 0) -> ir.Value:
+        """The shared address of the full barrier of iteration ``it``'s stage (its part
+        ``part``)."""
+        return self.fulls[self._part(part, "full_address")].address(self.plan.stage(it))
 
     def producer_acquire(self, it: Any, *, scope: str = "cta") -> None:
         """Wait until the consumers released the stage of iteration ``it`` (returns at once
@@ -295,31 +322,35 @@ class Pipeline:
         SASS after every wait)."""
         self.empty.wait(self.plan.stage(it), 1 - self.plan.parity(it), scope=scope)
 
-    def producer_commit(self, it: Any, *, tx_bytes: Any = None) -> None:
-        """Arrive on the stage's full barrier; with ``tx_bytes``, also expect that many bytes
-        of asynchronous copies issued for this stage (a multiple of 16)."""
-        self._armed = True
+    def producer_commit(self, it: Any, *, tx_bytes: Any = None, part: int = 0) -> None:
+        """Arrive on the stage's full barrier (of part ``part``); with ``tx_bytes``, also
+        expect that many bytes of asynchronous copies issued for this stage (part), a
+        multiple of 16: the copies complete on ``fulls[part]``."""
+        full = self.fulls[self._part(part, "producer_commit")]
+        self._armed.add(part)
         if tx_bytes is None:
-            self.full.arrive(self.plan.stage(it))
+            full.arrive(self.plan.stage(it))
             return
         if type(tx_bytes) is int and tx_bytes % 16:
             raise PipelineError(f"producer_commit: tx_bytes {tx_bytes} is not a multiple of 16")
-        self.full.arrive_expect_tx(self.plan.stage(it), tx_bytes)
+        full.arrive_expect_tx(self.plan.stage(it), tx_bytes)
 
-    def consumer_wait(self, it: Any) -> None:
+    def consumer_wait(self, it: Any, *, part: int = 0) -> None:
         """Wait until the stage of iteration ``it`` is full. Waits must follow the ring's
         order, at most one pass ahead of the producer: a parity wait cannot tell phase n
         from phase n + 2, so a consumer that skips to an iteration a whole ring pass ahead
         (two consumers taking turns, say) sees an old phase complete and reads a stage
         before it is filled; order such consumers with barriers of their own (see
-        ``examples/hopper_gemm``'s ping-pong consumers)."""
-        if not self._armed:
+        ``examples/hopper_gemm``'s ping-pong consumers). With parts, wait for part ``part``
+        alone (same parity: each part's barrier completes once per use of the stage)."""
+        self._part(part, "consumer_wait")
+        if part not in self._armed:
             raise PipelineError(
-                "consumer_wait: no producer_commit was traced for this pipeline before the "
-                "first wait, so no phase of its full barriers can complete (trace the "
-                "producer's branch first, as it runs first)"
+                f"consumer_wait: no producer_commit was traced for part {part} of this "
+                "pipeline before the first wait, so no phase of its full barriers can "
+                "complete (trace the producer's branch first, as it runs first)"
             )
-        self.full.wait(self.plan.stage(it), self.plan.parity(it))
+        self.fulls[part].wait(self.plan.stage(it), self.plan.parity(it))
 
     def consumer_release(self, it: Any, *, cta: Any = None) -> None:
         """Arrive on the stage's empty barrier (each of the plan's consumers once). With

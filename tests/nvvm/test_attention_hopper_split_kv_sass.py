@@ -1,0 +1,104 @@
+"""Separate K and V barriers in the Hopper attention kernels (``split_kv=True``,
+examples/attention/hopper_ring.py) compiled for sm_90a without a GPU: the same instructions
+as without (``HGMMA`` from descriptors and with a register A, 4-D TMA loads), nothing spills
+(no ``LDL``/``STL``) in the configurations the other assembly tests check for it, no
+serialization note in the link log, a second array of full barriers (``pipe_full1``) beside
+the first, and the consumer waiting twice per key tile:
+for K before ``S = Q Kᵀ`` and for V before ``P V``.
+``tests/gpu/test_attention_hopper_split_kv.py`` runs the kernels."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import pytest
+
+import tylo
+from examples.attention.hopper_host import compile_hopper_attention
+from examples.attention.hopper_kernel import HopperAttentionConfig
+
+
+def _compile(cfg):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nvJitLink may drop setmaxnreg here (it warns)
+        return compile_hopper_attention(cfg)
+
+
+def _events(ptx):
+    """The kernel's barrier waits and wgmma in PTX order: ``W`` a ``try_wait``, ``S`` a run
+    of wgmma with both operands in shared memory, ``P`` a run of register-A wgmma."""
+    out = []
+    for line in ptx.splitlines():
+        if "mbarrier.try_wait" in line:
+            out.append("W")
+        elif "wgmma.mma_async" in line:
+            ev = "P" if re.search(r"\}, \{%r", line) else "S"
+            if not out or out[-1] != ev:
+                out.append(ev)
+    return "".join(out)
+
+
+def _consumer(ptx):
+    """The consumer's events: up to its last ``P V`` (the producer's code follows it), the
+    first wait being Q's."""
+    ev = _events(ptx)
+    return ev[: ev.rindex("P") + 1]
+
+
+# (d, causal, dtype, pingpong, overlap, persistent, tma_store): configurations that fit the
+# 168 registers a thread keeps where the linker drops setmaxnreg (nvJitLink here)
+CASES = [
+    (64, False, tylo.bf16, False, False, False, False),
+    (64, True, tylo.f16, True, False, False, True),
+    (128, False, tylo.bf16, True, True, False, False),
+    (128, False, tylo.bf16, True, True, True, True),
+]
+
+
+@pytest.mark.parametrize(
+    "d, causal, dtype, pingpong, overlap, persistent, tma_store", CASES,
+    ids=["d64", "d64-causal-f16-pp-tma", "d128-pp-ov", "persistent-d128-pp-ov-tma"],
+)  # fmt: skip
+def test_split_kv_assembly(d, causal, dtype, pingpong, overlap, persistent, tma_store):
+    bn, stages = (128, 4) if d == 64 else (64, 3)
+    cfg = HopperAttentionConfig(
+        d=d, dtype=dtype, causal=causal, bn=bn, stages=stages, pingpong=pingpong,
+        overlap=overlap, persistent=persistent, tma_store=tma_store, split_kv=True,
+    )
+    k = _compile(cfg)
+    for note in ("C7509", "C7519", "C7513", "serialized"):
+        assert note not in k.module.info_log, k.module.info_log
+    sass = k.sass
+    t = r"\.BF16" if dtype is tylo.bf16 else ""
+    s_mma = re.findall(rf"HGMMA\.64x{bn}x16\.F32{t} R\d+, gdesc\[UR\d+\]", sass)
+    pv_mma = re.findall(rf"HGMMA\.64x{d}x16\.F32{t} R\d+, R\d+, gdesc\[UR\d+\]\.tnspB", sass)
+    assert len(s_mma) >= 2 * d // 16 and len(pv_mma) >= 2 * bn // 16, (len(s_mma), len(pv_mma))
+    assert "UTMALDG.4D" in sass and "SYNCS" in sass
+    live = "\n".join(line for line in sass.splitlines() if "@!PT" not in line)
+    for op in ("LDL", "STL", "CALL"):
+        assert not re.search(rf"\b{op}\b", live), f"{op} in the SASS of {cfg.describe()}"
+    hgmma = [line for line in live.splitlines() if "HGMMA" in line]
+    assert sum("gsb0" not in line for line in hgmma) >= len(hgmma) // 2, "wgmma serialized"
+    ptx = k.ptx
+    # K's full barriers (pipe_full) and V's (pipe_full1), one empty barrier per stage
+    for name in ("pipe_full", "pipe_full1", "pipe_empty"):
+        assert re.search(rf"\.shared \.align 8 \.b8 {name}\[{8 * stages}\];", ptx), name
+    # the consumer: Q's wait, then two waits per key tile site (two loops, and with overlap
+    # the prologue's S and the last P V): K before each S, V before each P V
+    sites = 3 if overlap else 2
+    cons = _consumer(ptx)
+    assert cons.count("W") == 1 + 2 * sites, cons
+    if overlap:  # V of the previous tile and K of this one, then S and P V back to back
+        assert cons == "WWS" + "WWSP" * 2 + "WP", cons
+    else:  # K, S, the softmax, V, P V
+        assert cons == "W" + "WSWP" * 2, cons
+
+
+def test_without_split_kv_one_wait_per_tile():
+    """The control: without split_kv one full barrier per stage, one wait per key tile site
+    (the test above is not vacuous)."""
+    cfg = HopperAttentionConfig(d=64, bn=128, stages=4)
+    ptx = _compile(cfg).ptx
+    assert "pipe_full1" not in ptx
+    assert _consumer(ptx) == "W" + "WSP" * 2
