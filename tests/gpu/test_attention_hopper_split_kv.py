@@ -16,6 +16,7 @@ import re
 import warnings
 
 import pytest
+from attention_cases import verify_standard_cases  # tests/gpu/attention_cases.py
 
 import tylo
 from examples.attention.hopper_host import choose_config, compile_hopper_attention, verify
@@ -58,13 +59,7 @@ def test_split_kv_against_the_reference(gpu_runtime, d, causal, pingpong, overla
                         persistent=persistent, tma_store=tma_store, split_kv=True)  # fmt: skip
     assert cfg.split_kv and (cfg.pingpong, cfg.overlap) == (pingpong, overlap)
     assert (cfg.persistent, cfg.tma_store) == (persistent, tma_store)
-    for length in (1, 17, 1000):
-        verify(2, 3, length, d, causal=causal, cfg=cfg)
-    verify(1, 1, 4097, d, causal=causal, cfg=cfg)
-    for lq, lk in ((17, 1000), (1000, 17), (129, 127)):
-        verify(1, 2, lq, d, lk=lk, causal=causal, cfg=cfg)
-    verify(3, 1, 130, d, lk=200, causal=causal, kv_lens=[0, 200, 64], cfg=cfg)
-    verify(4, 2, 300, d, lk=333, causal=causal, kv_lens=[333, 0, 17, 129], cfg=cfg)
+    verify_standard_cases(cfg, d, causal)
 
 
 @pytest.mark.parametrize("persistent", [False, True], ids=["one-item", "persistent"])

@@ -15,6 +15,7 @@ import warnings
 
 import numpy as np
 import pytest
+from attention_cases import verify_standard_cases  # tests/gpu/attention_cases.py
 
 import tylo
 from examples.attention.hopper_host import (
@@ -42,13 +43,7 @@ def _cfg(d, causal, pingpong, overlap, persistent, dtype=tylo.bf16):
 @pytest.mark.parametrize("causal", [False, True])
 def test_tma_store_schedules(gpu_runtime, d, causal, pingpong, overlap, persistent):
     cfg = _cfg(d, causal, pingpong, overlap, persistent)
-    for length in (1, 17, 1000):
-        verify(2, 3, length, d, causal=causal, cfg=cfg)
-    verify(1, 1, 4097, d, causal=causal, cfg=cfg)
-    for lq, lk in ((17, 1000), (1000, 17), (129, 127)):
-        verify(1, 2, lq, d, lk=lk, causal=causal, cfg=cfg)
-    verify(3, 1, 130, d, lk=200, causal=causal, kv_lens=[0, 200, 64], cfg=cfg)
-    verify(4, 2, 300, d, lk=333, causal=causal, kv_lens=[333, 0, 17, 129], cfg=cfg)
+    verify_standard_cases(cfg, d, causal)
 
 
 @pytest.mark.parametrize("persistent", [False, True], ids=["one-item", "persistent"])

@@ -1,0 +1,22 @@
+"""The shapes every Hopper attention configuration is checked at on the GPU (imported by the
+``test_attention_hopper_*.py`` files; not a test module itself)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from examples.attention.hopper_host import verify
+
+
+def verify_standard_cases(cfg: Any, d: int, causal: bool) -> None:
+    """``verify`` (fresh random data, poisoned outputs, the float64 reference) of ``cfg`` at
+    L = 1, 17, 1000 and 4097 (one head: the reference is quadratic on the CPU), Lq != Lk
+    both ways and off the tile sizes, and key lengths with a zero-length entry (its rows
+    give o = 0, lse = -inf)."""
+    for length in (1, 17, 1000):
+        verify(2, 3, length, d, causal=causal, cfg=cfg)
+    verify(1, 1, 4097, d, causal=causal, cfg=cfg)
+    for lq, lk in ((17, 1000), (1000, 17), (129, 127)):
+        verify(1, 2, lq, d, lk=lk, causal=causal, cfg=cfg)
+    verify(3, 1, 130, d, lk=200, causal=causal, kv_lens=[0, 200, 64], cfg=cfg)
+    verify(4, 2, 300, d, lk=333, causal=causal, kv_lens=[333, 0, 17, 129], cfg=cfg)
