@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
-from examples.attention.hopper_host import verify
+from examples.attention.hopper_host import compile_hopper_attention, verify
 
 
 def verify_standard_cases(cfg: Any, d: int, causal: bool) -> None:
@@ -20,3 +21,17 @@ def verify_standard_cases(cfg: Any, d: int, causal: bool) -> None:
         verify(1, 2, lq, d, lk=lk, causal=causal, cfg=cfg)
     verify(3, 1, 130, d, lk=200, causal=causal, kv_lens=[0, 200, 64], cfg=cfg)
     verify(4, 2, 300, d, lk=333, causal=causal, kv_lens=[333, 0, 17, 129], cfg=cfg)
+
+
+def compile_unserialized(cfg: Any) -> tuple[Any, str]:
+    """Compile ``cfg`` as this machine's linker does (on the H200 ptxas keeps setmaxnreg),
+    check that neither the warnings nor the link log say ptxas serialized the wgmma (C7509,
+    C7519, C7513), and return the kernel and its SASS without the never-run ``@!PT`` lines."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        k = compile_hopper_attention(cfg)
+        sass = k.sass
+    logs = " ".join(str(w.message) for w in caught) + k.module.info_log
+    for note in ("C7509", "C7519", "C7513", "serialized"):
+        assert note not in logs, logs
+    return k, "\n".join(line for line in sass.splitlines() if "@!PT" not in line)

@@ -13,13 +13,15 @@ GPU, ``tests/host/test_attention_hopper_split_kv_host.py`` the protocol's model.
 from __future__ import annotations
 
 import re
-import warnings
 
 import pytest
-from attention_cases import verify_standard_cases  # tests/gpu/attention_cases.py
+from attention_cases import (  # tests/gpu/attention_cases.py
+    compile_unserialized,
+    verify_standard_cases,
+)
 
 import tylo
-from examples.attention.hopper_host import choose_config, compile_hopper_attention, verify
+from examples.attention.hopper_host import choose_config, verify
 
 # (d, causal, pingpong, overlap, persistent, tma_store): every schedule with each kernel,
 # each d, causal and tma_store on both sides of every other option
@@ -82,14 +84,7 @@ def test_split_kv_assembly_on_the_device(gpu_runtime, d, causal, persistent):
     """As the device's linker makes it (setmaxnreg kept): no spill, no call, no
     serialization note, for the default configurations with split_kv."""
     cfg = choose_config(d, tylo.bf16, causal, persistent=persistent, split_kv=True)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        k = compile_hopper_attention(cfg)
-        sass = k.sass
-    logs = " ".join(str(w.message) for w in caught) + k.module.info_log
-    for note in ("C7509", "C7519", "C7513", "serialized"):
-        assert note not in logs, logs
-    live = "\n".join(line for line in sass.splitlines() if "@!PT" not in line)
+    k, live = compile_unserialized(cfg)
     for op in ("LDL", "STL", "CALL"):
         assert not re.search(rf"\b{op}\b", live), f"{op} in the SASS of {cfg.describe()}"
     assert "HGMMA" in live and "UTMALDG.4D" in live
