@@ -9,19 +9,14 @@ and ``MUFU.EX2``, nothing spills (no ``LDL``/``STL``), and the wgmma are not ser
 from __future__ import annotations
 
 import re
-import warnings
 
 import pytest
+from attention_sass import assert_not_serialized, fitting_config, live_lines, wgmma_chains
+from attention_sass import compile_quiet as _compile
 
 import tylo
 from examples.attention.hopper_host import compile_hopper_attention
 from examples.attention.hopper_kernel import HopperAttentionConfig
-
-
-def _compile(cfg):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # nvJitLink may drop setmaxnreg here (it warns)
-        return compile_hopper_attention(cfg)
 
 
 @pytest.mark.parametrize(
@@ -39,21 +34,16 @@ def _compile(cfg):
 def test_assembly(d, causal, dtype, pingpong, overlap):
     # choose_config at d = 128 would first compile 128-key tiles to see whether they spill
     # (here they do: nvJitLink drops setmaxnreg); the 64-key tiles it falls back to, directly
-    bn, stages = (128, 4) if d == 64 else (64, 3)
-    cfg = HopperAttentionConfig(
-        d=d, dtype=dtype, causal=causal, bn=bn, stages=stages, pingpong=pingpong, overlap=overlap
-    )
+    cfg = fitting_config(d, dtype=dtype, causal=causal, pingpong=pingpong, overlap=overlap)
     k = _compile(cfg)
     sass = k.sass
-    t = r"\.BF16" if dtype is tylo.bf16 else ""  # nvdisasm leaves f16 inputs unnamed
-    s_mma = re.findall(rf"HGMMA\.64x{cfg.bn}x16\.F32{t} R\d+, gdesc\[UR\d+\]", sass)
-    pv_mma = re.findall(rf"HGMMA\.64x{d}x16\.F32{t} R\d+, R\d+, gdesc\[UR\d+\]\.tnspB", sass)
+    s_mma, pv_mma = wgmma_chains(sass, cfg)
     # one traced consumer body: d/16 k-steps of S and bn/16 of P V in each of its two loops
     # (the loops may be unrolled, so at least that many)
     assert len(s_mma) >= 2 * d // 16 and len(pv_mma) >= 2 * cfg.bn // 16, (len(s_mma), len(pv_mma))
     assert "UTMALDG.4D" in sass and "SYNCS" in sass
     assert "F2FP" in sass and "SHFL.BFLY" in sass and "MUFU.EX2" in sass
-    live = "\n".join(line for line in sass.splitlines() if "@!PT" not in line)  # not padding
+    live = live_lines(sass)
     for op in ("LDL", "STL", "STS", "LDS"):
         assert not re.search(rf"\b{op}\b", live), f"{op} in the SASS of {cfg.describe()}"
     # the producer gives registers back once, the consumers (one branch) take them once
@@ -101,22 +91,18 @@ def test_persistent_assembly(d, causal, dtype, pingpong, overlap):
     the threads), one S and one P V chain per schedule loop (the item loop does not copy
     them), the wgmma not serialized (the item's decomposition is u32 arithmetic: no call),
     and nothing about serialization in the linker's log."""
-    bn, stages = (128, 4) if d == 64 else (64, 3)
-    cfg = HopperAttentionConfig(
-        d=d, dtype=dtype, causal=causal, bn=bn, stages=stages, pingpong=pingpong,
-        overlap=overlap, persistent=True,
+    cfg = fitting_config(
+        d, dtype=dtype, causal=causal, pingpong=pingpong, overlap=overlap, persistent=True
     )
+    bn = cfg.bn
     k = _compile(cfg)
     assert ".entry hopper_attention_persistent_kernel" in k.ptx
-    for note in ("C7509", "C7519", "C7513", "serialized"):
-        assert note not in k.module.info_log, k.module.info_log
+    assert_not_serialized(k)
     sass = k.sass
-    t = r"\.BF16" if dtype is tylo.bf16 else ""
-    s_mma = re.findall(rf"HGMMA\.64x{bn}x16\.F32{t} R\d+, gdesc\[UR\d+\]", sass)
-    pv_mma = re.findall(rf"HGMMA\.64x{d}x16\.F32{t} R\d+, R\d+, gdesc\[UR\d+\]\.tnspB", sass)
+    s_mma, pv_mma = wgmma_chains(sass, cfg)
     assert len(s_mma) >= 2 * d // 16 and len(pv_mma) >= 2 * bn // 16, (len(s_mma), len(pv_mma))
     assert "UTMALDG.4D" in sass and "SYNCS" in sass and "F2FP" in sass
-    live = "\n".join(line for line in sass.splitlines() if "@!PT" not in line)
+    live = live_lines(sass)
     for op in ("LDL", "STL", "STS", "LDS", "CALL"):
         assert not re.search(rf"\b{op}\b", live), f"{op} in the SASS of {cfg.describe()}"
     hgmma = [line for line in live.splitlines() if "HGMMA" in line]

@@ -10,19 +10,13 @@ for K before ``S = Q Kᵀ`` and for V before ``P V``.
 from __future__ import annotations
 
 import re
-import warnings
 
 import pytest
+from attention_sass import assert_not_serialized, fitting_config, live_lines, wgmma_chains
+from attention_sass import compile_quiet as _compile
 
 import tylo
-from examples.attention.hopper_host import compile_hopper_attention
 from examples.attention.hopper_kernel import HopperAttentionConfig
-
-
-def _compile(cfg):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # nvJitLink may drop setmaxnreg here (it warns)
-        return compile_hopper_attention(cfg)
 
 
 def _events(ptx):
@@ -61,21 +55,18 @@ CASES = [
     ids=["d64", "d64-causal-f16-pp-tma", "d128-pp-ov", "persistent-d128-pp-ov-tma"],
 )  # fmt: skip
 def test_split_kv_assembly(d, causal, dtype, pingpong, overlap, persistent, tma_store):
-    bn, stages = (128, 4) if d == 64 else (64, 3)
-    cfg = HopperAttentionConfig(
-        d=d, dtype=dtype, causal=causal, bn=bn, stages=stages, pingpong=pingpong,
-        overlap=overlap, persistent=persistent, tma_store=tma_store, split_kv=True,
-    )
+    cfg = fitting_config(
+        d, dtype=dtype, causal=causal, pingpong=pingpong, overlap=overlap,
+        persistent=persistent, tma_store=tma_store, split_kv=True,
+    )  # fmt: skip
+    bn, stages = cfg.bn, cfg.stages
     k = _compile(cfg)
-    for note in ("C7509", "C7519", "C7513", "serialized"):
-        assert note not in k.module.info_log, k.module.info_log
+    assert_not_serialized(k)
     sass = k.sass
-    t = r"\.BF16" if dtype is tylo.bf16 else ""
-    s_mma = re.findall(rf"HGMMA\.64x{bn}x16\.F32{t} R\d+, gdesc\[UR\d+\]", sass)
-    pv_mma = re.findall(rf"HGMMA\.64x{d}x16\.F32{t} R\d+, R\d+, gdesc\[UR\d+\]\.tnspB", sass)
+    s_mma, pv_mma = wgmma_chains(sass, cfg)
     assert len(s_mma) >= 2 * d // 16 and len(pv_mma) >= 2 * bn // 16, (len(s_mma), len(pv_mma))
     assert "UTMALDG.4D" in sass and "SYNCS" in sass
-    live = "\n".join(line for line in sass.splitlines() if "@!PT" not in line)
+    live = live_lines(sass)
     for op in ("LDL", "STL", "CALL"):
         assert not re.search(rf"\b{op}\b", live), f"{op} in the SASS of {cfg.describe()}"
     hgmma = [line for line in live.splitlines() if "HGMMA" in line]

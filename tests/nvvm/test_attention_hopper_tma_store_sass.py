@@ -9,20 +9,13 @@ threads, and the persistent kernel releases a Q buffer only after its stores rea
 from __future__ import annotations
 
 import re
-import warnings
 
 import pytest
+from attention_sass import assert_not_serialized, fitting_config, live_lines
+from attention_sass import compile_quiet as _compile
 
 import tylo
-from examples.attention.hopper_host import compile_hopper_attention
 from examples.attention.hopper_kernel import HopperAttentionConfig
-
-
-def _compile(cfg):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # nvJitLink may drop setmaxnreg here (it warns)
-        return compile_hopper_attention(cfg)
-
 
 # configurations that fit the 168 registers a thread keeps where the linker drops
 # setmaxnreg (nvJitLink here); under ptxas 13.0 (the H200's) every schedule fits
@@ -41,16 +34,14 @@ CASES = [
          "persistent-d64-f16"],
 )
 def test_tma_store_assembly(d, causal, dtype, pingpong, overlap, persistent):
-    bn, stages = (128, 4) if d == 64 else (64, 3)
-    cfg = HopperAttentionConfig(
-        d=d, dtype=dtype, causal=causal, bn=bn, stages=stages, pingpong=pingpong,
-        overlap=overlap, persistent=persistent, tma_store=True,
-    )
+    cfg = fitting_config(
+        d, dtype=dtype, causal=causal, pingpong=pingpong, overlap=overlap,
+        persistent=persistent, tma_store=True,
+    )  # fmt: skip
     k = _compile(cfg)
-    for note in ("C7509", "C7519", "C7513", "serialized"):
-        assert note not in k.module.info_log, k.module.info_log
+    assert_not_serialized(k)
     sass = k.sass
-    live = "\n".join(line for line in sass.splitlines() if "@!PT" not in line)
+    live = live_lines(sass)
     assert re.search(r"\bSTSM\b", live) and "UTMASTG.4D" in live and "UTMALDG.4D" in live
     for op in ("LDL", "STL", "CALL"):
         assert not re.search(rf"\b{op}\b", live), f"{op} in the SASS of {cfg.describe()}"
