@@ -137,11 +137,10 @@ def compile_kernels(args: Any, target: Any) -> dict[str, Any]:
 
 
 # (d, causal) -> (pingpong, overlap, tma_store): the schedules and epilogue that measured
-# fastest on an H200 (benchmarks/attention.py --path hopper --variants, 2026-12-01): overlap
-# alone at d = 64 without a mask (1.15-1.20x the plain schedule at 4k and 16k keys), both
-# elsewhere (1.07-1.44x); the TMA-store epilogue at d = 128 (1.04-1.19x the same schedule
-# without it at 1k and 4k keys, 0.96-0.98x at 16k) and at d = 64 causal (1.00-1.02x), not at
-# d = 64 without a mask (0.93-0.98x)
+# fastest on an H200 (benchmarks/attention.py --path hopper --variants, 2026-12-01, a run
+# made before the host stopped copying the default key lengths on every call; to be
+# measured again): overlap alone at d = 64 without a mask, both schedules elsewhere; the
+# TMA-store epilogue at d = 128 and d = 64 causal, not at d = 64 without a mask (slower)
 SCHEDULES = {(64, False): (False, True, False), (64, True): (True, True, True),
              (128, False): (True, True, True), (128, True): (True, True, True)}  # fmt: skip
 
@@ -159,10 +158,9 @@ def choose_config(
     choice for ``(d, causal)`` (``SCHEDULES``), and so does ``tma_store`` (O through shared
     memory and TMA stores; :func:`hopper_attention` falls back to stores by ownership for an
     ``out`` TMA cannot write). ``persistent`` (one CTA per SM walking the work items): None
-    is False (measured 0.90-1.02x the same schedule at 1k and 4k keys, 0.64-0.94x at 16k:
-    worst with the causal mask, where the items' lengths differ most). ``split_kv`` (K and V
-    on full barriers of their own, :mod:`examples.attention.hopper_ring`): None is False
-    (not measured yet)."""
+    is False (in the same run it was far behind at 16k causal keys, where the items'
+    lengths differ most). ``split_kv`` (K and V on full barriers of their own,
+    :mod:`examples.attention.hopper_ring`): None is False (not measured yet)."""
     opts = dict(pingpong=pingpong, overlap=overlap, persistent=persistent,
                 tma_store=tma_store, split_kv=split_kv)
     for name, value in opts.items():  # before the cache, which takes 1 for True
