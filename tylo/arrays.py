@@ -28,6 +28,7 @@ __all__ = [
     "ArrayError",
     "DeviceArray",
     "DeviceBuffer",
+    "array_key",
     "as_device_array",
 ]
 
@@ -274,6 +275,23 @@ def as_device_array(obj: Any) -> DeviceArray:
         f"as_device_array: {type(obj).__name__} is not a device array; pass a DeviceBuffer, "
         "or an object with __cuda_array_interface__ or __dlpack__ (torch, CuPy, JAX)"
     )
+
+
+def array_key(obj: Any) -> tuple:
+    """A hashable key of what a launch's preparation (tensor maps, strides, checks) can depend
+    on in a device array: its address, dtype, shape, strides, device and read-only flag.
+
+    Defining property: two arrays of one kind (torch tensors, or anything else) with equal
+    keys view the same memory in the same way, so a preparation made for one is valid for
+    the other. Torch tensors are read directly (converting them costs microseconds), without
+    keeping a reference; anything else goes through :func:`as_device_array` and raises its
+    :class:`ArrayError`. A key holds no reference to the array.
+    """
+    if type(obj).__module__.startswith("torch") and hasattr(obj, "data_ptr"):
+        return ("torch", obj.data_ptr(), obj.dtype, tuple(obj.shape), obj.stride(),
+                obj.device.type, obj.device.index)  # fmt: skip
+    da = as_device_array(obj)
+    return ("array", da.ptr, da.dtype, da.shape, da.strides, da.device, da.readonly)
 
 
 def _from_torch(t: Any) -> DeviceArray:

@@ -19,6 +19,15 @@ from typing import Any
 import numpy as np
 
 import tylo
+from examples.attention.hopper_args import (
+    _check_out,
+    _empty,
+    _kv_lens,
+    _tma_strides,
+    array_key_of,
+    check_inputs,
+    takes_tma_store,
+)
 from examples.attention.hopper_epilogue import staging_layout
 from examples.attention.hopper_kernel import (
     BLOCK,
@@ -29,7 +38,7 @@ from examples.attention.hopper_kernel import (
 )
 from examples.attention.hopper_persistent import hopper_attention_persistent_kernel, work_items
 from examples.attention.reference import AttentionInputError, attention_reference
-from tylo.arrays import DeviceArray, DeviceBuffer
+from tylo.arrays import DeviceArray
 from tylo.layouts import Layout, Swizzle, dim, size, zipped_divide
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.tma import TensorMap, TensorMapPlan
@@ -48,7 +57,6 @@ __all__ = [
 ]
 
 LOG2E = 1.4426950408889634
-_MAX_EXTENT = 2**31 - 1
 
 
 # --8<-- [start:plans]
@@ -229,178 +237,78 @@ def persistent_grid(
     return grid
 
 
-def _array(x: Any, what: str) -> Any:
-    from tylo.arrays import ArrayError, as_device_array
-
-    try:
-        return as_device_array(x)
-    except ArrayError as err:
-        raise AttentionInputError(f"hopper_attention: {what}: {err}") from None
+_PREPARED: dict = {}  # ("in", inputs' keys, causal, scale, cfg) or ("out", ...) -> tuple
+_PREPARED_MAX = 64
 
 
-def _tma_strides(a: Any, what: str) -> tuple[int, int, int] | str:
-    """The (L, H, B) element strides of ``a`` (B, H, L, D) as TMA sees it, strides of
-    extent-1 modes replaced by a legal value (they are never stepped), or why TMA cannot take
-    it: a last dimension not contiguous, a stride not a positive multiple of 16 bytes, a base
-    not 16-byte aligned."""
-    b, h, length, d = a.shape
-    nbytes = a.dtype.nbytes
-    strides = list(a.strides)
-    if strides[3] != 1 and d > 1:
-        return (
-            f"{what}'s last dimension must be contiguous (stride 1), got strides {a.strides}; "
-            "pass a contiguous copy"
-        )
-    fill = length * d  # any 16-byte multiple would do for an extent that is never stepped
-    for i, ext in enumerate((b, h, length)):
-        if ext == 1:
-            strides[i] = fill
-    for i, name in enumerate(("batch", "head", "sequence")):
-        if strides[i] * nbytes % 16 or strides[i] <= 0:
-            return (
-                f"{what}'s {name} stride is {strides[i]} elements ({strides[i] * nbytes} "
-                "bytes); TMA needs positive multiples of 16 bytes: use path='warp' or a padded "
-                "copy"
-            )
-    if a.ptr % 16:
-        return f"{what}'s address {a.ptr:#x} is not 16-byte aligned (TMA); use path='warp'"
-    return strides[2], strides[1], strides[0]
+def _remember(key: tuple, make: Any) -> tuple:
+    """``_PREPARED[key]``, made by ``make()`` (whose errors propagate, nothing kept) when
+    absent; the oldest entry goes once ``_PREPARED_MAX`` are kept."""
+    prep = _PREPARED.get(key)
+    if prep is None:
+        prep = make()
+        if len(_PREPARED) >= _PREPARED_MAX:
+            _PREPARED.pop(next(iter(_PREPARED)))
+        _PREPARED[key] = prep
+    return prep
 
 
-def _tma_view(a: Any, what: str) -> Any:
-    """``a`` (B, H, L, D) in the plans' mode order (L, H, B, D), checked for TMA
-    (:func:`_tma_strides`); raises :class:`AttentionInputError` saying why not."""
-    st = _tma_strides(a, what)
-    if isinstance(st, str):
-        raise AttentionInputError(f"hopper_attention: {st}")
-    b, h, length, d = a.shape
-    return DeviceArray(a.ptr, (length, h, b, d), (*st, 1), a.dtype, a.device, owner=a)
+def _unowned(a: Any) -> Any:
+    """``a`` without its owner: a remembered tensor map must not keep the tensor alive (it
+    is found again only by the same address, shape and strides, so never used for another)."""
+    return DeviceArray(a.ptr, a.shape, a.strides, a.dtype, a.device)
 
 
-def takes_tma_store(out: Any) -> bool:
-    """Whether TMA can write ``out`` (B, H, Lq, D), as the TMA-store epilogue does: its
-    last dimension contiguous, every other stride a positive multiple of 16 bytes (an
-    extent-1 mode's stride is free) and a 16-byte aligned base. Where not,
-    :func:`hopper_attention` runs ``tma_store=False`` (the stores by ownership)."""
-    return not isinstance(_tma_strides(_array(out, "out"), "out"), str)
-
-
-def check_inputs(q: Any, k: Any, v: Any) -> tuple[Any, Any, Any]:
-    """Views of q (B, H, Lq, D), k and v (B, H, Lk, D) in the tensor maps' mode order
-    (L, H, B, D), checked for this path: raises :class:`AttentionInputError` (saying what
-    to do) for anything the kernel does not take."""
-    qa, ka, va = _array(q, "q"), _array(k, "k"), _array(v, "v")
-    for a, what in ((qa, "q"), (ka, "k"), (va, "v")):
-        if a.ndim != 4:
-            raise AttentionInputError(
-                f"hopper_attention: {what} must be 4-D (B, H, L, D), got shape {a.shape}"
-            )
-    b, h, lq, d = qa.shape
-    lk = ka.shape[2]
-    if ka.shape != (b, h, lk, d) or va.shape != (b, h, lk, d):
+def _prepare_inputs(q: Any, k: Any, v: Any, causal: bool, scale: float | None, cfg: Any):
+    """The checks and choices that depend on q, k, v, the mask, the scale and ``cfg``:
+    ``(cfg, grid, (q, k, v) as the maps view them, (lq, lk, h, b, d), dtype, device,
+    scale * log2 e)``. No driver call: every refusal comes before any."""
+    qa, ka, va = check_inputs(q, k, v)
+    lq, h, b, d = qa.shape
+    lk = ka.shape[0]
+    sc = 1.0 / math.sqrt(d) if scale is None else scale
+    if not (math.isfinite(sc) and sc > 0):
         raise AttentionInputError(
-            f"hopper_attention: q {qa.shape}, k {ka.shape} and v {va.shape} disagree; k and v "
-            "must be (B, H, Lk, D) with q's B, H and D"
+            f"hopper_attention: the Hopper kernel takes a finite positive scale (its running "
+            f"maximum is kept scaled), got {scale!r}; use path='warp'"
         )
-    same = ka.dtype is qa.dtype and va.dtype is qa.dtype
-    if qa.dtype not in (tylo.bf16, tylo.f16) or not same:
+    if cfg is None:
+        cfg = choose_config(d, qa.dtype, causal)
+    if (cfg.d, cfg.dtype, cfg.causal) != (d, qa.dtype, causal):
         raise AttentionInputError(
-            f"hopper_attention: inputs must all be bf16 or all f16, got {qa.dtype}, {ka.dtype}, "
-            f"{va.dtype}"
+            f"hopper_attention: cfg {cfg} does not match d = {d}, {qa.dtype}, causal = {causal}"
         )
-    if d not in (64, 128):
+    if not cfg.persistent and (h > 65535 or b > 65535):
         raise AttentionInputError(
-            f"hopper_attention: head dim {d} is not taken by the Hopper kernel (64 or 128); "
-            "use path='warp'"
+            f"hopper_attention: {h} heads and {b} batch entries: the grid takes at most 65535 "
+            "of each; use cfg=choose_config(..., persistent=True)"
         )
-    for n, what in ((b, "B"), (h, "H"), (lq, "Lq"), (lk, "Lk")):
-        if not 1 <= n <= _MAX_EXTENT:
-            raise AttentionInputError(f"hopper_attention: {what} = {n} must be in [1, 2**31)")
-    return _tma_view(qa, "q"), _tma_view(ka, "k"), _tma_view(va, "v")
+    grid = (-(-lq // cfg.bm), h, b)
+    if cfg.persistent:
+        grid = (persistent_grid(cfg, lq, lk, h, b, qa.device),)
+    views = tuple(_unowned(a) for a in (qa, ka, va))
+    return cfg, grid, views, (lq, lk, h, b, d), qa.dtype, qa.device, sc * LOG2E
 
 
-def _empty(like: Any, shape: tuple, dtype: Any, device: int | None) -> Any:
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - tylo arrays without torch
-        torch = None
-    if torch is not None and isinstance(like, torch.Tensor):
-        tdt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32,
-               "i32": torch.int32}[dtype.name]
-        return torch.empty(shape, dtype=tdt, device=like.device)
-    return DeviceBuffer.empty(shape, dtype, device=device or 0)
-
-
-_FULL_LENS: dict = {}  # (B, Lk, device, torch?) -> a device array of B entries equal to Lk
-_FULL_LENS_MAX = 16
-
-
-def _kv_lens(kv_lens: Any, b: int, lk: int, like: Any, device: int | None) -> Any:
-    """The per-batch key lengths as a device int32 array of B entries (Lk each when None).
-    The kernel clamps each to [0, Lk] itself (the reference's meaning of a length outside).
-    Without ``kv_lens`` the array of Lk's is made once per (B, Lk, device) and kept (the
-    kernel only reads it): a host-to-device copy on every call would wait for the kernels
-    before it and leave the GPU idle while the next call is prepared. A torch int32 tensor
-    already on the device is passed as it is."""
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - tylo arrays without torch
-        torch = None
-    if torch is not None and isinstance(kv_lens, torch.Tensor):
-        if tuple(kv_lens.shape) != (b,) or kv_lens.dtype.is_floating_point:
-            raise AttentionInputError(
-                f"hopper_attention: kv_lens must give B = {b} integer key lengths, got "
-                f"{kv_lens.dtype} {tuple(kv_lens.shape)}"
-            )
-        dev = like.device if isinstance(like, torch.Tensor) else torch.device("cuda", device or 0)
-        if kv_lens.dtype == torch.int32 and kv_lens.device == dev and kv_lens.is_contiguous():
-            return kv_lens
-        return kv_lens.clamp(0, lk).to(device=dev, dtype=torch.int32).contiguous()
-    if kv_lens is None:
-        is_torch = torch is not None and isinstance(like, torch.Tensor)
-        key = (b, lk, str(like.device) if is_torch else (device or 0), is_torch)
-        full = _FULL_LENS.get(key)
-        if full is None:
-            if is_torch:
-                full = torch.full((b,), lk, dtype=torch.int32, device=like.device)
-            else:
-                full = DeviceBuffer.from_numpy(np.full(b, lk, dtype=np.int32), device=device or 0)
-            if len(_FULL_LENS) >= _FULL_LENS_MAX:
-                _FULL_LENS.pop(next(iter(_FULL_LENS)))
-            _FULL_LENS[key] = full
-        return full
-    if hasattr(kv_lens, "__cuda_array_interface__") or isinstance(kv_lens, DeviceArray):
-        a = _array(kv_lens, "kv_lens")
-        if a.dtype is not tylo.i32 or a.shape != (b,) or (b > 1 and a.strides != (1,)):
-            raise AttentionInputError(
-                f"hopper_attention: kv_lens on the device must be a contiguous int32 array of "
-                f"B = {b} entries, got {a.dtype} {a.shape}"
-            )
-        return kv_lens
-    else:
-        host = np.asarray(kv_lens)
-        if host.shape != (b,) or host.dtype.kind not in "iu":
-            raise AttentionInputError(
-                f"hopper_attention: kv_lens must give B = {b} integer key lengths, got "
-                f"{host.dtype} {host.shape}"
-            )
-        host = np.clip(host, 0, lk).astype(np.int32)
-    if torch is not None and isinstance(like, torch.Tensor):
-        return torch.from_numpy(host).to(like.device)
-    return DeviceBuffer.from_numpy(host, device=device or 0)
-
-
-def _check_out(x: Any, shape: tuple, dtype: Any, what: str) -> Any:
-    a = _array(x, what)
-    if a.shape != shape or a.dtype is not dtype:
-        raise AttentionInputError(
-            f"hopper_attention: {what} must be {dtype} of shape {shape}, got {a.dtype} {a.shape}"
-        )
-    if a.strides[-1] != 1 and shape[-1] > 1:
-        raise AttentionInputError(
-            f"hopper_attention: {what}'s last dimension must be contiguous, got strides {a.strides}"
-        )
-    return a
+def _prepare_outputs(out: Any, lse: Any, prep: tuple) -> tuple:
+    """The rest of the launch preparation, once ``out`` and ``lse`` are checked: ``(cfg,
+    (Q, K, V maps), O map or None, (out's B, H, L strides), (lse's B, H strides))``;
+    ``cfg.tma_store`` dropped where TMA cannot write ``out``."""
+    cfg, _, views, (lq, _, h, b, d), dtype, _, _ = prep
+    oa = _check_out(out, (b, h, lq, d), dtype, "out")
+    la = _check_out(lse, (b, h, lq), tylo.f32, "lse")
+    tmo = None
+    if cfg.tma_store:
+        st = _tma_strides(oa, "out")
+        if isinstance(st, str):  # TMA cannot write this out: the stores by ownership
+            cfg = replace(cfg, tma_store=False)
+        else:
+            tmo = TensorMap(o_plan(cfg), DeviceArray(oa.ptr, (lq, h, b, d), (*st, 1), oa.dtype,
+                                                     oa.device))  # fmt: skip
+    ostrides = tuple(max(int(s), 1) for s in oa.strides[:3])
+    lstrides = tuple(max(int(s), 1) for s in la.strides[:2])
+    maps = tuple(TensorMap(p, a) for p, a in zip(plans(cfg), views))
+    return cfg, maps, tmo, ostrides, lstrides
 
 
 # --8<-- [start:launch]
@@ -417,65 +325,44 @@ def hopper_attention(
     ``cfg.tma_store`` O is written by TMA stores, which need ``out``'s other strides to be
     positive multiples of 16 bytes and its base 16-byte aligned (:func:`takes_tma_store`):
     a given ``out`` that is not runs with ``tma_store=False`` (stores by ownership), with
-    the same result."""
-    qa, ka, va = check_inputs(q, k, v)
-    lq, h, b, d = qa.shape
-    lk = ka.shape[0]
+    the same result. The preparation (checks, configuration, grid, tensor maps) is
+    remembered per combination of the arrays' addresses, shapes and strides, the mask, the
+    scale and ``cfg``, for the last 64."""
     if type(causal) is not bool:
         raise AttentionInputError(f"hopper_attention: causal must be a bool, got {causal!r}")
-    sc = 1.0 / math.sqrt(d) if scale is None else float(scale)
-    if not (math.isfinite(sc) and sc > 0):
-        raise AttentionInputError(
-            f"hopper_attention: the Hopper kernel takes a finite positive scale (its running "
-            f"maximum is kept scaled), got {scale!r}; use path='warp'"
-        )
-    if cfg is None:
-        cfg = choose_config(d, qa.dtype, causal)
-    elif not isinstance(cfg, HopperAttentionConfig):
+    if cfg is not None and not isinstance(cfg, HopperAttentionConfig):
         raise AttentionInputError(
             f"hopper_attention: cfg must be a HopperAttentionConfig, got {type(cfg).__name__}"
         )
-    if (cfg.d, cfg.dtype, cfg.causal) != (d, qa.dtype, causal):
-        raise AttentionInputError(
-            f"hopper_attention: cfg {cfg} does not match d = {d}, {qa.dtype}, causal = {causal}"
-        )
-    if not cfg.persistent and (h > 65535 or b > 65535):
-        raise AttentionInputError(
-            f"hopper_attention: {h} heads and {b} batch entries: the grid takes at most 65535 "
-            "of each; use cfg=choose_config(..., persistent=True)"
-        )
-    grid = (-(-lq // cfg.bm), h, b)
-    if cfg.persistent:
-        grid = (persistent_grid(cfg, lq, lk, h, b, qa.device),)
-    lens = _kv_lens(kv_lens, b, lk, q, qa.device)
+    if scale is not None:
+        try:
+            scale = float(scale)
+        except (TypeError, ValueError):
+            raise AttentionInputError(
+                f"hopper_attention: scale must be a number, got {scale!r}"
+            ) from None
+    keys = (array_key_of(q, "q"), array_key_of(k, "k"), array_key_of(v, "v"))
+    pin = _remember(("in", keys, causal, scale, cfg),
+                    lambda: _prepare_inputs(q, k, v, causal, scale, cfg))  # fmt: skip
+    _, grid, _, (lq, lk, h, b, d), dtype, device, sc = pin
+    lens = _kv_lens(kv_lens, b, lk, q, device)
     if out is None:
-        out = _empty(q, (b, h, lq, d), qa.dtype, qa.device)
+        out = _empty(q, (b, h, lq, d), dtype, device)
     if lse is None:
-        lse = _empty(q, (b, h, lq), tylo.f32, qa.device)
-    oa = _check_out(out, (b, h, lq, d), qa.dtype, "out")
-    la = _check_out(lse, (b, h, lq), tylo.f32, "lse")
-    tmo = None
-    if cfg.tma_store:
-        st = _tma_strides(oa, "out")
-        if isinstance(st, str):  # TMA cannot write this out: the stores by ownership
-            cfg = replace(cfg, tma_store=False)
-        else:
-            view = DeviceArray(oa.ptr, (lq, h, b, d), (*st, 1), oa.dtype, oa.device, owner=oa)
-            tmo = TensorMap(o_plan(cfg), view)
-    pq, pk, pv = plans(cfg)
-    osb, osh, osl = (max(int(s), 1) for s in oa.strides[:3])
-    lsb, lsh = (max(int(s), 1) for s in la.strides[:2])
-    if cfg.persistent:
+        lse = _empty(q, (b, h, lq), tylo.f32, device)
+    run, (tq, tk, tv), tmo, (osb, osh, osl), (lsb, lsh) = _remember(
+        ("out", keys, causal, scale, cfg, array_key_of(out, "out"), array_key_of(lse, "lse")),
+        lambda: _prepare_outputs(out, lse, pin),
+    )
+    if run.persistent:
         hopper_attention_persistent_kernel[grid, THREADS](
-            oa, la, TensorMap(pq, qa), TensorMap(pk, ka), TensorMap(pv, va), tmo, lens,
-            lq, lk, h, b, osb, osh, osl, lsb, lsh, sc * LOG2E, cfg,
-            shared=cfg.shared_bytes(), stream=stream,
+            out, lse, tq, tk, tv, tmo, lens, lq, lk, h, b, osb, osh, osl, lsb, lsh, sc, run,
+            shared=run.shared_bytes(), stream=stream,
         )
         return out, lse
     hopper_attention_kernel[grid, THREADS](
-        oa, la, TensorMap(pq, qa), TensorMap(pk, ka), TensorMap(pv, va), tmo, lens,
-        lq, lk, osb, osh, osl, lsb, lsh, sc * LOG2E, cfg,
-        shared=cfg.shared_bytes(), stream=stream,
+        out, lse, tq, tk, tv, tmo, lens, lq, lk, osb, osh, osl, lsb, lsh, sc, run,
+        shared=run.shared_bytes(), stream=stream,
     )
     return out, lse
 # --8<-- [end:launch]

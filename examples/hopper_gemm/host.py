@@ -27,6 +27,7 @@ from examples.hopper_gemm.kernel import (
     HopperGemmConfig,
     hopper_gemm_kernel,
 )
+from tylo.arrays import array_key
 from tylo.layouts import ComposedLayout, Layout, Swizzle, dim, size, zipped_divide
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.tma import TensorMap, TensorMapPlan
@@ -184,17 +185,6 @@ def _resident_clusters(cfg: HopperGemmConfig, device: int) -> int:
     return max_active_clusters(fn, THREADS, (cfg.cluster, 1, 1), cfg.shared_bytes())
 
 
-def _array_key(x: Any) -> tuple:
-    """What a launch's preparation depends on in an array: address, dtype, shape, strides,
-    device (read from torch tensors directly: converting them costs microseconds)."""
-    if type(x).__module__.startswith("torch") and hasattr(x, "data_ptr"):
-        return (x.data_ptr(), x.dtype, tuple(x.shape), x.stride(), x.device.index)
-    from tylo.arrays import as_device_array
-
-    da = as_device_array(x)
-    return (da.ptr, da.dtype, da.shape, da.strides, da.device)
-
-
 def _span(arr: Any) -> int | None:
     """Elements addressable from ``arr``'s base as its shape and strides describe it (the
     last element's offset + 1), or None when a stride is negative (nothing to read forward)."""
@@ -298,7 +288,7 @@ def _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
 
 def _prepared(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
     """The (remembered) launch preparation of these arguments and the key it is kept by."""
-    key = (_array_key(d), _array_key(a), _array_key(b), m, n, k, lda, ldb, ldd, bool(relu), cfg)
+    key = (array_key(d), array_key(a), array_key(b), m, n, k, lda, ldb, ldd, bool(relu), cfg)
     prep = _PREPARED.get(key)
     if prep is None:
         check_extents(d, a, b, m, n, k, lda, ldb, ldd)

@@ -252,3 +252,52 @@ def test_key_lengths_made_once_and_passed_through(gpu_runtime):
     assert hopper_host._kv_lens(wide, 3, 77, q, 0).tolist() == [5, 77, 0]
     verify(2, 2, 100, 64, kv_lens=[30, 0])
     verify(2, 2, 100, 64)  # the cached full lengths again
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_remembered_preparation_follows_the_arrays(gpu_runtime, persistent):
+    """The launch preparation is remembered per arrays' addresses, shapes and strides: calls
+    that reuse q, k, v and out with new contents, then new arrays (some at addresses freed
+    just before, as the caching allocator hands out), then a strided out and a new scale,
+    each match the float64 reference, with every output poisoned first."""
+    import torch
+
+    cfg = choose_config(64, tylo.bf16, True, persistent=persistent)
+    g = torch.Generator(device="cuda")
+    g.manual_seed(1234)
+
+    def check(q, k, v, out, lse, scale=None):
+        out.fill_(float("nan"))
+        lse.fill_(float("nan"))
+        hopper_attention(q, k, v, causal=True, out=out, lse=lse, cfg=cfg, scale=scale)
+        torch.cuda.synchronize()
+        want_o, want_l = attention_reference(
+            q.double().cpu().numpy(), k.double().cpu().numpy(), v.double().cpu().numpy(),
+            causal=True, scale=scale,
+        )  # fmt: skip
+        got_o, got_l = out.double().cpu().numpy(), lse.double().cpu().numpy()
+        assert np.abs(got_o - want_o).max() <= 2e-2 * np.abs(want_o).max()
+        fin = np.isfinite(want_l)
+        assert np.array_equal(np.isneginf(got_l), ~fin)
+        assert np.abs(got_l[fin] - want_l[fin]).max() <= 2e-2
+
+    def fresh(lq, lk):
+        return tuple(torch.randn((2, 3, n, 64), device="cuda", generator=g).to(torch.bfloat16)
+                     for n in (lq, lk, lk))  # fmt: skip
+
+    q, k, v = fresh(200, 300)
+    out = torch.empty_like(q)
+    lse = torch.empty((2, 3, 200), device="cuda")
+    check(q, k, v, out, lse)
+    for t in (q, k, v):  # same arrays, new contents
+        t.copy_(torch.randn(t.shape, device="cuda", generator=g).to(torch.bfloat16))
+    check(q, k, v, out, lse)
+    del q, k, v, out
+    q, k, v = fresh(200, 300)  # likely the addresses just freed
+    out = torch.empty_like(q)
+    check(q, k, v, out, lse)
+    q, k, v = fresh(130, 77)  # new lengths
+    out, lse = torch.empty_like(q), torch.empty((2, 3, 130), device="cuda")
+    check(q, k, v, out, lse, scale=0.3)
+    wide = torch.empty((2, 3, 130, 72), device="cuda", dtype=torch.bfloat16)[..., :64]
+    check(q, k, v, wide, lse, scale=0.3)  # out strided by 72 elements per row

@@ -1,0 +1,194 @@
+"""The Hopper attention's remembered launch preparation (``hopper_host._PREPARED``), on the
+host: the kernels and the tensor maps' driver encoding are replaced by recorders, so what
+each launch would receive is checked without a GPU. The defining property: whatever the
+sequence of calls, every launch gets tensor maps of *this* call's q, k, v and out (address,
+shape, strides), the configuration this call asks for, and this call's strides."""
+
+from __future__ import annotations
+
+import gc
+import math
+import weakref
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tylo
+from examples.attention import hopper_host
+from examples.attention.hopper_kernel import HopperAttentionConfig
+from examples.attention.reference import AttentionInputError
+from tylo.arrays import DeviceArray
+
+
+class _Map:
+    def __init__(self, plan, array):
+        self.plan, self.array = plan, array
+
+
+class _Kernel:
+    def __init__(self, log, name):
+        self.log, self.name = log, name
+
+    def __getitem__(self, launch):
+        return lambda *args, **kw: self.log.append((self.name, launch, args, kw))
+
+
+def _record(mp) -> list:
+    """Replace the kernels, the maps' encoding and the SM count by recorders; an empty
+    remembered-preparation table. Returns the launch log."""
+    log = []
+    mp.setattr(hopper_host, "TensorMap", _Map)
+    mp.setattr(hopper_host, "hopper_attention_kernel", _Kernel(log, "one"))
+    mp.setattr(hopper_host, "hopper_attention_persistent_kernel", _Kernel(log, "pers"))
+    mp.setattr(hopper_host, "_sm_count", lambda device: 132)
+    mp.setattr(hopper_host, "_PREPARED", {})
+    return log
+
+
+@pytest.fixture
+def rec(monkeypatch):
+    return _record(monkeypatch)
+
+
+class _Owner:
+    """A stand-in for the tensor that owns an array's memory (weak-referenceable)."""
+
+
+def _arr(shape, ptr, *, dtype=tylo.bf16, strides=None, owner=None):
+    if strides is None:
+        strides = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
+    return DeviceArray(ptr, tuple(shape), tuple(strides), dtype, 0, owner=owner)
+
+
+def _lens(b, ptr=1 << 40):
+    return DeviceArray(ptr, (b,), (1,), tylo.i32, 0)
+
+
+def _tma_view(a):
+    """(ptr, (L, H, B, D) shape) as the maps must see ``a`` (B, H, L, D)."""
+    b, h, length, d = a.shape
+    return a.ptr, (length, h, b, d)
+
+
+def _check_launch(entry, q, k, v, out, lse, cfg):
+    name, _, args, kw = entry
+    run = args[-1]
+    assert name == ("pers" if cfg.persistent else "one")
+    assert args[0] is out and args[1] is lse
+    tq, tk, tv, tmo = args[2:6]
+    for m, a in ((tq, q), (tk, k), (tv, v)):
+        assert (m.array.ptr, m.array.shape) == _tma_view(a)
+        assert m.array.owner is None  # a remembered map keeps no tensor alive
+    if hopper_host.takes_tma_store(out) and cfg.tma_store:
+        assert run.tma_store and (tmo.array.ptr, tmo.array.shape) == _tma_view(out)
+    else:
+        assert tmo is None and not run.tma_store
+    assert (run.d, run.causal, run.persistent) == (cfg.d, cfg.causal, cfg.persistent)
+    assert kw["shared"] == run.shared_bytes()
+    ostr = args[11:14] if cfg.persistent else args[9:12]
+    assert tuple(ostr) == tuple(max(s, 1) for s in out.strides[:3])
+
+
+_POOL = 6
+
+
+_FIELDS = (
+    st.integers(0, _POOL - 1),  # q, k, v addresses
+    st.integers(0, _POOL - 1),  # out: address and kind
+    st.integers(0, 2),  # kv_lens address
+    st.booleans(),  # causal
+    st.booleans(),  # persistent
+    st.sampled_from([1, 17, 300]),  # L
+    st.integers(0, 2),  # lse address
+    st.sampled_from([None, 0.5, 0.125]),  # scale
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    first=st.tuples(*_FIELDS),
+    steps=st.lists(
+        st.integers(0, len(_FIELDS) - 1).flatmap(lambda f: st.tuples(st.just(f), _FIELDS[f])),
+        max_size=12,
+    ),
+)
+def test_every_launch_gets_this_calls_arrays(first, steps):
+    """Random call sequences over a pool of arrays (same and different addresses, lengths,
+    strides, out arrays TMA can and cannot write, causal, persistent): each launch's maps,
+    strides and configuration are the call's own, and each distinct call is prepared once.
+    Each call changes one argument of the one before (so a key that misses an argument is
+    found out)."""
+    calls = [first]
+    for field, value in steps:
+        calls.append(calls[-1][:field] + (value,) + calls[-1][field + 1 :])
+    with pytest.MonkeyPatch.context() as mp:
+        log = _record(mp)
+        made = []
+        real = hopper_host._prepare_inputs
+        mp.setattr(hopper_host, "_prepare_inputs", lambda *a: made.append(a) or real(*a))
+        seen = set()
+        for qi, oi, lens_kind, causal, persistent, length, li, scale in calls:
+            q = _arr((2, 3, length, 64), (1 << 30) + qi * (1 << 24))
+            k = _arr((2, 3, length, 64), (1 << 31) + qi * (1 << 24))
+            v = _arr((2, 3, length, 64), (3 << 30) + qi * (1 << 24))
+            # out: contiguous, or L-strided by 72 elements (TMA can), or 8 bytes off (cannot)
+            base = (1 << 33) + oi * (1 << 24)
+            if oi % 3 == 0:
+                out = _arr((2, 3, length, 64), base)
+            elif oi % 3 == 1:
+                out = _arr((2, 3, length, 64), base, strides=(3 * length * 72, length * 72, 72, 1))
+            else:
+                out = _arr((2, 3, length, 64), base + 8)
+            lse = _arr((2, 3, length), (1 << 34) + li * (1 << 20), dtype=tylo.f32)
+            cfg = hopper_host.choose_config(64, tylo.bf16, causal, persistent=persistent,
+                                            tma_store=True)  # fmt: skip
+            lens = _lens(2, (1 << 40) + lens_kind * 256)
+            hopper_host.hopper_attention(q, k, v, causal=causal, kv_lens=lens, out=out,
+                                         lse=lse, cfg=cfg, scale=scale)  # fmt: skip
+            _check_launch(log[-1], q, k, v, out, lse, cfg)
+            assert log[-1][2][-2] == (0.125 if scale is None else scale) * hopper_host.LOG2E
+            assert log[-1][2][6] is lens
+            seen.add((qi, causal, persistent, length, scale))
+        assert len(made) == len(seen)  # one preparation per distinct input combination
+        assert len(hopper_host._PREPARED) <= hopper_host._PREPARED_MAX
+
+
+def test_refusals_are_not_remembered(rec):
+    q = _arr((2, 1, 8, 64), 1 << 30)
+    for _ in range(2):
+        with pytest.raises(AttentionInputError, match="finite positive"):
+            hopper_host.hopper_attention(q, q, q, scale=float("nan"), kv_lens=_lens(2))
+        with pytest.raises(AttentionInputError, match="does not match"):
+            hopper_host.hopper_attention(q, q, q, cfg=HopperAttentionConfig(d=128),
+                                         kv_lens=_lens(2))  # fmt: skip
+        with pytest.raises(AttentionInputError, match="scale must be a number"):
+            hopper_host.hopper_attention(q, q, q, scale=[1.0], kv_lens=_lens(2))
+        with pytest.raises(AttentionInputError, match="q: "):
+            hopper_host.hopper_attention(object(), q, q, kv_lens=_lens(2))
+    assert hopper_host._PREPARED == {} and rec == []
+    # a bad out after a good call: refused, and the good inputs' entry is kept
+    good = _arr((2, 1, 8, 64), 1 << 32)
+    lse = _arr((2, 1, 8), 1 << 34, dtype=tylo.f32)
+    with pytest.raises(AttentionInputError, match="out must be"):
+        hopper_host.hopper_attention(q, q, q, out=_arr((2, 1, 9, 64), 1 << 32), lse=lse,
+                                     kv_lens=_lens(2))  # fmt: skip
+    assert rec == []
+    hopper_host.hopper_attention(q, q, q, out=good, lse=lse, kv_lens=_lens(2))
+    assert len(rec) == 1 and len(hopper_host._PREPARED) == 2
+
+
+def test_remembered_preparations_are_bounded_and_keep_no_array_alive(rec):
+    owner = _Owner()
+    alive = weakref.ref(owner)
+    q = _arr((1, 1, 8, 64), 1 << 30, owner=owner)
+    lse = _arr((1, 1, 8), 1 << 34, dtype=tylo.f32)
+    for i in range(hopper_host._PREPARED_MAX + 5):
+        out = _arr((1, 1, 8, 64), (1 << 32) + 256 * i, owner=owner)
+        hopper_host.hopper_attention(q, q, q, out=out, lse=lse, kv_lens=_lens(1))
+        _check_launch(rec[-1], q, q, q, out, lse, hopper_host.choose_config(64, tylo.bf16, False))
+    assert len(hopper_host._PREPARED) == hopper_host._PREPARED_MAX
+    del q, out, owner
+    rec.clear()
+    gc.collect()
+    assert alive() is None
