@@ -11,12 +11,15 @@ import gc
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tylo.arrays import (
     ArrayError,
     DeviceArray,
     _DLManagedTensor,
     _DLManagedTensorVersioned,
+    array_key,
     as_device_array,
 )
 from tylo.dtypes import bf16, f16, f32, i8, i64, u8
@@ -225,7 +228,9 @@ class FakeTorchTensor:
         self.is_cuda = is_cuda
         self.dtype = "torch.bfloat16"
         self.shape = (3, 4)
-        self.device = type("Dev", (), {"index": 0, "__str__": lambda s: "cpu"})()
+        self.device = type(
+            "Dev", (), {"index": 0, "type": "cuda" if is_cuda else "cpu", "__str__": lambda s: "cpu"}
+        )()
 
     def data_ptr(self) -> int:
         return PTR
@@ -259,3 +264,46 @@ def test_producer_failures_become_array_errors() -> None:
         as_device_array(RefusingProducer())
     with pytest.raises(ArrayError, match="refused to export: cannot export a tensor"):
         as_device_array(RefusingDLPack())
+
+
+_FIELDS = st.tuples(
+    st.sampled_from([PTR, PTR + 256, 0]),
+    st.sampled_from([(4, 8), (8, 4), (32,), ()]),
+    st.sampled_from([bf16, f16, f32]),
+    st.booleans(),
+    st.sampled_from([0, 1, None]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=_FIELDS, b=_FIELDS, transpose=st.booleans())
+def test_array_key_is_equal_exactly_for_the_same_view(a, b, transpose) -> None:
+    """Defining property: two arrays' keys are equal iff address, dtype, shape, strides,
+    device and read-only flag are (the owner takes no part), and a key is hashable."""
+
+    def make(f, owner):
+        ptr, shape, dt, ro, dev = f
+        strides = tuple(reversed(shape)) if transpose and len(shape) == 2 else None
+        strides = strides or tuple(int(np.prod(shape[i + 1 :])) for i in range(len(shape)))
+        return DeviceArray(ptr, shape, strides, dt, dev, readonly=ro, owner=owner)
+
+    x, y = make(a, object()), make(b, object())
+    same = (x.ptr, x.dtype, x.shape, x.strides, x.device, x.readonly) == (
+        y.ptr, y.dtype, y.shape, y.strides, y.device, y.readonly)  # fmt: skip
+    assert (array_key(x) == array_key(y)) == same
+    assert hash(array_key(x)) == hash(array_key(make(a, None)))
+    assert all(part is not x.owner for part in array_key(x))
+
+
+def test_array_key_of_torch_and_other_producers() -> None:
+    t = FakeTorchTensor()
+    assert array_key(t) == ("torch", PTR, "torch.bfloat16", (3, 4), (1, 3), "cuda", 0)
+    assert t not in array_key(t)  # no reference to the tensor
+    cpu = array_key(FakeTorchTensor(is_cuda=False))
+    assert cpu != array_key(t) and cpu[5] == "cpu"  # a CPU tensor's key is not a CUDA one's
+    assert array_key(FakeCAI()) == array_key(FakeCAI()) != array_key(FakeCAI(data=(PTR, True)))
+    assert array_key(FakeCAI(strides=(4, 16))) != array_key(FakeCAI())
+    with pytest.raises(ArrayError, match="host memory"):
+        array_key(np.zeros(3))
+    with pytest.raises(ArrayError, match="not a device array"):
+        array_key([1, 2])
