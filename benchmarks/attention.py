@@ -19,6 +19,7 @@ previous kernel), and the side that opens each round rotates.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import statistics
@@ -56,7 +57,11 @@ HOPPER_VARIANTS = {"plain": {"pingpong": False, "overlap": False},
                    "persistent tma-store": {"persistent": True, "tma_store": True},
                    # K and V on barriers of their own (S waits for K only), not measured yet
                    "split-kv": {"split_kv": True},
-                   "persistent split-kv": {"persistent": True, "split_kv": True}}  # fmt: skip
+                   "persistent split-kv": {"persistent": True, "split_kv": True},
+                   # more K/V stages than the default tile has (skipped where not more)
+                   "4 stages": {"stages": 4},
+                   "6 stages": {"stages": 6},
+                   "3 stages pingpong": {"stages": 3, "pingpong": True, "overlap": False}}  # fmt: skip
 
 
 def _triton_attention():
@@ -151,7 +156,13 @@ def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False, inner
         from examples.attention.hopper_host import choose_config, hopper_attention
 
         for name, kw in (HOPPER_VARIANTS if variants else {}).items():
+            kw = dict(kw)
+            stages = kw.pop("stages", None)
             c2 = choose_config(d, tdt_name(dtype), causal, **kw)
+            if stages is not None:  # only where it adds stages and the tile fits
+                if c2.stages >= stages:
+                    continue
+                c2 = dataclasses.replace(c2, stages=stages)
             runs[f"tylo {name}"] = lambda c2=c2: hopper_attention(
                 q, k, v, causal=causal, out=o, lse=lse, cfg=c2)
     else:
