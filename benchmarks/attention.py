@@ -19,7 +19,6 @@ previous kernel), and the side that opens each round rotates.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import statistics
@@ -61,7 +60,10 @@ HOPPER_VARIANTS = {"plain": {"pingpong": False, "overlap": False},
                    # more K/V stages than the default tile has (skipped where not more)
                    "4 stages": {"stages": 4},
                    "6 stages": {"stages": 6},
-                   "3 stages pingpong": {"stages": 3, "pingpong": True, "overlap": False}}  # fmt: skip
+                   "3 stages pingpong": {"stages": 3, "pingpong": True, "overlap": False},
+                   # d = 128: overlap on 128-key tiles (FA3's tile; hopper_host.WIDE_OVERLAP)
+                   "wide overlap": {"bn": 128, "stages": 2},
+                   "wide overlap persistent": {"bn": 128, "stages": 2, "persistent": True}}  # fmt: skip
 
 
 def _triton_attention():
@@ -144,6 +146,7 @@ def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False, inner
 
     from examples.attention.host import attention, launch, plan_attention
     from examples.attention.reference import attention_flops
+    from tylo.nvgpu.errors import PlanError
 
     tdt = torch.bfloat16 if dtype == "bf16" else torch.float16
     b, h = max(1, TOKENS // (16 * length)), 16
@@ -156,13 +159,16 @@ def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False, inner
         from examples.attention.hopper_host import choose_config, hopper_attention
 
         for name, kw in (HOPPER_VARIANTS if variants else {}).items():
-            kw = dict(kw)
-            stages = kw.pop("stages", None)
-            c2 = choose_config(d, tdt_name(dtype), causal, **kw)
-            if stages is not None:  # only where it adds stages and the tile fits
-                if c2.stages >= stages:
-                    continue
-                c2 = dataclasses.replace(c2, stages=stages)
+            if "bn" in kw and d != 128:
+                continue  # the wide-overlap tiles are d = 128's
+            try:
+                c2 = choose_config(d, tdt_name(dtype), causal, **kw)
+            except PlanError:  # a tile that does not fit
+                continue
+            base = choose_config(d, tdt_name(dtype), causal,
+                                 **{f: x for f, x in kw.items() if f != "stages"})  # fmt: skip
+            if "stages" in kw and "bn" not in kw and c2.stages <= base.stages:
+                continue  # not more stages than the default has
             runs[f"tylo {name}"] = lambda c2=c2: hopper_attention(
                 q, k, v, causal=causal, out=o, lse=lse, cfg=c2)
     else:

@@ -153,15 +153,27 @@ SCHEDULES = {(64, False): (False, True, False), (64, True): (True, True, True),
              (128, False): (True, True, True), (128, True): (True, True, True)}  # fmt: skip
 
 
+# d = 128 with overlap: 128 keys and 2 stages (FlashAttention-3's tile) where it compiles
+# without spilling, rather than 64 keys and 3 stages. It fits: S, O and the previous tile's
+# P take 64 + 64 + 32 registers, and ptxas 13.0 with setmaxnreg 232 links it with no spill
+# (one-item and persistent kernels). Off until measured on the H200: the benchmark's
+# "wide overlap" variant.
+WIDE_OVERLAP = False
+
+
 def choose_config(
     d: int, dtype: Any, causal: bool, *, pingpong: bool | None = None,
     overlap: bool | None = None, persistent: bool | None = None,
-    tma_store: bool | None = None, split_kv: bool | None = None, target: Any = "sm_90a",
+    tma_store: bool | None = None, split_kv: bool | None = None, bn: int | None = None,
+    stages: int | None = None, target: Any = "sm_90a",
 ) -> HopperAttentionConfig:
     """The default tile: at d = 64, 128 keys per tile and 4 stages; at d = 128, 128 keys and 2
     stages where that compiles without spilling (S, O and P take 64 + 64 + 32 registers per
     thread: it does where the linker keeps ``setmaxnreg``, as ptxas does on the H200), else
-    64 keys and 3 stages (nvJitLink, which drops ``setmaxnreg`` and leaves 168 registers).
+    64 keys and 3 stages (nvJitLink, which drops ``setmaxnreg`` and leaves 168 registers);
+    with ``overlap`` 64 keys and 3 stages (128 keys fit, but are not measured yet:
+    ``WIDE_OVERLAP``). ``bn`` and ``stages`` given replace the default tile's (raises
+    :class:`PlanError` where the tile does not fit).
     ``pingpong`` and ``overlap`` (the FlashAttention-3 schedules): None takes the measured
     choice for ``(d, causal)`` (``SCHEDULES``), and so does ``tma_store`` (O through shared
     memory and TMA stores; :func:`hopper_attention` falls back to stores by ownership for an
@@ -176,7 +188,9 @@ def choose_config(
             raise PlanError(
                 f"choose_config: {name} must be a bool (or None: the default), got {value!r}"
             )
-    return _choose_config(d, dtype, causal, target=target, **opts)
+    cfg = _choose_config(d, dtype, causal, target=target, **opts)
+    tile = {f: x for f, x in (("bn", bn), ("stages", stages)) if x is not None}
+    return replace(cfg, **tile) if tile else cfg
 
 
 @cache
@@ -195,9 +209,11 @@ def _choose_config(
     if d != 128:
         return HopperAttentionConfig(bn=128, stages=4, **opts)
     narrow = HopperAttentionConfig(bn=64, stages=3, **opts)
+    if overlap and not WIDE_OVERLAP:
+        return narrow
     try:
         wide = HopperAttentionConfig(bn=128, stages=2, **opts)
-    except tylo.TyloError:  # overlap: two P tiles of 128 keys do not fit the registers
+    except tylo.TyloError:  # a tile that does not fit: the narrow one
         return narrow
     import warnings
 

@@ -142,9 +142,11 @@ class HopperAttentionConfig:
                 "HopperAttentionConfig: overlap holds the previous stage (its V) while it "
                 "waits for the next one, so it needs stages >= 2"
             )
-        # registers per consumer thread: S (bn/2 f32), O (d/2 f32), P (bn/4 packed; two
-        # tiles' worth with overlap)
-        need = self.bn // 2 + self.d // 2 + self.bn // 4 * (2 if self.overlap else 1)
+        # accumulator registers per consumer thread at the peak: S of the tile (bn/2 f32),
+        # O (d/2 f32) and one packed P (bn/4). With overlap that P is the previous tile's,
+        # the A operand of the P V in flight while this tile's softmax runs; this tile's P
+        # is packed only after that wgmma completed (_overlapped_tile), so never two at once
+        need = self.bn // 2 + self.d // 2 + self.bn // 4
         if need > 176:
             raise PlanError(
                 f"HopperAttentionConfig: bn {self.bn} with d {self.d} needs {need} "

@@ -14,6 +14,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from attention_cases import verify_standard_cases  # tests/gpu/attention_cases.py
 
 import tylo
 from examples.attention.hopper_host import choose_config, hopper_attention, verify
@@ -87,8 +88,7 @@ def test_schedules(gpu_runtime, d, pingpong, overlap):
     number of tiles, one, none (overlap then runs one fully masked tile), masked ones only."""
     for causal in (False, True):
         cfg = choose_config(d, tylo.bf16, causal, pingpong=pingpong)
-        # overlap keeps two S tiles: at d = 128 only 64-key tiles fit (choose_config may
-        # pick 128 keys where setmaxnreg is kept, as on an H200)
+        # d = 128 with overlap: the 64-key tile here (128 keys: test_d128_wide_overlap)
         narrow = {"bn": 64, "stages": 3} if d == 128 and overlap else {}
         cfg = dataclasses.replace(cfg, overlap=overlap, **narrow)
         verify(2, 2, 1000, d, lk=777, causal=causal, cfg=cfg)
@@ -105,6 +105,17 @@ def test_d128_tiles_of_both_widths(gpu_runtime):
             cfg = HopperAttentionConfig(d=128, causal=causal, bn=bn, stages=stages)
             verify(2, 2, 1000, 128, lk=1500, causal=causal, cfg=cfg)
             verify(2, 1, 33, 128, lk=33, causal=causal, kv_lens=[0, 20], cfg=cfg)
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["one-item", "persistent"])
+@pytest.mark.parametrize("pingpong", [False, True], ids=["ov", "pp+ov"])
+def test_d128_wide_overlap(gpu_runtime, pingpong, persistent):
+    """d = 128 with overlap on 128-key tiles and 2 stages (FlashAttention-3's tile: S, O and
+    the previous tile's P take 64 + 64 + 32 registers), O by TMA: the standard cases."""
+    for causal in (False, True):
+        cfg = HopperAttentionConfig(d=128, causal=causal, bn=128, stages=2, pingpong=pingpong,
+                                    overlap=True, persistent=persistent, tma_store=True)  # fmt: skip
+        verify_standard_cases(cfg, 128, causal)
 
 
 def test_strided_views_and_given_outputs(gpu_runtime):

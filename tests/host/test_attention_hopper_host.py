@@ -263,7 +263,8 @@ def test_plans_prove_the_boxes(d, bn, dtype):
         (dict(pingpong="yes"), "bool"),
         (dict(overlap=None), "bool"),
         (dict(overlap=True, stages=1), "stages >= 2"),
-        (dict(d=128, bn=128, overlap=True), "registers"),
+        (dict(d=128, bn=176, overlap=True), "registers"),
+        (dict(d=128, bn=192), "registers"),
         (dict(d=128, bn=256, stages=1), "registers"),
         (dict(d=128, bn=128, stages=4), "shared memory"),
     ],
@@ -406,3 +407,22 @@ def test_key_tiles_cover_exactly_what_the_rows_see(lq, lk, kv_frac, causal, over
         if rows.any():  # and not one tile more than needed
             last = int(np.flatnonzero(rows.any(axis=0)).max())
             assert n_tiles == last // bn + 1
+
+
+def test_choose_config_takes_a_tile():
+    """``bn``/``stages`` given replace the default tile's (and are validated as any config);
+    with overlap at d = 128 the default is the 64-key tile while WIDE_OVERLAP is off, though
+    the 128-key tile fits (S, O and one packed P: 160 registers)."""
+    from examples.attention import hopper_host
+
+    for d, causal in itertools.product((64, 128), (False, True)):
+        base = choose_config(d, tylo.bf16, causal, overlap=True)
+        if d == 128 and not hopper_host.WIDE_OVERLAP:
+            assert (base.bn, base.stages) == (64, 3)
+        got = choose_config(d, tylo.bf16, causal, overlap=True, bn=128, stages=2)
+        assert got == HopperAttentionConfig(**{**base.__dict__, "bn": 128, "stages": 2})
+        assert choose_config(d, tylo.bf16, causal, overlap=True, stages=2).bn == base.bn
+        with pytest.raises(PlanError, match="multiple of 16"):
+            choose_config(d, tylo.bf16, causal, bn=24)
+        with pytest.raises(PlanError, match="shared memory"):
+            choose_config(d, tylo.bf16, causal, bn=128, stages=8)
