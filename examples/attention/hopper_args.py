@@ -4,13 +4,14 @@ does not take; the outputs' checks; the per-batch key lengths as a device array.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
 
 import tylo
 from examples.attention.reference import AttentionInputError
-from tylo.arrays import DeviceArray, DeviceBuffer
+from tylo.arrays import ArrayError, DeviceArray, DeviceBuffer, array_key
 
 __all__ = ["check_inputs", "takes_tma_store"]
 
@@ -18,7 +19,7 @@ _MAX_EXTENT = 2**31 - 1
 
 
 def _array(x: Any, what: str) -> Any:
-    from tylo.arrays import ArrayError, as_device_array
+    from tylo.arrays import as_device_array
 
     try:
         return as_device_array(x)
@@ -107,11 +108,14 @@ def check_inputs(q: Any, k: Any, v: Any) -> tuple[Any, Any, Any]:
     return _tma_view(qa, "q"), _tma_view(ka, "k"), _tma_view(va, "v")
 
 
+def _torch() -> Any:
+    """The torch module if it was imported (a torch tensor cannot exist otherwise), else
+    None: a failing ``import torch`` on every call would search the path every time."""
+    return sys.modules.get("torch")
+
+
 def _empty(like: Any, shape: tuple, dtype: Any, device: int | None) -> Any:
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - tylo arrays without torch
-        torch = None
+    torch = _torch()
     if torch is not None and isinstance(like, torch.Tensor):
         tdt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32,
                "i32": torch.int32}[dtype.name]
@@ -130,10 +134,7 @@ def _kv_lens(kv_lens: Any, b: int, lk: int, like: Any, device: int | None) -> An
     kernel only reads it): a host-to-device copy on every call would wait for the kernels
     before it and leave the GPU idle while the next call is prepared. A torch int32 tensor
     already on the device is passed as it is."""
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - tylo arrays without torch
-        torch = None
+    torch = _torch()
     if torch is not None and isinstance(kv_lens, torch.Tensor):
         if tuple(kv_lens.shape) != (b,) or kv_lens.dtype.is_floating_point:
             raise AttentionInputError(
@@ -193,8 +194,6 @@ def _check_out(x: Any, shape: tuple, dtype: Any, what: str) -> Any:
 
 def array_key_of(x: Any, what: str) -> tuple:
     """:func:`tylo.arrays.array_key` of ``x``, its error typed as the other input checks'."""
-    from tylo.arrays import ArrayError, array_key
-
     try:
         return array_key(x)
     except ArrayError as err:
