@@ -101,6 +101,30 @@ def auto_path(q: Any, k: Any, v: Any, *, scale: Any = None) -> str:
     return "hopper"
 
 
+_AUTO_PATHS: dict = {}  # (q, k, v array keys, scale) -> auto_path's answer
+_AUTO_PATHS_MAX = 64
+
+
+def _auto_path_of(q: Any, k: Any, v: Any, scale: Any) -> str:
+    """:func:`auto_path`, remembered per arrays (address, shape, strides, dtype, device) and
+    scale for the last 64 combinations: it checks the inputs for the Hopper kernel, which
+    costs tens of microseconds a call. Arguments without a key are not remembered."""
+    from tylo.arrays import array_key
+
+    try:
+        key = (array_key(q), array_key(k), array_key(v), scale)
+        hash(key)
+    except (tylo.TyloError, TypeError):  # not an array, or an unhashable scale
+        return auto_path(q, k, v, scale=scale)
+    path = _AUTO_PATHS.get(key)
+    if path is None:
+        path = auto_path(q, k, v, scale=scale)
+        if len(_AUTO_PATHS) >= _AUTO_PATHS_MAX:
+            _AUTO_PATHS.pop(next(iter(_AUTO_PATHS)))
+        _AUTO_PATHS[key] = path
+    return path
+
+
 def launch_blocks(d: int, *, causal: bool, padding: bool) -> tuple[Any, Any]:
     """The (Br, Bc) :func:`attention` launches with when given none: at D = 64, 128 query
     rows by 64 keys (1.04-1.21x faster than the 64x128 default of ``attention_config`` on
@@ -230,7 +254,7 @@ def attention(
     if path not in PATHS:
         raise AttentionPathError(f"attention: path must be one of {PATHS}, got {path!r}")
     if path == "auto" and block_m is None and block_n is None and q_in_registers:
-        path = auto_path(q, k, v, scale=scale)
+        path = _auto_path_of(q, k, v, scale)
     if path == "hopper":
         return _hopper(q, k, v, causal=causal, kv_lens=kv_lens, scale=scale, out=out, lse=lse)
     qa = _array(q, "q")

@@ -72,3 +72,26 @@ def test_other_devices_scales_and_refusals_take_the_warp_path(monkeypatch, hoppe
 
     monkeypatch.setattr(hopper_host, "check_inputs", refuse)
     assert host.auto_path(*_qkv(4096, 4096, 128)) == "warp"
+
+
+def test_attention_remembers_the_auto_path(monkeypatch):
+    """attention(path="auto") asks auto_path once per arrays and scale (the last 64), again
+    for other arrays or another scale; arguments without a key are asked every time."""
+    asked = []
+    monkeypatch.setattr(host, "auto_path", lambda q, k, v, scale=None: asked.append(1) or "warp")
+    monkeypatch.setattr(host, "_AUTO_PATHS", {})
+    q, k, v = _qkv(64, 64, 64)
+    for _ in range(3):
+        assert host._auto_path_of(q, k, v, None) == "warp"
+    assert len(asked) == 1
+    host._auto_path_of(q, k, v, 0.5)
+    other = FakeCAI((1, 2, 65, 64))
+    host._auto_path_of(other, k, v, None)
+    assert len(asked) == 3
+    host._auto_path_of(object(), k, v, None)
+    host._auto_path_of(object(), k, v, None)
+    host._auto_path_of(q, k, v, [0.5])  # an unhashable scale
+    assert len(asked) == 6
+    for i in range(host._AUTO_PATHS_MAX + 3):
+        host._auto_path_of(q, k, v, float(i + 1))
+    assert len(host._AUTO_PATHS) == host._AUTO_PATHS_MAX
