@@ -12,6 +12,7 @@ import numpy as np
 import tylo
 from examples.attention.reference import AttentionInputError
 from tylo.arrays import ArrayError, DeviceArray, DeviceBuffer, array_key
+from tylo.remembered import Remembered
 
 __all__ = ["check_inputs", "takes_tma_store"]
 
@@ -123,8 +124,7 @@ def _empty(like: Any, shape: tuple, dtype: Any, device: int | None) -> Any:
     return DeviceBuffer.empty(shape, dtype, device=device or 0)
 
 
-_FULL_LENS: dict = {}  # (B, Lk, device, torch?) -> a device array of B entries equal to Lk
-_FULL_LENS_MAX = 16
+_FULL_LENS = Remembered(16)  # (B, Lk, device, torch?) -> a device array of B entries of Lk
 
 
 def _kv_lens(kv_lens: Any, b: int, lk: int, like: Any, device: int | None) -> Any:
@@ -148,16 +148,13 @@ def _kv_lens(kv_lens: Any, b: int, lk: int, like: Any, device: int | None) -> An
     if kv_lens is None:
         is_torch = torch is not None and isinstance(like, torch.Tensor)
         key = (b, lk, str(like.device) if is_torch else (device or 0), is_torch)
-        full = _FULL_LENS.get(key)
-        if full is None:
-            if is_torch:
-                full = torch.full((b,), lk, dtype=torch.int32, device=like.device)
-            else:
-                full = DeviceBuffer.from_numpy(np.full(b, lk, dtype=np.int32), device=device or 0)
-            if len(_FULL_LENS) >= _FULL_LENS_MAX:
-                _FULL_LENS.pop(next(iter(_FULL_LENS)))
-            _FULL_LENS[key] = full
-        return full
+        if is_torch:
+            return _FULL_LENS.get(
+                key, lambda: torch.full((b,), lk, dtype=torch.int32, device=like.device)
+            )
+        return _FULL_LENS.get(
+            key, lambda: DeviceBuffer.from_numpy(np.full(b, lk, dtype=np.int32), device=device or 0)
+        )
     if hasattr(kv_lens, "__cuda_array_interface__") or isinstance(kv_lens, DeviceArray):
         a = _array(kv_lens, "kv_lens")
         if a.dtype is not tylo.i32 or a.shape != (b,) or (b > 1 and a.strides != (1,)):

@@ -42,6 +42,7 @@ from tylo.arrays import DeviceArray
 from tylo.layouts import Layout, Swizzle, dim, size, zipped_divide
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.tma import TensorMap, TensorMapPlan
+from tylo.remembered import Remembered
 
 __all__ = [
     "HopperAttentionConfig",
@@ -253,20 +254,7 @@ def persistent_grid(
     return grid
 
 
-_PREPARED: dict = {}  # ("in", inputs' keys, causal, scale, cfg) or ("out", ...) -> tuple
-_PREPARED_MAX = 64
-
-
-def _remember(key: tuple, make: Any) -> tuple:
-    """``_PREPARED[key]``, made by ``make()`` (whose errors propagate, nothing kept) when
-    absent; the oldest entry goes once ``_PREPARED_MAX`` are kept."""
-    prep = _PREPARED.get(key)
-    if prep is None:
-        prep = make()
-        if len(_PREPARED) >= _PREPARED_MAX:
-            _PREPARED.pop(next(iter(_PREPARED)))
-        _PREPARED[key] = prep
-    return prep
+_PREPARED = Remembered(64)  # ("in", inputs' keys, causal, scale, cfg) or ("out", ...)
 
 
 def _unowned(a: Any) -> Any:
@@ -358,7 +346,7 @@ def hopper_attention(
                 f"hopper_attention: scale must be a number, got {scale!r}"
             ) from None
     keys = (array_key_of(q, "q"), array_key_of(k, "k"), array_key_of(v, "v"))
-    pin = _remember(("in", keys, causal, scale, cfg),
+    pin = _PREPARED.get(("in", keys, causal, scale, cfg),
                     lambda: _prepare_inputs(q, k, v, causal, scale, cfg))  # fmt: skip
     _, grid, _, (lq, lk, h, b, d), dtype, device, sc = pin
     lens = _kv_lens(kv_lens, b, lk, q, device)
@@ -366,7 +354,7 @@ def hopper_attention(
         out = _empty(q, (b, h, lq, d), dtype, device)
     if lse is None:
         lse = _empty(q, (b, h, lq), tylo.f32, device)
-    run, (tq, tk, tv), tmo, (osb, osh, osl), (lsb, lsh) = _remember(
+    run, (tq, tk, tv), tmo, (osb, osh, osl), (lsb, lsh) = _PREPARED.get(
         ("out", keys, causal, scale, cfg, array_key_of(out, "out"), array_key_of(lse, "lse")),
         lambda: _prepare_outputs(out, lse, pin),
     )

@@ -23,6 +23,7 @@ import tylo
 from examples.attention.config import AttentionConfig, attention_config
 from examples.attention.reference import AttentionInputError, attention_reference
 from tylo.nvgpu.errors import PlanError
+from tylo.remembered import Remembered
 
 __all__ = [
     "PATHS",
@@ -101,8 +102,7 @@ def auto_path(q: Any, k: Any, v: Any, *, scale: Any = None) -> str:
     return "hopper"
 
 
-_AUTO_PATHS: dict = {}  # (q, k, v array keys, scale) -> auto_path's answer
-_AUTO_PATHS_MAX = 64
+_AUTO_PATHS = Remembered(64)  # (q, k, v array keys, scale) -> auto_path's answer
 
 
 def _auto_path_of(q: Any, k: Any, v: Any, scale: Any) -> str:
@@ -116,13 +116,7 @@ def _auto_path_of(q: Any, k: Any, v: Any, scale: Any) -> str:
         hash(key)
     except (tylo.TyloError, TypeError):  # not an array, or an unhashable scale
         return auto_path(q, k, v, scale=scale)
-    path = _AUTO_PATHS.get(key)
-    if path is None:
-        path = auto_path(q, k, v, scale=scale)
-        if len(_AUTO_PATHS) >= _AUTO_PATHS_MAX:
-            _AUTO_PATHS.pop(next(iter(_AUTO_PATHS)))
-        _AUTO_PATHS[key] = path
-    return path
+    return _AUTO_PATHS.get(key, lambda: auto_path(q, k, v, scale=scale))
 
 
 def launch_blocks(d: int, *, causal: bool, padding: bool) -> tuple[Any, Any]:

@@ -31,6 +31,7 @@ from tylo.arrays import array_key
 from tylo.layouts import ComposedLayout, Layout, Swizzle, dim, size, zipped_divide
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.tma import TensorMap, TensorMapPlan
+from tylo.remembered import Remembered
 
 __all__ = [
     "c_plan", "check_extents", "chosen_config", "compile_hopper_gemm", "default_config", "gemm",
@@ -233,8 +234,8 @@ def check_extents(d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb:
             )
 
 
-_PREPARED: dict = {}  # launch key -> ("warp",) or (path, cfg, X, Y, C maps, grid, packing)
-_PREPARED_MAX = 64
+# launch key -> ("warp",) or (path, cfg, X, Y, C maps, grid, packing)
+_PREPARED = Remembered(64)
 
 
 def _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
@@ -289,14 +290,11 @@ def _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
 def _prepared(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
     """The (remembered) launch preparation of these arguments and the key it is kept by."""
     key = (array_key(d), array_key(a), array_key(b), m, n, k, lda, ldb, ldd, bool(relu), cfg)
-    prep = _PREPARED.get(key)
-    if prep is None:
+    def make() -> tuple:
         check_extents(d, a, b, m, n, k, lda, ldb, ldd)
-        prep = _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg)
-        if len(_PREPARED) >= _PREPARED_MAX:
-            _PREPARED.pop(next(iter(_PREPARED)))
-        _PREPARED[key] = prep
-    return key, prep
+        return _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg)
+
+    return key, _PREPARED.get(key, make)
 
 
 def chosen_config(d, a, b, m, n, k, lda, ldb, ldd, *, relu=False, cfg=None) -> Any:

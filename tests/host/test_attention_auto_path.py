@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from examples.attention import host
+from tylo.remembered import Remembered
 
 PTR = 0x7F00_0000_0000
 
@@ -79,7 +80,7 @@ def test_attention_remembers_the_auto_path(monkeypatch):
     for other arrays or another scale; arguments without a key are asked every time."""
     asked = []
     monkeypatch.setattr(host, "auto_path", lambda q, k, v, scale=None: asked.append(1) or "warp")
-    monkeypatch.setattr(host, "_AUTO_PATHS", {})
+    monkeypatch.setattr(host, "_AUTO_PATHS", Remembered(64))
     q, k, v = _qkv(64, 64, 64)
     for _ in range(3):
         assert host._auto_path_of(q, k, v, None) == "warp"
@@ -92,6 +93,6 @@ def test_attention_remembers_the_auto_path(monkeypatch):
     host._auto_path_of(object(), k, v, None)
     host._auto_path_of(q, k, v, [0.5])  # an unhashable scale
     assert len(asked) == 6
-    for i in range(host._AUTO_PATHS_MAX + 3):
+    for i in range(host._AUTO_PATHS.limit + 3):
         host._auto_path_of(q, k, v, float(i + 1))
-    assert len(host._AUTO_PATHS) == host._AUTO_PATHS_MAX
+    assert len(host._AUTO_PATHS) == host._AUTO_PATHS.limit

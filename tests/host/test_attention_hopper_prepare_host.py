@@ -19,6 +19,7 @@ from examples.attention import hopper_host
 from examples.attention.hopper_kernel import HopperAttentionConfig
 from examples.attention.reference import AttentionInputError
 from tylo.arrays import DeviceArray
+from tylo.remembered import Remembered
 
 
 class _Map:
@@ -42,7 +43,7 @@ def _record(mp) -> list:
     mp.setattr(hopper_host, "hopper_attention_kernel", _Kernel(log, "one"))
     mp.setattr(hopper_host, "hopper_attention_persistent_kernel", _Kernel(log, "pers"))
     mp.setattr(hopper_host, "_sm_count", lambda device: 132)
-    mp.setattr(hopper_host, "_PREPARED", {})
+    mp.setattr(hopper_host, "_PREPARED", Remembered(64))
     return log
 
 
@@ -151,7 +152,7 @@ def test_every_launch_gets_this_calls_arrays(first, steps):
             assert log[-1][2][6] is lens
             seen.add((qi, causal, persistent, length, scale))
         assert len(made) == len(seen)  # one preparation per distinct input combination
-        assert len(hopper_host._PREPARED) <= hopper_host._PREPARED_MAX
+        assert len(hopper_host._PREPARED) <= hopper_host._PREPARED.limit
 
 
 def test_refusals_are_not_remembered(rec):
@@ -166,7 +167,7 @@ def test_refusals_are_not_remembered(rec):
             hopper_host.hopper_attention(q, q, q, scale=[1.0], kv_lens=_lens(2))
         with pytest.raises(AttentionInputError, match="q: "):
             hopper_host.hopper_attention(object(), q, q, kv_lens=_lens(2))
-    assert hopper_host._PREPARED == {} and rec == []
+    assert len(hopper_host._PREPARED) == 0 and rec == []
     # a bad out after a good call: refused, and the good inputs' entry is kept
     good = _arr((2, 1, 8, 64), 1 << 32)
     lse = _arr((2, 1, 8), 1 << 34, dtype=tylo.f32)
@@ -183,11 +184,11 @@ def test_remembered_preparations_are_bounded_and_keep_no_array_alive(rec):
     alive = weakref.ref(owner)
     q = _arr((1, 1, 8, 64), 1 << 30, owner=owner)
     lse = _arr((1, 1, 8), 1 << 34, dtype=tylo.f32)
-    for i in range(hopper_host._PREPARED_MAX + 5):
+    for i in range(hopper_host._PREPARED.limit + 5):
         out = _arr((1, 1, 8, 64), (1 << 32) + 256 * i, owner=owner)
         hopper_host.hopper_attention(q, q, q, out=out, lse=lse, kv_lens=_lens(1))
         _check_launch(rec[-1], q, q, q, out, lse, hopper_host.choose_config(64, tylo.bf16, False))
-    assert len(hopper_host._PREPARED) == hopper_host._PREPARED_MAX
+    assert len(hopper_host._PREPARED) == hopper_host._PREPARED.limit
     del q, out, owner
     rec.clear()
     gc.collect()
