@@ -257,12 +257,36 @@ def attention(
             out = _empty(q, tuple(qa.shape), qa.dtype)
         if lse is None:
             lse = _empty(q, tuple(qa.shape[:3]), tylo.f32)
-    cfg, val = plan_attention(
-        q, k, v, out, lse, causal=causal, kv_lens=kv_lens, scale=scale,
-        block_m=block_m, block_n=block_n, q_in_registers=q_in_registers,
-    )  # fmt: skip
+    def plan() -> tuple[AttentionConfig, dict[str, Any]]:
+        return plan_attention(
+            q, k, v, out, lse, causal=causal, kv_lens=kv_lens, scale=scale,
+            block_m=block_m, block_n=block_n, q_in_registers=q_in_registers,
+        )  # fmt: skip
+
+    key = _plan_key(q, k, v, out, lse, kv_lens, causal, scale, block_m, block_n, q_in_registers)
+    cfg, val = plan() if key is None else _PLANS.get(key, plan)
     launch(cfg, val, q, k, v, out, lse, kv_lens, stream)
     return out, lse
+
+
+_PLANS = Remembered(64)  # _plan_key(...) -> plan_attention's (cfg, values)
+
+
+def _plan_key(q, k, v, out, lse, kv_lens, *scalars) -> tuple | None:
+    """What :func:`plan_attention`'s answer depends on: the arrays' keys (not their
+    contents: ``kv_lens`` is read by the kernel) and the other arguments with their types
+    (``True`` and ``1`` are one dictionary key, but not one argument). None where an
+    argument has no key (not an array, unhashable): then the plan is made every time, and
+    says what is wrong."""
+    from tylo.arrays import array_key
+
+    try:
+        arrays = tuple(None if x is None else array_key(x) for x in (q, k, v, out, lse, kv_lens))
+        key = (arrays, tuple((type(x), x) for x in scalars))
+        hash(key)
+    except (tylo.TyloError, TypeError):
+        return None
+    return key
 
 
 def launch(cfg: AttentionConfig, val: dict, q, k, v, out, lse, kv_lens, stream=None) -> None:
