@@ -106,6 +106,7 @@ def check_inputs(q: Any, k: Any, v: Any) -> tuple[Any, Any, Any]:
     for n, what in ((b, "B"), (h, "H"), (lq, "Lq"), (lk, "Lk")):
         if not 1 <= n <= _MAX_EXTENT:
             raise AttentionInputError(f"hopper_attention: {what} = {n} must be in [1, 2**31)")
+    same_device("hopper_attention", q=qa, k=ka, v=va)
     return _tma_view(qa, "q"), _tma_view(ka, "k"), _tma_view(va, "v")
 
 
@@ -174,6 +175,23 @@ def _kv_lens(kv_lens: Any, b: int, lk: int, like: Any, device: int | None) -> An
     if torch is not None and isinstance(like, torch.Tensor):
         return torch.from_numpy(host).to(like.device)
     return DeviceBuffer.from_numpy(host, device=device or 0)
+
+
+def same_device(op: str, **arrays: Any) -> None:
+    """Raise :class:`AttentionInputError` unless the arrays (tylo views) that name a device
+    all name the same one. A tensor map is not a pointer argument, so the launcher cannot
+    see which device its array is on: a q on another device than ``out`` would be read
+    through the wrong device's address space."""
+    known = {}
+    for name, a in arrays.items():
+        if a.device is not None:
+            known.setdefault(a.device, []).append(name)
+    if len(known) > 1:
+        where = "; ".join(f"{', '.join(n)} on device {d}" for d, n in sorted(known.items()))
+        raise AttentionInputError(
+            f"{op}: the arrays live on different devices ({where}); copy them to one "
+            "device first (e.g. x.to(q.device))"
+        )
 
 
 def _check_out(x: Any, shape: tuple, dtype: Any, what: str) -> Any:

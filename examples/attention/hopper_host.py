@@ -26,6 +26,7 @@ from examples.attention.hopper_args import (
     _tma_strides,
     array_key_of,
     check_inputs,
+    same_device,
     takes_tma_store,
 )
 from examples.attention.hopper_epilogue import staging_layout
@@ -301,6 +302,7 @@ def _prepare_outputs(out: Any, lse: Any, prep: tuple) -> tuple:
     cfg, _, views, (lq, _, h, b, d), dtype, _, _ = prep
     oa = _check_out(out, (b, h, lq, d), dtype, "out")
     la = _check_out(lse, (b, h, lq), tylo.f32, "lse")
+    same_device("hopper_attention", q=views[0], out=oa, lse=la)
     tmo = None
     if cfg.tma_store:
         st = _tma_strides(oa, "out")

@@ -198,7 +198,8 @@ def _span(arr: Any) -> int | None:
 
 def check_extents(d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb: int,
                   ldd: int) -> None:
-    """Refuse operands smaller than the problem says: A must hold ``(m-1)*lda + k``
+    """Refuse operands on different devices, and operands smaller than the problem says: A
+    must hold ``(m-1)*lda + k``
     elements from its base, B ``(n-1)*ldb + k``, D ``(n-1)*ldd + m`` (as far as each array's
     shape and strides describe it). TMA reads through a tensor map, which knows nothing of
     the array's size: without this, a small array would be read past its end.
@@ -213,6 +214,17 @@ def check_extents(d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb:
     """
     from tylo.arrays import as_device_array
 
+    devices: dict = {}
+    for name, arr in (("A", a), ("B", b), ("D", d)):
+        dev = as_device_array(arr).device
+        if dev is not None:
+            devices.setdefault(dev, []).append(name)
+    if len(devices) > 1:  # A and B are read by tensor maps, which the launcher cannot see
+        where = "; ".join(f"{', '.join(n)} on device {dv}" for dv, n in sorted(devices.items()))
+        raise PlanError(
+            f"hopper_gemm: the operands live on different devices ({where}); copy them to "
+            "one device first"
+        )
     for name, arr, rows, cols, ld, what, ld_name in (
         ("A", a, m, k, lda, "K", "lda"), ("B", b, n, k, ldb, "K", "ldb"),
         ("D", d, n, m, ldd, "M", "ldd"),

@@ -193,3 +193,21 @@ def test_remembered_preparations_are_bounded_and_keep_no_array_alive(rec):
     rec.clear()
     gc.collect()
     assert alive() is None
+
+
+def test_arrays_on_different_devices_are_refused(rec):
+    """The tensor maps' arrays are not pointer arguments, so the launcher cannot compare
+    their devices with out's: the host does, for q, k, v, out and lse."""
+    lse = _arr((1, 1, 8), 1 << 34, dtype=tylo.f32)
+    q = _arr((1, 1, 8, 64), 1 << 30)
+    on1 = DeviceArray(1 << 31, (1, 1, 8, 64), (512, 512, 64, 1), tylo.bf16, 1)
+    out = _arr((1, 1, 8, 64), 1 << 32)
+    for args, kw, names in [
+        ((q, on1, q), dict(out=out, lse=lse), "q, v on device 0; k on device 1"),
+        ((on1, on1, on1), dict(out=out, lse=lse), "out, lse on device 0; q on device 1"),
+        ((q, q, q), dict(out=on1, lse=lse), "q, lse on device 0; out on device 1"),
+    ]:
+        with pytest.raises(AttentionInputError, match="different devices") as err:
+            hopper_host.hopper_attention(*args, kv_lens=_lens(1), **kw)
+        assert names in str(err.value)
+    assert rec == []

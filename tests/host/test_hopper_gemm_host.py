@@ -62,5 +62,18 @@ def test_bad_sizes_are_refused(args, match):
         host.check_extents(big, big, big, *args)
 
 
+@pytest.mark.parametrize("where", [(0, 1, 0), (1, 0, 0), (0, 0, 1), (1, 1, 0), (None, 1, 0)])
+def test_operands_on_different_devices_are_refused(where):
+    """A and B reach the kernel as tensor maps, which the launcher's device check cannot
+    see: the host compares every operand's device (None: one that names none)."""
+    a, b, d = (DeviceArray(1 << 20, (4096,), (1,), tylo.bf16, dev) for dev in where)
+    named = {dev for dev in where if dev is not None}
+    if len(named) > 1:
+        with pytest.raises(PlanError, match="different devices"):
+            host.check_extents(d, a, b, 8, 8, 8, 8, 8, 8)
+    else:
+        host.check_extents(d, a, b, 8, 8, 8, 8, 8, 8)
+
+
 def test_module_doctests():
     assert doctest.testmod(host, optionflags=doctest.ELLIPSIS).failed == 0
