@@ -54,7 +54,13 @@ from tylo.nvgpu.mbarrier import Pipeline, PipelinePlan
 from tylo.nvgpu.warpgroup.roles import set_max_registers
 from tylo.tile.views import GlobalTile, SharedTile
 
-__all__ = ["cta_item", "cta_items", "hopper_attention_persistent_kernel", "item_order", "work_items"]
+__all__ = [
+    "cta_item",
+    "cta_items",
+    "hopper_attention_persistent_kernel",
+    "item_order",
+    "work_items",
+]
 
 U32 = 2**32
 
@@ -129,7 +135,7 @@ def cta_items(items: Any, grid: Any, c: Any) -> Any:
 def cta_item(i: Any, grid: Any, c: Any, q_tiles: Any, heads: Any) -> Any:
     """CTA ``c``'s ``i``-th item, an :func:`item_order` index (``heads``: the (batch,
     head)s; ``q_tiles * heads`` items). With at least two per CTA, pair ``c + (i // 2)
-    grid`` of the mirrored order (:func:`_mirrored`): a heavy q-tile, then a light one,
+    grid`` of the mirrored order (:func:`_mirrored`): a heavy q-tile and a light one,
     ``q_tiles + 1`` key tiles per pair with ``causal`` (a CTA's load is within one pair of
     the mean), and the pairs in flight at one time ~``grid`` consecutive ones of a few
     (batch, head)s (K and V shared in L2). With fewer, round-robin: ``c``, then ``c +
