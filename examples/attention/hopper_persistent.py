@@ -2,10 +2,15 @@
 persistent=True)``; walk-through: docs/attention_hopper.md, "Persistent schedule").
 
 A *work item* is one query tile of ``bm`` rows of one (batch, head). The host launches
-``min(items, SMs)`` CTAs on a 1-D grid, and CTA ``c`` takes items ``c, c + grid, c + 2 grid,
-...`` of :func:`item_order`'s order: the q-tiles of one (batch, head) are consecutive, so the
-items in flight at one time read the same K and V (from L2), and with ``causal`` they run
-from the last (the rows that see the most keys start first). The roles are those of
+``min(items, SMs)`` CTAs on a 1-D grid. :func:`item_order` numbers the items with the
+q-tiles of one (batch, head) consecutive (from the last with ``causal``: the rows that see
+the most keys first), and :func:`cta_item` deals them out: with at least two items per CTA,
+CTA ``c`` takes the pairs ``c, c + grid, ...`` of a mirrored order that pairs a q-tile of one
+(batch, head) with the mirror q-tile of the next, ``q_tiles + 1`` causal key tiles a pair
+whatever the pair, so every CTA's load is within one pair of the mean (round-robin left one
+CTA ~1.5 times the mean at 16k causal keys); with fewer, items ``c`` and ``c + grid``. The
+pairs in flight at one time are ~``grid`` consecutive ones of a few (batch, head)s, so they
+read the same K and V (from L2). The roles are those of
 :mod:`examples.attention.hopper_kernel`, run on across items:
 
 - the producer thread loads item ``i``'s Q into buffer ``i % 2`` (a two-stage
