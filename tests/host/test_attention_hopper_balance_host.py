@@ -71,48 +71,59 @@ def _mirror_last(items, q_tiles):
 
 
 class _Checked(int):
-    """An int whose every arithmetic result must stay in ``[0, 2**32)``: the kernel's u32
-    evaluation wraps silently where this raises."""
+    """An int whose every arithmetic result must stay in ``[0, bound]`` (``max(items, 2)``:
+    the functions' claim, below 2**32): the kernel's u32 evaluation wraps silently where
+    this raises. ``_checked(bound)`` makes the class for one bound."""
+
+    bound = U32 - 1
 
     def _op(self, other, f):
         r = f(int(self), int(other))
-        assert 0 <= r < U32, f"intermediate {r} leaves u32"
-        return _Checked(r)
+        assert 0 <= r <= self.bound, f"intermediate {r} leaves [0, {self.bound}]"
+        return type(self)(r)
 
     def __add__(self, o):
         return self._op(o, int.__add__)
 
     def __radd__(self, o):
-        return _Checked(o)._op(self, int.__add__)
+        return type(self)(o)._op(self, int.__add__)
 
     def __sub__(self, o):
         return self._op(o, int.__sub__)
 
     def __rsub__(self, o):
-        return _Checked(o)._op(self, int.__sub__)
+        return type(self)(o)._op(self, int.__sub__)
 
     def __mul__(self, o):
         return self._op(o, int.__mul__)
 
     def __rmul__(self, o):
-        return _Checked(o)._op(self, int.__mul__)
+        return type(self)(o)._op(self, int.__mul__)
 
     def __floordiv__(self, o):
         return self._op(o, int.__floordiv__)
 
     def __rfloordiv__(self, o):
-        return _Checked(o)._op(self, int.__floordiv__)
+        return type(self)(o)._op(self, int.__floordiv__)
 
     def __mod__(self, o):
         return self._op(o, int.__mod__)
 
 
+def _checked(bound):
+    return type("_CheckedTo", (_Checked,), {"bound": bound})
+
+
 def test_checked_ints_catch_a_wrap():
-    """The checker is not vacuous: a sum past 2**32 - 1 and a negative difference raise."""
-    with pytest.raises(AssertionError, match="leaves u32"):
+    """The checker is not vacuous: a sum past its bound and a negative difference raise, and
+    the round-robin item ``c + i grid`` one round past a CTA's count leaves the items."""
+    with pytest.raises(AssertionError, match="leaves"):
         _Checked(5) + _Checked(U32 - 2) * 1
-    with pytest.raises(AssertionError, match="leaves u32"):
+    with pytest.raises(AssertionError, match="leaves"):
         _Checked(3) - 4
+    n = _checked(10)
+    with pytest.raises(AssertionError, match="leaves"):
+        n(3) + n(3) * 3  # CTA 3 of 3 at i = 3 with 10 items: 12
 
 
 def _u32_cases(items, rng):
@@ -129,18 +140,18 @@ def _u32_cases(items, rng):
                                          (3, 1431655765), (127, 33818640), (3, 5)])  # fmt: skip
 def test_u32_evaluation_equals_pythons(q_tiles, bh):
     """Up to 2**32 - 1 items, grid up to items: numpy's uint32 (the kernel's wrapping
-    arithmetic) gives Python's counts and items, and no intermediate leaves u32."""
+    arithmetic) gives Python's counts and items, and no intermediate leaves ``[0, max(items, 2)]``."""
     items = work_items(q_tiles, bh, 1)
     assert items < U32
     rng = np.random.default_rng(items)
     u = np.uint32
     for grid, c, n, i in _u32_cases(items, rng):
         assert int(cta_items(u(items), u(grid), u(c))) == n
-        assert cta_items(_Checked(items), _Checked(grid), _Checked(c)) == n
+        assert cta_items(*map(_checked(max(items, 2)), (items, grid, c))) == n
         t = cta_item(i, grid, c, q_tiles, bh)
         assert 0 <= t < items
         assert int(cta_item(u(i), u(grid), u(c), u(q_tiles), u(bh))) == t
-        assert cta_item(*map(_Checked, (i, grid, c, q_tiles, bh))) == t
+        assert cta_item(*map(_checked(max(items, 2)), (i, grid, c, q_tiles, bh))) == t
 
 
 @settings(max_examples=150, deadline=None)
@@ -150,10 +161,10 @@ def test_u32_evaluation_never_wraps(q_tiles, bh, data):
     grid = data.draw(st.integers(1, items))
     c = data.draw(st.integers(0, grid - 1))
     n = cta_items(items, grid, c)
-    assert cta_items(*map(_Checked, (items, grid, c))) == n
+    assert cta_items(*map(_checked(max(items, 2)), (items, grid, c))) == n
     for i in {0, n - 1, data.draw(st.integers(0, n - 1))}:
         t = cta_item(i, grid, c, q_tiles, bh)
-        assert cta_item(*map(_Checked, (i, grid, c, q_tiles, bh))) == t
+        assert cta_item(*map(_checked(max(items, 2)), (i, grid, c, q_tiles, bh))) == t
 
 
 def _max_over_mean(loads):
