@@ -94,9 +94,9 @@ def item_order(t: Any, q_tiles: Any, heads: Any, causal: bool) -> tuple[Any, Any
 
 # The CTAs' shares. Each function below is arithmetic on nonnegative values whose
 # intermediates stay within [0, max(items, 2)] (for 0 <= c < grid <= items < 2**32 and i
-# below the CTA's count), so the kernel's u32 evaluation equals Python's: a test is a division (``1 // (x + 1)`` is ``x == 0``), a
-# choice ``m * a + (1 - m) * b``, and the branch not taken is evaluated on operands that
-# cannot go negative or wrap.
+# below the CTA's count), so the kernel's u32 evaluation equals Python's: a test is a
+# division (``1 // (x + 1)`` is ``x == 0``), a choice ``m * a + (1 - m) * b``, and the
+# branch not taken is evaluated on operands that cannot go negative or wrap.
 
 
 def _paired(items: Any, grid: Any) -> Any:

@@ -140,7 +140,8 @@ def _u32_cases(items, rng):
                                          (3, 1431655765), (127, 33818640), (3, 5)])  # fmt: skip
 def test_u32_evaluation_equals_pythons(q_tiles, bh):
     """Up to 2**32 - 1 items, grid up to items: numpy's uint32 (the kernel's wrapping
-    arithmetic) gives Python's counts and items, and no intermediate leaves ``[0, max(items, 2)]``."""
+    arithmetic) gives Python's counts and items, and no intermediate leaves
+    ``[0, max(items, 2)]``."""
     items = work_items(q_tiles, bh, 1)
     assert items < U32
     rng = np.random.default_rng(items)
