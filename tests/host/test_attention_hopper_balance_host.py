@@ -197,7 +197,8 @@ def _snake(items, grid):
         (8, 256, 1.04),  # L = 1k, B 16 x H 16: round-robin 1.375, snake 1.031; here 1.031
         (32, 64, 1.04),  # L = 4k, B 4 x H 16: round-robin 1.125, snake 1.031; here 1.031
         (128, 16, 1.04),  # L = 16k, B 1 x H 16: round-robin 1.567, snake 1.543; here 1.031
-        (256, 16, 1.04),  # L = 32k, H 16: round-robin 1.043, snake 1.513; here 1.031
+        # and L = 32k, H 16 (not benchmarked), where the snake is the worse one
+        (256, 16, 1.04),  # round-robin 1.043, snake 1.513; here 1.031
     ],
 )
 def test_causal_load_is_balanced_at_the_benchmark_shapes(q_tiles, bh, bound):
@@ -221,13 +222,14 @@ def test_paired_load_is_within_one_pair_of_the_mean(q_tiles, bh, sms):
         pairs = -(-items // 2)
         assert max(loads) <= -(-pairs // grid) * (q_tiles + 1)
         assert max(loads) <= sum(loads) / grid + (q_tiles + 1) * (1 + 1 / (2 * grid))
-    else:  # at most two items, the heaviest q-tile bounding any schedule's maximum
-        assert max(loads) <= 2 * q_tiles
+    else:  # round-robin, at most two items a CTA
+        assert max(map(len, _shares(items, grid, q_tiles))) <= 2
 
 
 def test_round_robin_would_fail_the_bounds():
     """The bounds above are not vacuous: round-robin breaks the pair bound at 16k."""
     q_tiles, items, grid = 128, 128 * 16, 132
     loads = _loads(_round_robin(items, grid), q_tiles)
-    assert max(loads) > -(-(-(-items // 2)) // grid) * (q_tiles + 1)
+    pairs = -(-items // 2)
+    assert max(loads) > -(-pairs // grid) * (q_tiles + 1)
     assert _max_over_mean(loads) > 1.04
