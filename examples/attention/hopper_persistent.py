@@ -2,10 +2,15 @@
 persistent=True)``; walk-through: docs/attention_hopper.md, "Persistent schedule").
 
 A *work item* is one query tile of ``bm`` rows of one (batch, head). The host launches
-``min(items, SMs)`` CTAs on a 1-D grid, and CTA ``c`` takes items ``c, c + grid, c + 2 grid,
-...`` of :func:`item_order`'s order: the q-tiles of one (batch, head) are consecutive, so the
-items in flight at one time read the same K and V (from L2), and with ``causal`` they run
-from the last (the rows that see the most keys start first). The roles are those of
+``min(items, SMs)`` CTAs on a 1-D grid. :func:`item_order` numbers the items with the
+q-tiles of one (batch, head) consecutive (from the last with ``causal``: the rows that see
+the most keys first), and :func:`cta_item` deals them out: with at least two items per CTA,
+CTA ``c`` takes the pairs ``c, c + grid, ...`` of a mirrored order that pairs a q-tile of one
+(batch, head) with the mirror q-tile of the next, ``q_tiles + 1`` causal key tiles a pair
+whatever the pair, so every CTA's load is within one pair of the mean (round-robin left one
+CTA ~1.5 times the mean at 16k causal keys); with fewer, items ``c`` and ``c + grid``. The
+pairs in flight at one time are ~``grid`` consecutive ones of a few (batch, head)s, so they
+read the same K and V (from L2). The roles are those of
 :mod:`examples.attention.hopper_kernel`, run on across items:
 
 - the producer thread loads item ``i``'s Q into buffer ``i % 2`` (a two-stage
@@ -54,7 +59,13 @@ from tylo.nvgpu.mbarrier import Pipeline, PipelinePlan
 from tylo.nvgpu.warpgroup.roles import set_max_registers
 from tylo.tile.views import GlobalTile, SharedTile
 
-__all__ = ["cta_items", "hopper_attention_persistent_kernel", "item_order", "work_items"]
+__all__ = [
+    "cta_item",
+    "cta_items",
+    "hopper_attention_persistent_kernel",
+    "item_order",
+    "work_items",
+]
 
 U32 = 2**32
 
@@ -81,11 +92,65 @@ def item_order(t: Any, q_tiles: Any, heads: Any, causal: bool) -> tuple[Any, Any
     return (q_tiles - 1 - k if causal else k), h, b
 
 
+# The CTAs' shares. Each function below is arithmetic on nonnegative values whose
+# intermediates stay within [0, max(items, 2)] (for 0 <= c < grid <= items < 2**32 and i
+# below the CTA's count), so the kernel's u32 evaluation equals Python's: a test is a
+# division (``1 // (x + 1)`` is ``x == 0``), a choice ``m * a + (1 - m) * b``, and the
+# branch not taken is evaluated on operands that cannot go negative or wrap.
+
+
+def _paired(items: Any, grid: Any) -> Any:
+    """1 where ``items >= 2 grid`` (every CTA gets at least one pair), else 0."""
+    return 1 - 1 // (items // grid // 2 + 1)
+
+
+def _mirrored(p: Any, heads: Any, q_tiles: Any) -> Any:
+    """Position ``p`` of the mirrored order as an :func:`item_order` index (``heads``: the
+    (batch, head)s). They go two by two: the ``j``-th pair is the ``j``-th q-tile of the
+    first (in :func:`item_order`'s order) and the ``(q_tiles - 1 - j)``-th of the second
+    (with ``causal``, the q-tiles ``q_tiles - 1 - j`` and ``j``: ``q_tiles + 1`` key tiles
+    together); with an odd count, the last (batch, head) pairs its own ``j``-th and
+    ``(q_tiles - 1 - j)``-th (the middle one alone: the order's last item).
+
+    Defining property: a bijection of ``[0, q_tiles * heads)`` onto itself, positions
+    ``2u, 2u + 1`` a pair as above."""
+    bh = p // q_tiles
+    odd = bh % 2  # the second of its two
+    f = p - bh * q_tiles + odd * q_tiles  # the position among the two's q-tiles
+    j, second = f // 2, f % 2
+    whole = 1 - 1 // (heads // 2 - bh // 2 + 1)  # 0: the odd count's last (batch, head)
+    pair = second * (q_tiles - 1 - j) + (1 - second) * j
+    return (bh - odd + whole * second) * q_tiles + pair
+
+
 def cta_items(items: Any, grid: Any, c: Any) -> Any:
-    """How many items CTA ``c`` takes: ``c, c + grid, ...`` below ``items``, that is
-    ``(items - 1 - c) // grid + 1`` for ``0 <= c < grid <= items`` (no intermediate exceeds
-    ``items``: no u32 wrap in the kernel)."""
-    return (items - 1 - c) // grid + 1
+    """How many items CTA ``c`` takes (:func:`cta_item`): with ``items >= 2 grid``, two per
+    pair ``c, c + grid, ...`` below ``ceil(items / 2)`` (the last pair a single item when
+    ``items`` is odd); otherwise ``c`` and ``c + grid`` below ``items``.
+
+    Defining property: for ``0 <= c < grid <= items < 2**32``, CTA ``c``'s items
+    ``cta_item(i, grid, c, q_tiles, items // q_tiles)`` for ``i < cta_items(items, grid,
+    c)``, over the CTAs, are ``range(items)``, each once."""
+    m = _paired(items, grid)
+    n, cp = m * items + (1 - m) * 2, m * c  # not paired: harmless operands
+    pairs = (n - 1 - 2 * cp) // 2 // grid + 1 + (n - 2 - 2 * cp) // 2 // grid + 1
+    return m * pairs + (1 - m) * ((items - 1 - c) // grid + 1)
+
+
+def cta_item(i: Any, grid: Any, c: Any, q_tiles: Any, heads: Any) -> Any:
+    """CTA ``c``'s ``i``-th item, an :func:`item_order` index (``heads``: the (batch,
+    head)s; ``q_tiles * heads`` items). With at least two per CTA, pair ``c + (i // 2)
+    grid`` of the mirrored order (:func:`_mirrored`): a heavy q-tile and a light one,
+    ``q_tiles + 1`` key tiles per pair with ``causal`` (a CTA's load is within one pair of
+    the mean), and the pairs in flight at one time ~``grid`` consecutive ones of a few
+    (batch, head)s (K and V shared in L2). With fewer, round-robin: ``c``, then ``c +
+    grid``.
+
+    Defining property: as :func:`cta_items`'s."""
+    m = _paired(q_tiles * heads, grid)
+    ip, cp = m * i, m * c  # not paired: position 0 (2 c + 1 might pass 2**32)
+    p = _mirrored(2 * (cp + ip // 2 * grid) + ip % 2, heads, q_tiles)
+    return m * p + (1 - m) * c + (i - ip) * grid
 # --8<-- [end:order]
 
 
@@ -93,13 +158,14 @@ def cta_items(items: Any, grid: Any, c: Any) -> Any:
 @tylo.inline
 def _schedule(cfg, lq, heads, batch):
     """What both roles need to walk this CTA's items: the q-tiles per (batch, head) and the
-    number of heads (u32), and this CTA's item count."""
+    number of heads (u32), this CTA's item count, and the number of (batch, head)s (u32)."""
     q_tiles = tylo.value((lq + cfg.bm - 1) // cfg.bm, tylo.u32)
     nh = tylo.value(heads, tylo.u32)
-    items = q_tiles * nh * tylo.value(batch, tylo.u32)  # < 2**32: checked by the host
+    bh_count = nh * tylo.value(batch, tylo.u32)
+    items = q_tiles * bh_count  # < 2**32: checked by the host
     grid = tylo.value(tylo.grid_dim.x, tylo.u32)
     mine = to_index(cta_items(items, grid, tylo.value(tylo.block_idx.x, tylo.u32)))
-    return q_tiles, nh, mine
+    return q_tiles, nh, mine, bh_count
 
 
 @tylo.inline
@@ -108,7 +174,13 @@ def _item(cfg, i, sched, kv_lens, lq, lk):
     query row, its (batch, head), the batch entry's key count clamped to [0, Lk], and its key
     tiles (:func:`~examples.attention.hopper_kernel.key_tiles`)."""
     q_tiles, nh = sched[0], sched[1]
-    t = tylo.value(tylo.block_idx.x + i * tylo.grid_dim.x, tylo.u32)
+    grid = tylo.value(tylo.grid_dim.x, tylo.u32)
+    cta = tylo.value(tylo.block_idx.x, tylo.u32)
+    t = cta_item(tylo.value(i, tylo.u32), grid, cta, q_tiles, sched[3])
+    # an opaque copy: without it LLVM's reassociation ranks the epilogue's addresses by the
+    # depth of this arithmetic and hoists 15 64-bit offsets out of the item loop, which
+    # spill with pingpong and causal masks (tests/nvvm/test_attention_hopper_sass.py)
+    t = tylo.ptx("mov.b32", t, out=tylo.u32)
     k, h, b = item_order(t, q_tiles, nh, cfg.causal)
     row0 = to_index(k, "q-tile") * cfg.bm
     bh, bb = to_index(h, "head"), to_index(b, "batch entry")

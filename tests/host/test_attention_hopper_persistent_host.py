@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import tylo
 from examples.attention.hopper_host import choose_config, persistent_grid
 from examples.attention.hopper_kernel import HopperAttentionConfig, key_tiles
-from examples.attention.hopper_persistent import cta_items, item_order, work_items
+from examples.attention.hopper_persistent import cta_item, cta_items, item_order, work_items
 from examples.attention.reference import AttentionInputError
 from tylo.arrays import DeviceArray
 from tylo.nvgpu.errors import PlanError
@@ -44,8 +44,9 @@ def test_items_are_a_bijection_and_the_ctas_partition_them(q_tiles, heads, batch
         else:  # the next (batch, head) starts at its heaviest tile (the last, with causal)
             assert k == (0 if causal else q_tiles - 1) and k2 == (q_tiles - 1 if causal else 0)
     grid = min(items, sms)
-    taken = [c + g * grid for c in range(grid) for g in range(cta_items(items, grid, c))]
-    assert sorted(taken) == list(range(items))
+    taken = [cta_item(i, grid, c, q_tiles, heads * batch)
+             for c in range(grid) for i in range(cta_items(items, grid, c))]  # fmt: skip
+    assert sorted(taken) == list(range(items))  # tests/host/test_attention_hopper_balance_host.py
 
 
 @pytest.mark.parametrize(
@@ -161,7 +162,8 @@ def _ops(cfg, items, sms, c, lens, lq, lk):
     prod, cons = [], [[], []]
     first = 0
     for i in range(cta_items(items, grid, c)):
-        k, h, b = item_order(c + i * grid, q_tiles, lens[1], cfg.causal)
+        t = cta_item(i, grid, c, q_tiles, lens[1] * len(lens[0]))
+        k, h, b = item_order(t, q_tiles, lens[1], cfg.causal)
         kv = min(max(lens[0][b], 0), lk)
         n_full, n_tiles = key_tiles(cfg, k * cfg.bm, kv, lq)
         item = (k, h, b)

@@ -22,7 +22,7 @@ from test_attention_hopper_persistent_host import _run  # the mbarrier model's i
 import tylo
 from examples.attention.hopper_host import choose_config
 from examples.attention.hopper_kernel import HopperAttentionConfig, key_tiles
-from examples.attention.hopper_persistent import cta_items, item_order, work_items
+from examples.attention.hopper_persistent import cta_item, cta_items, item_order, work_items
 from examples.attention.hopper_ring import K, PARTS, V
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.mbarrier import PipelinePlan
@@ -99,7 +99,8 @@ def _ops(cfg, items, sms, c, lens, lq, lk, v_on_k=False):
     prod, cons = [], [[], []]
     first = 0
     for i in range(cta_items(items, grid, c)):
-        k, h, b = item_order(c + i * grid, q_tiles, lens[1], cfg.causal)
+        t = cta_item(i, grid, c, q_tiles, lens[1] * len(lens[0]))
+        k, h, b = item_order(t, q_tiles, lens[1], cfg.causal)
         kv = min(max(lens[0][b], 0), lk)
         n_full, n_tiles = key_tiles(cfg, k * cfg.bm, kv, lq)
         item = (k, h, b)
