@@ -11,6 +11,7 @@ import math
 import weakref
 
 import pytest
+from call_sequences import one_change_sequences  # tests/host/call_sequences.py
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -107,22 +108,13 @@ _FIELDS = (
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    first=st.tuples(*_FIELDS),
-    steps=st.lists(
-        st.integers(0, len(_FIELDS) - 1).flatmap(lambda f: st.tuples(st.just(f), _FIELDS[f])),
-        max_size=12,
-    ),
-)
-def test_every_launch_gets_this_calls_arrays(first, steps):
+@given(calls=one_change_sequences(_FIELDS, max_steps=12))
+def test_every_launch_gets_this_calls_arrays(calls):
     """Random call sequences over a pool of arrays (same and different addresses, lengths,
     strides, out arrays TMA can and cannot write, causal, persistent): each launch's maps,
     strides and configuration are the call's own, and each distinct call is prepared once.
     Each call changes one argument of the one before (so a key that misses an argument is
     found out)."""
-    calls = [first]
-    for field, value in steps:
-        calls.append(calls[-1][:field] + (value,) + calls[-1][field + 1 :])
     with pytest.MonkeyPatch.context() as mp:
         log = _record(mp)
         made = []

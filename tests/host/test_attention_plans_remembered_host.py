@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from call_sequences import one_change_sequences  # tests/host/call_sequences.py
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -55,17 +56,8 @@ def _call(fields):
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    first=st.tuples(*_FIELDS),
-    steps=st.lists(
-        st.integers(0, len(_FIELDS) - 1).flatmap(lambda f: st.tuples(st.just(f), _FIELDS[f])),
-        max_size=10,
-    ),
-)
-def test_every_launch_gets_the_calls_own_plan(first, steps):
-    calls = [first]
-    for field, value in steps:
-        calls.append(calls[-1][:field] + (value,) + calls[-1][field + 1 :])
+@given(calls=one_change_sequences(_FIELDS, max_steps=10))
+def test_every_launch_gets_the_calls_own_plan(calls):
     with pytest.MonkeyPatch.context() as mp:
         log = []
         mp.setattr(host, "launch", lambda cfg, val, *a: log.append((cfg, val)))
