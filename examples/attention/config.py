@@ -15,21 +15,38 @@ proves, before anything is traced:
 - the copies: every ``cp.async`` destination unique, contiguous and aligned; the stages
   inside the shared allocation.
 
-Block sizes. One CTA of 4 warps owns ``Br`` query rows; each warp owns ``Br / 4`` rows of
-S and O (``warps = (4, 1)``: the warps split M only, so each thread's S rows are the rows
-of its O and of its P operand: the chain needs exactly that). Q stays in registers for the
-whole key loop (``D / 2 * Br / 64`` registers), so Br = 64 (16 rows per warp) leaves room
-for the S accumulator (``Bc / 2`` f32), O (``D / 2`` f32) and the packed P: at D = 128, Br =
-128 would need 64 (Q) + 128 (O) + 32 (S at Bc = 32) registers before any operand, over the
-255 a thread may use. ``Bc`` = 128 at D = 64 and 64 at D = 128 keeps each K / V stage at
-16 KiB and S at 64 registers.
+Block sizes. One CTA of ``warps`` warps (4 by default, or 8) owns ``Br`` query rows; each
+warp owns ``Br / warps`` rows of S and O, 16 or 32 (``warps = (warps, 1)``: the warps split
+M only, so each thread's S rows are the rows of its O and of its P operand: the chain needs
+exactly that). Q stays in registers for the whole key loop (``D / 2`` registers per 16 rows
+of a warp), so 16 rows per warp (Br = 64 with 4 warps) leaves room for the S accumulator
+(``Bc / 2`` f32), O (``D / 2`` f32) and the packed P: at D = 128, 32 rows per warp would
+need 64 (Q) + 128 (O) + 32 (S at Bc = 32) registers before any operand, over the 255 a
+thread may use. ``Bc`` = 128 at D = 64 and 64 at D = 128 keeps each K / V stage at 16 KiB
+and S at 64 registers.
 
-Why not Br = 128 (32 rows per warp), which halves the shared-memory reads per MMA (each K
-and V fragment then feeds two ``mma.sync``)? At D = 64 it compiles without spills, at the
-edge of the register file (``block_m=128, block_n=64``: 250 to 255 registers with Q in
-registers, 244 with ``q_in_registers=False``); at D = 128 the O accumulator alone is 128
-registers and every Bc >= 64 spills. Those configurations stay available as options (the
-benchmark's ``--variants`` times them beside the default).
+Why not Br = 128 with 4 warps (32 rows per warp), which halves the shared-memory reads per
+MMA (each K and V fragment then feeds two ``mma.sync``)? At D = 64 it compiles without
+spills, at the edge of the register file (``block_m=128, block_n=64``: 250 to 255
+registers with Q in registers, 244 with ``q_in_registers=False``); at D = 128 the O
+accumulator alone is 128 registers and every Bc >= 64 spills. Those configurations stay
+available as options (the benchmark's ``--variants`` times them beside the default).
+
+Eight warps (``warps=8``, Br = 128: 16 rows per warp) is FlashAttention-2's Br = 128 at
+D = 128 without the spills: each thread holds what it holds at Br = 64 with 4 warps (Q 32,
+O 64, S ``Bc / 2`` registers at D = 128), while one K / V block in shared memory serves
+twice the query rows, which halves the K / V global loads and stage fills per query row.
+What it costs: every copy is shared by 256 threads (at D = 64 a K / V block of 16 keys is
+128 vectors and is refused: ``block_n`` >= 32), the barriers wait for 8 warps, and the grid
+has half the query blocks (a shorter causal tail to fill, fewer CTAs at short lengths). The
+register file holds about as many warps per SM either way (one 256-thread CTA or two
+128-thread CTAs at 200-255 registers). Compiled for sm_80 and sm_90a, Br = 128 with Bc 64
+and 128 at D = 64 and Bc 32 and 64 at D = 128 has no spills (166 to 253 registers); Bc = 128
+at D = 128 is at the edge without the causal mask (252 to 254) and spills with it (255
+registers and local memory): an option, not a default. Br = 256 (32 rows per warp) has
+the registers of Br = 128 with 4 warps: at D = 64, Bc = 64 252 to 255 (spilling on sm_80
+with both masks), at D = 128 it spills. Not measured yet: the default stays 4 warps
+(:func:`default_blocks`).
 """
 
 from __future__ import annotations

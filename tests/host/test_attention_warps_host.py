@@ -314,3 +314,18 @@ def test_attention_passes_warps_to_the_launch_and_its_remembered_plan(calls):
             want = host.plan_attention(q, k, v, out, lse, causal=causal, warps=warps, **blocks)
             assert log[-1] == want and log[-1][0].warps == (warps or 4)
             assert log[-1][0].threads == 32 * (warps or 4)
+
+
+def test_the_benchmarks_eight_warp_variants_plan():
+    """``benchmarks/attention.py --variants`` passes each entry to plan_attention: every
+    8-warp one plans, as named (Br x Bc, 8 warps)."""
+    from benchmarks.attention import VARIANTS
+
+    eight = [(d, name, kw) for d, vs in VARIANTS.items() for name, kw in vs.items()
+             if kw.get("warps") == 8]  # fmt: skip
+    assert {(d, name) for d, name, _ in eight} == {
+        (64, "128x64-8w"), (64, "128x128-8w"), (128, "128x64-8w"), (128, "128x32-8w")
+    }
+    for d, name, kw in eight:
+        cfg, _ = host.plan_attention(*_args(d), **kw)
+        assert f"{cfg.block_m}x{cfg.block_n}-8w" == name and cfg.threads == 256
