@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 import tylo
-from examples.attention.config import AttentionConfig, attention_config
+from examples.attention.config import WARPS, AttentionConfig, attention_config
 from examples.attention.reference import AttentionInputError, attention_reference
 from tylo.nvgpu.errors import PlanError
 from tylo.remembered import Remembered
@@ -207,7 +207,8 @@ def plan_attention(
         if max(st) >= 2**40:
             raise AttentionInputError(f"attention: {what}'s strides {st} exceed 2**40 elements")
     aligned = all(a.ptr % 16 == 0 for a in arrays) and all(s % 8 == 0 for st in strides for s in st)
-    if block_m is None and block_n is None and (warps is None or warps == 4):
+    default_cta = warps is None or (type(warps) is int and warps == WARPS)
+    if block_m is None and block_n is None and default_cta:  # launch_blocks are for 4 warps
         block_m, block_n = launch_blocks(d, causal=bool(causal), padding=kv_lens is not None)
     cfg = attention_config(
         d, qa.dtype, causal=bool(causal), padding=kv_lens is not None, aligned=aligned,

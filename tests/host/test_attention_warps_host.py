@@ -276,7 +276,7 @@ def test_plan_attention_takes_warps(d, causal):
     assert eight.grid(*val["shape"][:3]) == (math.ceil(300 / 128), 3, 2)
     given_, _ = host.plan_attention(*args, causal=causal, warps=8, block_m=256, block_n=32)
     assert (given_.block_m, given_.block_n, given_.rows_per_warp) == (256, 32, 32)
-    for bad in (3, True, 8.0, "8"):
+    for bad in (3, True, 8.0, 4.0, "8", [4], np.array([4, 4]), np.int64(8)):
         with pytest.raises(PlanError, match="warps = "):
             host.plan_attention(*args, causal=causal, warps=bad)
     with pytest.raises(PlanError, match="block_m = 64; 8 warps own 16 or 32 rows"):
