@@ -34,12 +34,17 @@ SHAPES = [(d, causal, length) for d in (64, 128) for causal in (False, True)
           for length in (1024, 4096, 16384)]  # fmt: skip
 QUICK = [(64, False, 1024), (128, True, 1024)]
 # --variants: other warp-path configurations timed beside the default (name: options)
+# ("-8w": CTAs of 8 warps, 16 rows per warp; not measured yet)
 VARIANTS = {
     64: {"128x64": {"block_m": 128, "block_n": 64},
          "128x64-qsmem": {"block_m": 128, "block_n": 64, "q_in_registers": False},
-         "64x64": {"block_m": 64, "block_n": 64}},
+         "64x64": {"block_m": 64, "block_n": 64},
+         "128x64-8w": {"block_m": 128, "block_n": 64, "warps": 8},
+         "128x128-8w": {"block_m": 128, "block_n": 128, "warps": 8}},
     128: {"64x32": {"block_m": 64, "block_n": 32},
-          "128x32-qsmem": {"block_m": 128, "block_n": 32, "q_in_registers": False}},
+          "128x32-qsmem": {"block_m": 128, "block_n": 32, "q_in_registers": False},
+          "128x64-8w": {"block_m": 128, "block_n": 64, "warps": 8},
+          "128x32-8w": {"block_m": 128, "block_n": 32, "warps": 8}},
 }  # fmt: skip
 # --variants with --path hopper: the FlashAttention-3 schedules (choose_config's options;
 # its default, SCHEDULES, is one of them), and the persistent kernel (one CTA per SM walking

@@ -15,21 +15,38 @@ proves, before anything is traced:
 - the copies: every ``cp.async`` destination unique, contiguous and aligned; the stages
   inside the shared allocation.
 
-Block sizes. One CTA of 4 warps owns ``Br`` query rows; each warp owns ``Br / 4`` rows of
-S and O (``warps = (4, 1)``: the warps split M only, so each thread's S rows are the rows
-of its O and of its P operand: the chain needs exactly that). Q stays in registers for the
-whole key loop (``D / 2 * Br / 64`` registers), so Br = 64 (16 rows per warp) leaves room
-for the S accumulator (``Bc / 2`` f32), O (``D / 2`` f32) and the packed P: at D = 128, Br =
-128 would need 64 (Q) + 128 (O) + 32 (S at Bc = 32) registers before any operand, over the
-255 a thread may use. ``Bc`` = 128 at D = 64 and 64 at D = 128 keeps each K / V stage at
-16 KiB and S at 64 registers.
+Block sizes. One CTA of ``warps`` warps (4 by default, or 8) owns ``Br`` query rows; each
+warp owns ``Br / warps`` rows of S and O, 16 or 32 (``warps = (warps, 1)``: the warps split
+M only, so each thread's S rows are the rows of its O and of its P operand: the chain needs
+exactly that). Q stays in registers for the whole key loop (``D / 2`` registers per 16 rows
+of a warp), so 16 rows per warp (Br = 64 with 4 warps) leaves room for the S accumulator
+(``Bc / 2`` f32), O (``D / 2`` f32) and the packed P: at D = 128, 32 rows per warp would
+need 64 (Q) + 128 (O) + 32 (S at Bc = 32) registers before any operand, over the 255 a
+thread may use. ``Bc`` = 128 at D = 64 and 64 at D = 128 keeps each K / V stage at 16 KiB
+and S at 64 registers.
 
-Why not Br = 128 (32 rows per warp), which halves the shared-memory reads per MMA (each K
-and V fragment then feeds two ``mma.sync``)? At D = 64 it compiles without spills, at the
-edge of the register file (``block_m=128, block_n=64``: 250 to 255 registers with Q in
-registers, 244 with ``q_in_registers=False``); at D = 128 the O accumulator alone is 128
-registers and every Bc >= 64 spills. Those configurations stay available as options (the
-benchmark's ``--variants`` times them beside the default).
+Why not Br = 128 with 4 warps (32 rows per warp), which halves the shared-memory reads per
+MMA (each K and V fragment then feeds two ``mma.sync``)? At D = 64 it compiles without
+spills, at the edge of the register file (``block_m=128, block_n=64``: 250 to 255
+registers with Q in registers, 244 with ``q_in_registers=False``); at D = 128 the O
+accumulator alone is 128 registers and every Bc >= 64 spills. Those configurations stay
+available as options (the benchmark's ``--variants`` times them beside the default).
+
+Eight warps (``warps=8``, Br = 128: 16 rows per warp) is FlashAttention-2's Br = 128 at
+D = 128 without the spills: each thread holds what it holds at Br = 64 with 4 warps (Q 32,
+O 64, S ``Bc / 2`` registers at D = 128), while one K / V block in shared memory serves
+twice the query rows, which halves the K / V global loads and stage fills per query row.
+What it costs: every copy is shared by 256 threads (at D = 64 a K / V block of 16 keys is
+128 vectors and is refused: ``block_n`` >= 32), the barriers wait for 8 warps, and the grid
+has half the query blocks (a shorter causal tail to fill, fewer CTAs at short lengths). The
+register file holds about as many warps per SM either way (one 256-thread CTA or two
+128-thread CTAs at 200-255 registers). Compiled for sm_80 and sm_90a, Br = 128 with Bc 64
+and 128 at D = 64 and Bc 32 and 64 at D = 128 has no spills (166 to 253 registers); Bc = 128
+at D = 128 is at the edge without the causal mask (252 to 254) and spills with it (255
+registers and local memory): an option, not a default. Br = 256 (32 rows per warp) has
+the registers of Br = 128 with 4 warps: at D = 64, Bc = 64 252 to 255 (spilling on sm_80
+with both masks), at D = 128 it spills. Not measured yet: the default stays 4 warps
+(:func:`default_blocks`).
 """
 
 from __future__ import annotations
@@ -41,6 +58,7 @@ from typing import Any
 
 import tylo
 from tylo.layouts import Layout, Swizzle, composition
+from tylo.layouts.tv import WARP_SIZE
 from tylo.nvgpu.cpasync import CopyPlan
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.warp.chain import ChainProof, prove_chain
@@ -50,13 +68,18 @@ from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
 __all__ = [
     "HEAD_DIMS",
     "WARPS",
+    "WARP_COUNTS",
     "AttentionConfig",
     "attention_config",
     "default_blocks",
 ]
 
 HEAD_DIMS = (64, 128)  # D: one m16n8k16 k-step is 16 columns; ldmatrix rows are 8
-WARPS = 4  # one CTA: 4 warps along M (warps = (4, 1))
+BLOCK_NS = (16, 32, 64, 128)  # Bc: multiples of the MMA's K = 16
+WARPS = 4  # the default CTA: 4 warps along M (warps = (4, 1))
+WARP_COUNTS = (4, 8)  # the CTAs the warp path plans: warps = (4, 1) or (8, 1)
+ROWS_PER_WARP = (16, 32)  # one or two m16 repeats of the MMA atom per warp
+VECTOR_BYTES = 16  # one cp.async vector
 STAGES = 2  # K and V double-buffered
 SHARED_LIMIT = 227 * 1024  # dynamic shared memory a block may use (sm_90; sm_80: 163 KiB)
 _DTYPES = {"bf16": tylo.bf16, "f16": tylo.f16}
@@ -89,18 +112,23 @@ def _swizzle(row_elements: int) -> Swizzle:
 class AttentionConfig:
     """The warp path's static configuration (see the module docstring).
 
-    ``d``: head dim (64 or 128); ``dtype``: bf16 or f16; ``block_m`` (Br: 64 or 128 query
-    rows per CTA, 16 or 32 per warp), ``block_n`` (Bc: keys per block, a multiple of 16 up
-    to 128); ``causal``; ``padding``: per-batch key lengths are given; ``aligned``: every
-    row of q, k, v, o is 16-byte aligned (strides multiples of 8 elements, 16-byte aligned
-    pointers; launches check), so the copies are 16-byte ``cp.async``; otherwise element
-    by element. ``q_in_registers``: Q's A operands are loaded once and kept (the default);
-    otherwise they are reloaded from shared memory at every k-step, which frees ``D / 2 *
-    Br / 64`` registers for larger blocks.
+    ``d``: head dim (64 or 128); ``dtype``: bf16 or f16; ``block_m`` (Br: query rows per
+    CTA, 16 or 32 per warp: 64 or 128 with 4 warps, 128 or 256 with 8), ``block_n`` (Bc:
+    keys per block, a multiple of 16 up to 128, and at least one 16-byte ``cp.async``
+    vector per thread for each K / V block); ``causal``; ``padding``: per-batch key lengths
+    are given; ``aligned``: every row of q, k, v, o is 16-byte aligned (strides multiples
+    of 8 elements, 16-byte aligned pointers; launches check), so the copies are 16-byte
+    ``cp.async``; otherwise element by element. ``q_in_registers``: Q's A operands are
+    loaded once and kept (the default); otherwise they are reloaded from shared memory at
+    every k-step, which frees ``D / 2 * rows per warp / 16`` registers for larger blocks.
+    ``warps``: the CTA's warps along M (4, the default, or 8), ``threads = 32 * warps``.
 
     >>> cfg = attention_config(64, "bf16")
     >>> cfg.block_m, cfg.block_n, cfg.chain.registers(0)
     (64, 128, ((0, 1), (2, 3), (4, 5), (6, 7)))
+    >>> wide = attention_config(128, "bf16", block_m=128, block_n=64, warps=8)
+    >>> wide.threads, wide.rows_per_warp, str(wide.s_plan.warps)
+    (256, 16, '(8, 1)')
     """
 
     d: int = 64
@@ -111,6 +139,7 @@ class AttentionConfig:
     padding: bool = False
     aligned: bool = True
     q_in_registers: bool = True
+    warps: int = WARPS
     proofs: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -120,15 +149,29 @@ class AttentionConfig:
                 f"AttentionConfig: head dim D = {self.d!r} is not supported; the warp path "
                 f"takes D in {HEAD_DIMS}"
             )
-        if type(self.block_m) is not int or self.block_m not in (64, 128):
+        if type(self.warps) is not int or self.warps not in WARP_COUNTS:
             raise PlanError(
-                f"AttentionConfig: block_m = {self.block_m!r}; 4 warps own 16 or 32 rows "
-                "each: use 64 or 128"
+                f"AttentionConfig: warps = {self.warps!r}; a CTA of 4 or 8 warps along M "
+                "(an int): use 4 or 8"
             )
-        if type(self.block_n) is not int or self.block_n not in (16, 32, 64, 128):
+        rows = tuple(r * self.warps for r in ROWS_PER_WARP)
+        if type(self.block_m) is not int or self.block_m not in rows:
+            raise PlanError(
+                f"AttentionConfig: block_m = {self.block_m!r}; {self.warps} warps own 16 or 32 "
+                f"rows each: use {rows[0]} or {rows[1]}"
+            )
+        if type(self.block_n) is not int or self.block_n not in BLOCK_NS:
             raise PlanError(
                 f"AttentionConfig: block_n = {self.block_n!r}; use 16, 32, 64 or 128 keys "
                 "(a multiple of the MMA's K = 16)"
+            )
+        if _kv_vectors(self.block_n, self.d, self.dtype) % self.threads:
+            fits = [n for n in BLOCK_NS if _kv_vectors(n, self.d, self.dtype) % self.threads == 0]
+            raise PlanError(
+                f"AttentionConfig: block_n = {self.block_n} at D = {self.d}: a K / V block is "
+                f"{_kv_vectors(self.block_n, self.d, self.dtype)} {VECTOR_BYTES}-byte vectors, "
+                f"which the {self.threads} threads of {self.warps} warps cannot share evenly; "
+                f"use block_n in {tuple(fits)} or fewer warps"
             )
         for flag in ("causal", "padding", "aligned", "q_in_registers"):
             if type(getattr(self, flag)) is not bool:
@@ -142,19 +185,24 @@ class AttentionConfig:
     # -- plans -----------------------------------------------------------------------------
 
     @property
+    def rows_per_warp(self) -> int:
+        """Query rows each warp owns: ``block_m / warps`` (16 or 32)."""
+        return self.block_m // self.warps
+
+    @property
     def rm(self) -> int:
         """m16 repeats per warp along M."""
-        return self.block_m // (16 * WARPS)
+        return self.rows_per_warp // 16
 
     @property
     def s_plan(self) -> TiledMMA:
         """``S = Q Kᵀ``: (Br, Bc) over K = D."""
-        return _plan(self.dtype, self.rm, self.block_n // 8, self.d)
+        return _plan(self.dtype, self.warps, self.rm, self.block_n // 8, self.d)
 
     @property
     def pv_plan(self) -> TiledMMA:
         """``O += P V``: (Br, D) over K = Bc."""
-        return _plan(self.dtype, self.rm, self.d // 8, self.block_n)
+        return _plan(self.dtype, self.warps, self.rm, self.d // 8, self.block_n)
 
     @property
     def chain(self) -> ChainProof:
@@ -163,7 +211,8 @@ class AttentionConfig:
 
     @property
     def threads(self) -> int:
-        return 32 * WARPS
+        """The CTA's threads: ``32 * warps`` (every thread takes part in every copy)."""
+        return WARP_SIZE * self.warps
 
     # -- shared memory ---------------------------------------------------------------------
 
@@ -213,6 +262,7 @@ class AttentionConfig:
     def describe(self) -> str:
         return (
             f"D={self.d} {self.dtype}, Br={self.block_m} x Bc={self.block_n}, "
+            f"{'' if self.warps == WARPS else f'{self.warps} warps, '}"
             f"{'causal' if self.causal else 'full'}"
             f"{', per-batch key lengths' if self.padding else ''}, "
             f"{'16-byte' if self.aligned else 'element-wise'} copies, "
@@ -222,8 +272,13 @@ class AttentionConfig:
 
 
 @functools.lru_cache(maxsize=32)
-def _plan(dtype: Any, rm: int, rn: int, k: int) -> TiledMMA:
-    return TiledMMA(MMAAtom((16, 8, 16), dtype), warps=(WARPS, 1), repeat=(rm, rn), k=k)
+def _plan(dtype: Any, warps: int, rm: int, rn: int, k: int) -> TiledMMA:
+    return TiledMMA(MMAAtom((16, 8, 16), dtype), warps=(warps, 1), repeat=(rm, rn), k=k)
+
+
+def _kv_vectors(block_n: int, d: int, dtype: Any) -> int:
+    """16-byte ``cp.async`` vectors in one (Bc, D) K or V block."""
+    return block_n * d * dtype.nbytes // VECTOR_BYTES
 
 
 @functools.lru_cache(maxsize=32)
@@ -248,18 +303,25 @@ def attention_config(
     block_m: int | None = None,
     block_n: int | None = None,
     q_in_registers: bool = True,
+    warps: int | None = None,
 ) -> AttentionConfig:
     """Plan the warp path on the host and prove what the kernel relies on (the module
-    docstring lists it); the verdicts are in ``cfg.proofs``.
+    docstring lists it); the verdicts are in ``cfg.proofs``. ``warps``: None for the
+    default CTA (4 warps); ``block_m`` / ``block_n`` left None take :func:`default_blocks`,
+    with Br scaled to keep its rows per warp (8 warps: Br = 128).
 
     >>> cfg = attention_config(128, "f16", causal=True)
     >>> cfg.proofs["V ldmatrix.trans bank conflicts"], cfg.pv_plan.k
     (0, 64)
+    >>> attention_config(128, "f16", warps=8).describe()[:40]
+    'D=128 f16, Br=128 x Bc=64, 8 warps, full'
     """
     br, bc = default_blocks(d) if d in HEAD_DIMS else (64, 64)
+    if type(warps) is int and warps in WARP_COUNTS:  # others: AttentionConfig says why
+        br = br // WARPS * warps  # the default's rows per warp
     cfg = AttentionConfig(
         d, dtype, br if block_m is None else block_m, bc if block_n is None else block_n,
-        causal, padding, aligned, q_in_registers,
+        causal, padding, aligned, q_in_registers, WARPS if warps is None else warps,
     )  # fmt: skip
     return _prove(cfg)
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 import tylo
-from examples.attention.config import AttentionConfig, attention_config
+from examples.attention.config import WARPS, AttentionConfig, attention_config
 from examples.attention.reference import AttentionInputError, attention_reference
 from tylo.nvgpu.errors import PlanError
 from tylo.remembered import Remembered
@@ -133,11 +133,13 @@ def launch_blocks(d: int, *, causal: bool, padding: bool) -> tuple[Any, Any]:
 def plan_attention(
     q: Any, k: Any, v: Any, out: Any, lse: Any, *, causal: bool = False, kv_lens: Any = None,
     scale: float | None = None, block_m: int | None = None, block_n: int | None = None,
-    q_in_registers: bool = True,
+    q_in_registers: bool = True, warps: int | None = None,
 ) -> tuple[AttentionConfig, dict[str, Any]]:  # fmt: skip
     """Check every argument of :func:`attention` (``out`` and ``lse`` given) and plan the
     warp path; returns the configuration and the launch's runtime values. Raises
-    :class:`AttentionInputError` or :class:`PlanError`; launches nothing."""
+    :class:`AttentionInputError` or :class:`PlanError`; launches nothing. Without blocks,
+    the default CTA (``warps`` None or 4) takes :func:`launch_blocks`; 8 warps take
+    ``attention_config``'s default for 8 warps (16 rows per warp)."""
     qa, ka, va = _array(q, "q"), _array(k, "k"), _array(v, "v")
     b, h, lq, d = _check_4d(qa, "q")
     kb, kh, lk, kd = _check_4d(ka, "k")
@@ -205,11 +207,12 @@ def plan_attention(
         if max(st) >= 2**40:
             raise AttentionInputError(f"attention: {what}'s strides {st} exceed 2**40 elements")
     aligned = all(a.ptr % 16 == 0 for a in arrays) and all(s % 8 == 0 for st in strides for s in st)
-    if block_m is None and block_n is None:
+    default_cta = warps is None or (type(warps) is int and warps == WARPS)
+    if block_m is None and block_n is None and default_cta:  # launch_blocks are for 4 warps
         block_m, block_n = launch_blocks(d, causal=bool(causal), padding=kv_lens is not None)
     cfg = attention_config(
         d, qa.dtype, causal=bool(causal), padding=kv_lens is not None, aligned=aligned,
-        block_m=block_m, block_n=block_n, q_in_registers=q_in_registers,
+        block_m=block_m, block_n=block_n, q_in_registers=q_in_registers, warps=warps,
     )  # fmt: skip
     values = {
         "shape": (b, h, lq, lk, d),
@@ -236,18 +239,19 @@ def attention(
     q: Any, k: Any, v: Any, *, causal: bool = False, kv_lens: Any = None,
     scale: float | None = None, out: Any = None, lse: Any = None, path: str = "auto",
     stream: Any = None, block_m: int | None = None, block_n: int | None = None,
-    q_in_registers: bool = True,
+    q_in_registers: bool = True, warps: int | None = None,
 ) -> tuple[Any, Any]:  # fmt: skip
     """``(out, lse)``: ``out = softmax(q kᵀ · scale) v`` (B, H, Lq, D) in the input dtype and
     ``lse`` (B, H, Lq) f32, with the masks of :mod:`examples.attention.reference`
     (``causal``: bottom-right aligned; ``kv_lens``: int32 per-batch key lengths). ``out`` and
     ``lse`` are allocated when not given. ``path``: 'warp' (mma.sync, sm_80+), 'hopper'
     (:mod:`examples.attention.hopper_host`, sm_90a) or 'auto' (:func:`auto_path`).
-    ``block_m``, ``block_n``, ``q_in_registers``: the warp path's configuration
-    (:class:`~examples.attention.config.AttentionConfig`; default: its choice for D)."""
+    ``block_m``, ``block_n``, ``q_in_registers``, ``warps``: the warp path's configuration
+    (:class:`~examples.attention.config.AttentionConfig`; default: its choice for D); any of
+    them given makes ``path="auto"`` the warp path."""
     if path not in PATHS:
         raise AttentionPathError(f"attention: path must be one of {PATHS}, got {path!r}")
-    if path == "auto" and block_m is None and block_n is None and q_in_registers:
+    if path == "auto" and block_m is None and block_n is None and q_in_registers and warps is None:
         path = _auto_path_of(q, k, v, scale)
     if path == "hopper":
         return _hopper(q, k, v, causal=causal, kv_lens=kv_lens, scale=scale, out=out, lse=lse)
@@ -260,10 +264,12 @@ def attention(
     def plan() -> tuple[AttentionConfig, dict[str, Any]]:
         return plan_attention(
             q, k, v, out, lse, causal=causal, kv_lens=kv_lens, scale=scale,
-            block_m=block_m, block_n=block_n, q_in_registers=q_in_registers,
+            block_m=block_m, block_n=block_n, q_in_registers=q_in_registers, warps=warps,
         )  # fmt: skip
 
-    key = _plan_key(q, k, v, out, lse, kv_lens, causal, scale, block_m, block_n, q_in_registers)
+    key = _plan_key(
+        q, k, v, out, lse, kv_lens, causal, scale, block_m, block_n, q_in_registers, warps
+    )
     cfg, val = plan() if key is None else _PLANS.get(key, plan)
     launch(cfg, val, q, k, v, out, lse, kv_lens, stream)
     return out, lse
@@ -370,7 +376,7 @@ def verify(
     causal: bool = False, kv_lens: Any = None, scale: float | None = None,
     layout: str = "bhld", pad: int = 0, path: str = "auto", seed: int | None = None,
     tolerance: float = 1e-2, lse_tolerance: float = 1e-3, block_m: int | None = None,
-    block_n: int | None = None, q_in_registers: bool = True,
+    block_n: int | None = None, q_in_registers: bool = True, warps: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Run attention on fresh random data (``out`` and ``lse`` poisoned with NaN first) and
     compare with :func:`~examples.attention.reference.attention_reference`: the relative
@@ -397,7 +403,8 @@ def verify(
         kv_lens = np.asarray(kv_lens, dtype=np.int32)
         lens = DeviceBuffer.from_numpy(kv_lens, dtype=tylo.i32)
     attention(q, k, v, causal=causal, kv_lens=lens, scale=scale, out=out, lse=lse, path=path,
-              block_m=block_m, block_n=block_n, q_in_registers=q_in_registers)  # fmt: skip
+              block_m=block_m, block_n=block_n, q_in_registers=q_in_registers,
+              warps=warps)  # fmt: skip
     driver.synchronize()
     ref_o, ref_lse = attention_reference(
         *(x for _, x in rounded), scale=scale, causal=causal, kv_lens=kv_lens

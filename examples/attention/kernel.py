@@ -1,9 +1,12 @@
 """The warp-MMA streaming attention forward (FlashAttention-2 class), sm_80 and later.
 
-``O = softmax(Q Kᵀ · scale) V`` for one (query block, head, batch) per CTA of 4 warps (with
-the causal mask, query blocks run last-first: the longest rows start first); the
-semantics (masks, empty rows, lse) are :mod:`examples.attention.reference`'s. The static
-configuration and its proofs are :mod:`examples.attention.config`. Per CTA:
+``O = softmax(Q Kᵀ · scale) V`` for one (query block, head, batch) per CTA of ``cfg.warps``
+warps (4 or 8, each owning ``cfg.rows_per_warp`` rows; with the causal mask, query blocks
+run last-first: the longest rows start first); the semantics (masks, empty rows, lse) are
+:mod:`examples.attention.reference`'s. The static configuration and its proofs are
+:mod:`examples.attention.config`. Nothing below counts warps: every thread index goes
+through the plans' ownerships (built for ``warps = (cfg.warps, 1)``), every copy is
+shared by ``cfg.threads`` threads, and the barriers are CTA-wide. Per CTA:
 
 1. **Q once**: the (Br, D) tile is copied to shared memory with ``cp.async`` and loaded
    into registers with ``ldmatrix`` (the A operand of every k-step of ``S = Q Kᵀ``); it

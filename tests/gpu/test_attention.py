@@ -5,7 +5,8 @@ relative max-norm error of ``o`` <= 1e-2, ``lse`` within 1e-3 where finite and `
 exactly where the reference has no visible key. L = 1, 17, 1000, 4097; Lq != Lk both ways;
 D 64 and 128; bf16 and f16; causal (bottom-right aligned) and per-batch key lengths with
 some rows that see nothing; strided (B, L, H, D) storage and padded rows; rows whose stride
-is not a multiple of 8 elements (element-wise copies); torch tensors."""
+is not a multiple of 8 elements (element-wise copies); torch tensors. The same for CTAs of 8
+warps (``warps=8``: Br = 128, and 256 with 32 rows per warp)."""
 
 from __future__ import annotations
 
@@ -79,6 +80,50 @@ def test_other_block_sizes(gpu_runtime, d, blocks, q_regs):
     verify(2, 2, 300, d, lk=333, causal=True, **kw)
     verify(2, 2, 300, d, lk=333, kv_lens=[1, 200], **kw)
     verify(1, 2, 1000, d, lk=17, causal=True, **kw)
+
+
+# CTAs of 8 warps, Br = 128 (16 rows per warp): D -> Bc (tests/nvvm compiles the same ones)
+EIGHT_WARPS = [(64, 64), (64, 128), (128, 32), (128, 64)]
+
+
+@pytest.mark.parametrize(("d", "bn"), EIGHT_WARPS)
+@pytest.mark.parametrize("length", [1, 17, 1000, 4097])
+def test_eight_warps_lengths(gpu_runtime, d, bn, length):
+    kw = {"block_m": 128, "block_n": bn, "warps": 8}
+    b = 1 if length > 1000 else 2
+    verify(b, 2 if length > 1000 else 3, length, d, **kw)
+    verify(b, 2, length, d, causal=True, **kw)
+
+
+@pytest.mark.parametrize(("d", "bn"), EIGHT_WARPS)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(("lq", "lk"), [(17, 1000), (1000, 17), (1, 4097), (4097, 130), (128, 128)])
+def test_eight_warps_lq_differs_from_lk(gpu_runtime, d, bn, causal, lq, lk):
+    verify(2, 2, lq, d, lk=lk, causal=causal, block_m=128, block_n=bn, warps=8)
+
+
+@pytest.mark.parametrize(("d", "bn"), EIGHT_WARPS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_eight_warps_key_lengths_with_empty_rows(gpu_runtime, d, bn, causal):
+    """As :func:`test_key_lengths_with_empty_rows`, with 8 warps: entries with no key, a
+    partial last block, a length of exactly one block, leading causal rows that see
+    nothing."""
+    kw = {"block_m": 128, "block_n": bn, "warps": 8}
+    verify(6, 2, 300, d, lk=300, causal=causal, kv_lens=[0, 1, 77, 128, 300, bn], **kw)
+    verify(3, 1, 1000, d, lk=1000, causal=causal, kv_lens=[999, 0, 3], **kw)
+
+
+@pytest.mark.parametrize(
+    ("d", "kw"),
+    [(64, {"warps": 8}), (128, {"warps": 8}),  # Br = 128 and the default Bc for D
+     (64, {"block_m": 256, "block_n": 64, "warps": 8}),  # 32 rows per warp
+     (64, {"block_m": 128, "block_n": 64, "warps": 8, "q_in_registers": False}),
+     (128, {"block_m": 128, "block_n": 64, "warps": 8, "q_in_registers": False})],
+)  # fmt: skip
+def test_eight_warps_other_shapes_dtypes_and_layouts(gpu_runtime, d, kw):
+    verify(2, 2, 300, d, lk=333, causal=True, dtype="f16", **kw)
+    verify(2, 3, 257, d, lk=300, layout="blhd", kv_lens=[300, 0], **kw)
+    verify(1, 2, 130, d, lk=70, layout="bhld", pad=1, causal=True, **kw)  # element-wise copies
 
 
 def test_large_scores_stay_finite(gpu_runtime):

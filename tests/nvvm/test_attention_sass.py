@@ -4,7 +4,8 @@ assembly has tensor-core ``HMMA`` for both products, ``LDSM`` in the transposed 
 (``LDSM.16.MT88``: V through ``ldmatrix.trans``) beside the plain one (Q and K), ``SHFL`` (the
 row reductions), ``MUFU.EX2`` (``exp2``), ``LDGSTS`` (``cp.async``), no local memory (``LDL``
 / ``STL``) and no shared-memory round trip of P (no ``STS`` / ``LDS`` at all: shared memory is
-written by ``cp.async`` and read by ``ldmatrix`` only); at most 255 registers, no spills."""
+written by ``cp.async`` and read by ``ldmatrix`` only); at most 255 registers, no spills. The
+same for CTAs of 8 warps with Br = 128 (D 64: Bc 64 and 128; D 128: Bc 32 and 64)."""
 
 from __future__ import annotations
 
@@ -71,6 +72,34 @@ def test_assembly(compiled, d, causal, padding, target):
     r = k.resources
     assert r.registers <= 255 and (r.spill_stores, r.spill_loads, r.stack_bytes) == (0, 0, 0)
     assert r.shared_bytes == 0  # all of it dynamic: cfg.shared_bytes at launch
+
+
+# 8 warps, Br = 128 (16 rows per warp, the registers of Br = 64 with 4): D -> Bc
+EIGHT_WARPS = [(64, 64), (64, 128), (128, 32), (128, 64)]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(("d", "bn"), EIGHT_WARPS)
+def test_eight_warp_assembly(compiled, d, bn, causal, target):
+    """A CTA of 8 warps (256 threads): each warp's MMAs are those of a 4-warp Br = 64 CTA
+    (one m16 repeat), so the HMMA count per thread is the same formula in ``cfg.rm``; V
+    still through ``ldmatrix.trans``, P still in registers, no local memory."""
+    cfg, k = compiled(d, causal, False, target, block_m=128, block_n=bn, warps=8)
+    assert cfg.threads == 256 and cfg.rm == 1
+    seq = executed(k.sass)
+    ops = Counter(op.split(".")[0] for op in seq)
+    assert ops["HMMA"] == 2 * cfg.rm * bn * d // 64, ops["HMMA"]  # two loop bodies
+    assert "HMMA.16816.F32.BF16" in k.sass
+    assert any(op.startswith("LDSM.16.MT88") for op in seq)  # V: ldmatrix.trans
+    assert any(op.startswith("LDSM.16.M88") for op in seq)  # Q, K
+    assert "MUFU.EX2" in seq and ops["SHFL"] >= 4 and ops["LDGSTS"] >= 1
+    assert ops["LDL"] == 0 and ops["STL"] == 0, ops
+    assert ops["STS"] == 0 and ops["LDS"] == 0, ops
+    assert ops["F2FP"] >= 2 * cfg.rm * bn // 4
+    r = k.resources
+    assert r.registers <= 255 and (r.spill_stores, r.spill_loads, r.stack_bytes) == (0, 0, 0)
+    assert r.shared_bytes == 0
 
 
 @pytest.mark.parametrize(
