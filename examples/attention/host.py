@@ -254,6 +254,13 @@ def attention(
     if path == "auto" and block_m is None and block_n is None and q_in_registers and warps is None:
         path = _auto_path_of(q, k, v, scale)
     if path == "hopper":
+        given = [n for n, x in (("block_m", block_m), ("block_n", block_n), ("warps", warps))
+                 if x is not None] + ([] if q_in_registers else ["q_in_registers"])  # fmt: skip
+        if given:
+            raise AttentionPathError(
+                f"attention: {', '.join(given)} configure the warp path, not path='hopper' "
+                "(its configuration: hopper_host.choose_config); drop them or use path='warp'"
+            )
         return _hopper(q, k, v, causal=causal, kv_lens=kv_lens, scale=scale, out=out, lse=lse)
     qa = _array(q, "q")
     if qa.ndim == 4:

@@ -45,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kv-lens", type=_lens, default=None, help="per-batch key lengths, e.g. 100,0,37"
     )
+    parser.add_argument("--warps", type=int, choices=(4, 8), default=None,
+                        help="warp path: warps per CTA (default 4; 8 takes 128 query rows)")  # fmt: skip
     parser.add_argument("--layout", choices=("bhld", "blhd"), default="bhld",
                         help="storage order of q, k, v (blhd: strided B, H, L views)")  # fmt: skip
 
@@ -53,13 +55,17 @@ def _config(args: argparse.Namespace) -> Any:
     from examples.attention.config import attention_config
 
     return attention_config(
-        args.d, args.dtype, causal=args.causal, padding=args.kv_lens is not None
+        args.d, args.dtype, causal=args.causal, padding=args.kv_lens is not None,
+        warps=args.warps,
     )
 
 
-def _check_lens(args: argparse.Namespace) -> None:
+def _check_args(args: argparse.Namespace) -> None:
+    from examples.attention.host import AttentionPathError
     from examples.attention.reference import AttentionInputError
 
+    if args.path == "hopper" and args.warps is not None:
+        raise AttentionPathError("--warps configures the warp path; drop it or use --path warp")
     lk = args.lk or args.l
     if args.kv_lens is not None and (len(args.kv_lens) != args.b or max(args.kv_lens) > lk):
         raise AttentionInputError(
@@ -70,7 +76,7 @@ def _check_lens(args: argparse.Namespace) -> None:
 def kernels(args: argparse.Namespace, target: Any) -> dict[str, Any]:
     from examples.attention.host import compile_attention
 
-    _check_lens(args)
+    _check_args(args)
     if args.path == "hopper":
         from examples.attention.host import AttentionPathError, _hopper_module
 
@@ -98,12 +104,13 @@ def _print_plan(cfg: Any) -> None:
 def run(args: argparse.Namespace) -> str:
     from examples.attention.host import verify
 
-    _check_lens(args)
+    _check_args(args)
     if args.path != "hopper":
         _print_plan(_config(args))
     res = verify(
         args.b, args.h, args.l, args.d, lk=args.lk, dtype=args.dtype, causal=args.causal,
         kv_lens=args.kv_lens, layout=args.layout, path=args.path, seed=args.seed,
+        warps=args.warps,
     )  # fmt: skip
     return f"{res['where']}: o error {res['error']:.3g}, lse error {res['lse_error']:.3g}"
 

@@ -387,6 +387,9 @@ def test_flops_count_halves_for_causal():
         (["1", "1", "1", "64", "--kv-lens", "-1"], 2, "key lengths must be >= 0"),
         (["2", "1", "4", "64", "--kv-lens", "1,5", "--compile-only"], 1, "each at most Lk = 4"),
         (["1", "1", "1", "64", "--path", "cuda"], 2, "argument --path: invalid choice"),
+        (["1", "1", "1", "64", "--warps", "6"], 2, "argument --warps: invalid choice"),
+        (["1", "1", "1", "64", "--path", "hopper", "--warps", "8", "--compile-only"], 1,
+         "--warps configures the warp path"),
     ],
 )
 def test_cli_refusals_are_one_line(capsys, argv, status, says):
@@ -409,3 +412,23 @@ def test_cli_hopper_path_without_its_module_is_typed(capsys):
     except ModuleNotFoundError:
         assert run_main(["1", "1", "1", "64", "--path", "hopper", "--compile-only"]) == 1
         assert "AttentionPathError" in capsys.readouterr().err
+
+
+def test_cli_eight_warps_compile_only(capsys):
+    """--warps 8 reaches the warp path's configuration (and its plan printout)."""
+    from examples.attention.run import run_main
+
+    assert run_main(["1", "1", "200", "64", "--warps", "8", "--compile-only"]) == 0
+    out = capsys.readouterr().out
+    assert "8 warps" in out and "warps=(8, 1)" in out
+
+
+@pytest.mark.parametrize("option", [{"block_m": 64}, {"block_n": 64}, {"warps": 8},
+                                    {"q_in_registers": False}])  # fmt: skip
+def test_warp_options_are_refused_on_the_hopper_path(option):
+    """A warp-path option given with path='hopper' is refused, not ignored."""
+    from examples.attention.host import AttentionPathError, attention
+
+    q = DeviceArray(1 << 20, (1, 1, 8, 64), (512, 512, 64, 1), tylo.bf16, 0)
+    with pytest.raises(AttentionPathError, match=f"{next(iter(option))} configure the warp"):
+        attention(q, q, q, path="hopper", **option)
