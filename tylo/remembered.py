@@ -7,6 +7,7 @@ This module imports nothing but :mod:`tylo.errors`, so every layer may use it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -30,28 +31,38 @@ class Remembered:
     dictionary keys: the caller makes them say everything the value depends on.
     """
 
-    __slots__ = ("limit", "table")
+    __slots__ = ("_lock", "limit", "table")
 
     def __init__(self, limit: int = 64) -> None:
         if type(limit) is not int or limit < 1:
             raise RememberedError(f"Remembered: limit must be a positive int, got {limit!r}")
         self.limit = limit
         self.table: dict[Hashable, Any] = {}
+        self._lock = threading.Lock()
 
     def get(self, key: Hashable, make: Callable[[], Any]) -> Any:
-        """The value kept for ``key``, else ``make()``'s, kept (see the class)."""
-        table = self.table
-        if key in table:
-            return table[key]
+        """The value kept for ``key``, else ``make()``'s, kept (see the class). Safe from
+        several threads: a hit is one dictionary lookup; the table changes only under a
+        lock; two threads missing one key at once may both call ``make`` (the first value
+        made is kept and returned to both)."""
+        try:
+            return self.table[key]
+        except KeyError:
+            pass
         value = make()
-        if len(table) >= self.limit:
-            del table[next(iter(table))]
-        table[key] = value
+        with self._lock:
+            table = self.table
+            if key in table:  # another thread made it meanwhile
+                return table[key]
+            if len(table) >= self.limit:
+                del table[next(iter(table))]
+            table[key] = value
         return value
 
     def clear(self) -> None:
         """Drop every kept value."""
-        self.table.clear()
+        with self._lock:
+            self.table.clear()
 
     def __len__(self) -> int:
         return len(self.table)

@@ -72,3 +72,36 @@ def test_clear_repr_and_unhashable_keys():
     with pytest.raises(TypeError):
         r.get(["unhashable"], lambda: 1)
     assert len(r) == 0
+
+
+def test_many_threads_get_one_value_per_key_and_respect_the_limit():
+    """Eight threads, overlapping keys, a small limit: no error, every value returned for a
+    key was made for that key, at most ``limit`` kept, and while a key stays kept every
+    thread gets one value for it."""
+    import threading
+
+    r = Remembered(5)
+    errors, seen = [], []
+    start = threading.Barrier(8)
+
+    def work(t):
+        try:
+            start.wait()
+            for i in range(3000):
+                key = (i * 7 + t) % 11
+                value = r.get(key, lambda key=key: (key, object()))
+                if value[0] != key:
+                    errors.append((key, value))
+                assert len(r) <= 5
+            seen.append(t)
+        except Exception as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == [] and sorted(seen) == list(range(8))
+    kept = dict(r.table)
+    assert all(r.get(k, lambda: pytest.fail("made again")) is v for k, v in kept.items())
