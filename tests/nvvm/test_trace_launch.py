@@ -386,3 +386,51 @@ def test_owned_buffers_on_the_inline_path(recorder, monkeypatch):
     with pytest.raises(tylo.TyloError, match="used after close"):
         launcher(out, x, 4)
     assert len(recorder) == 3
+
+
+class _Map:
+    """A stand-in for tylo.nvgpu.tma.TensorMap (no driver encoding): its plan, 128 bytes,
+    and the array it was encoded for."""
+
+    tylo_param_kind = "tensor_map"
+
+    def __init__(self, device):
+        from tylo.layouts import Layout, dim
+        from tylo.nvgpu import tma
+
+        m, k, ld = dim("M"), dim("K"), dim("ld", multiple_of=8)
+        self.plan = _MAP_PLAN.setdefault(
+            0, tma.TensorMapPlan(F32, Layout((m, k), (ld, 1)), (8, 8), "none",
+                                 Layout((8, 8), (8, 1))),
+        )  # fmt: skip
+        self.data = bytes(128)
+        self.array = array(device=device)
+
+
+_MAP_PLAN: dict = {}
+
+
+def test_tensor_maps_on_another_device_than_the_pointers_are_refused(recorder):
+    """A tensor map is not a pointer argument, but the array it was encoded for lives on a
+    device: a launch whose maps and pointers name different devices is refused, on the
+    first launch and after a cached one (the device is part of the map's key)."""
+    from tylo.nvgpu import tma
+    from tylo.tile.views import SharedTile
+
+    def map_store(out, tm):
+        tile = SharedTile(tylo.shared(F32, 64, align=128), tm.plan.smem_layout)
+        t = tylo.thread_idx.x
+        if t == 0:
+            tma.store(tm, tile, (0, 0))
+            tma.commit_stores()
+            tma.wait_stores()
+        out[t] = 0.0
+
+    k = tylo.kernel(map_store)
+    k[1, 32](array(device=0), _Map(0))  # the same device: launched
+    for out_dev, map_dev in ((0, 1), (1, 0)):
+        with pytest.raises(tylo.KernelArgumentError, match="different devices") as err:
+            k[1, 32](array(device=out_dev), _Map(map_dev))
+        assert f"tm on device {map_dev}" in str(err.value)
+    k[1, 32](array(device=0), _Map(0))  # the cached specialization still launches
+    assert len(recorder) == 2

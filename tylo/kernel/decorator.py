@@ -43,6 +43,7 @@ from tylo.kernel.launch import (
     launcher_class,
     make_reader,
 )
+from tylo.kernel.readers import tensor_map_device
 from tylo.kernel.spec import Float, Int, ParamKind, Ptr, Static, classify
 from tylo.kernel.trace import Binding, TraceResult, trace_kernel
 
@@ -222,6 +223,8 @@ class Kernel:
                     Binding(name, kind, arr.dtype, check=ann if isinstance(ann, Ptr) else None)
                 )
             else:
+                if kind is ParamKind.TENSOR_MAP:  # its array's device, as a pointer's
+                    devices.setdefault(tensor_map_device(a), []).append(name)
                 bindings.append(self._binding(name, ann, kind, a))
         known = {d for d in devices if d is not None}
         if len(known) > 1:

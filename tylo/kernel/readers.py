@@ -186,8 +186,10 @@ def _array_reader(name: str, refuse: int) -> Reader:
 
 
 def _tensor_map_reader(name: str) -> Reader:
-    """A TMA tensor map: the key is its plan, the value its 128 encoded bytes (launches
-    with one stay on the reader path: nothing of it is inlined)."""
+    """A TMA tensor map: the key is its plan and the device of the array it was encoded
+    for (so a launch whose maps and pointers name different devices is specialized, and
+    refused, afresh), the value its 128 encoded bytes (launches with one stay on the reader
+    path: nothing of it is inlined)."""
 
     def read(a: Any) -> tuple[Any, Any]:
         data = getattr(a, "data", None)
@@ -196,10 +198,15 @@ def _tensor_map_reader(name: str) -> Reader:
                 f"argument {name!r}: a tensor map parameter takes a tylo.nvgpu.tma.TensorMap "
                 f"(encoded for an array), got {type(a).__name__}"
             )
-        return ("tensor_map", a.plan), data
+        return ("tensor_map", a.plan, tensor_map_device(a)), data
 
     read.inline = lambda a: None  # type: ignore[attr-defined]
     return read
+
+
+def tensor_map_device(a: Any) -> int | None:
+    """The device of the array a tensor map was encoded for (None where it names none)."""
+    return getattr(getattr(a, "array", None), "device", None)
 
 
 def _static_reader(name: str) -> Reader:
