@@ -225,7 +225,27 @@ def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False, inner
     for other in ("fa2", "cudnn", "triton"):
         if f"{other}_ms" in row:
             row[f"vs_{other}"] = row[f"{other}_ms"] / row["tylo_ms"]
+    for name in ("tylo", "fa2", "cudnn", "triton"):  # the host's share of a call
+        if name in runs:
+            row[f"{name}_host_us"] = _host_us(runs[name])
     return row
+
+
+def _host_us(fn, n=15):
+    """Median host time of one call (µs), the GPU idle before each: what a stream of short
+    kernels pays between launches when the host cannot run ahead."""
+    import time
+
+    import torch
+
+    ts = []
+    for _ in range(n):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    return statistics.median(ts) * 1e6
 
 
 def main(argv=None) -> int:
@@ -270,6 +290,9 @@ def main(argv=None) -> int:
             x = r.get(f"vs_{name}")
             cells.append("-" if x is None else f"{x:.2f}x")
         print(" ".join(f"{x!s:>11}" for x in cells), flush=True)
+        host = ", ".join(f"{n} {r[f'{n}_host_us']:.0f}" for n in ("tylo", "fa2", "cudnn", "triton")
+                         if f"{n}_host_us" in r)  # fmt: skip
+        print(f"    host µs per call: {host}")
         for name in (n for n in r if n.startswith("tylo ") and n.endswith("_tflops")):
             label = name[: -len("_tflops")]
             print(f"    {label}: {r[name]:.1f} TF/s, "
