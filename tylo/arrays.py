@@ -30,6 +30,8 @@ __all__ = [
     "DeviceBuffer",
     "array_key",
     "as_device_array",
+    "overlap",
+    "overlapping_pair",
 ]
 
 #: :attr:`DeviceArray.flags` bits: what a kernel that reads its pointer as a plain
@@ -292,6 +294,68 @@ def array_key(obj: Any) -> tuple:
                 obj.device.type, obj.device.index)  # fmt: skip
     da = as_device_array(obj)
     return ("array", da.ptr, da.dtype, da.shape, da.strides, da.device, da.readonly)
+
+
+def _byte_span(a: DeviceArray) -> tuple[int, int] | None:
+    """``[lo, hi)``: the bytes ``a``'s elements lie in (None: no element)."""
+    if any(n == 0 for n in a.shape):
+        return None
+    lo = sum(min(0, (n - 1) * s) for n, s in zip(a.shape, a.strides))
+    hi = sum(max(0, (n - 1) * s) for n, s in zip(a.shape, a.strides)) + 1
+    size = a.dtype.nbytes
+    return a.ptr + lo * size, a.ptr + hi * size
+
+
+def _fills_its_span(a: DeviceArray) -> bool:
+    """Whether ``a``'s elements are every element of its byte span, each once: the modes
+    of extent > 1, ordered by stride, have positive strides 1, n0, n0 n1, ... (a dense
+    array in some order of its modes)."""
+    expected = 1
+    for n, st in sorted(((n, st) for n, st in zip(a.shape, a.strides) if n > 1),
+                        key=lambda m: m[1]):  # fmt: skip
+        if st != expected:
+            return False
+        expected *= n
+    return True
+
+
+def overlap(a: Any, b: Any) -> bool | None:
+    """Whether arrays ``a`` and ``b`` share memory: False when they certainly do not
+    (other devices, byte spans apart, or an empty one), True when they certainly do (the
+    spans meet and both fill their spans: dense in some order of their modes), None when
+    it is not decided cheaply (strided views whose spans interleave, which may or may not
+    share an element).
+
+    Defining property: a True or False answer is the truth about the two sets of element
+    bytes. Accepts what :func:`as_device_array` accepts (raising its :class:`ArrayError`).
+    """
+    x, y = as_device_array(a), as_device_array(b)
+    if x.device is not None and y.device is not None and x.device != y.device:
+        return False
+    sx, sy = _byte_span(x), _byte_span(y)
+    if sx is None or sy is None or sx[1] <= sy[0] or sy[1] <= sx[0]:
+        return False
+    if _fills_its_span(x) and _fills_its_span(y):
+        return True
+    return None
+
+
+def overlapping_pair(outputs: dict[str, Any], inputs: dict[str, Any]) -> tuple[str, str] | None:
+    """The first ``(output name, other name)`` whose arrays certainly share memory
+    (:func:`overlap` is True): an output against every input and every other output.
+    None when no pair certainly does (pairs :func:`overlap` leaves undecided pass). A
+    kernel whose outputs may be read by other threads as inputs would return a wrong
+    answer without a word: launch paths refuse such a pair."""
+    names = list(outputs)
+    others = list(inputs.items()) + list(outputs.items())
+    for i, name in enumerate(names):
+        out = outputs[name]
+        for other, arr in others:
+            if other == name or (other in outputs and names.index(other) <= i):
+                continue
+            if arr is not None and out is not None and overlap(out, arr):
+                return name, other
+    return None
 
 
 def _from_torch(t: Any) -> DeviceArray:

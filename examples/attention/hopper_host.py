@@ -38,7 +38,11 @@ from examples.attention.hopper_kernel import (
     hopper_attention_kernel,
 )
 from examples.attention.hopper_persistent import hopper_attention_persistent_kernel, work_items
-from examples.attention.reference import AttentionInputError, attention_reference
+from examples.attention.reference import (
+    AttentionInputError,
+    attention_reference,
+    refuse_shared_memory,
+)
 from tylo.arrays import DeviceArray
 from tylo.layouts import Layout, Swizzle, dim, size, zipped_divide
 from tylo.nvgpu.errors import PlanError
@@ -303,6 +307,8 @@ def _prepare_outputs(out: Any, lse: Any, prep: tuple) -> tuple:
     oa = _check_out(out, (b, h, lq, d), dtype, "out")
     la = _check_out(lse, (b, h, lq), tylo.f32, "lse")
     same_device("hopper_attention", q=views[0], out=oa, lse=la)
+    refuse_shared_memory("hopper_attention", {"out": oa, "lse": la},
+                         dict(zip(("q", "k", "v"), views)))  # fmt: skip
     tmo = None
     if cfg.tma_store:
         st = _tma_strides(oa, "out")
@@ -354,8 +360,12 @@ def hopper_attention(
     lens = _kv_lens(kv_lens, b, lk, q, device)
     if out is None:
         out = _empty(q, (b, h, lq, d), dtype, device)
+    elif kv_lens is not None:  # given lengths are no part of the remembered preparation
+        refuse_shared_memory("hopper_attention", {"out": out}, {"kv_lens": lens})
     if lse is None:
         lse = _empty(q, (b, h, lq), tylo.f32, device)
+    elif kv_lens is not None:
+        refuse_shared_memory("hopper_attention", {"lse": lse}, {"kv_lens": lens})
     run, (tq, tk, tv), tmo, (osb, osh, osl), (lsb, lsh) = _PREPARED.get(
         ("out", keys, causal, scale, cfg, array_key_of(out, "out"), array_key_of(lse, "lse")),
         lambda: _prepare_outputs(out, lse, pin),

@@ -21,7 +21,11 @@ import numpy as np
 
 import tylo
 from examples.attention.config import WARPS, AttentionConfig, attention_config
-from examples.attention.reference import AttentionInputError, attention_reference
+from examples.attention.reference import (
+    AttentionInputError,
+    attention_reference,
+    refuse_shared_memory,
+)
 from tylo.nvgpu.errors import PlanError
 from tylo.remembered import Remembered
 
@@ -192,6 +196,10 @@ def plan_attention(
             devices.add(ka_.device)
     if len(devices) > 1:
         raise AttentionInputError(f"attention: the arrays are on different devices {devices}")
+    refuse_shared_memory(
+        "attention", {"out": oa, "lse": la},
+        {"q": qa, "k": ka, "v": va, "kv_lens": None if kv_lens is None else ka_},
+    )  # fmt: skip
     sc = 1.0 / math.sqrt(d) if scale is None else scale
     if isinstance(sc, bool) or not isinstance(sc, (int, float)) or not (0 < sc < math.inf):
         raise AttentionInputError(

@@ -30,11 +30,32 @@ import numpy as np
 
 from tylo.errors import TyloError
 
-__all__ = ["AttentionInputError", "attention_flops", "attention_reference", "visible"]
+__all__ = [
+    "AttentionInputError",
+    "attention_flops",
+    "attention_reference",
+    "refuse_shared_memory",
+    "visible",
+]
 
 
 class AttentionInputError(TyloError, ValueError):
     """Attention inputs whose shapes, dtypes or options the example does not take."""
+
+
+def refuse_shared_memory(op: str, outputs: dict, inputs: dict) -> None:
+    """Raise :class:`AttentionInputError` where an output certainly shares memory with an
+    input or another output (:func:`tylo.arrays.overlapping_pair`; None entries skipped):
+    the kernels read their inputs while other CTAs write the outputs, so the answer would
+    be wrong without a word."""
+    from tylo.arrays import overlapping_pair
+
+    pair = overlapping_pair(outputs, inputs)
+    if pair is not None:
+        raise AttentionInputError(
+            f"{op}: {pair[0]} and {pair[1]} share memory; the kernel reads its inputs while "
+            f"it writes its outputs: give {pair[0]} memory of its own"
+        )
 
 
 def visible(lq: int, lk: int, *, causal: bool = False, kv_len: int | None = None) -> np.ndarray:

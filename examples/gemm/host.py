@@ -35,6 +35,7 @@ from examples.gemm.kernel import (
     tiled_gemm_kernel,
 )
 from examples.gemm.pack import pack_rows, packed_ld
+from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA, size
 
 __all__ = ["choose_config", "compile_gemm", "gemm", "reference", "verify"]
@@ -108,6 +109,20 @@ def _launch(cfg: GemmConfig, d, a, b, m, n, k, lda, ldb, ldd, alpha, relu, strea
     )  # fmt: skip
 
 
+def refuse_shared_memory(op: str, d: Any, a: Any, b: Any) -> None:
+    """Raise :class:`PlanError` where D certainly shares memory with A or B
+    (:func:`tylo.arrays.overlapping_pair`): the CTAs read A and B while others write D, so
+    the product would be wrong without a word."""
+    from tylo.arrays import overlapping_pair
+
+    pair = overlapping_pair({"D": d}, {"A": a, "B": b})
+    if pair is not None:
+        raise PlanError(
+            f"{op}: D and {pair[1]} share memory; the kernel reads A and B while it writes "
+            "D: give D memory of its own"
+        )
+
+
 def gemm(
     d: Any,
     a: Any,
@@ -128,13 +143,16 @@ def gemm(
     """Launch ``D = alpha * A @ B`` (device arrays or pointers' owners: DeviceBuffer,
     torch, ...; storage as in :mod:`examples.gemm.kernel`); returns the configuration of
     the GEMM launch. With ``cfg``, exactly that configuration runs on the operands as
-    given; otherwise unaligned operands are packed first (see the module docstring)."""
+    given (no checks beyond the launcher's); otherwise unaligned operands are packed first
+    (see the module docstring), and a D that certainly shares memory with A or B is
+    refused (:func:`refuse_shared_memory`)."""
     from tylo.arrays import as_device_array
 
     if cfg is not None:
         _launch(cfg, d, a, b, m, n, k, lda, ldb, ldd, alpha, relu, stream)
         return cfg
     da, db, dd = (as_device_array(x) for x in (a, b, d))
+    refuse_shared_memory("gemm", dd, da, db)
     aligned = da.ptr % 16 == 0 and db.ptr % 16 == 0
     d_aligned = dd.ptr % 16 == 0
     kw = {"ldd": ldd, "d_aligned": d_aligned, "dtype": da.dtype}

@@ -198,19 +198,24 @@ def _span(arr: Any) -> int | None:
 
 def check_extents(d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb: int,
                   ldd: int) -> None:
-    """Refuse operands on different devices, and operands smaller than the problem says: A
-    must hold ``(m-1)*lda + k``
+    """Refuse operands on different devices, a D that shares memory with A or B, and
+    operands smaller than the problem says: A must hold ``(m-1)*lda + k``
     elements from its base, B ``(n-1)*ldb + k``, D ``(n-1)*ldd + m`` (as far as each array's
     shape and strides describe it). TMA reads through a tensor map, which knows nothing of
     the array's size: without this, a small array would be read past its end.
 
     >>> from tylo.arrays import DeviceArray
     >>> a = DeviceArray(4096, (64, 64), (64, 1), tylo.bf16, 0)
-    >>> check_extents(a, a, a, 64, 64, 64, 64, 64, 64)
-    >>> check_extents(a, a, a, 64, 64, 64, 128, 64, 64)
+    >>> d = DeviceArray(1 << 20, (64, 64), (64, 1), tylo.bf16, 0)
+    >>> check_extents(d, a, a, 64, 64, 64, 64, 64, 64)
+    >>> check_extents(d, a, a, 64, 64, 64, 128, 64, 64)
     Traceback (most recent call last):
     ...
     tylo.nvgpu.errors.PlanError: hopper_gemm: A holds 4096 elements from its base (shape (64, 64), strides (64, 1)); 64 rows of K = 64, lda = 128 need 8128
+    >>> check_extents(a, a, d, 64, 64, 64, 64, 64, 64)
+    Traceback (most recent call last):
+    ...
+    tylo.nvgpu.errors.PlanError: hopper_gemm: D and A share memory; the kernel reads A and B while it writes D: give D memory of its own
     """
     from tylo.arrays import as_device_array
 
@@ -244,6 +249,9 @@ def check_extents(d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb:
                 f"strides {tuple(da.strides)}); {rows} rows of {what} = {cols}, "
                 f"{ld_name} = {ld} need {need}"
             )
+    from examples.gemm.host import refuse_shared_memory
+
+    refuse_shared_memory("hopper_gemm", d, a, b)
 
 
 # launch key -> ("warp",) or (path, cfg, X, Y, C maps, grid, packing)

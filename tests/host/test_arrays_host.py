@@ -21,6 +21,8 @@ from tylo.arrays import (
     _DLManagedTensorVersioned,
     array_key,
     as_device_array,
+    overlap,
+    overlapping_pair,
 )
 from tylo.dtypes import bf16, f16, f32, i8, i64, u8
 from tylo.errors import TyloError
@@ -307,3 +309,76 @@ def test_array_key_of_torch_and_other_producers() -> None:
         array_key(np.zeros(3))
     with pytest.raises(ArrayError, match="not a device array"):
         array_key([1, 2])
+
+
+def _element_bytes(a: DeviceArray) -> set[int]:
+    """Every byte of every element of ``a``, by enumeration."""
+    out = set()
+    for idx in np.ndindex(*a.shape):
+        at = a.ptr + sum(i * s for i, s in zip(idx, a.strides)) * a.dtype.nbytes
+        out.update(range(at, at + a.dtype.nbytes))
+    return out
+
+
+_SMALL = st.integers(0, 4)
+
+
+@st.composite
+def _views(draw):
+    ndim = draw(st.integers(0, 3))
+    shape = tuple(draw(_SMALL) for _ in range(ndim))
+    strides = tuple(draw(st.integers(-6, 12)) for _ in range(ndim))
+    dt = draw(st.sampled_from([bf16, f32, u8]))
+    ptr = 4096 + draw(st.integers(0, 64))
+    dense = draw(st.booleans())
+    if dense:  # a dense array in a random order of its modes
+        order = draw(st.permutations(range(ndim)))
+        strides, step = [0] * ndim, 1
+        for m in order:
+            strides[m] = step
+            step *= max(shape[m], 1)
+        strides = tuple(strides)
+    return DeviceArray(ptr, shape, strides, dt, draw(st.sampled_from([0, 0, 0, 1, None])))
+
+
+@settings(max_examples=600, deadline=None)
+@given(a=_views(), b=_views())
+def test_overlap_answers_are_the_truth(a, b):
+    """A True or False answer matches the element bytes enumerated; None only where both
+    spans meet and one of the arrays does not fill its span."""
+    got = overlap(a, b)
+    other_device = a.device is not None and b.device is not None and a.device != b.device
+    truth = not other_device and bool(_element_bytes(a) & _element_bytes(b))
+    if got is None:
+        assert not other_device
+    else:
+        assert got == truth, (a, b)
+    assert overlap(b, a) == got  # symmetric
+
+
+def test_overlap_of_common_cases():
+    x = DeviceArray(PTR, (4, 8), (8, 1), f32, 0)
+    assert overlap(x, x) is True
+    assert overlap(x, DeviceArray(PTR + 128, (4, 8), (8, 1), f32, 0)) is False  # adjacent
+    assert overlap(x, DeviceArray(PTR + 124, (4, 8), (8, 1), f32, 0)) is True  # one element
+    assert overlap(x, DeviceArray(PTR, (8, 4), (1, 8), f32, 0)) is True  # the transpose
+    evens = DeviceArray(PTR, (16,), (2,), f32, 0)
+    odds = DeviceArray(PTR + 4, (16,), (2,), f32, 0)
+    assert overlap(evens, odds) is None  # interleaved: not decided cheaply (in truth: no)
+    assert overlap(x, DeviceArray(PTR, (0, 8), (8, 1), f32, 0)) is False  # empty
+    assert overlap(x, DeviceArray(PTR, (4, 8), (8, 1), f32, 1)) is False  # other device
+    with pytest.raises(ArrayError, match="host memory"):
+        overlap(x, np.zeros(3))
+
+
+def test_overlapping_pair_names_the_first_certain_pair():
+    a = DeviceArray(PTR, (8,), (1,), f32, 0)
+    b = DeviceArray(PTR + 64, (8,), (1,), f32, 0)
+    o = DeviceArray(PTR + 128, (8,), (1,), f32, 0)
+    assert overlapping_pair({"o": o}, {"a": a, "b": b}) is None
+    assert overlapping_pair({"o": b}, {"a": a, "b": b}) == ("o", "b")
+    assert overlapping_pair({"o": o, "l": o}, {"a": a}) == ("o", "l")  # two outputs
+    assert overlapping_pair({"o": o, "l": None}, {"a": a, "k": None}) is None
+    evens = DeviceArray(PTR, (8,), (2,), f32, 0)
+    odds = DeviceArray(PTR + 4, (8,), (2,), f32, 0)
+    assert overlapping_pair({"o": evens}, {"a": odds}) is None  # undecided: passes

@@ -200,11 +200,13 @@ def _arr(shape, dtype=tylo.bf16, strides=None, ptr=1 << 20):
 
 
 def _args(b=2, h=3, lq=17, lk=33, d=64, dtype=tylo.bf16):
+    """Inputs at the default address, the outputs apart (and apart from each other): an
+    output sharing memory with an input is refused."""
     q = _arr((b, h, lq, d), dtype)
     k = _arr((b, h, lk, d), dtype)
     v = _arr((b, h, lk, d), dtype)
-    o = _arr((b, h, lq, d), dtype)
-    lse = _arr((b, h, lq), tylo.f32)
+    o = _arr((b, h, lq, d), dtype, ptr=1 << 32)
+    lse = _arr((b, h, lq), tylo.f32, ptr=1 << 33)
     return q, k, v, o, lse
 
 
@@ -266,6 +268,13 @@ def _bad_cases():
         ({"scale": True}, AttentionInputError, "scale must be a positive"),
         ({"scale": "1"}, AttentionInputError, "scale must be a positive"),
         ({"q": np.zeros((2, 3, 17, 64))}, AttentionInputError, "q is not a device array"),
+        ({"o": _arr((2, 3, 17, 64))}, AttentionInputError, "out and q share memory"),
+        ({"o": _arr((2, 3, 17, 64), ptr=(1 << 20) + 20000)}, AttentionInputError,  # past q
+         "out and k share memory"),
+        ({"lse": _arr((2, 3, 17), tylo.f32, ptr=1 << 32)}, AttentionInputError,
+         "out and lse share memory"),
+        ({"kv_lens": _arr((2,), tylo.i32, ptr=(1 << 33) + 8)}, AttentionInputError,
+         "lse and kv_lens share memory"),
     ]
 
 
