@@ -30,6 +30,7 @@ __all__ = [
     "DeviceBuffer",
     "array_key",
     "as_device_array",
+    "internal_overlap",
     "overlap",
     "overlapping_pair",
 ]
@@ -338,6 +339,34 @@ def overlap(a: Any, b: Any) -> bool | None:
     if _fills_its_span(x) and _fills_its_span(y):
         return True
     return None
+
+
+def internal_overlap(a: Any) -> bool | None:
+    """Whether two elements of ``a`` share an address: True when certain (a mode of extent
+    > 1 with stride 0, or two modes where stepping one ``s_y / s_x`` times along the other
+    lands on the same address: ``s_y`` a multiple of ``s_x`` within its extent), False when
+    certainly not (the modes of extent > 1, ordered by absolute stride, each step past
+    everything the smaller ones reach), None otherwise.
+
+    Defining property: a True or False answer is the truth about ``a``'s element
+    addresses (an output with shared addresses is written by several threads at once).
+    Accepts what :func:`as_device_array` accepts."""
+    x = as_device_array(a)
+    modes = sorted(((abs(st), n) for n, st in zip(x.shape, x.strides) if n > 1))
+    if any(n == 0 for n in x.shape) or not modes:
+        return False
+    if modes[0][0] == 0:
+        return True
+    for i, (sx, nx) in enumerate(modes):
+        for sy, _ in modes[i + 1 :]:
+            if sy % sx == 0 and sy // sx <= nx - 1:
+                return True
+    reach = 0
+    for st, n in modes:
+        if st <= reach:
+            return None
+        reach += (n - 1) * st
+    return False
 
 
 def overlapping_pair(outputs: dict[str, Any], inputs: dict[str, Any]) -> tuple[str, str] | None:

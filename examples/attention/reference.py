@@ -44,12 +44,20 @@ class AttentionInputError(TyloError, ValueError):
 
 
 def refuse_shared_memory(op: str, outputs: dict, inputs: dict) -> None:
-    """Raise :class:`AttentionInputError` where an output certainly shares memory with an
-    input or another output (:func:`tylo.arrays.overlapping_pair`; None entries skipped):
-    the kernels read their inputs while other CTAs write the outputs, so the answer would
-    be wrong without a word."""
-    from tylo.arrays import overlapping_pair
+    """Raise :class:`AttentionInputError` where an output certainly shares memory with
+    itself (two elements at one address: :func:`tylo.arrays.internal_overlap`), with an
+    input or with another output (:func:`tylo.arrays.overlapping_pair`; None entries
+    skipped): the kernels read their inputs while other CTAs write the outputs, and write
+    each output element once, so the answer would be wrong without a word."""
+    from tylo.arrays import as_device_array, internal_overlap, overlapping_pair
 
+    for name, out in outputs.items():
+        if out is not None and internal_overlap(out):
+            a = as_device_array(out)
+            raise AttentionInputError(
+                f"{op}: {name} (shape {tuple(a.shape)}, strides {tuple(a.strides)}) has "
+                "elements at one address; give it memory of its own, one place per element"
+            )
     pair = overlapping_pair(outputs, inputs)
     if pair is not None:
         raise AttentionInputError(

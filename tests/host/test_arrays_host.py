@@ -21,6 +21,7 @@ from tylo.arrays import (
     _DLManagedTensorVersioned,
     array_key,
     as_device_array,
+    internal_overlap,
     overlap,
     overlapping_pair,
 )
@@ -382,3 +383,31 @@ def test_overlapping_pair_names_the_first_certain_pair():
     evens = DeviceArray(PTR, (8,), (2,), f32, 0)
     odds = DeviceArray(PTR + 4, (8,), (2,), f32, 0)
     assert overlapping_pair({"o": evens}, {"a": odds}) is None  # undecided: passes
+
+
+@st.composite
+def _strided(draw):
+    ndim = draw(st.integers(0, 3))
+    shape = tuple(draw(st.integers(0, 5)) for _ in range(ndim))
+    strides = tuple(draw(st.integers(-9, 9)) for _ in range(ndim))
+    return DeviceArray(4096, shape, strides, draw(st.sampled_from([bf16, f32])), 0)
+
+
+@settings(max_examples=800, deadline=None)
+@given(a=_strided())
+def test_internal_overlap_answers_are_the_truth(a):
+    """True or False matches an enumeration of the element offsets (None: undecided)."""
+    offsets = [sum(i * s for i, s in zip(idx, a.strides)) for idx in np.ndindex(*a.shape)]
+    truth = len(set(offsets)) < len(offsets)
+    got = internal_overlap(a)
+    if got is not None:
+        assert got == truth, a
+
+
+def test_internal_overlap_of_common_cases():
+    assert internal_overlap(DeviceArray(PTR, (4, 8), (8, 1), f32, 0)) is False
+    assert internal_overlap(DeviceArray(PTR, (4, 8), (0, 1), f32, 0)) is True  # broadcast
+    assert internal_overlap(DeviceArray(PTR, (4, 8), (4, 1), f32, 0)) is True  # rows meet
+    assert internal_overlap(DeviceArray(PTR, (1, 8), (0, 1), f32, 0)) is False  # extent 1
+    assert internal_overlap(DeviceArray(PTR, (3, 2), (2, 3), f32, 0)) is None  # 0,2,4 / 3,5,7
+    assert internal_overlap(DeviceArray(PTR, (0, 8), (0, 0), f32, 0)) is False  # empty

@@ -203,3 +203,24 @@ def test_arrays_on_different_devices_are_refused(rec):
             hopper_host.hopper_attention(*args, kv_lens=_lens(1), **kw)
         assert names in str(err.value)
     assert rec == []
+
+
+def test_outputs_sharing_memory_are_refused(rec):
+    """An out or lse that certainly shares memory with q, k, v, each other, itself, or the
+    given key lengths (checked on every call: they are no part of the remembered key)."""
+    q = _arr((2, 1, 8, 64), 1 << 30)
+    lse = _arr((2, 1, 8), 1 << 34, dtype=tylo.f32)
+    out = _arr((2, 1, 8, 64), 1 << 32)
+    for kw, says in [
+        (dict(out=_arr((2, 1, 8, 64), (1 << 30) + 512)), "out and q share memory"),
+        (dict(lse=_arr((2, 1, 8), (1 << 32) + 64, dtype=tylo.f32)), "out and lse share"),
+        (dict(out=_arr((2, 1, 8, 64), 1 << 32, strides=(0, 512, 64, 1))), "one address"),
+        (dict(kv_lens=_arr((2,), (1 << 32) + 8, dtype=tylo.i32)), "out and kv_lens share"),
+        (dict(kv_lens=_arr((2,), (1 << 34) + 8, dtype=tylo.i32)), "lse and kv_lens share"),
+    ]:
+        args = {"out": out, "lse": lse, "kv_lens": _lens(2), **kw}
+        with pytest.raises(AttentionInputError, match=says):
+            hopper_host.hopper_attention(q, q, q, **args)
+    assert rec == []
+    hopper_host.hopper_attention(q, q, q, out=out, lse=lse, kv_lens=_lens(2))
+    assert len(rec) == 1

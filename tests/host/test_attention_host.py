@@ -275,6 +275,10 @@ def _bad_cases():
          "out and lse share memory"),
         ({"kv_lens": _arr((2,), tylo.i32, ptr=(1 << 33) + 8)}, AttentionInputError,
          "lse and kv_lens share memory"),
+        ({"o": _arr((2, 3, 17, 64), strides=(0, 17 * 64, 64, 1), ptr=1 << 32)},
+         AttentionInputError, "out .* has elements at one address"),  # batch broadcast
+        ({"o": _arr((2, 3, 17, 64), strides=(3 * 17 * 32, 17 * 32, 32, 1), ptr=1 << 32)},
+         AttentionInputError, "out .* has elements at one address"),  # rows that meet
     ]
 
 
