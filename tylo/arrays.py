@@ -299,12 +299,17 @@ def array_key(obj: Any) -> tuple:
 
 def _byte_span(a: DeviceArray) -> tuple[int, int] | None:
     """``[lo, hi)``: the bytes ``a``'s elements lie in (None: no element)."""
-    if any(n == 0 for n in a.shape):
-        return None
-    lo = sum(min(0, (n - 1) * s) for n, s in zip(a.shape, a.strides))
-    hi = sum(max(0, (n - 1) * s) for n, s in zip(a.shape, a.strides)) + 1
+    lo = hi = 0
+    for n, st in zip(a.shape, a.strides):
+        if n == 0:
+            return None
+        reach = (n - 1) * st
+        if reach < 0:
+            lo += reach
+        else:
+            hi += reach
     size = a.dtype.nbytes
-    return a.ptr + lo * size, a.ptr + hi * size
+    return a.ptr + lo * size, a.ptr + (hi + 1) * size
 
 
 def _fills_its_span(a: DeviceArray) -> bool:
@@ -331,10 +336,14 @@ def overlap(a: Any, b: Any) -> bool | None:
     bytes. Accepts what :func:`as_device_array` accepts (raising its :class:`ArrayError`).
     """
     x, y = as_device_array(a), as_device_array(b)
-    if x.device is not None and y.device is not None and x.device != y.device:
-        return False
-    sx, sy = _byte_span(x), _byte_span(y)
+    return _overlap(x, _byte_span(x), y, _byte_span(y))
+
+
+def _overlap(x: DeviceArray, sx: Any, y: DeviceArray, sy: Any) -> bool | None:
+    """:func:`overlap` of two views whose byte spans are known."""
     if sx is None or sy is None or sx[1] <= sy[0] or sy[1] <= sx[0]:
+        return False
+    if x.device is not None and y.device is not None and x.device != y.device:
         return False
     if _fills_its_span(x) and _fills_its_span(y):
         return True
@@ -375,14 +384,17 @@ def overlapping_pair(outputs: dict[str, Any], inputs: dict[str, Any]) -> tuple[s
     None when no pair certainly does (pairs :func:`overlap` leaves undecided pass). A
     kernel whose outputs may be read by other threads as inputs would return a wrong
     answer without a word: launch paths refuse such a pair."""
-    names = list(outputs)
-    others = list(inputs.items()) + list(outputs.items())
-    for i, name in enumerate(names):
-        out = outputs[name]
-        for other, arr in others:
-            if other == name or (other in outputs and names.index(other) <= i):
-                continue
-            if arr is not None and out is not None and overlap(out, arr):
+    views = {}
+    for name, arr in (*outputs.items(), *inputs.items()):
+        if arr is not None and name not in views:
+            v = as_device_array(arr)
+            views[name] = (v, _byte_span(v))
+    outs = [n for n in outputs if n in views]
+    for i, name in enumerate(outs):
+        x, sx = views[name]
+        for other in (*outs[i + 1 :], *(n for n in inputs if n in views and n not in outputs)):
+            y, sy = views[other]
+            if _overlap(x, sx, y, sy):
                 return name, other
     return None
 
