@@ -84,6 +84,27 @@ def _ld(a: Any) -> int:
     return max(int(a.strides[0]), 1) if a.shape[0] > 1 else max(int(a.shape[1]), 1)
 
 
+def _refuse_shared_memory(oa: Any, inputs: dict[str, Any]) -> None:
+    """Raise :class:`SoftmaxError` where ``out`` certainly has two elements at one address
+    or shares memory with an input (:mod:`tylo.arrays`: ``internal_overlap``,
+    ``overlapping_pair``): threads would read what others write, a wrong answer without
+    a word. (Exactly in place, ``out`` being ``x``, is refused too: nothing here proves
+    every kernel reads a row whole before it writes it.)"""
+    from tylo.arrays import internal_overlap, overlapping_pair
+
+    if internal_overlap(oa):
+        raise SoftmaxError(
+            f"softmax: out (shape {tuple(oa.shape)}, strides {tuple(oa.strides)}) has "
+            "elements at one address; give it memory of its own, one place per element"
+        )
+    pair = overlapping_pair({"out": oa}, inputs)
+    if pair is not None:
+        raise SoftmaxError(
+            f"softmax: out and {pair[1]} share memory; give out memory of its own (the "
+            "kernels read their inputs while other threads write out)"
+        )
+
+
 def plan_launch(
     out: Any,
     x: Any,
@@ -107,6 +128,7 @@ def plan_launch(
         raise SoftmaxError(f"softmax: x is on device {xa.device}, out on {oa.device}")
     if mask is not None and lengths is not None:
         raise SoftmaxError("softmax: give a boolean mask or per-row lengths, not both")
+    _refuse_shared_memory(oa, {"x": xa, "mask": mask, "lengths": lengths})
     rows, cols = (int(n) for n in xa.shape)
     ldx, ldo = _ld(xa), _ld(oa)
     kind, aux, ldm = "none", None, 1
