@@ -299,16 +299,17 @@ def _prepare_inputs(q: Any, k: Any, v: Any, causal: bool, scale: float | None, c
     return cfg, grid, views, (lq, lk, h, b, d), qa.dtype, qa.device, sc * LOG2E
 
 
-def _prepare_outputs(out: Any, lse: Any, prep: tuple) -> tuple:
-    """The rest of the launch preparation, once ``out`` and ``lse`` are checked: ``(cfg,
-    (Q, K, V maps), O map or None, (out's B, H, L strides), (lse's B, H strides))``;
-    ``cfg.tma_store`` dropped where TMA cannot write ``out``."""
+def _prepare_outputs(out: Any, lse: Any, prep: tuple, lens: Any = None) -> tuple:
+    """The rest of the launch preparation, once ``out`` and ``lse`` are checked (also
+    against sharing memory with the inputs, each other, themselves and the caller's device
+    ``lens``): ``(cfg, (Q, K, V maps), O map or None, (out's B, H, L strides), (lse's B, H
+    strides))``; ``cfg.tma_store`` dropped where TMA cannot write ``out``."""
     cfg, _, views, (lq, _, h, b, d), dtype, _, _ = prep
     oa = _check_out(out, (b, h, lq, d), dtype, "out")
     la = _check_out(lse, (b, h, lq), tylo.f32, "lse")
     same_device("hopper_attention", q=views[0], out=oa, lse=la)
     refuse_shared_memory("hopper_attention", {"out": oa, "lse": la},
-                         dict(zip(("q", "k", "v"), views)))  # fmt: skip
+                         {**dict(zip(("q", "k", "v"), views)), "kv_lens": lens})  # fmt: skip
     tmo = None
     if cfg.tma_store:
         st = _tma_strides(oa, "out")
@@ -358,18 +359,18 @@ def hopper_attention(
                     lambda: _prepare_inputs(q, k, v, causal, scale, cfg))  # fmt: skip
     _, grid, _, (lq, lk, h, b, d), dtype, device, sc = pin
     lens = _kv_lens(kv_lens, b, lk, q, device)
+    # the caller's own device lengths join the key (out and lse must not share their
+    # memory); lengths tylo made (the default, or a copy of host ones) cannot
+    given = lens if lens is kv_lens else None
     if out is None:
         out = _empty(q, (b, h, lq, d), dtype, device)
-    elif kv_lens is not None:  # given lengths are no part of the remembered preparation
-        refuse_shared_memory("hopper_attention", {"out": out}, {"kv_lens": lens})
     if lse is None:
         lse = _empty(q, (b, h, lq), tylo.f32, device)
-    elif kv_lens is not None:
-        refuse_shared_memory("hopper_attention", {"lse": lse}, {"kv_lens": lens})
     run, (tq, tk, tv), tmo, (osb, osh, osl), (lsb, lsh) = _PREPARED.get(
-        ("out", keys, causal, scale, cfg, array_key_of(out, "out"), array_key_of(lse, "lse")),
-        lambda: _prepare_outputs(out, lse, pin),
-    )
+        ("out", keys, causal, scale, cfg, array_key_of(out, "out"), array_key_of(lse, "lse"),
+         None if given is None else array_key_of(given, "kv_lens")),
+        lambda: _prepare_outputs(out, lse, pin, given),
+    )  # fmt: skip
     if run.persistent:
         hopper_attention_persistent_kernel[grid, THREADS](
             out, lse, tq, tk, tv, tmo, lens, lq, lk, h, b, osb, osh, osl, lsb, lsh, sc, run,
