@@ -30,6 +30,7 @@ __all__ = [
     "DeviceBuffer",
     "array_key",
     "as_device_array",
+    "device_clash",
     "internal_overlap",
     "overlap",
     "overlapping_pair",
@@ -295,6 +296,20 @@ def array_key(obj: Any) -> tuple:
                 obj.device.type, obj.device.index)  # fmt: skip
     da = as_device_array(obj)
     return ("array", da.ptr, da.dtype, da.shape, da.strides, da.device, da.readonly)
+
+
+def device_clash(named: Any) -> str | None:
+    """Where ``(name, device)`` pairs name more than one device (None: a device not named):
+    ``"a, b on device 0; c on device 1"``, the names in their order, devices ascending;
+    None when they name one device or none. What the launcher and the example hosts say
+    when the arrays of one launch live on different devices."""
+    by_device: dict[int, list[str]] = {}
+    for name, device in named:
+        if device is not None:
+            by_device.setdefault(device, []).append(name)
+    if len(by_device) < 2:
+        return None
+    return "; ".join(f"{', '.join(n)} on device {d}" for d, n in sorted(by_device.items()))
 
 
 def _byte_span(a: DeviceArray) -> tuple[int, int] | None:

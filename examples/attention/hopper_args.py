@@ -11,7 +11,7 @@ import numpy as np
 
 import tylo
 from examples.attention.reference import AttentionInputError
-from tylo.arrays import ArrayError, DeviceArray, DeviceBuffer, array_key
+from tylo.arrays import ArrayError, DeviceArray, DeviceBuffer, array_key, device_clash
 from tylo.remembered import Remembered
 
 __all__ = ["check_inputs", "takes_tma_store"]
@@ -182,12 +182,8 @@ def same_device(op: str, **arrays: Any) -> None:
     all name the same one. A tensor map is not a pointer argument, so the launcher cannot
     see which device its array is on: a q on another device than ``out`` would be read
     through the wrong device's address space."""
-    known = {}
-    for name, a in arrays.items():
-        if a.device is not None:
-            known.setdefault(a.device, []).append(name)
-    if len(known) > 1:
-        where = "; ".join(f"{', '.join(n)} on device {d}" for d, n in sorted(known.items()))
+    where = device_clash((name, a.device) for name, a in arrays.items())
+    if where is not None:
         raise AttentionInputError(
             f"{op}: the arrays live on different devices ({where}); copy them to one "
             "device first (e.g. x.to(q.device))"

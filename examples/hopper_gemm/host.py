@@ -217,15 +217,11 @@ def check_extents(d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb:
     ...
     tylo.nvgpu.errors.PlanError: hopper_gemm: D and A share memory; the kernel reads A and B while it writes D: give D memory of its own
     """
-    from tylo.arrays import as_device_array
+    from tylo.arrays import as_device_array, device_clash
 
-    devices: dict = {}
-    for name, arr in (("A", a), ("B", b), ("D", d)):
-        dev = as_device_array(arr).device
-        if dev is not None:
-            devices.setdefault(dev, []).append(name)
-    if len(devices) > 1:  # A and B are read by tensor maps, which the launcher cannot see
-        where = "; ".join(f"{', '.join(n)} on device {dv}" for dv, n in sorted(devices.items()))
+    operands = (("A", a), ("B", b), ("D", d))
+    where = device_clash((name, as_device_array(x).device) for name, x in operands)
+    if where is not None:  # early: A and B go by tensor maps (the launcher checks them too)
         raise PlanError(
             f"hopper_gemm: the operands live on different devices ({where}); copy them to "
             "one device first"

@@ -21,6 +21,7 @@ from tylo.arrays import (
     _DLManagedTensorVersioned,
     array_key,
     as_device_array,
+    device_clash,
     internal_overlap,
     overlap,
     overlapping_pair,
@@ -411,3 +412,9 @@ def test_internal_overlap_of_common_cases():
     assert internal_overlap(DeviceArray(PTR, (1, 8), (0, 1), f32, 0)) is False  # extent 1
     assert internal_overlap(DeviceArray(PTR, (3, 2), (2, 3), f32, 0)) is None  # 0,2,4 / 3,5,7
     assert internal_overlap(DeviceArray(PTR, (0, 8), (0, 0), f32, 0)) is False  # empty
+
+
+def test_device_clash_names_each_device_s_arrays():
+    assert device_clash([("a", 0), ("b", None), ("c", 0)]) is None
+    assert device_clash([]) is None
+    assert device_clash([("c", 1), ("a", 0), ("b", 1)]) == "a on device 0; c, b on device 1"

@@ -201,10 +201,10 @@ class Kernel:
         cluster: tuple[int, int, int] | None = None,
     ) -> tuple[CompiledKernel, int]:
         """Build (or find) the specialization for launch arguments ``args``."""
-        from tylo.arrays import ArrayError, as_device_array
+        from tylo.arrays import ArrayError, as_device_array, device_clash
 
         bindings = []
-        devices: dict[int | None, list[str]] = {}
+        devices: list[tuple[str, int | None]] = []  # (argument, its array's device)
         for name, ann, a in zip(self.param_names, self.annotations, args):
             kind = classify(ann, a, name)
             if kind is ParamKind.POINTER:
@@ -218,22 +218,21 @@ class Kernel:
                         f"argument {name!r}: the kernel takes {want} elements (tylo.Ptr("
                         f"{want.name})), got a {arr.dtype} array"
                     )
-                devices.setdefault(arr.device, []).append(name)
+                devices.append((name, arr.device))
                 bindings.append(
                     Binding(name, kind, arr.dtype, check=ann if isinstance(ann, Ptr) else None)
                 )
             else:
                 if kind is ParamKind.TENSOR_MAP:  # its array's device, as a pointer's
-                    devices.setdefault(tensor_map_device(a), []).append(name)
+                    devices.append((name, tensor_map_device(a)))
                 bindings.append(self._binding(name, ann, kind, a))
-        known = {d for d in devices if d is not None}
-        if len(known) > 1:
-            where = "; ".join(f"{', '.join(devices[d])} on device {d}" for d in sorted(known))
+        where = device_clash(devices)
+        if where is not None:
             raise KernelArgumentError(
                 f"{self.name}: the array arguments live on different devices ({where}); a "
                 "kernel runs on one device: copy them to one device first (e.g. x.to(y.device))"
             )
-        ordinal = known.pop() if known else 0
+        ordinal = next((d for _, d in devices if d is not None), 0)
         return self._build(tuple(bindings), block, device_target(ordinal), cluster), ordinal
 
     def _binding(self, name: str, ann: Any, kind: ParamKind, value: Any) -> Binding:
