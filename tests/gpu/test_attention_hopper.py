@@ -14,7 +14,10 @@ import dataclasses
 
 import numpy as np
 import pytest
-from attention_cases import verify_standard_cases  # tests/gpu/attention_cases.py
+from attention_cases import (  # tests/gpu/attention_cases.py
+    assert_matches_reference,
+    verify_standard_cases,
+)
 
 import tylo
 from examples.attention.hopper_host import choose_config, hopper_attention, verify
@@ -281,16 +284,7 @@ def test_remembered_preparation_follows_the_arrays(gpu_runtime, persistent):
         out.fill_(float("nan"))
         lse.fill_(float("nan"))
         hopper_attention(q, k, v, causal=True, out=out, lse=lse, cfg=cfg, scale=scale)
-        torch.cuda.synchronize()
-        want_o, want_l = attention_reference(
-            q.double().cpu().numpy(), k.double().cpu().numpy(), v.double().cpu().numpy(),
-            causal=True, scale=scale,
-        )  # fmt: skip
-        got_o, got_l = out.double().cpu().numpy(), lse.double().cpu().numpy()
-        assert np.abs(got_o - want_o).max() <= 2e-2 * np.abs(want_o).max()
-        fin = np.isfinite(want_l)
-        assert np.array_equal(np.isneginf(got_l), ~fin)
-        assert np.abs(got_l[fin] - want_l[fin]).max() <= 2e-2
+        assert_matches_reference(q, k, v, out, lse, causal=True, scale=scale)
 
     def fresh(lq, lk):
         return tuple(torch.randn((2, 3, n, 64), device="cuda", generator=g).to(torch.bfloat16)

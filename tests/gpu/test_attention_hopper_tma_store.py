@@ -11,9 +11,9 @@ serialization note."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from attention_cases import (  # tests/gpu/attention_cases.py
+    assert_matches_reference,
     compile_unserialized,
     verify_standard_cases,
 )
@@ -25,7 +25,6 @@ from examples.attention.hopper_host import (
     takes_tma_store,
     verify,
 )
-from examples.attention.reference import attention_reference
 
 SCHEDULES = [(False, False), (True, False), (False, True), (True, True)]
 
@@ -57,22 +56,6 @@ def test_tma_store_f16_and_many_items(gpu_runtime, persistent):
                    kv_lens=[1000, 0, 1, 999, 512, 128, 129, 700])
 
 
-def _check(q, k, v, out, lse, causal):
-    import torch
-
-    torch.cuda.synchronize()
-    want_o, want_l = attention_reference(
-        q.double().cpu().numpy(), k.double().cpu().numpy(), v.double().cpu().numpy(),
-        causal=causal,
-    )
-    got_o, got_l = out.double().cpu().numpy(), lse.double().cpu().numpy()
-    assert not np.isnan(got_o).any() and not np.isnan(got_l).any()
-    assert np.abs(got_o - want_o).max() <= 2e-2 * np.abs(want_o).max()
-    fin = np.isfinite(want_l)
-    assert np.array_equal(np.isneginf(got_l), np.isneginf(want_l))
-    assert np.abs(got_l[fin] - want_l[fin]).max() <= 2e-2
-
-
 @pytest.mark.parametrize("persistent", [False, True], ids=["one-item", "persistent"])
 @pytest.mark.parametrize("d", [64, 128])
 def test_given_outputs_tma_can_and_cannot_write(gpu_runtime, persistent, d):
@@ -100,7 +83,7 @@ def test_given_outputs_tma_can_and_cannot_write(gpu_runtime, persistent, d):
             lse = torch.full((b, h, lq), float("nan"), device="cuda")
             o2, _ = hopper_attention(q, k, v, causal=causal, out=out, lse=lse, cfg=cfg)
             assert o2 is out
-            _check(q, k, v, out, lse, causal)
+            assert_matches_reference(q, k, v, out, lse, causal=causal)
         assert torch.isnan(padded_buf[:, :, lq:]).all()  # nothing written past Lq
         assert torch.isnan(flat[:1]).all()
 
