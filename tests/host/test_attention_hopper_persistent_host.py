@@ -154,19 +154,27 @@ class _Machine:
         return True
 
 
-def _ops(cfg, items, sms, c, lens, lq, lk):
-    """The producer's and the two consumers' operations for CTA ``c``."""
-    ring, qp = PipelinePlan(cfg.stages, 256), PipelinePlan(2, 256)
+def cta_walk(cfg, items, sms, c, lens, lq, lk):
+    """CTA ``c``'s items as both roles of the kernel walk them (``lens``: the key lengths
+    per batch entry and the number of heads): ``(i, (k, h, b), n_tiles, first)``, ``first``
+    the ring's iteration count at the item's first key tile."""
     grid = min(items, sms)
     q_tiles = -(-lq // cfg.bm)
-    prod, cons = [], [[], []]
     first = 0
     for i in range(cta_items(items, grid, c)):
         t = cta_item(i, grid, c, q_tiles, lens[1] * len(lens[0]))
         k, h, b = item_order(t, q_tiles, lens[1], cfg.causal)
         kv = min(max(lens[0][b], 0), lk)
-        n_full, n_tiles = key_tiles(cfg, k * cfg.bm, kv, lq)
-        item = (k, h, b)
+        n_tiles = key_tiles(cfg, k * cfg.bm, kv, lq)[1]
+        yield i, (k, h, b), n_tiles, first
+        first += n_tiles
+
+
+def _ops(cfg, items, sms, c, lens, lq, lk):
+    """The producer's and the two consumers' operations for CTA ``c``."""
+    ring, qp = PipelinePlan(cfg.stages, 256), PipelinePlan(2, 256)
+    prod, cons = [], [[], []]
+    for i, item, n_tiles, first in cta_walk(cfg, items, sms, c, lens, lq, lk):
         qb = ("q", qp.stage(i))
         prod += [("wait", ("qempty", qp.stage(i)), 1 - qp.parity(i)), ("fill", qb, item),
                  ("arrive", ("qfull", qp.stage(i)), 1)]  # fmt: skip
@@ -196,7 +204,6 @@ def _ops(cfg, items, sms, c, lens, lq, lk):
                 ops += [("free", ("kv", ring.stage(last))),
                         ("arrive", ("empty", ring.stage(last)), 256)]  # fmt: skip
             ops += [("free", qb), ("arrive", ("qempty", qp.stage(i)), 256)]
-        first += n_tiles
     if cfg.pingpong:
         cons[1].insert(0, ("give", 1))  # consumer 0 takes the first turn
     return prod, cons

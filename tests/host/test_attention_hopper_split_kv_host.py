@@ -17,13 +17,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_attention_hopper_persistent_host import _run  # the mbarrier model's interpreter
+from test_attention_hopper_persistent_host import (  # the mbarrier model and the item walk
+    _run,
+    cta_walk,
+)
 
 import tylo
 from examples.attention.hopper_host import choose_config
-from examples.attention.hopper_kernel import HopperAttentionConfig, key_tiles
-from examples.attention.hopper_persistent import cta_item, cta_items, item_order, work_items
-from examples.attention.hopper_ring import K, PARTS, V
+from examples.attention.hopper_kernel import HopperAttentionConfig
+from examples.attention.hopper_persistent import work_items
+from examples.attention.hopper_ring import PARTS, K, V
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.mbarrier import PipelinePlan
 
@@ -94,16 +97,8 @@ def _ops(cfg, items, sms, c, lens, lq, lk, v_on_k=False):
     """The producer's and the consumers' operations for CTA ``c``; ``v_on_k``: consumers
     that read V after waiting for K alone (a bug the model must catch)."""
     ring = PipelinePlan(cfg.stages, 256, parts=PARTS)
-    grid = min(items, sms)
-    q_tiles = -(-lq // cfg.bm)
     prod, cons = [], [[], []]
-    first = 0
-    for i in range(cta_items(items, grid, c)):
-        t = cta_item(i, grid, c, q_tiles, lens[1] * len(lens[0]))
-        k, h, b = item_order(t, q_tiles, lens[1], cfg.causal)
-        kv = min(max(lens[0][b], 0), lk)
-        n_full, n_tiles = key_tiles(cfg, k * cfg.bm, kv, lq)
-        item = (k, h, b)
+    for _, item, n_tiles, first in cta_walk(cfg, items, sms, c, lens, lq, lk):
 
         def buf(part, it):
             return (part, ring.stage(it))
@@ -141,7 +136,6 @@ def _ops(cfg, items, sms, c, lens, lq, lk, v_on_k=False):
                 last = first + n_tiles - 1
                 ops += wait(V, last) + [("hold", buf(V, last), (item, n_tiles - 1, V))]
                 ops += release(last)
-        first += n_tiles
     if cfg.pingpong:
         cons[1].insert(0, ("give", 1))  # consumer 0 takes the first turn
     return prod, cons
