@@ -59,6 +59,9 @@ HOPPER_VARIANTS = {"plain": {"pingpong": False, "overlap": False},
                                                    "overlap": True},
                    "tma-store": {"tma_store": True},  # the default schedules, O by TMA
                    "persistent tma-store": {"persistent": True, "tma_store": True},
+                   "persistent overlap": {"persistent": True, "pingpong": False, "overlap": True},
+                   "persistent overlap tma-store": {"persistent": True, "pingpong": False,
+                                                    "overlap": True, "tma_store": True},
                    # K and V on barriers of their own (S waits for K only), not measured yet
                    "split-kv": {"split_kv": True},
                    "persistent split-kv": {"persistent": True, "split_kv": True},
@@ -68,7 +71,11 @@ HOPPER_VARIANTS = {"plain": {"pingpong": False, "overlap": False},
                    "3 stages pingpong": {"stages": 3, "pingpong": True, "overlap": False},
                    # d = 128: overlap on 128-key tiles (FA3's tile; hopper_host.WIDE_OVERLAP)
                    "wide overlap": {"bn": 128, "stages": 2},
-                   "wide overlap persistent": {"bn": 128, "stages": 2, "persistent": True}}  # fmt: skip
+                   "wide overlap persistent": {"bn": 128, "stages": 2, "persistent": True},
+                   "wide overlap alone": {"bn": 128, "stages": 2, "pingpong": False,
+                                          "overlap": True},
+                   "wide overlap alone persistent": {"bn": 128, "stages": 2, "pingpong": False,
+                                                     "overlap": True, "persistent": True}}  # fmt: skip
 
 
 def _triton_attention():
@@ -170,10 +177,11 @@ def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False, inner
                 c2 = choose_config(d, tdt_name(dtype), causal, **kw)
             except PlanError:  # a tile that does not fit
                 continue
-            base = choose_config(d, tdt_name(dtype), causal,
-                                 **{f: x for f, x in kw.items() if f != "stages"})  # fmt: skip
-            if "stages" in kw and "bn" not in kw and c2.stages <= base.stages:
-                continue  # not more stages than the default has
+            if "stages" in kw and "bn" not in kw:
+                base = choose_config(d, tdt_name(dtype), causal,
+                                     **{f: x for f, x in kw.items() if f != "stages"})  # fmt: skip
+                if c2.stages <= base.stages:
+                    continue  # not more stages than the default has
             runs[f"tylo {name}"] = lambda c2=c2: hopper_attention(
                 q, k, v, causal=causal, out=o, lse=lse, cfg=c2)
     else:
@@ -257,6 +265,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, help="write the rows to this file")
     p.add_argument("--inner", type=int, default=3,
                    help="calls per timed sample, back to back (1: include the host's launch time)")
+    p.add_argument("--d", type=int, choices=(64, 128), default=None,
+                   help="only this head dim's shapes")
     p.add_argument("--variants", action="store_true",
                    help="also time other configurations (warp: VARIANTS, block sizes; "
                         "hopper: HOPPER_VARIANTS, the FA3 schedules)")  # fmt: skip
@@ -279,6 +289,8 @@ def main(argv=None) -> int:
     print(" ".join(f"{x:>11}" for x in head))
     rows = []
     for d, causal, length in shapes:
+        if args.d is not None and d != args.d:
+            continue
         r = bench(d, causal, length, reps, args.path, args.dtype, triton_fn, args.variants,
                   args.inner)
         rows.append(r)
