@@ -54,6 +54,7 @@ HOPPER_VARIANTS = {"plain": {"pingpong": False, "overlap": False},
                    "overlap": {"pingpong": False, "overlap": True},
                    "pingpong+overlap": {"pingpong": True, "overlap": True},
                    "persistent": {"persistent": True},
+                   "one-item": {"persistent": False},  # the default schedules, a CTA per item
                    "persistent plain": {"persistent": True, "pingpong": False, "overlap": False},
                    "persistent pingpong+overlap": {"persistent": True, "pingpong": True,
                                                    "overlap": True},
@@ -174,11 +175,11 @@ def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False, inner
             if "bn" in kw and d != 128:
                 continue  # the wide-overlap tiles are d = 128's
             try:
-                c2 = choose_config(d, tdt_name(dtype), causal, **kw)
+                c2 = choose_config(d, tdt_name(dtype), causal, lk=length, **kw)
             except PlanError:  # a tile that does not fit
                 continue
             if "stages" in kw and "bn" not in kw:
-                base = choose_config(d, tdt_name(dtype), causal,
+                base = choose_config(d, tdt_name(dtype), causal, lk=length,
                                      **{f: x for f, x in kw.items() if f != "stages"})  # fmt: skip
                 if c2.stages <= base.stages:
                     continue  # not more stages than the default has

@@ -142,21 +142,33 @@ def compile_hopper_attention(cfg: HopperAttentionConfig, target: Any = "sm_90a")
 
 def compile_kernels(args: Any, target: Any) -> dict[str, Any]:
     """What ``examples/attention/run.py --path hopper --compile-only`` compiles: the kernel
-    of :func:`choose_config` for the command line's head dim, dtype and mask."""
+    of :func:`choose_config` for the command line's head dim, dtype, mask and key length."""
     import tylo as _tylo
 
     dtype = _tylo.f16 if getattr(args, "dtype", "bf16") == "f16" else _tylo.bf16
-    cfg = choose_config(args.d, dtype, bool(args.causal), target=target)
+    lk = getattr(args, "lk", None) or getattr(args, "l", None)
+    cfg = choose_config(args.d, dtype, bool(args.causal), lk=lk, target=target)
     return {"hopper_attention_kernel": compile_hopper_attention(cfg, target)}
 
 
-# (d, causal) -> (pingpong, overlap, tma_store): the schedules and epilogue that measured
-# fastest on an H200 (benchmarks/attention.py --path hopper --variants, 2026-12-01, a run
-# made before the host stopped copying the default key lengths on every call; to be
-# measured again): overlap alone at d = 64 without a mask, both schedules elsewhere; the
-# TMA-store epilogue at d = 128 and d = 64 causal, not at d = 64 without a mask (slower)
-SCHEDULES = {(64, False): (False, True, False), (64, True): (True, True, True),
-             (128, False): (True, True, True), (128, True): (True, True, True)}  # fmt: skip
+# (d, causal, long keys) -> (pingpong, overlap, tma_store, persistent): what measured
+# fastest on an H200 (benchmarks/attention.py --path hopper --variants, 2026-12-01, 5
+# interleaved rounds, at L = 1k, 4k and 16k; "long" is Lk > LONG_KEYS, between the 4k and
+# 16k shapes, so lengths in (4k, 16k) take an unmeasured side of the boundary).
+# - d = 64 without a mask: overlap alone, O by TMA, persistent, at every length (the TMA
+#   store only pays with the persistent kernel: 1.32x the old default at 1k, 1.01x at 16k).
+# - persistent up to 4k keys elsewhere (1.10-1.30x the one-item kernel there), and not at
+#   16k, where the one-item kernel was 1.03-1.14x faster (d = 64 causal: overlap alone).
+# - d = 128 causal: neither schedule (plain beat ping-pong + overlap by 1.03-1.07x).
+SCHEDULES = {(64, False, False): (False, True, True, True),
+             (64, False, True): (False, True, True, True),
+             (64, True, False): (True, True, True, True),
+             (64, True, True): (False, True, True, False),
+             (128, False, False): (True, True, True, True),
+             (128, False, True): (True, True, True, False),
+             (128, True, False): (False, False, True, True),
+             (128, True, True): (False, False, True, False)}  # fmt: skip
+LONG_KEYS = 4096
 
 
 # d = 128 with overlap: 128 keys and 2 stages (FlashAttention-3's tile) where it compiles
@@ -171,7 +183,7 @@ def choose_config(
     d: int, dtype: Any, causal: bool, *, pingpong: bool | None = None,
     overlap: bool | None = None, persistent: bool | None = None,
     tma_store: bool | None = None, split_kv: bool | None = None, bn: int | None = None,
-    stages: int | None = None, target: Any = "sm_90a",
+    stages: int | None = None, lk: int | None = None, target: Any = "sm_90a",
 ) -> HopperAttentionConfig:
     """The default tile: at d = 64, 128 keys per tile and 4 stages; at d = 128, 128 keys and 2
     stages where that compiles without spilling (S, O and P take 64 + 64 + 32 registers per
@@ -180,13 +192,13 @@ def choose_config(
     with ``overlap`` 64 keys and 3 stages (128 keys fit, but are not measured yet:
     ``WIDE_OVERLAP``). ``bn`` and ``stages`` given replace the default tile's (raises
     :class:`PlanError` where the tile does not fit).
-    ``pingpong`` and ``overlap`` (the FlashAttention-3 schedules): None takes the measured
-    choice for ``(d, causal)`` (``SCHEDULES``), and so does ``tma_store`` (O through shared
-    memory and TMA stores; :func:`hopper_attention` falls back to stores by ownership for an
-    ``out`` TMA cannot write). ``persistent`` (one CTA per SM walking the work items): None
-    is False (in the same run it was far behind at 16k causal keys, where the items'
-    lengths differ most). ``split_kv`` (K and V on full barriers of their own,
-    :mod:`examples.attention.hopper_ring`): None is False (not measured yet)."""
+    ``pingpong`` and ``overlap`` (the FlashAttention-3 schedules), ``tma_store`` (O through
+    shared memory and TMA stores; :func:`hopper_attention` falls back to stores by
+    ownership for an ``out`` TMA cannot write) and ``persistent`` (one CTA per SM walking the
+    work items): None takes the measured choice for ``(d, causal, lk > LONG_KEYS)``
+    (``SCHEDULES``; ``lk``, the key length, None: the short side). ``split_kv`` (K and V on
+    full barriers of their own, :mod:`examples.attention.hopper_ring`): None is False
+    (measured no faster)."""
     opts = dict(pingpong=pingpong, overlap=overlap, persistent=persistent,
                 tma_store=tma_store, split_kv=split_kv)
     for name, value in opts.items():  # before the cache, which takes 1 for True
@@ -194,20 +206,24 @@ def choose_config(
             raise PlanError(
                 f"choose_config: {name} must be a bool (or None: the default), got {value!r}"
             )
-    cfg = _choose_config(d, dtype, causal, target=target, **opts)
+    if lk is not None and (type(lk) is not int or lk < 0):
+        raise PlanError(f"choose_config: lk must be an int >= 0 (or None), got {lk!r}")
+    long = lk is not None and lk > LONG_KEYS
+    cfg = _choose_config(d, dtype, causal, long, target=target, **opts)
     tile = {f: x for f, x in (("bn", bn), ("stages", stages)) if x is not None}
     return replace(cfg, **tile) if tile else cfg
 
 
 @cache
 def _choose_config(
-    d: int, dtype: Any, causal: bool, *, pingpong: bool | None, overlap: bool | None,
-    persistent: bool | None, tma_store: bool | None, split_kv: bool | None, target: Any,
+    d: int, dtype: Any, causal: bool, long: bool, *, pingpong: bool | None,
+    overlap: bool | None, persistent: bool | None, tma_store: bool | None,
+    split_kv: bool | None, target: Any,
 ) -> HopperAttentionConfig:
-    pp, ov, ts = SCHEDULES.get((d, bool(causal)), (False, False, False))
+    pp, ov, ts, pe = SCHEDULES.get((d, bool(causal), long), (False, False, False, False))
     pingpong = pp if pingpong is None else pingpong
     overlap = ov if overlap is None else overlap
-    persistent = False if persistent is None else persistent
+    persistent = pe if persistent is None else persistent
     tma_store = ts if tma_store is None else tma_store
     split_kv = False if split_kv is None else split_kv
     opts = dict(d=d, dtype=dtype, causal=causal, pingpong=pingpong, overlap=overlap,
@@ -259,6 +275,30 @@ def persistent_grid(
     return grid
 
 
+def _default_config(
+    d: int, dtype: Any, causal: bool, lq: int, lk: int, h: int, b: int
+) -> HopperAttentionConfig:
+    """:func:`choose_config` for these lengths, with the other kernel where the chosen one
+    cannot take the shape: the one-item grid takes at most 65535 heads and batch entries;
+    the persistent kernel counts items and ring iterations in u32, which surely cannot wrap
+    while ``items * key tiles < 2**32`` (without asking the device its SM count: no driver
+    call before the last check). Where neither fits, the chosen one refuses and says why."""
+    cfg = choose_config(d, dtype, causal, lk=lk)
+    one_item_fits = h <= 65535 and b <= 65535
+    if cfg.persistent and one_item_fits:
+        if work_items(-(-lq // cfg.bm), h, b) * -(-lk // cfg.bn) >= 2**32:
+            return choose_config(d, dtype, causal, lk=lk, persistent=False)
+    elif not cfg.persistent and not one_item_fits:
+        cfg = choose_config(d, dtype, causal, lk=lk, persistent=True)
+    if not one_item_fits and work_items(-(-lq // cfg.bm), h, b) >= 2**32:
+        raise AttentionInputError(
+            f"hopper_attention: {h} heads and {b} batch entries fit neither kernel: the "
+            "one-item grid takes at most 65535 of each, and the persistent kernel's u32 item "
+            f"index at most 2**32 - 1 items (ceil(Lq / {cfg.bm}) * H * B); split the batch"
+        )
+    return cfg
+
+
 _PREPARED = Remembered(64)  # ("in", inputs' keys, causal, scale, cfg) or ("out", ...)
 
 
@@ -282,7 +322,7 @@ def _prepare_inputs(q: Any, k: Any, v: Any, causal: bool, scale: float | None, c
             f"maximum is kept scaled), got {scale!r}; use path='warp'"
         )
     if cfg is None:
-        cfg = choose_config(d, qa.dtype, causal)
+        cfg = _default_config(d, qa.dtype, causal, lq, lk, h, b)
     if (cfg.d, cfg.dtype, cfg.causal) != (d, qa.dtype, causal):
         raise AttentionInputError(
             f"hopper_attention: cfg {cfg} does not match d = {d}, {qa.dtype}, causal = {causal}"

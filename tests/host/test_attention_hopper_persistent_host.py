@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
+from examples.attention import hopper_host
 from examples.attention.hopper_host import choose_config, persistent_grid
 from examples.attention.hopper_kernel import HopperAttentionConfig, key_tiles
 from examples.attention.hopper_persistent import cta_item, cta_items, item_order, work_items
@@ -103,8 +104,14 @@ def test_launch_refuses_before_touching_a_device():
     walk = HopperAttentionConfig(d=64, stages=4, persistent=True)
     with pytest.raises(AttentionInputError, match="u32 item index"):
         hopper_attention(q, q, q, cfg=walk)
-    with pytest.raises(AttentionInputError, match="persistent=True"):  # the 1-D grid's way out
+    with pytest.raises(AttentionInputError, match="fit neither kernel"):
         hopper_attention(q, q, q)
+    for causal in (False, True):  # the claim, by the arithmetic it names
+        cfg = hopper_host.choose_config(64, tylo.bf16, causal, lk=8)
+        assert 2**16 > 65535 and -(-8 // cfg.bm) * 2**16 * 2**16 >= 2**32
+    one = HopperAttentionConfig(d=64, stages=4)
+    with pytest.raises(AttentionInputError, match="persistent=True"):  # the 1-D grid's way out
+        hopper_attention(q, q, q, cfg=one)
 
 
 def test_config():
@@ -118,8 +125,10 @@ def test_config():
         assert walk.shared_bytes() == one.shared_bytes() + 128 * d * 2 <= 227 * 1024
         assert walk.ring_offset() * 2 % 1024 == 0  # the ring's swizzled tiles stay aligned
         assert "persistent" in walk.describe() and "persistent" not in one.describe()
-    assert choose_config(64, tylo.bf16, True).persistent is False
-    assert choose_config(64, tylo.bf16, True, persistent=True).persistent is True
+    assert choose_config(64, tylo.bf16, True).persistent is True  # short keys: measured
+    assert choose_config(64, tylo.bf16, True, lk=16384).persistent is False
+    assert choose_config(64, tylo.bf16, True, persistent=False).persistent is False
+    assert choose_config(64, tylo.bf16, True, lk=16384, persistent=True).persistent is True
     with pytest.raises(PlanError, match="persistent must be a bool"):
         choose_config(64, tylo.bf16, False, persistent=1)
 
@@ -295,7 +304,8 @@ def test_protocol_model_catches_a_single_q_buffer():
 
 def test_benchmark_variants_are_choose_config_arguments():
     """benchmarks/attention.py --path hopper --variants: every entry is choose_config's
-    keyword arguments, and "persistent" is the default schedules made persistent."""
+    keyword arguments, "persistent" the default schedules made persistent and "one-item"
+    made one CTA per item; a variant that names neither keeps the default's kernel."""
     import importlib.util
     from pathlib import Path
 
@@ -303,10 +313,15 @@ def test_benchmark_variants_are_choose_config_arguments():
     spec = importlib.util.spec_from_file_location("_bench_attention", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    for causal in (False, True):
-        default = choose_config(64, tylo.bf16, causal)
+    for causal, lk in ((False, 1024), (True, 1024), (True, 16384)):
+        default = choose_config(64, tylo.bf16, causal, lk=lk)
         for name, kw in bench.HOPPER_VARIANTS.items():
-            cfg = choose_config(64, tylo.bf16, causal, **kw)
-            assert cfg.persistent == ("persistent" in name), name
-        walk = choose_config(64, tylo.bf16, causal, **bench.HOPPER_VARIANTS["persistent"])
-        assert walk == HopperAttentionConfig(**{**default.__dict__, "persistent": True})
+            if "bn" in kw:
+                continue  # d = 128's tiles
+            cfg = choose_config(64, tylo.bf16, causal, lk=lk, **kw)
+            named = True if "persistent" in name else False if name == "one-item" else None
+            assert kw.get("persistent") is named, name
+            assert cfg.persistent == (default.persistent if named is None else named), name
+        for name, flag in (("persistent", True), ("one-item", False)):
+            got = choose_config(64, tylo.bf16, causal, lk=lk, **bench.HOPPER_VARIANTS[name])
+            assert got == HopperAttentionConfig(**{**default.__dict__, "persistent": flag})

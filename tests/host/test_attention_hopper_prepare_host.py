@@ -224,3 +224,47 @@ def test_outputs_sharing_memory_are_refused(rec):
     assert rec == []
     hopper_host.hopper_attention(q, q, q, out=out, lse=lse, kv_lens=_lens(2))
     assert len(rec) == 1
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [64, 128])
+def test_the_default_kernel_follows_the_key_length(d, causal):
+    """Without ``cfg`` a call runs ``choose_config``'s measured choice for its key length
+    (``SCHEDULES``, short up to ``LONG_KEYS`` keys), and the other kernel where the chosen
+    one cannot take the shape: more than 65535 heads take the persistent kernel, and a
+    persistent grid whose u32 ring count could wrap takes the one-item kernel."""
+    short, long = hopper_host.LONG_KEYS, hopper_host.LONG_KEYS + 1
+    for lk in (short, long, 2**31 - 1):  # the tiles chosen (compiled at d = 128) before
+        for persistent in (None, False, True):  # the recorders replace the kernels
+            hopper_host.choose_config(d, tylo.bf16, causal, lk=lk, persistent=persistent)
+    with pytest.MonkeyPatch.context() as mp:
+        rec = _record(mp)
+        for lk in (short, long):
+            q = _arr((1, 2, 8, d), 1 << 30)
+            k = _arr((1, 2, lk, d), 1 << 31)
+            out, lse = _arr((1, 2, 8, d), 1 << 33), _arr((1, 2, 8), 1 << 34, dtype=tylo.f32)
+            hopper_host.hopper_attention(q, k, k, causal=causal, kv_lens=_lens(1), out=out,
+                                         lse=lse)  # fmt: skip
+            want = hopper_host.SCHEDULES[(d, causal, lk > hopper_host.LONG_KEYS)]
+            run = rec[-1][2][-1]
+            assert (run.pingpong, run.overlap, run.tma_store, run.persistent) == want
+            assert rec[-1][0] == ("pers" if want[3] else "one")
+        many = _arr((1, 70000, 8, d), 1 << 30)  # the one-item grid: at most 65535 heads
+        out = _arr((1, 70000, 8, d), 1 << 42)
+        lse = _arr((1, 70000, 8), 1 << 43, dtype=tylo.f32)
+        hopper_host.hopper_attention(many, many, many, causal=causal, kv_lens=_lens(1),
+                                     out=out, lse=lse)  # fmt: skip
+        assert rec[-1][0] == "pers" and rec[-1][2][-1].persistent
+        # one CTA (sm count 1) walking 256 items of 2**31 - 1 keys wraps the u32 ring count
+        mp.setattr(hopper_host, "_sm_count", lambda device: 1)
+        q = _arr((1, 1, 256 * 128, d), 1 << 30)
+        k = _arr((1, 1, 2**31 - 1, d), 1 << 44)
+        cfg = hopper_host.choose_config(d, tylo.bf16, causal, lk=2**31 - 1, persistent=True)
+        out = _arr((1, 1, 256 * 128, d), 1 << 45)
+        lse = _arr((1, 1, 256 * 128), 1 << 46, dtype=tylo.f32)
+        with pytest.raises(AttentionInputError, match="u32 ring count"):
+            hopper_host.hopper_attention(q, k, k, causal=causal, kv_lens=_lens(1), cfg=cfg,
+                                         out=out, lse=lse)  # fmt: skip
+        hopper_host.hopper_attention(q, k, k, causal=causal, kv_lens=_lens(1), out=out,
+                                     lse=lse)  # fmt: skip
+        assert rec[-1][0] == "one" and not rec[-1][2][-1].persistent

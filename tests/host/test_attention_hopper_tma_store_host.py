@@ -105,15 +105,23 @@ def test_choose_config_takes_the_measured_epilogue_by_default():
 
     for d in (64, 128):
         for causal in (False, True):
-            cfg = choose_config(d, tylo.bf16, causal)
-            assert (cfg.pingpong, cfg.overlap, cfg.tma_store) == SCHEDULES[(d, causal)]
-            assert cfg.persistent is False
+            for lk, long in ((None, False), (0, False), (4096, False), (4097, True)):
+                cfg = choose_config(d, tylo.bf16, causal, lk=lk)
+                got = (cfg.pingpong, cfg.overlap, cfg.tma_store, cfg.persistent)
+                assert got == SCHEDULES[(d, causal, long)]
             assert choose_config(d, tylo.bf16, causal, tma_store=False).tma_store is False
     assert choose_config(128, tylo.bf16, False).tma_store  # measured faster: on
-    assert not choose_config(64, tylo.bf16, False).tma_store  # measured slower: off
+    assert choose_config(64, tylo.bf16, False).tma_store  # with the persistent kernel: on
+    assert not choose_config(64, tylo.bf16, True, lk=16384).persistent  # measured slower
     cfg = choose_config(64, tylo.bf16, False, tma_store=True, persistent=True)
     assert cfg.tma_store and cfg.persistent and "TMA-store" in cfg.describe()
-    assert "TMA-store" not in choose_config(64, tylo.bf16, False).describe()
+    assert "TMA-store" not in choose_config(64, tylo.bf16, False, tma_store=False).describe()
+
+
+@pytest.mark.parametrize("bad", [-1, 1.0, True, "4096", 2**64 * 1.0])
+def test_choose_config_refuses_a_bad_key_length(bad):
+    with pytest.raises(PlanError, match="lk must be an int >= 0"):
+        choose_config(64, tylo.bf16, False, lk=bad)
 
 
 def test_kernels_refuse_a_missing_or_unexpected_o_map():
