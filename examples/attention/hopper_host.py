@@ -251,6 +251,18 @@ def _sm_count(device: int | None) -> int:
     return device_properties(device or 0).sm_count
 
 
+def _check_items(cfg: HopperAttentionConfig, lq: int, h: int, b: int) -> int:
+    """The persistent kernel's work items, refused (:class:`AttentionInputError`) where they
+    do not fit its u32 item index."""
+    items = work_items(-(-lq // cfg.bm), h, b)
+    if items >= 2**32:
+        raise AttentionInputError(
+            f"hopper_attention: {items} work items (ceil(Lq / {cfg.bm}) * H * B) do not fit "
+            "the persistent kernel's u32 item index; use persistent=False or split the batch"
+        )
+    return items
+
+
 def persistent_grid(
     cfg: HopperAttentionConfig, lq: int, lk: int, h: int, b: int, device: int | None = None,
     sms: int | None = None,
@@ -259,12 +271,7 @@ def persistent_grid(
     device's SM count). Raises :class:`AttentionInputError` where the kernel's u32
     arithmetic would wrap: ``2**32`` work items or more, or a CTA whose K/V ring would run
     ``2**32`` iterations or more (its items times ``ceil(Lk / bn)``)."""
-    items = work_items(-(-lq // cfg.bm), h, b)
-    if items >= 2**32:
-        raise AttentionInputError(
-            f"hopper_attention: {items} work items (ceil(Lq / {cfg.bm}) * H * B) do not fit "
-            "the persistent kernel's u32 item index; use persistent=False or split the batch"
-        )
+    items = _check_items(cfg, lq, h, b)
     grid = min(items, _sm_count(device) if sms is None else sms)
     if -(-items // grid) * -(-lk // cfg.bn) >= 2**32:
         raise AttentionInputError(
@@ -311,7 +318,8 @@ def _unowned(a: Any) -> Any:
 def _prepare_inputs(q: Any, k: Any, v: Any, causal: bool, scale: float | None, cfg: Any):
     """The checks and choices that depend on q, k, v, the mask, the scale and ``cfg``:
     ``(cfg, grid, (q, k, v) as the maps view them, (lq, lk, h, b, d), dtype, device,
-    scale * log2 e)``. No driver call: every refusal comes before any."""
+    scale * log2 e)``, the grid None for the persistent kernel (:func:`_prepare_outputs`
+    makes it). No driver call."""
     qa, ka, va = check_inputs(q, k, v)
     lq, h, b, d = qa.shape
     lk = ka.shape[0]
@@ -333,8 +341,9 @@ def _prepare_inputs(q: Any, k: Any, v: Any, causal: bool, scale: float | None, c
             "of each; use cfg=choose_config(..., persistent=True)"
         )
     grid = (-(-lq // cfg.bm), h, b)
-    if cfg.persistent:
-        grid = (persistent_grid(cfg, lq, lk, h, b, qa.device),)
+    if cfg.persistent:  # the grid asks the device its SM count: after the outputs' checks
+        _check_items(cfg, lq, h, b)
+        grid = None
     views = tuple(_unowned(a) for a in (qa, ka, va))
     return cfg, grid, views, (lq, lk, h, b, d), qa.dtype, qa.device, sc * LOG2E
 
@@ -343,13 +352,17 @@ def _prepare_outputs(out: Any, lse: Any, prep: tuple, lens: Any = None) -> tuple
     """The rest of the launch preparation, once ``out`` and ``lse`` are checked (also
     against sharing memory with the inputs, each other, themselves and the caller's device
     ``lens``): ``(cfg, (Q, K, V maps), O map or None, (out's B, H, L strides), (lse's B, H
-    strides))``; ``cfg.tma_store`` dropped where TMA cannot write ``out``."""
-    cfg, _, views, (lq, _, h, b, d), dtype, _, _ = prep
+    strides), grid)``; ``cfg.tma_store`` dropped where TMA cannot write ``out``. The first
+    driver calls (the SM count of the persistent grid, the maps' encoding) come after the
+    last check that needs none."""
+    cfg, grid, views, (lq, lk, h, b, d), dtype, device, _ = prep
     oa = _check_out(out, (b, h, lq, d), dtype, "out")
     la = _check_out(lse, (b, h, lq), tylo.f32, "lse")
     same_device("hopper_attention", q=views[0], out=oa, lse=la)
     refuse_shared_memory("hopper_attention", {"out": oa, "lse": la},
                          {**dict(zip(("q", "k", "v"), views)), "kv_lens": lens})  # fmt: skip
+    if grid is None:
+        grid = (persistent_grid(cfg, lq, lk, h, b, device),)
     tmo = None
     if cfg.tma_store:
         st = _tma_strides(oa, "out")
@@ -361,7 +374,7 @@ def _prepare_outputs(out: Any, lse: Any, prep: tuple, lens: Any = None) -> tuple
     ostrides = tuple(max(int(s), 1) for s in oa.strides[:3])
     lstrides = tuple(max(int(s), 1) for s in la.strides[:2])
     maps = tuple(TensorMap(p, a) for p, a in zip(plans(cfg), views))
-    return cfg, maps, tmo, ostrides, lstrides
+    return cfg, maps, tmo, ostrides, lstrides, grid
 
 
 # --8<-- [start:launch]
@@ -397,7 +410,7 @@ def hopper_attention(
     keys = (array_key_of(q, "q"), array_key_of(k, "k"), array_key_of(v, "v"))
     pin = _PREPARED.get(("in", keys, causal, scale, cfg),
                     lambda: _prepare_inputs(q, k, v, causal, scale, cfg))  # fmt: skip
-    _, grid, _, (lq, lk, h, b, d), dtype, device, sc = pin
+    _, _, _, (lq, lk, h, b, d), dtype, device, sc = pin
     lens = _kv_lens(kv_lens, b, lk, q, device)
     # the caller's own device lengths join the key (out and lse must not share their
     # memory); lengths tylo made (the default, or a copy of host ones) cannot
@@ -406,7 +419,7 @@ def hopper_attention(
         out = _empty(q, (b, h, lq, d), dtype, device)
     if lse is None:
         lse = _empty(q, (b, h, lq), tylo.f32, device)
-    run, (tq, tk, tv), tmo, (osb, osh, osl), (lsb, lsh) = _PREPARED.get(
+    run, (tq, tk, tv), tmo, (osb, osh, osl), (lsb, lsh), grid = _PREPARED.get(
         ("out", keys, causal, scale, cfg, array_key_of(out, "out"), array_key_of(lse, "lse"),
          None if given is None else array_key_of(given, "kv_lens")),
         lambda: _prepare_outputs(out, lse, pin, given),

@@ -374,8 +374,8 @@ def test_options_that_do_not_fit_are_refused_before_launch():
     ]:
         with pytest.raises(AttentionInputError, match=match):
             hopper_attention(q, q, q, **kwargs)
-    with pytest.raises(AttentionInputError, match="65535"):
-        hopper_attention(wide, wide, wide)
+    with pytest.raises(AttentionInputError, match="65535"):  # by default: the persistent one
+        hopper_attention(wide, wide, wide, cfg=HopperAttentionConfig(d=64))
 
 
 @settings(max_examples=60, deadline=None)
