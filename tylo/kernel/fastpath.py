@@ -69,7 +69,7 @@ class Hot:
 
             signature = self.entry.argpack().signature
             self.launch = launchex.launch_ex()
-            if self.launch is not None and all(p.kind != "raw" for p in signature):
+            if self.launch is not None:
                 self.handle = int(self.entry.function(self.ordinal).handle)
                 if len(self.records) > 64:  # threads come and go
                     self.records.clear()
