@@ -230,6 +230,8 @@ def test_repeated_launches_take_the_fast_path_with_each_calls_map(recorder):
         k[2, 64](array(PTR + 256 * i), one, 7)
     assert recorder.slow == 1 and len(builds) == 1
     assert [c[0] for c in recorder.calls] == ["checked"] + ["direct"] * 8
+    inline_type = "InlineLaunch" if recorder.path == "c" else "function"
+    assert type(launcher.inline).__name__ == inline_type
     want = [expected(PTR, m.data, 100 + i) for i, m in enumerate(maps)]
     want += [expected(PTR + 256 * i, map_bytes(20 + i), 7) for i in range(3)]
     assert [c[1] for c in recorder.calls] == want
@@ -374,3 +376,72 @@ def test_interleaved_maps_and_pointers_launch_what_each_call_gave(recorder, step
         assert recorder.calls[before:] == [(path, expected(ptr, data, n))]
         assert recorder.slow == slow + (path == "checked")
         launched.add(box)
+
+
+def test_the_inline_launch_declines_maps_it_was_not_made_for(recorder):
+    """The inline function tests a map's plan by identity, its array's device and its
+    bytes; a map that differs (an equal plan object, another device, bytes of another size
+    or type, attributes missing) is declined without raising, and the reader path decides
+    as it would without the inline function."""
+    k, _ = make_kernel()
+    launcher = k[1, 32]
+    for i in range(2):
+        launcher(array(), Map(PLANS[0], map_bytes(i)), 3)
+    inline = launcher.inline
+    assert inline is not None
+    dims = launcher.dims
+
+    def bare(**drop):
+        m = Map(PLANS[0], map_bytes(9))
+        for name in drop:
+            delattr(m, name)
+        return m
+
+    declined = [
+        Map(PLAN_8_AGAIN, map_bytes(9)),
+        Map(PLANS[1], map_bytes(9)),
+        Map(PLANS[0], map_bytes(9), device=1),
+        Map(PLANS[0], map_bytes(9) + b"\0"),
+        Map(PLANS[0], map_bytes(9)[:-1]),
+        Map(PLANS[0], bytearray(map_bytes(9))),
+        Map(PLANS[0], None),
+        bare(plan=1),
+        bare(data=1),
+        bare(array=1),
+    ]
+    before = len(recorder.calls)
+    for m in declined:
+        assert inline(dims, (array(), m, 3), 0, None) is False
+    assert len(recorder.calls) == before
+    assert inline(dims, (array(), Map(PLANS[0], map_bytes(9)), 3), 0, None) is True
+    assert recorder.calls[-1] == ("direct", expected(PTR, map_bytes(9), 3))
+
+
+def test_the_c_inline_launch_rejects_malformed_tensor_map_slots():
+    accel = fastpath._accel
+    if accel is None:
+        pytest.skip("the C inline launch path (tylo._launch) is not built here")
+    noop = ctypes.cast(ctypes.pythonapi.PyGILState_Check, ctypes.c_void_p).value
+    tmap = (6, Map, None, 0, PLANS[0], 0)
+    ptr = (0, DeviceArray, F32, 0, None, 0)
+
+    def make(args, slots, end=192):
+        return accel.InlineLaunch(
+            noop, 1, 0, 0, driver._tls, lambda err: None, None, {}, 0, 49152,
+            args, slots, (), (), end,
+        )  # fmt: skip
+
+    make((ptr, tmap), ((0, "Q", 56), (1, "128s", 64)))  # well formed
+    for args, slots, end in [
+        ((ptr, tmap), ((0, "Q", 56), (1, "128s", 64)), 191),  # past the end
+        ((ptr, tmap), ((0, "128s", 64), (1, "128s", 64)), 192),  # bytes for a pointer
+        ((ptr, tmap), ((0, "Q", 56), (1, "Q", 64)), 192),  # a map as a pointer
+        ((ptr, tmap), ((0, "Q", 56),), 192),  # a map with no slot
+        ((ptr, tmap), ((0, "Q", 56), (1, "128s", 64), (1, "128s", 64)), 192),  # two
+        ((ptr, tmap), ((0, "Q", 56), (1, "128x", 64)), 192),
+        ((ptr, tmap), ((0, "Q", 56), (1, "0s", 64)), 192),
+        ((ptr, tmap), ((0, "Q", 56), (1, "9999s", 64)), 192),
+        ((ptr, (7, *tmap[1:])), ((0, "Q", 56), (1, "128s", 64)), 192),  # no such kind
+    ]:
+        with pytest.raises(ValueError, match="malformed|bad"):
+            make(args, slots, end)

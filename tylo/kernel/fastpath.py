@@ -34,7 +34,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from tylo.kernel.readers import ArgSpec, inline_spec
+from tylo.kernel.readers import TENSOR_MAP_BYTES, ArgSpec, inline_spec, tensor_map_device
 
 __all__ = ["ACCELERATED", "Hot", "make_inline"]
 
@@ -109,7 +109,8 @@ def make_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) -> An
     specialization, thread and argument types: the C one (:data:`ACCELERATED`) or the
     generated Python one, which do the same."""
     if ACCELERATED and all(
-        s.kind not in ("buffer", "owned", "torch") or type(s.device) is int for s in specs
+        s.kind not in ("buffer", "owned", "torch", "tensor_map") or type(s.device) is int
+        for s in specs
     ):
         return _c_inline(hot, record, tid, specs)
     return _python_inline(hot, record, tid, specs)
@@ -150,7 +151,7 @@ def _c_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) -> Any:
     )
 
 
-_KINDS = {"buffer": 0, "torch": 1, "int": 2, "float": 3, "static": 4, "owned": 5}
+_KINDS = {"buffer": 0, "torch": 1, "int": 2, "float": 3, "static": 4, "owned": 5, "tensor_map": 6}
 
 # (guard, value) per argument kind; {a} is the argument, {c} the prefix of its constants
 _PY_FORMS = {
@@ -163,6 +164,12 @@ _PY_FORMS = {
     "int": ("type({a}) is int", "{a}"),
     "float": ("type({a}) is {c}t", "float({a})"),
     "static": ("type({a}) is {c}t and ({a} is {c}v or {a} == {c}v)", "{a}"),
+    # a tensor map: the plan seen (identity) and its array's device; its bytes are checked
+    # with the values (exactly TENSOR_MAP_BYTES of bytes, else the reader path decides)
+    "tensor_map": (
+        "type({a}) is {c}t and getattr({a}, 'plan', None) is {c}v and {c}m({a}) == {c}e",
+        "getattr({a}, 'data', None)",
+    ),
 }
 # appended to a pointer's guard when its ArgSpec refuses layouts (a DeviceBuffer is
 # contiguous and writable by construction)
@@ -220,7 +227,7 @@ def _python_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) ->
         "NATTRS": hot.attrs[1],
         "struct_error": struct.error,
     }
-    guards, values, nonnull = [], [], []
+    guards, values, value_checks = [], [], []
     for i, spec in enumerate(specs):
         prefix = f"c{i}_"
         guard, value = _PY_FORMS[spec.kind]
@@ -229,16 +236,19 @@ def _python_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) ->
         if spec.refuse:  # the array's layout: see ArgSpec
             guard += _PY_REFUSE[spec.kind]
         if spec.kind in _PY_REFUSE:  # a null pointer: the reader path decides
-            nonnull.append(f"v{i}")
+            value_checks.append(f"v{i}")
+        if spec.kind == "tensor_map":  # bytes of exactly its size (the record checks too)
+            value_checks.append(f"type(v{i}) is bytes and len(v{i}) == {TENSOR_MAP_BYTES}")
         guards.append(guard.format(a=f"a{i}", c=prefix))
         values.append(f"    v{i} = {value.format(a=f'a{i}', c=prefix)}\n")
         consts = {
-            "t": spec.type, "d": spec.dtype, "e": spec.device, "v": spec.value, "r": spec.refuse
+            "t": spec.type, "d": spec.dtype, "e": spec.device, "v": spec.value, "r": spec.refuse,
+            "m": tensor_map_device,
         }
         names.update({prefix + k: v for k, v in consts.items()})
     names["GUARDS"] = compile_guards(entry.guards)
     call = "GUARDS((" + "".join(f"v{i}, " for i in range(n)) + "))"
-    checks = nonnull + [_VALUE_INDEX.sub(r"v\1", t) for t in entry.check_terms(call)]
+    checks = value_checks + [_VALUE_INDEX.sub(r"v\1", t) for t in entry.check_terms(call)]
     dyn = entry.dynamic_shared_bytes
     checks.append(
         ("shared == 0 or " if dyn == 0 else "")
