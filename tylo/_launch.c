@@ -9,7 +9,7 @@
  *     (tls.ordinal) is the one the function was loaded on;
  *   - each argument: its exact type, then by kind: a tylo buffer's dtype object and
  *     device, a torch tensor's dtype object and get_device(), a static argument's value
- *     (identity or equality), a tensor map's plan (identity), the device of its array
+ *     (identity or equality), a tensor map's plan (likewise), the device of its array
  *     and its bytes (exactly its parameter's size, else the reader path decides); for an
  *     array whose spec refuses layouts, a DeviceArray's flags (none of the refused bits)
  *     or a tensor's is_contiguous(); a null address (the reader path decides: allowed
@@ -255,16 +255,16 @@ static int get_attr(PyObject *o, PyObject *name, PyObject **out) {
     return 0;
 }
 
-/* A tensor map (K_TENSOR_MAP): its plan is the one seen, the array it was encoded for is
+/* A tensor map (K_TENSOR_MAP): its plan is the one seen (or equal), the array it was encoded for is
  * on the device seen, and its bytes, exactly the slot's size, are copied into the slot.
  * 1: so, 0: not (nothing raised), -1: raised. */
 static int read_tensor_map(InlineLaunch *self, ArgSpec *s, PyObject *x) {
     PyObject *o, *arr;
     int r = get_attr(x, s_plan, &o);
     if (r <= 0) return r;
-    r = o == s->value;
+    r = o == s->value ? 1 : PyObject_RichCompareBool(o, s->value, Py_EQ); /* as the key */
     Py_DECREF(o);
-    if (!r) return 0;
+    if (r <= 0) return r;
     r = get_attr(x, s_array, &arr);
     if (r <= 0) return r;
     r = get_attr(arr, s_device, &o);

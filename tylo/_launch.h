@@ -9,7 +9,7 @@ typedef int (*launch_ex_t)(const void *config, void *function, void **params, vo
 
 /* K_OWNED: a tylo DeviceBuffer, whose .ptr is a property that raises once the buffer is
  * closed; its _ptr attribute is read instead, and .ptr only when that is None.
- * K_TENSOR_MAP: a TMA tensor map, passed by value: its .plan (identity), the .device of
+ * K_TENSOR_MAP: a TMA tensor map, passed by value: its .plan (identity or equality), the .device of
  * its .array, and its .data (exactly the raw slot's size of bytes, copied into the slot). */
 enum { K_BUFFER, K_TORCH, K_INT, K_FLOAT, K_STATIC, K_OWNED, K_TENSOR_MAP };
 

@@ -12,13 +12,19 @@ later launches from that thread take one of two fast paths:
   ``cuLaunchKernelEx``;
 - the *inline path*: a function generated per (specialization, thread, argument types)
   (:meth:`Hot.inline_launch`) that tests the arguments against what was seen (types,
-  dtypes, devices, static values) and the array checks of the readers (a DeviceArray's
-  ``flags``, a tensor's ``is_contiguous()``; a null address goes to the reader path),
-  reads the values, runs the same checks and launches.
+  dtypes, devices, static values, a tensor map's plan and its array's device) and
+  the array checks of the readers (a DeviceArray's ``flags``, a tensor's
+  ``is_contiguous()``; a null address goes to the reader path), reads the values (a
+  tensor map's ``data``: bytes of exactly 128, else the reader path decides), runs the
+  same checks and launches.
   The launcher keeps the last one it used and tries it first; when its guards fail it
   returns False and the reader path decides. With the C extension (``tylo._launch``) the
   function is a C object and the launcher's base type calls it without entering Python:
   about 0.3 us per launch on a 2-core CPU besides the driver call (1.4 us in Python).
+
+A kernel's by-value byte parameters (TMA tensor maps, ``raw(128, 64)``) are packed into
+the record like the others (:mod:`tylo.backend.launchex`), so kernels taking tensor maps
+use both fast paths.
 
 Only the legacy default stream (``stream=None`` or 0) and integer stream handles take the
 fast paths; any other stream object, an invalid grid, or a failed check goes through the
@@ -164,10 +170,12 @@ _PY_FORMS = {
     "int": ("type({a}) is int", "{a}"),
     "float": ("type({a}) is {c}t", "float({a})"),
     "static": ("type({a}) is {c}t and ({a} is {c}v or {a} == {c}v)", "{a}"),
-    # a tensor map: the plan seen (identity) and its array's device; its bytes are checked
-    # with the values (exactly TENSOR_MAP_BYTES of bytes, else the reader path decides)
+    # a tensor map: the plan seen (or an equal one, as the key compares) and its array's
+    # device; its bytes are checked with the values (exactly TENSOR_MAP_BYTES of bytes,
+    # else the reader path decides)
     "tensor_map": (
-        "type({a}) is {c}t and getattr({a}, 'plan', None) is {c}v and {c}m({a}) == {c}e",
+        "type({a}) is {c}t and (({c}p := getattr({a}, 'plan', None)) is {c}v or {c}p == {c}v)"
+        " and {c}m({a}) == {c}e",
         "getattr({a}, 'data', None)",
     ),
 }
