@@ -155,8 +155,9 @@ static PyObject *il_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
         if (s->code >= '1' && s->code <= '9') { /* by-value bytes: "<size>s" */
             char *end;
             s->size = (Py_ssize_t)strtol(code, &end, 10);
-            if (end[0] != 's' || end[1] || s->size > 4096 || s->arg < 0 || s->arg >= self->nargs ||
-                self->args[s->arg].kind != K_TENSOR_MAP || self->args[s->arg].raw_size)
+            if (end[0] != 's' || end[1] || s->size > 4096 || s->arg < 0 ||
+                s->arg >= self->nargs || self->args[s->arg].kind != K_TENSOR_MAP ||
+                self->args[s->arg].raw_size)
                 goto bad;
             s->code = 's';
             self->args[s->arg].raw_offset = s->offset;
@@ -255,9 +256,9 @@ static int get_attr(PyObject *o, PyObject *name, PyObject **out) {
     return 0;
 }
 
-/* A tensor map (K_TENSOR_MAP): its plan is the one seen (or equal), the array it was encoded for is
- * on the device seen, and its bytes, exactly the slot's size, are copied into the slot.
- * 1: so, 0: not (nothing raised), -1: raised. */
+/* A tensor map (K_TENSOR_MAP): its plan is the one seen (or an equal one), the array it
+ * was encoded for is on the device seen, and its bytes, exactly the slot's size, are
+ * copied into the slot. 1: so, 0: not (nothing raised), -1: raised. */
 static int read_tensor_map(InlineLaunch *self, ArgSpec *s, PyObject *x) {
     PyObject *o, *arr;
     int r = get_attr(x, s_plan, &o);
@@ -286,8 +287,8 @@ static int read_tensor_map(InlineLaunch *self, ArgSpec *s, PyObject *x) {
 #define MISS(x) do { result = (x); goto done; } while (0)
 
 /* The launch itself: a new reference to True (launched) or False, or NULL (raised). */
-PyObject *il_launch(InlineLaunch *self, PyObject *dims, PyObject *args,
-                           PyObject *shared_o, PyObject *stream_o) {
+PyObject *il_launch(InlineLaunch *self, PyObject *dims, PyObject *args, PyObject *shared_o,
+                    PyObject *stream_o) {
     PyObject *result = Py_False;
     if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != self->nargs ||
         !PyTuple_CheckExact(dims) || PyTuple_GET_SIZE(dims) != 6 ||
