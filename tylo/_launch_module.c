@@ -79,6 +79,12 @@ PyMODINIT_FUNC PyInit__launch(void) {
         Py_DECREF(m);
         return NULL;
     }
+    /* what InlineLaunch takes beyond the first version: tensor-map arguments (K_TENSOR_MAP,
+     * "<size>s" slots); tylo.kernel.fastpath asks before passing them */
+    if (PyModule_AddIntConstant(m, "TENSOR_MAPS", 1) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&LauncherBaseType);
     if (PyModule_AddObject(m, "LauncherBase", (PyObject *)&LauncherBaseType) < 0) {
         Py_DECREF(&LauncherBaseType);

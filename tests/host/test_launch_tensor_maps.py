@@ -445,3 +445,17 @@ def test_the_c_inline_launch_rejects_malformed_tensor_map_slots():
     ]:
         with pytest.raises(ValueError, match="malformed|bad"):
             make(args, slots, end)
+
+
+def test_an_extension_without_tensor_maps_leaves_them_to_python(recorder, monkeypatch):
+    """A ``tylo._launch`` built before tensor maps (no ``TENSOR_MAPS``) would refuse their
+    specs as malformed: the launch function is then the Python one, and launches go on."""
+    if recorder.path != "c":
+        pytest.skip("about the C extension")
+    monkeypatch.delattr(fastpath._accel, "TENSOR_MAPS")
+    k, _ = make_kernel()
+    for i in range(3):
+        k[1, 32](array(), Map(PLANS[0], map_bytes(i)), 3)
+    assert type(k[1, 32].inline).__name__ == "function"
+    assert [c[0] for c in recorder.calls] == ["checked", "direct", "direct"]
+    assert recorder.calls[-1][1] == expected(PTR, map_bytes(2), 3)

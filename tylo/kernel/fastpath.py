@@ -117,6 +117,8 @@ def make_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) -> An
     if ACCELERATED and all(
         s.kind not in ("buffer", "owned", "torch", "tensor_map") or type(s.device) is int
         for s in specs
+    ) and (  # an extension built before tensor maps: the Python function takes them
+        getattr(_accel, "TENSOR_MAPS", 0) or all(s.kind != "tensor_map" for s in specs)
     ):
         return _c_inline(hot, record, tid, specs)
     return _python_inline(hot, record, tid, specs)
