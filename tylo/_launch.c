@@ -9,9 +9,11 @@
  *     (tls.ordinal) is the one the function was loaded on;
  *   - each argument: its exact type, then by kind: a tylo buffer's dtype object and
  *     device, a torch tensor's dtype object and get_device(), a static argument's value
- *     (identity or equality); for an array whose spec refuses layouts, a DeviceArray's
- *     flags (none of the refused bits) or a tensor's is_contiguous(); a null address
- *     (the reader path decides: allowed only for an empty array);
+ *     (identity or equality), a tensor map's plan (likewise), the device of its array
+ *     and its bytes (exactly its parameter's size, else the reader path decides); for an
+ *     array whose spec refuses layouts, a DeviceArray's flags (none of the refused bits)
+ *     or a tensor's is_contiguous(); a null address (the reader path decides: allowed
+ *     only for an empty array);
  *   - the stream: None (the legacy default stream) or an int handle;
  *   - the values: int facts (lo <= v <= hi, v % multiple == 0), pointer alignment, the
  *     kernel's guards (a Python callable on the tuple of values, when it has any), and
@@ -31,7 +33,7 @@
 #include "_launch.h"
 
 static PyObject *s_dtype, *s_device, *s_ptr, *s_private_ptr, *s_get_device, *s_data_ptr,
-    *s_ordinal, *s_flags, *s_is_contiguous;
+    *s_ordinal, *s_flags, *s_is_contiguous, *s_plan, *s_array, *s_data;
 
 #define CONFIG_BYTES 56
 
@@ -45,7 +47,7 @@ static void il_dealloc(InlineLaunch *self) {
     PyMem_Free(self->slots);
     PyMem_Free(self->ints);
     PyMem_Free(self->aligns);
-    free(self->buffer);
+    free(self->allocation);
     PyMem_Free(self->params);
     PyMem_Free(self->values);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -62,6 +64,7 @@ static int as_ll(PyObject *o, long long *out) {
  *              default_smem, args, slots, ints, aligns, values_end[, attrs, num_attrs])
  * attrs, num_attrs: the config's launch attributes (launchex.cluster_attribute; or none)
  * args: ((kind, type, dtype, device, value[, refuse]), ...); slots: ((arg, code, offset), ...)
+ * where code is a struct code, "<size>s" for a tensor map's bytes
  * ints: ((arg, lo, hi, multiple), ...); aligns: ((arg, align), ...) */
 static PyObject *il_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
     unsigned long long launch, function, thread, dyn, default_smem, attrs = 0;
@@ -108,7 +111,10 @@ static PyObject *il_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
     self->params = PyMem_Calloc(self->nslots ? self->nslots : 1, sizeof(void *));
     self->ints = PyMem_Calloc(self->nints ? self->nints : 1, sizeof(IntCheck));
     self->aligns = PyMem_Calloc(self->naligns ? self->naligns : 1, sizeof(AlignCheck));
-    self->buffer = calloc(1, (size_t)values_end + 16);  /* malloc: 16-byte aligned */
+    /* malloc is 16-byte aligned: each value at its declared alignment needs BUFFER_ALIGN */
+    self->allocation = calloc(1, (size_t)values_end + 16 + BUFFER_ALIGN);
+    if (self->allocation)
+        self->buffer = self->allocation + (-(uintptr_t)self->allocation & (BUFFER_ALIGN - 1));
     if (!self->args || !self->values || !self->slots || !self->params || !self->ints ||
         !self->aligns || !self->buffer) {
         PyErr_NoMemory();
@@ -123,8 +129,9 @@ static PyObject *il_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
         s->type = PyTuple_GET_ITEM(t, 1);
         s->dtype = PyTuple_GET_ITEM(t, 2);
         s->value = PyTuple_GET_ITEM(t, 4);
-        if (s->kind < K_BUFFER || s->kind > K_OWNED || !PyType_Check(s->type)) goto bad;
-        if (s->kind == K_BUFFER || s->kind == K_TORCH || s->kind == K_OWNED) {
+        if (s->kind < K_BUFFER || s->kind > K_TENSOR_MAP || !PyType_Check(s->type)) goto bad;
+        if (s->kind == K_BUFFER || s->kind == K_TORCH || s->kind == K_OWNED ||
+            s->kind == K_TENSOR_MAP) {
             s->device = PyLong_AsLong(PyTuple_GET_ITEM(t, 3));
             if (s->device == -1 && PyErr_Occurred()) goto fail;
             if (PyTuple_GET_SIZE(t) == 6) {
@@ -144,11 +151,30 @@ static PyObject *il_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
         s->offset = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 2));
         if (!code || PyErr_Occurred()) goto fail;
         s->code = code[0];
-        if (!strchr("QqiIfd", s->code) || code[1] || s->arg < 0 || s->arg >= self->nargs ||
-            s->offset < CONFIG_BYTES || s->offset + 8 > values_end + 8)
+        s->size = 8;
+        if (s->code >= '1' && s->code <= '9') { /* by-value bytes: "<size>s" */
+            char *end;
+            s->size = (Py_ssize_t)strtol(code, &end, 10);
+            if (end[0] != 's' || end[1] || s->size > 4096 || s->arg < 0 ||
+                s->arg >= self->nargs || self->args[s->arg].kind != K_TENSOR_MAP ||
+                self->args[s->arg].raw_size)
+                goto bad;
+            s->code = 's';
+            self->args[s->arg].raw_offset = s->offset;
+            self->args[s->arg].raw_size = s->size;
+        } else if (!strchr("QqiIfd", s->code) || !s->code || code[1]) {
             goto bad;
+        } else if (s->code == 'i' || s->code == 'I' || s->code == 'f') {
+            s->size = 4;
+        }
+        if (s->code != 's' && (s->arg < 0 || s->arg >= self->nargs ||
+                               self->args[s->arg].kind == K_TENSOR_MAP))
+            goto bad; /* a map's one slot is its bytes */
+        if (s->offset < CONFIG_BYTES || s->offset + s->size > values_end) goto bad;
         self->params[i] = self->buffer + s->offset;
     }
+    for (Py_ssize_t i = 0; i < self->nargs; i++)
+        if (self->args[i].kind == K_TENSOR_MAP && !self->args[i].raw_size) goto bad;
     for (Py_ssize_t i = 0; i < self->nints; i++) {
         PyObject *t = PyTuple_GET_ITEM(ints, i);
         IntCheck *c = &self->ints[i];
@@ -220,11 +246,49 @@ static int ptr_result(PyObject *v, unsigned long long *out) {
     return r;
 }
 
+/* o.name as a new reference in *out: 1, or 0 when o has no such attribute (as getattr's
+ * default: the reader path decides), or -1 on any other error */
+static int get_attr(PyObject *o, PyObject *name, PyObject **out) {
+    *out = PyObject_GetAttr(o, name);
+    if (*out) return 1;
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+    return 0;
+}
+
+/* A tensor map (K_TENSOR_MAP): its plan is the one seen (or an equal one), the array it
+ * was encoded for is on the device seen, and its bytes, exactly the slot's size, are
+ * copied into the slot. 1: so, 0: not (nothing raised), -1: raised. */
+static int read_tensor_map(InlineLaunch *self, ArgSpec *s, PyObject *x) {
+    PyObject *o, *arr;
+    int r = get_attr(x, s_plan, &o);
+    if (r <= 0) return r;
+    r = o == s->value ? 1 : PyObject_RichCompareBool(o, s->value, Py_EQ); /* as the key */
+    Py_DECREF(o);
+    if (r <= 0) return r;
+    r = get_attr(x, s_array, &arr);
+    if (r <= 0) return r;
+    r = get_attr(arr, s_device, &o);
+    Py_DECREF(arr);
+    if (r <= 0) return r;
+    r = long_result(o, s->device); /* consumes o */
+    if (r <= 0) {
+        if (r < 0) PyErr_Clear();
+        return 0;
+    }
+    r = get_attr(x, s_data, &o);
+    if (r <= 0) return r;
+    r = PyBytes_CheckExact(o) && PyBytes_GET_SIZE(o) == s->raw_size;
+    if (r) memcpy(self->buffer + s->raw_offset, PyBytes_AS_STRING(o), (size_t)s->raw_size);
+    Py_DECREF(o);
+    return r;
+}
+
 #define MISS(x) do { result = (x); goto done; } while (0)
 
 /* The launch itself: a new reference to True (launched) or False, or NULL (raised). */
-static PyObject *il_launch(InlineLaunch *self, PyObject *dims, PyObject *args,
-                           PyObject *shared_o, PyObject *stream_o) {
+PyObject *il_launch(InlineLaunch *self, PyObject *dims, PyObject *args, PyObject *shared_o,
+                    PyObject *stream_o) {
     PyObject *result = Py_False;
     if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != self->nargs ||
         !PyTuple_CheckExact(dims) || PyTuple_GET_SIZE(dims) != 6 ||
@@ -322,6 +386,11 @@ static PyObject *il_launch(InlineLaunch *self, PyObject *dims, PyObject *args,
                 MISS(Py_False);
             }
             break;
+        case K_TENSOR_MAP:
+            r = read_tensor_map(self, s, x);
+            if (r < 0) MISS(NULL);
+            if (!r) MISS(Py_False);
+            break;
         default: /* K_STATIC */
             if (x != s->value) {
                 r = PyObject_RichCompareBool(x, s->value, Py_EQ);
@@ -383,6 +452,10 @@ static PyObject *il_launch(InlineLaunch *self, PyObject *dims, PyObject *args,
             case K_OWNED:
             case K_TORCH: x = PyLong_FromUnsignedLongLong(self->values[i].u); break;
             case K_FLOAT: x = PyFloat_FromDouble(self->values[i].d); break;
+            case K_TENSOR_MAP: /* its value is its bytes, as on the reader path */
+                x = PyBytes_FromStringAndSize(self->buffer + self->args[i].raw_offset,
+                                              self->args[i].raw_size);
+                break;
             default: x = PyTuple_GET_ITEM(args, i); Py_INCREF(x);
             }
             if (!x) {
@@ -440,6 +513,7 @@ static PyObject *il_launch(InlineLaunch *self, PyObject *dims, PyObject *args,
             memcpy(at, &x, 4);
             break;
         }
+        case 's': break; /* a tensor map's bytes: copied when read */
         default: memcpy(at, &v.d, 8); /* 'd' */
         }
     }
@@ -475,9 +549,8 @@ static PyObject *il_values(InlineLaunch *self, PyObject *unused) {
     PyObject *out = PyTuple_New(self->nslots);
     if (!out) return NULL;
     for (Py_ssize_t i = 0; i < self->nslots; i++) {
-        char c = self->slots[i].code;
-        int n = (c == 'i' || c == 'I' || c == 'f') ? 4 : 8;
-        PyObject *b = PyBytes_FromStringAndSize(self->buffer + self->slots[i].offset, n);
+        PyObject *b = PyBytes_FromStringAndSize(self->buffer + self->slots[i].offset,
+                                                self->slots[i].size);
         if (!b) {
             Py_DECREF(out);
             return NULL;
@@ -492,7 +565,7 @@ static PyMethodDef il_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject InlineLaunchType = {
+PyTypeObject InlineLaunchType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "tylo._launch.InlineLaunch",
     .tp_basicsize = sizeof(InlineLaunch),
@@ -504,71 +577,8 @@ static PyTypeObject InlineLaunchType = {
     .tp_new = il_new,
 };
 
-/* LauncherBase: the base of tylo.kernel.launch.Launcher. Calling a launcher with
- * positional arguments only first tries its inline launch (when that is an InlineLaunch)
- * without entering Python; otherwise, or when it declines, it calls the launcher's
- * Python method _launch(*args, **kwargs), which decides. */
-typedef struct {
-    PyObject_HEAD
-    PyObject *inline_fn;
-    PyObject *dims;
-} LauncherBase;
-
-static PyObject *s_launch, *zero;
-
-static void lb_dealloc(LauncherBase *self) {
-    Py_CLEAR(self->inline_fn);
-    Py_CLEAR(self->dims);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyObject *lb_call(LauncherBase *self, PyObject *args, PyObject *kw) {
-    if ((kw == NULL || PyDict_GET_SIZE(kw) == 0) && self->inline_fn &&
-        Py_TYPE(self->inline_fn) == &InlineLaunchType && self->dims) {
-        PyObject *r = il_launch((InlineLaunch *)self->inline_fn, self->dims, args, zero, Py_None);
-        if (!r) return NULL;
-        int launched = r == Py_True;
-        Py_DECREF(r);
-        if (launched) Py_RETURN_NONE;
-    }
-    PyObject *method = PyObject_GetAttr((PyObject *)self, s_launch);
-    if (!method) return NULL;
-    PyObject *res = PyObject_Call(method, args, kw);
-    Py_DECREF(method);
-    return res;
-}
-
-static PyMemberDef lb_members[] = {
-    {"inline", T_OBJECT, offsetof(LauncherBase, inline_fn), 0,
-     "the inline launch tried first (None: none yet)"},
-    {"dims", T_OBJECT, offsetof(LauncherBase, dims), 0,
-     "(gx, gy, gz, bx, by, bz), or None for a grid the checked path must report"},
-    {NULL, 0, 0, 0, NULL},
-};
-
-static PyTypeObject LauncherBaseType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tylo._launch.LauncherBase",
-    .tp_basicsize = sizeof(LauncherBase),
-    .tp_dealloc = (destructor)lb_dealloc,
-    .tp_call = (ternaryfunc)lb_call,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "The base of tylo's launchers: the inline launch tried without Python.",
-    .tp_members = lb_members,
-    .tp_new = PyType_GenericNew,
-};
-
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "tylo._launch",
-    "The inline launch path in C (see tylo.kernel.fastpath).", -1, NULL, NULL, NULL, NULL, NULL,
-};
-
-PyMODINIT_FUNC PyInit__launch(void) {
-    if (PyType_Ready(&InlineLaunchType) < 0 || PyType_Ready(&LauncherBaseType) < 0)
-        return NULL;
-    s_launch = PyUnicode_InternFromString("_launch");
-    zero = PyLong_FromLong(0);
-    if (!s_launch || !zero) return NULL;
+int inline_launch_ready(void) {
+    if (PyType_Ready(&InlineLaunchType) < 0) return -1;
     s_dtype = PyUnicode_InternFromString("dtype");
     s_device = PyUnicode_InternFromString("device");
     s_ptr = PyUnicode_InternFromString("ptr");
@@ -578,22 +588,11 @@ PyMODINIT_FUNC PyInit__launch(void) {
     s_ordinal = PyUnicode_InternFromString("ordinal");
     s_flags = PyUnicode_InternFromString("flags");
     s_is_contiguous = PyUnicode_InternFromString("is_contiguous");
+    s_plan = PyUnicode_InternFromString("plan");
+    s_array = PyUnicode_InternFromString("array");
+    s_data = PyUnicode_InternFromString("data");
     if (!s_dtype || !s_device || !s_ptr || !s_private_ptr || !s_get_device || !s_data_ptr ||
-        !s_ordinal || !s_flags || !s_is_contiguous)
-        return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (!m) return NULL;
-    Py_INCREF(&InlineLaunchType);
-    if (PyModule_AddObject(m, "InlineLaunch", (PyObject *)&InlineLaunchType) < 0) {
-        Py_DECREF(&InlineLaunchType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    Py_INCREF(&LauncherBaseType);
-    if (PyModule_AddObject(m, "LauncherBase", (PyObject *)&LauncherBaseType) < 0) {
-        Py_DECREF(&LauncherBaseType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+        !s_ordinal || !s_flags || !s_is_contiguous || !s_plan || !s_array || !s_data)
+        return -1;
+    return 0;
 }

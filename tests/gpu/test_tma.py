@@ -181,3 +181,40 @@ def test_store_writes_exactly_the_box(gpu_runtime, name, where):
             if r0 + r < m and c0 + c < k:
                 want[r0 + r, c0 + c] = box[r, c]
     np.testing.assert_array_equal(dst.float().cpu().numpy(), want)
+
+
+@pytest.mark.parametrize("name", ["f32 none 8x8", "bf16 128B 16x64"])
+def test_repeated_launches_load_each_calls_map(gpu_runtime, name, monkeypatch):
+    """Launches with tensor maps take the fast paths after the first checked one (Hot.slow
+    at most once here), and each launch passes the map given on that call: eight launches
+    back to back, maps of four arrays alternating, synchronized only at the end (the driver copies the parameters at the launch call),
+    each output compared with its own array's box."""
+    import torch
+
+    from tylo.kernel import fastpath
+
+    slow_calls = []
+    slow = fastpath.Hot.slow
+    monkeypatch.setattr(
+        fastpath.Hot, "slow", lambda self, *a: slow_calls.append(1) or slow(self, *a)
+    )
+    plan = plan_for(name)
+    rows, cols = plan.box
+    m, k = 37, 96
+    dtype = _torch_dtype(plan.dtype)
+    arrays = [torch.randn(m, k, device="cuda").to(dtype) for _ in range(4)]
+    maps = [tma.TensorMap(plan, a) for a in arrays]
+    launcher = tma_load_box[1, 128]
+    launcher(torch.empty(rows * cols, device="cuda").to(dtype), maps[0], 0, 0)  # warm
+    order = [0, 1, 2, 3, 1, 0, 3, 2]
+    coords = [(i % 5, 8 * (i % 3)) for i in range(len(order))]
+    outs = [torch.full((rows * cols,), float("nan"), device="cuda").to(dtype) for _ in order]
+    for out, i, (r0, c0) in zip(outs, order, coords):
+        launcher(out, maps[i], r0, c0)
+    torch.cuda.synchronize()
+    assert len(slow_calls) <= 1 and launcher.inline is not None
+    if fastpath.ACCELERATED:
+        assert type(launcher.inline).__name__ == "InlineLaunch"
+    for out, i, (r0, c0) in zip(outs, order, coords):
+        want = arrays[i].float().cpu().numpy()[r0 : r0 + rows, c0 : c0 + cols]
+        np.testing.assert_array_equal(out.float().cpu().numpy().reshape(rows, cols), want)

@@ -6,6 +6,15 @@ driver API, "Execution Control": entry ``i`` points at the value of parameter ``
 launch only writes the values, with one ``struct.pack_into``, and passes the array's
 integer address; measured on a 2-core CPU this costs about 0.4 us for four arguments.
 Pure Python: no CUDA library is needed to build or fill one.
+
+Each value sits at its parameter's alignment in absolute address terms
+(:func:`aligned_buffer`): a ``raw(128, 64)`` tensor map starts on a 64-byte boundary. The
+driver copies each value through its ``kernelParams`` pointer into the kernel's parameter
+space, so it does not require this of host memory (CUDA driver API, ``cuLaunchKernel``:
+"Each of kernelParams[0] through kernelParams[N-1] must point to a region of memory from
+which the actual kernel parameter will be copied"; only the ``extra`` buffer form must
+honour the parameters' alignment); the buffers keep the declared alignment anyway, so
+that what a ``Param`` says is true of its bytes.
 """
 
 from __future__ import annotations
@@ -19,7 +28,20 @@ from typing import Any
 
 from tylo.backend.errors import LaunchError
 
-__all__ = ["F32", "F64", "I32", "I64", "PTR", "U32", "U64", "ArgPack", "Param", "lay_out", "raw"]
+__all__ = [
+    "F32",
+    "F64",
+    "I32",
+    "I64",
+    "PTR",
+    "U32",
+    "U64",
+    "ArgPack",
+    "Param",
+    "aligned_buffer",
+    "lay_out",
+    "raw",
+]
 
 _lock = threading.Lock()
 _signature_ids: dict[tuple[Any, ...], int] = {}
@@ -73,6 +95,23 @@ def lay_out(params: Sequence[Param], head: str, start: int) -> tuple[str, tuple[
     return "".join(fmt), tuple(offsets), pos
 
 
+def aligned_buffer(nbytes: int, align: int) -> tuple[Any, int]:
+    """A zeroed ctypes buffer and a shift such that ``addressof(buffer) + shift`` is a
+    multiple of ``align`` (a power of two) and ``nbytes`` bytes from there lie inside it:
+    ``(buffer, shift)``. (``create_string_buffer`` is only malloc-aligned, 16 bytes.)
+
+    >>> buf, shift = aligned_buffer(100, 64)
+    >>> (ctypes.addressof(buf) + shift) % 64, shift + 100 <= ctypes.sizeof(buf)
+    (0, True)
+    """
+    if align <= 0 or align & (align - 1) or nbytes < 0:
+        raise LaunchError(
+            f"aligned_buffer({nbytes}, {align}): align must be a power of two, nbytes >= 0"
+        )
+    buf = ctypes.create_string_buffer(max(nbytes, 1) + align - 1)
+    return buf, -ctypes.addressof(buf) % align
+
+
 class ArgPack:
     """Preallocated kernel arguments for one kernel signature.
 
@@ -98,8 +137,9 @@ class ArgPack:
         self.sizes = tuple(p.size for p in self.signature)
         self.nbytes = pos
         self._struct = struct.Struct(fmt)
-        self._buffer = ctypes.create_string_buffer(max(pos, 1))
-        base = ctypes.addressof(self._buffer)
+        align = max((p.align for p in self.signature), default=1)
+        self._buffer, self._shift = aligned_buffer(pos, align)
+        base = ctypes.addressof(self._buffer) + self._shift
         n = len(self.signature)
         self._pointers = (ctypes.c_void_p * max(n, 1))(*(base + off for off in offsets))
         self.address: int = ctypes.addressof(self._pointers) if n else 0
@@ -110,14 +150,14 @@ class ArgPack:
         if self._raw:
             self._check_raw(values)
         try:
-            self._struct.pack_into(self._buffer, 0, *values)
+            self._struct.pack_into(self._buffer, self._shift, *values)
         except struct.error as err:
             raise LaunchError(self._explain(values, err)) from None
         return self
 
     def values(self) -> tuple[Any, ...]:
         """The values currently packed (for debugging)."""
-        return self._struct.unpack_from(self._buffer, 0)
+        return self._struct.unpack_from(self._buffer, self._shift)
 
     def copy(self) -> ArgPack:
         """A fresh ArgPack with the same signature (for another thread)."""

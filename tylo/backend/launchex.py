@@ -17,8 +17,14 @@ arguments through ctypes. The function pointer comes from the driver itself, thr
 ``cuda.bindings``' ``cuGetProcAddress`` with legacy default-stream semantics (stream 0 is
 the legacy default stream, as for ``cuda.bindings``' ``cuLaunchKernel``).
 
-A record is not thread-safe: each thread packs into its own. Records hold plain values
-only; by-value byte parameters (``raw``) take the checked path.
+A record is not thread-safe: each thread packs into its own. A by-value byte parameter
+(:func:`~tylo.backend.argpack.raw`, a 128-byte ``CUtensorMap``) is packed like the others,
+at its declared alignment in absolute address terms (the record's buffer is aligned to its
+largest parameter alignment, :func:`~tylo.backend.argpack.aligned_buffer`); its value must
+be a ``bytes`` or ``bytearray`` of exactly the parameter's size, which ``pack`` checks
+(``struct``'s ``"128s"`` would silently zero-pad a shorter value and truncate a longer one:
+a corrupt tensor map), raising ``struct.error``, on which the launcher takes the checked
+path that reports it (:class:`~tylo.backend.errors.LaunchError`).
 
 A cluster launch (``kern[grid, block, cluster]``) passes one ``CUlaunchAttribute``,
 ``CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`` (CUDA driver API, "Execution Control",
@@ -36,7 +42,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tylo.backend.argpack import Param, lay_out
+from tylo.backend.argpack import Param, aligned_buffer, lay_out
+from tylo.backend.errors import LaunchError
 
 __all__ = [
     "ATTRIBUTE_BYTES",
@@ -57,6 +64,7 @@ __all__ = [
 _CONFIG_FORMAT = "<7I4xQQI4x"
 CONFIG_BYTES = struct.calcsize(_CONFIG_FORMAT)
 assert CONFIG_BYTES == 56
+_CONFIG_FIELDS = 10  # the values pack() takes before the arguments
 # CUlaunchAttribute: id (u32), padding to 8, CUlaunchAttributeValue (a 64-byte union whose
 # clusterDim member is three u32 x, y, z): 72 bytes (cuda.h, CUlaunchAttribute_st).
 ATTRIBUTE_BYTES = 72
@@ -90,38 +98,74 @@ class LaunchRecord:
     (4, 1, 1, 256, 1, 1, 0, 0, 0, 0)
     """
 
-    __slots__ = ("_buffer", "_pointers", "_struct", "config", "nbytes", "offsets", "pack",
-                 "params", "signature")
+    __slots__ = ("_buffer", "_pointers", "_shift", "_struct", "config", "nbytes", "offsets",
+                 "pack", "params", "signature")
 
     def __init__(self, params: Sequence[Param]) -> None:
         self.signature = tuple(params)
         for p in self.signature:
-            if not isinstance(p, Param) or p.kind == "raw":
-                raise ValueError(f"LaunchRecord holds plain values only, not {p!r}")
+            if not isinstance(p, Param):
+                raise LaunchError(
+                    f"LaunchRecord: {p!r} is not a Param (use argpack.PTR, I32, raw(...))"
+                )
         fmt, offsets, pos = lay_out(self.signature, _CONFIG_FORMAT, CONFIG_BYTES)
         self.offsets = offsets
         self.nbytes = pos
         self._struct = struct.Struct(fmt)
-        self._buffer = ctypes.create_string_buffer(pos)  # malloc'd: 16-byte aligned
-        base = ctypes.addressof(self._buffer)
+        # the config's pointers need 8 bytes; a tensor map declares 64
+        align = max(8, max((p.align for p in self.signature), default=1))
+        self._buffer, self._shift = aligned_buffer(pos, align)
+        base = ctypes.addressof(self._buffer) + self._shift
         self._pointers = (ctypes.c_void_p * max(len(offsets), 1))(
             *(base + off for off in offsets)
         )
         self.config = base
         self.params = ctypes.addressof(self._pointers) if offsets else None
         # buffer and offset bound once: pack(*config, *values)
-        self.pack: Callable[..., None] = functools.partial(
-            self._struct.pack_into, self._buffer, 0
+        pack_into = functools.partial(self._struct.pack_into, self._buffer, self._shift)
+        sized = tuple(
+            (_CONFIG_FIELDS + i, p.size) for i, p in enumerate(self.signature) if p.kind == "raw"
+        )
+        self.pack: Callable[..., None] = (
+            _checking_pack(pack_into, sized, _CONFIG_FIELDS + len(self.signature))
+            if sized
+            else pack_into
         )
 
     def values(self) -> tuple[Any, ...]:
         """The argument values last packed (for debugging and tests)."""
-        return self._struct.unpack_from(self._buffer, 0)[10:]
+        return self._struct.unpack_from(self._buffer, self._shift)[_CONFIG_FIELDS:]
 
     def config_values(self) -> tuple[int, ...]:
         """The ``CUlaunchConfig`` fields last packed: grid, block, shared bytes, stream,
         attrs, numAttrs."""
-        return self._struct.unpack_from(self._buffer, 0)[:10]
+        return self._struct.unpack_from(self._buffer, self._shift)[:_CONFIG_FIELDS]
+
+
+def _checking_pack(
+    pack_into: Callable[..., None], sized: tuple[tuple[int, int], ...], count: int
+) -> Callable[..., None]:
+    """``pack_into`` after checking that each by-value byte argument (position, size in
+    ``sized``) is a ``bytes`` or ``bytearray`` of exactly that size: ``struct.error`` (as
+    for any value the record cannot hold) otherwise, before anything is written."""
+
+    def pack(*values: Any) -> None:
+        if len(values) != count:
+            raise struct.error(f"LaunchRecord.pack: {len(values)} values, expected {count}")
+        for i, size in sized:
+            v = values[i]
+            if type(v) not in _BYTES or len(v) != size:
+                got = f"{len(v)} bytes" if type(v) in _BYTES else type(v).__name__
+                raise struct.error(
+                    f"LaunchRecord.pack: value {i - _CONFIG_FIELDS} is {got}, not exactly "
+                    f"{size} bytes"
+                )
+        pack_into(*values)
+
+    return pack
+
+
+_BYTES = (bytes, bytearray)
 
 
 def launch_ex() -> Callable[[int, int, Any, Any], int] | None:

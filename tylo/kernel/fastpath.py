@@ -12,13 +12,19 @@ later launches from that thread take one of two fast paths:
   ``cuLaunchKernelEx``;
 - the *inline path*: a function generated per (specialization, thread, argument types)
   (:meth:`Hot.inline_launch`) that tests the arguments against what was seen (types,
-  dtypes, devices, static values) and the array checks of the readers (a DeviceArray's
-  ``flags``, a tensor's ``is_contiguous()``; a null address goes to the reader path),
-  reads the values, runs the same checks and launches.
+  dtypes, devices, static values, a tensor map's plan and its array's device) and
+  the array checks of the readers (a DeviceArray's ``flags``, a tensor's
+  ``is_contiguous()``; a null address goes to the reader path), reads the values (a
+  tensor map's ``data``: bytes of exactly 128, else the reader path decides), runs the
+  same checks and launches.
   The launcher keeps the last one it used and tries it first; when its guards fail it
   returns False and the reader path decides. With the C extension (``tylo._launch``) the
   function is a C object and the launcher's base type calls it without entering Python:
   about 0.3 us per launch on a 2-core CPU besides the driver call (1.4 us in Python).
+
+A kernel's by-value byte parameters (TMA tensor maps, ``raw(128, 64)``) are packed into
+the record like the others (:mod:`tylo.backend.launchex`), so kernels taking tensor maps
+use both fast paths.
 
 Only the legacy default stream (``stream=None`` or 0) and integer stream handles take the
 fast paths; any other stream object, an invalid grid, or a failed check goes through the
@@ -34,7 +40,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from tylo.kernel.readers import ArgSpec, inline_spec
+from tylo.kernel.readers import TENSOR_MAP_BYTES, ArgSpec, inline_spec, tensor_map_device
 
 __all__ = ["ACCELERATED", "Hot", "make_inline"]
 
@@ -69,7 +75,7 @@ class Hot:
 
             signature = self.entry.argpack().signature
             self.launch = launchex.launch_ex()
-            if self.launch is not None and all(p.kind != "raw" for p in signature):
+            if self.launch is not None:
                 self.handle = int(self.entry.function(self.ordinal).handle)
                 if len(self.records) > 64:  # threads come and go
                     self.records.clear()
@@ -109,7 +115,10 @@ def make_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) -> An
     specialization, thread and argument types: the C one (:data:`ACCELERATED`) or the
     generated Python one, which do the same."""
     if ACCELERATED and all(
-        s.kind not in ("buffer", "owned", "torch") or type(s.device) is int for s in specs
+        s.kind not in ("buffer", "owned", "torch", "tensor_map") or type(s.device) is int
+        for s in specs
+    ) and (  # an extension built before tensor maps: the Python function takes them
+        getattr(_accel, "TENSOR_MAPS", 0) or all(s.kind != "tensor_map" for s in specs)
     ):
         return _c_inline(hot, record, tid, specs)
     return _python_inline(hot, record, tid, specs)
@@ -150,7 +159,7 @@ def _c_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) -> Any:
     )
 
 
-_KINDS = {"buffer": 0, "torch": 1, "int": 2, "float": 3, "static": 4, "owned": 5}
+_KINDS = {"buffer": 0, "torch": 1, "int": 2, "float": 3, "static": 4, "owned": 5, "tensor_map": 6}
 
 # (guard, value) per argument kind; {a} is the argument, {c} the prefix of its constants
 _PY_FORMS = {
@@ -163,6 +172,14 @@ _PY_FORMS = {
     "int": ("type({a}) is int", "{a}"),
     "float": ("type({a}) is {c}t", "float({a})"),
     "static": ("type({a}) is {c}t and ({a} is {c}v or {a} == {c}v)", "{a}"),
+    # a tensor map: the plan seen (or an equal one, as the key compares) and its array's
+    # device; its bytes are checked with the values (exactly TENSOR_MAP_BYTES of bytes,
+    # else the reader path decides)
+    "tensor_map": (
+        "type({a}) is {c}t and (({c}p := getattr({a}, 'plan', None)) is {c}v or {c}p == {c}v)"
+        " and {c}m({a}) == {c}e",
+        "getattr({a}, 'data', None)",
+    ),
 }
 # appended to a pointer's guard when its ArgSpec refuses layouts (a DeviceBuffer is
 # contiguous and writable by construction)
@@ -220,7 +237,7 @@ def _python_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) ->
         "NATTRS": hot.attrs[1],
         "struct_error": struct.error,
     }
-    guards, values, nonnull = [], [], []
+    guards, values, value_checks = [], [], []
     for i, spec in enumerate(specs):
         prefix = f"c{i}_"
         guard, value = _PY_FORMS[spec.kind]
@@ -229,16 +246,19 @@ def _python_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) ->
         if spec.refuse:  # the array's layout: see ArgSpec
             guard += _PY_REFUSE[spec.kind]
         if spec.kind in _PY_REFUSE:  # a null pointer: the reader path decides
-            nonnull.append(f"v{i}")
+            value_checks.append(f"v{i}")
+        if spec.kind == "tensor_map":  # bytes of exactly its size (the record checks too)
+            value_checks.append(f"type(v{i}) is bytes and len(v{i}) == {TENSOR_MAP_BYTES}")
         guards.append(guard.format(a=f"a{i}", c=prefix))
         values.append(f"    v{i} = {value.format(a=f'a{i}', c=prefix)}\n")
         consts = {
-            "t": spec.type, "d": spec.dtype, "e": spec.device, "v": spec.value, "r": spec.refuse
+            "t": spec.type, "d": spec.dtype, "e": spec.device, "v": spec.value, "r": spec.refuse,
+            "m": tensor_map_device,
         }
         names.update({prefix + k: v for k, v in consts.items()})
     names["GUARDS"] = compile_guards(entry.guards)
     call = "GUARDS((" + "".join(f"v{i}, " for i in range(n)) + "))"
-    checks = nonnull + [_VALUE_INDEX.sub(r"v\1", t) for t in entry.check_terms(call)]
+    checks = value_checks + [_VALUE_INDEX.sub(r"v\1", t) for t in entry.check_terms(call)]
     dyn = entry.dynamic_shared_bytes
     checks.append(
         ("shared == 0 or " if dyn == 0 else "")

@@ -344,7 +344,7 @@ def launch_dims(grid: Any, block: tuple[int, int, int]) -> tuple[int, ...] | Non
 
 
 # With the C extension, calling a launcher tries its inline launch without entering
-# Python (tylo/_launch.c, LauncherBase holds ``inline`` and ``dims``); the generated
+# Python (tylo/_launch_module.c, LauncherBase holds ``inline`` and ``dims``); the generated
 # ``_launch`` runs when that declines.
 _LauncherBase: Any = fastpath._accel.LauncherBase if fastpath.ACCELERATED else object
 

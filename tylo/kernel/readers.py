@@ -25,9 +25,22 @@ from typing import Any
 from tylo.kernel.errors import KernelArgumentError
 from tylo.kernel.spec import ParamKind, Ptr, classify, static_key
 
-__all__ = ["ArgSpec", "Reader", "check_array", "inline_spec", "make_reader", "refusals"]
+__all__ = [
+    "TENSOR_MAP_BYTES",
+    "ArgSpec",
+    "Reader",
+    "check_array",
+    "inline_spec",
+    "make_reader",
+    "refusals",
+    "tensor_map_device",
+]
 
 Reader = Callable[[Any], tuple[Any, Any]]
+
+#: The size of an encoded ``CUtensorMap`` (CUDA driver API, "Tensor Map Object Management":
+#: an opaque 64-byte-aligned object of 128 bytes), the by-value parameter a tensor map is.
+TENSOR_MAP_BYTES = 128
 
 
 @dataclass(frozen=True)
@@ -38,8 +51,11 @@ class ArgSpec:
     its ordinal, the value ``.ptr``), ``"owned"`` (a tylo DeviceBuffer: the same, read
     through ``._ptr`` where that is faster, ``.ptr`` once it is closed), ``"torch"`` (a
     tensor: ``dtype``, ``get_device()``, ``data_ptr()``), ``"int"`` (an exact int),
-    ``"float"`` (the value ``float(arg)``) or ``"static"`` (an argument equal to
-    ``value``). ``type`` is the argument's exact type. ``refuse``: the
+    ``"float"`` (the value ``float(arg)``), ``"static"`` (an argument equal to
+    ``value``) or ``"tensor_map"`` (a TMA tensor map: ``value`` is its plan (the same or an equal one),
+    ``device`` the device of its array, :func:`tensor_map_device`; the value its ``data``,
+    which must be ``bytes`` of exactly :data:`TENSOR_MAP_BYTES`). ``type`` is the
+    argument's exact type. ``refuse``: the
     :data:`~tylo.arrays.DeviceArray.flags` bits an array must not have (a DeviceArray's
     ``flags``; for a tensor, :data:`~tylo.arrays.NOT_DENSE` asks ``is_contiguous()``);
     a null pointer is never inlined. The guard these imply holds exactly when the reader
@@ -188,20 +204,28 @@ def _array_reader(name: str, refuse: int) -> Reader:
 def _tensor_map_reader(name: str) -> Reader:
     """A TMA tensor map: the key is its plan and the device of the array it was encoded
     for (so a launch whose maps and pointers name different devices is specialized, and
-    refused, afresh), the value its 128 encoded bytes (launches with one stay on the reader
-    path: nothing of it is inlined)."""
+    refused, afresh), the value its 128 encoded bytes, exactly (any other value is
+    refused here, before a launch record's ``"128s"`` could pad or truncate it). Inlined
+    as a ``"tensor_map"`` :class:`ArgSpec` when the map names its array's device."""
 
     def read(a: Any) -> tuple[Any, Any]:
         data = getattr(a, "data", None)
-        if type(data) is not bytes or len(data) != 128:
+        if type(data) is not bytes or len(data) != TENSOR_MAP_BYTES:
             raise KernelArgumentError(
                 f"argument {name!r}: a tensor map parameter takes a tylo.nvgpu.tma.TensorMap "
                 f"(encoded for an array), got {type(a).__name__}"
             )
         return ("tensor_map", a.plan, tensor_map_device(a)), data
 
-    read.inline = lambda a: None  # type: ignore[attr-defined]
+    read.inline = _inline_tensor_map  # type: ignore[attr-defined]
     return read
+
+
+def _inline_tensor_map(a: Any) -> ArgSpec | None:
+    device = tensor_map_device(a)
+    if type(device) is not int:  # no array device to test: the reader path keys it
+        return None
+    return ArgSpec("tensor_map", type(a), device=device, value=a.plan)
 
 
 def tensor_map_device(a: Any) -> int | None:
