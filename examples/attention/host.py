@@ -75,15 +75,16 @@ def _check_4d(a: Any, what: str) -> tuple[int, ...]:
 
 
 # Lq * Lk from which path="auto" takes the Hopper kernel, per head dim (measured on an H200,
-# 2026-12-01, benchmarks/attention.py, 3 calls per sample, the two paths in two runs of the
-# same day: at D = 128 the Hopper kernel was 1.16-1.79x the warp path from L = 1k, causal or
-# not; at D = 64 0.80-0.81x at 1k and 1.16-1.45x from 4k)
-HOPPER_FROM = {64: 4096 * 4096, 128: 1024 * 1024}
+# 2026-12-01, benchmarks/attention.py --reps 10, 3 calls per sample, the two paths in two
+# runs minutes apart: the Hopper default was 1.26-1.51x the warp path at D = 64 and
+# 1.65-1.86x at D = 128 at every benchmark length, 1k to 16k, causal or not; shorter
+# sequences were not measured, so they stay on the warp path)
+HOPPER_FROM = {64: 1024 * 1024, 128: 1024 * 1024}
 
 
 def auto_path(q: Any, k: Any, v: Any, *, scale: Any = None) -> str:
     """The path ``path="auto"`` takes: 'hopper' on an sm_90 GPU where it was faster on an
-    H200 (``HOPPER_FROM``: at D = 128 from Lq * Lk = 1k * 1k, at D = 64 from 4k * 4k), when
+    H200 (``HOPPER_FROM``: from Lq * Lk = 1k * 1k at D = 64 and 128), when
     the Hopper kernel takes the inputs (16-byte strides and bases, a positive scale);
     'warp' otherwise (and always for shorter sequences, where the Hopper kernel's per-CTA
     setup is not amortized)."""

@@ -52,7 +52,8 @@ def test_threshold_is_exact(hopper, d):
 
 def test_measured_choices(hopper):
     assert host.auto_path(*_qkv(1024, 1024, 128)) == "hopper"
-    assert host.auto_path(*_qkv(1024, 1024, 64)) == "warp"
+    assert host.auto_path(*_qkv(1024, 1024, 64)) == "hopper"
+    assert host.auto_path(*_qkv(1000, 1000, 64)) == "warp"  # shorter: not measured
     assert host.auto_path(*_qkv(4096, 4096, 64)) == "hopper"
     assert host.auto_path(*_qkv(4096, 4096, 96)) == "warp"  # no Hopper kernel for D = 96
 
