@@ -86,8 +86,8 @@ HOPPER_VARIANTS = {"plain": {"pingpong": False, "overlap": False},
                    "wide split release": {"bn": 128, "stages": 2, "split_release": True},
                    "wide split release persistent": {"bn": 128, "stages": 2,
                                                      "split_release": True, "persistent": True},
-                   "wide split release one-item": {"bn": 128, "stages": 2,
-                                                   "split_release": True, "persistent": False}}  # fmt: skip
+                   "wide split release one-item": {"bn": 128, "stages": 2, "persistent": False,
+                                                   "split_release": True}}  # fmt: skip
 
 
 def _triton_attention():
