@@ -15,7 +15,8 @@ docs/attention_hopper.md). One CTA takes ``bm = 64 * CONSUMERS`` query rows of o
 - options (FlashAttention-3's schedules): ``pingpong``, the consumers take turns at the
   tensor cores (two named barriers); ``overlap``, ``S`` of tile ``j`` and ``P V`` of tile
   ``j - 1`` in flight together, the softmax of ``j`` while ``P V`` runs; ``split_kv``: K and
-  V land on barriers of their own, S waits for K only, ``P V`` for V
+  V land on barriers of their own, S waits for K only, ``P V`` for V; ``split_release``: K
+  and V are released on their own too, K once S completed
   (:mod:`examples.attention.hopper_ring`);
 - the epilogue stores O / rowsum and the row log-sum-exp by ownership, bounded at Lq; with
   ``tma_store`` O goes through the consumer's rows of the Q buffer (``stmatrix``) and leaves
