@@ -66,6 +66,10 @@ HOPPER_VARIANTS = {"plain": {"pingpong": False, "overlap": False},
                    # K and V on barriers of their own (S waits for K only), not measured yet
                    "split-kv": {"split_kv": True},
                    "persistent split-kv": {"persistent": True, "split_kv": True},
+                   # and on empty barriers of their own: K released once S completed (FA3's
+                   # separate K and V pipelines; implies split_kv), not measured yet
+                   "split release": {"split_release": True},
+                   "persistent split release": {"persistent": True, "split_release": True},
                    # more K/V stages than the default tile has (skipped where not more)
                    "4 stages": {"stages": 4},
                    "6 stages": {"stages": 6},
@@ -76,7 +80,14 @@ HOPPER_VARIANTS = {"plain": {"pingpong": False, "overlap": False},
                    "wide overlap alone": {"bn": 128, "stages": 2, "pingpong": False,
                                           "overlap": True},
                    "wide overlap alone persistent": {"bn": 128, "stages": 2, "pingpong": False,
-                                                     "overlap": True, "persistent": True}}  # fmt: skip
+                                                     "overlap": True, "persistent": True},
+                   # the same tile with K released early: the producer loads K of the next
+                   # tile while this one's P V runs (what 2 stages lacked)
+                   "wide split release": {"bn": 128, "stages": 2, "split_release": True},
+                   "wide split release persistent": {"bn": 128, "stages": 2,
+                                                     "split_release": True, "persistent": True},
+                   "wide split release one-item": {"bn": 128, "stages": 2, "persistent": False,
+                                                   "split_release": True}}  # fmt: skip
 
 
 def _triton_attention():

@@ -182,8 +182,9 @@ WIDE_OVERLAP = False
 def choose_config(
     d: int, dtype: Any, causal: bool, *, pingpong: bool | None = None,
     overlap: bool | None = None, persistent: bool | None = None,
-    tma_store: bool | None = None, split_kv: bool | None = None, bn: int | None = None,
-    stages: int | None = None, lk: int | None = None, target: Any = "sm_90a",
+    tma_store: bool | None = None, split_kv: bool | None = None,
+    split_release: bool | None = None, bn: int | None = None, stages: int | None = None,
+    lk: int | None = None, target: Any = "sm_90a",
 ) -> HopperAttentionConfig:
     """The default tile: at d = 64, 128 keys per tile and 4 stages; at d = 128, 128 keys and 2
     stages where that compiles without spilling (S, O and P take 64 + 64 + 32 registers per
@@ -198,9 +199,11 @@ def choose_config(
     work items): None takes the measured choice for ``(d, causal, lk > LONG_KEYS)``
     (``SCHEDULES``; ``lk``, the key length, None: the short side). ``split_kv`` (K and V on
     full barriers of their own, :mod:`examples.attention.hopper_ring`): None is False
-    (measured no faster)."""
+    (measured no faster). ``split_release`` (K and V also on empty barriers of their own, K
+    released once ``S`` completed): None is False (not measured yet); True makes a
+    ``split_kv`` of None True (it needs those full barriers)."""
     opts = dict(pingpong=pingpong, overlap=overlap, persistent=persistent,
-                tma_store=tma_store, split_kv=split_kv)
+                tma_store=tma_store, split_kv=split_kv, split_release=split_release)
     for name, value in opts.items():  # before the cache, which takes 1 for True
         if value is not None and type(value) is not bool:
             raise PlanError(
@@ -218,16 +221,18 @@ def choose_config(
 def _choose_config(
     d: int, dtype: Any, causal: bool, long: bool, *, pingpong: bool | None,
     overlap: bool | None, persistent: bool | None, tma_store: bool | None,
-    split_kv: bool | None, target: Any,
+    split_kv: bool | None, split_release: bool | None, target: Any,
 ) -> HopperAttentionConfig:
     pp, ov, ts, pe = SCHEDULES.get((d, bool(causal), long), (False, False, False, False))
     pingpong = pp if pingpong is None else pingpong
     overlap = ov if overlap is None else overlap
     persistent = pe if persistent is None else persistent
     tma_store = ts if tma_store is None else tma_store
-    split_kv = False if split_kv is None else split_kv
+    split_release = False if split_release is None else split_release
+    split_kv = split_release if split_kv is None else split_kv
     opts = dict(d=d, dtype=dtype, causal=causal, pingpong=pingpong, overlap=overlap,
-                persistent=persistent, tma_store=tma_store, split_kv=split_kv)
+                persistent=persistent, tma_store=tma_store, split_kv=split_kv,
+                split_release=split_release)
     if d != 128:
         return HopperAttentionConfig(bn=128, stages=4, **opts)
     narrow = HopperAttentionConfig(bn=64, stages=3, **opts)

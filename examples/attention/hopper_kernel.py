@@ -15,7 +15,8 @@ docs/attention_hopper.md). One CTA takes ``bm = 64 * CONSUMERS`` query rows of o
 - options (FlashAttention-3's schedules): ``pingpong``, the consumers take turns at the
   tensor cores (two named barriers); ``overlap``, ``S`` of tile ``j`` and ``P V`` of tile
   ``j - 1`` in flight together, the softmax of ``j`` while ``P V`` runs; ``split_kv``: K and
-  V land on barriers of their own, S waits for K only, ``P V`` for V
+  V land on barriers of their own, S waits for K only, ``P V`` for V; ``split_release``: K
+  and V are released on their own too, K once S completed
   (:mod:`examples.attention.hopper_ring`);
 - the epilogue stores O / rowsum and the row log-sum-exp by ownership, bounded at Lq; with
   ``tma_store`` O goes through the consumer's rows of the Q buffer (``stmatrix``) and leaves
@@ -37,13 +38,20 @@ from typing import Any
 
 import tylo
 from examples.attention.hopper_epilogue import check_o_map, normalize, tma_epilogue
-from examples.attention.hopper_ring import PARTS, load_kv_tile, wait_k, wait_v
+from examples.attention.hopper_ring import (
+    load_kv_tile,
+    release_k,
+    release_v,
+    ring_plan,
+    wait_k,
+    wait_v,
+)
 from tylo import dtypes as dt
 from tylo.kernel.values import to_index
 from tylo.layouts import ComposedLayout, Layout, Swizzle
 from tylo.nvgpu import tma
 from tylo.nvgpu.errors import PlanError
-from tylo.nvgpu.mbarrier import Barriers, Pipeline, PipelinePlan
+from tylo.nvgpu.mbarrier import Barriers, Pipeline
 from tylo.nvgpu.warpgroup.chain import (
     RegisterAProof,
     accumulator_as_register_a,
@@ -98,7 +106,9 @@ class HopperAttentionConfig:
     ``tma_store``: O leaves through shared memory (the consumer's rows of the Q buffer) by
     TMA stores (:mod:`examples.attention.hopper_epilogue`) instead of stores by ownership;
     ``split_kv``: K and V of a stage complete on full barriers of their own, S waiting for K
-    only (:mod:`examples.attention.hopper_ring`; not measured yet)."""
+    only (:mod:`examples.attention.hopper_ring`; not measured yet); ``split_release`` (needs
+    ``split_kv``): K and V also have empty barriers of their own, K released as soon as
+    ``S = Q Kᵀ`` of its tile completed, V after ``P V`` (not measured yet)."""
 
     d: int = 64
     dtype: Any = tylo.bf16
@@ -110,6 +120,7 @@ class HopperAttentionConfig:
     persistent: bool = False
     tma_store: bool = False
     split_kv: bool = False
+    split_release: bool = False
 
     def __post_init__(self) -> None:
         try:
@@ -132,11 +143,18 @@ class HopperAttentionConfig:
             )
         if type(self.stages) is not int or not 1 <= self.stages <= 8:
             raise PlanError(f"HopperAttentionConfig: stages must be 1..8, got {self.stages!r}")
-        for name in ("causal", "pingpong", "overlap", "persistent", "tma_store", "split_kv"):
+        for name in ("causal", "pingpong", "overlap", "persistent", "tma_store", "split_kv",
+                     "split_release"):  # fmt: skip
             if type(getattr(self, name)) is not bool:
                 raise PlanError(
                     f"HopperAttentionConfig: {name} must be a bool, got {getattr(self, name)!r}"
                 )
+        if self.split_release and not self.split_kv:
+            raise PlanError(
+                "HopperAttentionConfig: split_release releases K and V of a stage on their "
+                "own, which needs them landing on full barriers of their own: pass "
+                "split_kv=True with it (choose_config(split_release=True) does)"
+            )
         if self.overlap and self.stages < 2:
             raise PlanError(
                 "HopperAttentionConfig: overlap holds the previous stage (its V) while it "
@@ -197,6 +215,7 @@ class HopperAttentionConfig:
             f"{', persistent (Q double-buffered)' if self.persistent else ''}"
             f"{', TMA-store epilogue' if self.tma_store else ''}"
             f"{', split K/V barriers' if self.split_kv else ''}"
+            f"{', K released after S' if self.split_release else ''}"
         )
 # --8<-- [end:config]
 
@@ -322,6 +341,7 @@ def _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask, first=0)
     if cfg.pingpong:
         _named_barrier("arrive", bars[1])
     s = wait_group(0, s)
+    release_k(cfg, pipe, first + it)  # split_release: S has read K
     p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask, scale2)
     o = o * alpha
     pa = accumulator_as_register_a(p, o_atom)
@@ -330,7 +350,7 @@ def _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask, first=0)
     o = _issue_pv(cfg, smem, pa, base, o)
     commit_group()
     o = wait_group(0, o)
-    pipe.consumer_release(first + it)
+    release_v(cfg, pipe, first + it)  # the stage (split_release: its V)
     return o, m2, lsum
 # --8<-- [end:tile]
 
@@ -362,9 +382,10 @@ def _overlapped_tile(cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mas
     if cfg.pingpong:
         _named_barrier("arrive", bars[1])
     s = wait_group(1, s)  # S is complete; P V may still run
+    release_k(cfg, pipe, ring)  # split_release: K of tile it, free for a later tile
     p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask, scale2)
     o = wait_group(0, o)
-    pipe.consumer_release(ring - 1)
+    release_v(cfg, pipe, ring - 1)  # the previous stage (split_release: its V)
     # packed only now: the previous P's registers are wgmma inputs until the wait, and
     # writing the new P into them earlier would make ptxas serialize every wgmma (C7513)
     pa = accumulator_as_register_a(p, o_atom)
@@ -420,6 +441,7 @@ def key_loop(cfg, c, bars, smem, pipe, qbase, tiles, mask, scale2, first=0):
         if cfg.pingpong:
             _named_barrier("arrive", bars[1])
         s = wait_group(0, s)
+        release_k(cfg, pipe, first)  # split_release: the first tile's K
         p, m2, lsum, _ = _online_softmax(cfg, s, m2, lsum, 0, mask, scale2)
         pa = accumulator_as_register_a(p, o_atom)
         n1 = tylo.maximum(n_full, 1)
@@ -439,7 +461,7 @@ def key_loop(cfg, c, bars, smem, pipe, qbase, tiles, mask, scale2, first=0):
         o = _issue_pv(cfg, smem, pa, base, o)
         commit_group()
         o = wait_group(0, o)
-        pipe.consumer_release(last)
+        release_v(cfg, pipe, last)
     return o, m2, lsum
 
 
@@ -511,8 +533,7 @@ def hopper_attention_kernel(
     smem = tylo.dynamic_shared(
         cfg.dtype, cfg.ring_offset() + 2 * cfg.stages * kv_elems, align=1024
     )
-    parts = PARTS if cfg.split_kv else 1  # split_kv: K's and V's full barriers
-    pipe = Pipeline(PipelinePlan(stages=cfg.stages, consumers=128 * CONSUMERS, parts=parts))
+    pipe = Pipeline(ring_plan(cfg, 128 * CONSUMERS))  # split_kv/split_release: K's and V's
     qbar = Barriers(1, name="qbar")
     tid = tylo.thread_idx.x
     if tid == 0:

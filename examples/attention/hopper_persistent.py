@@ -50,7 +50,7 @@ from examples.attention.hopper_kernel import (
     key_loop,
     key_tiles,
 )
-from examples.attention.hopper_ring import PARTS, load_kv_tile
+from examples.attention.hopper_ring import load_kv_tile, ring_plan
 from tylo.kernel.values import to_index
 from tylo.layouts import Layout
 from tylo.nvgpu import tma
@@ -287,8 +287,7 @@ def hopper_attention_persistent_kernel(
     smem = tylo.dynamic_shared(
         cfg.dtype, cfg.ring_offset() + 2 * cfg.stages * kv_elems, align=1024
     )
-    parts = PARTS if cfg.split_kv else 1  # split_kv: K's and V's full barriers
-    pipe = Pipeline(PipelinePlan(stages=cfg.stages, consumers=128 * CONSUMERS, parts=parts))
+    pipe = Pipeline(ring_plan(cfg, 128 * CONSUMERS))  # split_kv/split_release: K's and V's
     qpipe = Pipeline(PipelinePlan(stages=2, consumers=128 * CONSUMERS), name="qbuf")
     tid = tylo.thread_idx.x
     if tid == 0:

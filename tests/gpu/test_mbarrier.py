@@ -216,3 +216,126 @@ def test_stream_through_a_ring_of_two_parts(gpu_runtime, stages, chunks):
     stream_parts[1, 64](out, src, chunks, stages)
     torch.cuda.synchronize()
     np.testing.assert_array_equal(out.cpu().numpy(), src.cpu().numpy())
+
+
+# -- parts released on their own (PipelinePlan(parts=2, empty_parts=2)): each half of a
+# chunk acquired by the producer and released by the consumer alone, so the first half of a
+# stage is refilled while the consumer still reads the second --
+
+
+@tylo.kernel
+def stream_release_parts(out, src: tylo.Ptr(align=16), chunks, stages: tylo.Static):
+    pipe = Pipeline(PipelinePlan(stages=stages, consumers=32, parts=2, empty_parts=2))
+    buf = tylo.shared(src.dtype, stages * CHUNK, align=128)
+    half = CHUNK // 2
+    tid = tylo.thread_idx.x
+    if tid == 0:
+        pipe.init()
+    tylo.sync_threads()
+    if tid == 0:
+        for it in tylo.range(chunks):
+            for part in (0, 1):  # each half once its own empty barrier says it is free
+                pipe.producer_acquire(it, part=part)
+                pipe.producer_commit(it, tx_bytes=half * 4, part=part)
+                bulk_copy_to_shared(buf, pipe.stage(it) * CHUNK + part * half, src,
+                                    it * CHUNK + part * half, half * 4, pipe.fulls[part],
+                                    pipe.stage(it))  # fmt: skip
+    if tid >= 32:
+        lane = tid - 32
+        for it in tylo.range(chunks):
+            for part in (0, 1):  # each half released as soon as it is read
+                pipe.consumer_wait(it, part=part)
+                for j in range(half // 32):
+                    e = part * half + lane + 32 * j
+                    out[it * CHUNK + e] = buf[pipe.stage(it) * CHUNK + e]
+                pipe.consumer_release(it, part=part)
+
+
+def _compile_release_parts(stages=2):
+    return stream_release_parts.compile(
+        tylo.f32, tylo.pointer(tylo.f32, align=16), int, stages, block=64, target="sm_90a"
+    )
+
+
+def test_release_parts_have_their_own_empty_barriers():
+    """``empty_parts=2``: ``stages`` empty barriers per part (part 0's keep the name
+    ``pipe_empty``), each initialized; without ``empty_parts`` no second array."""
+    for stages in (1, 3):
+        ptx = _compile_release_parts(stages).ptx
+        for name in ("pipe_full", "pipe_full1", "pipe_empty", "pipe_empty1"):
+            assert re.search(rf"\.shared \.align 8 \.b8 {name}\[{8 * stages}\];", ptx), name
+        assert "pipe_empty2" not in ptx
+        # four barrier arrays of `stages` each, every one initialized (a static loop)
+        assert ptx.count("mbarrier.init.shared::cta.b64") == 4 * stages
+        # part 1's empty barriers are addressed beyond their declaration (init, the
+        # producer's wait, the consumer's arrive)
+        assert len(re.findall(r"\bpipe_empty1\b", ptx)) >= 2
+        assert re.search(r"mbarrier\.arrive\.shared::cta\.b64", ptx)
+    assert "pipe_empty1" not in _compile_parts().ptx  # parts=2 alone: one empty per stage
+
+
+@tylo.kernel
+def release_misuse(out, plan: tylo.Static, op: tylo.Static, part: tylo.Static):
+    pipe = Pipeline(plan)
+    if op == "producer_acquire":
+        pipe.producer_acquire(0, part=part)
+    else:
+        pipe.consumer_release(0, part=part)
+    out[0] = 1.0
+
+
+def test_release_parts_misuse_is_a_trace_error():
+    split = PipelinePlan(stages=2, consumers=32, parts=2, empty_parts=2)
+    whole = PipelinePlan(stages=2, consumers=32, parts=2)
+    for op in ("producer_acquire", "consumer_release"):
+        with pytest.raises(tylo.TyloError, match=rf"PipelineError: {op}: .*2 empty barriers per "
+                           rf"stage .*name the part"):  # fmt: skip
+            release_misuse.compile(tylo.f32, split, op, None, block=32, target="sm_90a")
+        for bad in (2, -1, True, 1.0, "1"):
+            with pytest.raises(tylo.TyloError, match=rf"{op}: part must be an int in \[0, 2\)"):
+                release_misuse.compile(tylo.f32, split, op, bad, block=32, target="sm_90a")
+        # one empty barrier per stage: part 0 (or None) is it, part 1 does not exist
+        with pytest.raises(tylo.TyloError, match=rf"{op}: part must be an int in \[0, 1\).*"
+                           "empty_parts=n"):  # fmt: skip
+            release_misuse.compile(tylo.f32, whole, op, 1, block=32, target="sm_90a")
+        for ok in (0, None):
+            assert "mbarrier" in release_misuse.compile(
+                tylo.f32, whole, op, ok, block=32, target="sm_90a").ptx  # fmt: skip
+        assert "mbarrier" in release_misuse.compile(
+            tylo.f32, split, op, 1, block=32, target="sm_90a").ptx  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(parts=1, empty_parts=2),  # more empty barriers than parts
+        dict(parts=2, empty_parts=3),
+        dict(parts=3, empty_parts=2),  # neither 1 nor parts
+        dict(parts=2, empty_parts=0),
+        dict(parts=2, empty_parts=True),
+        dict(parts=2, empty_parts=2.0),
+    ],
+)
+def test_plan_refuses_bad_empty_parts(bad):
+    with pytest.raises(PipelineError, match="empty_parts"):
+        PipelinePlan(stages=2, consumers=1, **bad)
+
+
+def test_plan_with_empty_parts():
+    assert PipelinePlan(2, 1, 1, 1) == PipelinePlan(2, 1, 1, 1, 1)  # the plan as before
+    for parts in (1, 2, 5):
+        for empty in (1, parts):
+            plan = PipelinePlan(stages=3, consumers=4, parts=parts, empty_parts=empty)
+            assert plan.empty_parts == empty
+            assert [plan.parity(i) for i in range(7)] == [0, 0, 0, 1, 1, 1, 0]
+
+
+@pytest.mark.parametrize("stages,chunks", [(1, 5), (2, 2), (3, 17), (4, 64)])
+def test_stream_through_a_ring_released_by_parts(gpu_runtime, stages, chunks):
+    import torch
+
+    src = torch.randn(chunks * CHUNK, device="cuda")
+    out = torch.full_like(src, float("nan"))
+    stream_release_parts[1, 64](out, src, chunks, stages)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(out.cpu().numpy(), src.cpu().numpy())

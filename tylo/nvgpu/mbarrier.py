@@ -24,9 +24,19 @@ it is on::
 A stage filled in *parts* that consumers may use as each lands (the K and the V tile of an
 attention stage) takes ``PipelinePlan(..., parts=2)``: a full barrier per part and stage
 (``pipe.fulls[p]``), armed and waited for by part (``producer_commit(it, tx_bytes=n,
-part=p)``, ``consumer_wait(it, part=p)``), and still one empty barrier per stage, released
-once the consumers are done with every part. Each part's full barrier completes once per
-use of its stage, so every part has the same phase parity as the stage.
+part=p)``, ``consumer_wait(it, part=p)``), and by default still one empty barrier per stage,
+released once the consumers are done with every part. Each part's full barrier completes
+once per use of its stage, so every part has the same phase parity as the stage.
+
+A stage whose parts consumers are done with at different times (K of an attention tile
+after ``S = Q Kᵀ``, V only after ``P V``) also takes ``empty_parts=parts``: an empty
+barrier per part and stage (``pipe.empties[p]``), each released on its own
+(``consumer_release(it, part=p)``) and acquired on its own before its part is refilled
+(``producer_acquire(it, part=p)``). Every consumer releases every part once per use of the
+stage, so each part's empty barrier too completes once per use: the producer waits on
+parity ``1 - (it // stages) % 2`` for every part, and a part is refilled as soon as it alone
+is free. With several empty barriers per stage the part must be named (a trace-time
+:class:`PipelineError` otherwise: a release of one part cannot stand for the others).
 
 Stage ``it % stages`` is reused every ``stages`` iterations; the parity a consumer waits on is
 ``(it // stages) % 2``, and a producer waits on the opposite parity of the empty barrier (its
@@ -237,19 +247,30 @@ class PipelinePlan:
     a single thread issuing TMA or bulk copies with ``expect_tx``), ``consumers`` arrivals
     complete an empty barrier (every consumer thread, or one elected thread per warp).
     ``parts``: full barriers per stage, one per part of the stage that completes on its own
-    (each armed with its own bytes and waited for on its own); one empty barrier per stage
-    whatever the parts."""
+    (each armed with its own bytes and waited for on its own). ``empty_parts``: empty
+    barriers per stage, 1 (the stage is released once, when every part is done) or
+    ``parts`` (each part released by the consumers and acquired by the producer on its own).
+    Every empty barrier of a stage expects ``consumers`` arrivals per phase."""
 
     stages: int
     consumers: int
     producers: int = 1
     parts: int = 1
+    empty_parts: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("stages", "consumers", "producers", "parts"):
+        for name in ("stages", "consumers", "producers", "parts", "empty_parts"):
             v = getattr(self, name)
             if type(v) is not int or not 1 <= v <= _MAX_COUNT:
-                raise PipelineError(f"PipelinePlan: {name} must be an int in [1, {_MAX_COUNT}]")
+                raise PipelineError(
+                    f"PipelinePlan: {name} must be an int in [1, {_MAX_COUNT}], got {v!r}"
+                )
+        if self.empty_parts not in (1, self.parts):
+            raise PipelineError(
+                f"PipelinePlan: empty_parts must be 1 (one empty barrier per stage) or parts "
+                f"= {self.parts} (one per part), got {self.empty_parts}; a part's release "
+                "names the part its full barrier does"
+            )
 
     def stage(self, it: Any) -> Any:
         return it % self.stages
@@ -283,9 +304,13 @@ class Pipeline:
         self.plan = plan
         self.full = Barriers(plan.stages, name=f"{name}_full")
         self.empty = Barriers(plan.stages, name=f"{name}_empty")
-        # part p > 0 of every stage: its own full barriers (part 0's are ``full``)
+        # part p > 0 of every stage: its own full barriers (part 0's are ``full``), and with
+        # empty_parts its own empty barriers (part 0's are ``empty``)
         self.fulls = (self.full,) + tuple(
             Barriers(plan.stages, name=f"{name}_full{p}") for p in range(1, plan.parts)
+        )
+        self.empties = (self.empty,) + tuple(
+            Barriers(plan.stages, name=f"{name}_empty{p}") for p in range(1, plan.empty_parts)
         )
         self._armed: set[int] = set()
 
@@ -294,7 +319,8 @@ class Pipeline:
         for s in range(self.plan.stages):
             for full in self.fulls:
                 full.init(s, self.plan.producers)
-            self.empty.init(s, self.plan.consumers)
+            for empty in self.empties:
+                empty.init(s, self.plan.consumers)
 
     def stage(self, it: Any) -> Any:
         return self.plan.stage(it)
@@ -308,19 +334,45 @@ class Pipeline:
             )
         return part
 
+    def _empty_part(self, part: Any, op: str) -> int:
+        n = self.plan.empty_parts
+        if part is None:
+            if n > 1:
+                raise PipelineError(
+                    f"{op}: this pipeline has {n} empty barriers per stage "
+                    f"(PipelinePlan(empty_parts={n})), each released and acquired on its own; "
+                    f"name the part: {op}(it, part=p) with p in [0, {n})"
+                )
+            return 0
+        if type(part) is not int or not 0 <= part < n:
+            fix = (
+                "PipelinePlan(..., parts=n, empty_parts=n) for a stage of n parts released "
+                "on their own"
+                if n == 1
+                else f"one of the {n} parts"
+            )
+            raise PipelineError(
+                f"{op}: part must be an int in [0, {n}) for a pipeline of {n} empty "
+                f"barrier(s) per stage, got {part!r}; use {fix}"
+            )
+        return part
+
     def full_address(self, it: Any, *, part: int = 0) -> ir.Value:
         """The shared address of the full barrier of iteration ``it``'s stage (its part
         ``part``)."""
         return self.fulls[self._part(part, "full_address")].address(self.plan.stage(it))
 
-    def producer_acquire(self, it: Any, *, scope: str = "cta") -> None:
+    def producer_acquire(self, it: Any, *, scope: str = "cta", part: int | None = None) -> None:
         """Wait until the consumers released the stage of iteration ``it`` (returns at once
         on the first pass through the ring), also when consumers of other CTAs release it
         (``consumer_release(it, cta=...)``: their arrives say only that reads are done).
         ``scope="cluster"`` acquires at cluster scope, for arrives made with
         ``Barriers.arrive(..., scope="cluster")`` that publish writes (an L1 invalidation in
-        SASS after every wait)."""
-        self.empty.wait(self.plan.stage(it), 1 - self.plan.parity(it), scope=scope)
+        SASS after every wait). With ``empty_parts > 1``: wait for part ``part`` alone
+        (required), on the same parity as the stage's (each part's empty barrier completes
+        once per use of the stage)."""
+        empty = self.empties[self._empty_part(part, "producer_acquire")]
+        empty.wait(self.plan.stage(it), 1 - self.plan.parity(it), scope=scope)
 
     def producer_commit(self, it: Any, *, tx_bytes: Any = None, part: int = 0) -> None:
         """Arrive on the stage's full barrier (of part ``part``); with ``tx_bytes``, also
@@ -352,7 +404,7 @@ class Pipeline:
             )
         self.fulls[part].wait(self.plan.stage(it), self.plan.parity(it))
 
-    def consumer_release(self, it: Any, *, cta: Any = None) -> None:
+    def consumer_release(self, it: Any, *, cta: Any = None, part: int | None = None) -> None:
         """Arrive on the stage's empty barrier (each of the plan's consumers once). With
         ``cta=rank`` (a cluster kernel whose producer multicasts into this CTA), arrive on
         the empty barrier of the CTA of cluster rank ``rank`` instead (a remote arrive): a
@@ -361,5 +413,8 @@ class Pipeline:
         scope (no fence): it only says the consumer's reads of the stage are complete (a
         wgmma's, once ``wait_group`` returned), and completed reads need no ordering against
         the producer's later writes; so ``producer_acquire`` needs no cluster-scope acquire
-        either (CUTLASS's TMA pipelines do the same)."""
-        self.empty.arrive(self.plan.stage(it), cta=cta, scope="cta")
+        either (CUTLASS's TMA pipelines do the same). With ``empty_parts > 1``: release part
+        ``part`` alone (required), once the consumer's reads of that part are complete;
+        each consumer must release every part once per iteration."""
+        empty = self.empties[self._empty_part(part, "consumer_release")]
+        empty.arrive(self.plan.stage(it), cta=cta, scope="cta")
