@@ -115,17 +115,6 @@ def test_plan_phases():
     assert [plan.parity(i) for i in range(7)] == [0, 0, 0, 1, 1, 1, 0]
 
 
-@pytest.mark.parametrize("stages,chunks", [(1, 5), (2, 2), (3, 17), (4, 64)])
-def test_stream_through_the_ring(gpu_runtime, stages, chunks):
-    import torch
-
-    src = torch.randn(chunks * CHUNK, device="cuda")
-    out = torch.full_like(src, float("nan"))
-    stream[1, 64](out, src, chunks, stages)
-    torch.cuda.synchronize()
-    np.testing.assert_array_equal(out.cpu().numpy(), src.cpu().numpy())
-
-
 # -- a stage filled in parts (PipelinePlan(parts=2)): each half of a chunk on its own barrier --
 
 
@@ -205,17 +194,6 @@ def test_parts_misuse_is_a_trace_error():
         with pytest.raises(PipelineError, match="parts"):
             PipelinePlan(stages=2, consumers=1, parts=bad)
     assert PipelinePlan(2, 1) == PipelinePlan(2, 1, 1, 1)  # one part: the plan as before
-
-
-@pytest.mark.parametrize("stages,chunks", [(1, 5), (2, 2), (3, 17), (4, 64)])
-def test_stream_through_a_ring_of_two_parts(gpu_runtime, stages, chunks):
-    import torch
-
-    src = torch.randn(chunks * CHUNK, device="cuda")
-    out = torch.full_like(src, float("nan"))
-    stream_parts[1, 64](out, src, chunks, stages)
-    torch.cuda.synchronize()
-    np.testing.assert_array_equal(out.cpu().numpy(), src.cpu().numpy())
 
 
 # -- parts released on their own (PipelinePlan(parts=2, empty_parts=2)): each half of a
@@ -330,12 +308,17 @@ def test_plan_with_empty_parts():
             assert [plan.parity(i) for i in range(7)] == [0, 0, 0, 1, 1, 1, 0]
 
 
+@pytest.mark.parametrize(
+    "kernel", [stream, stream_parts, stream_release_parts], ids=["one", "parts", "release-parts"]
+)
 @pytest.mark.parametrize("stages,chunks", [(1, 5), (2, 2), (3, 17), (4, 64)])
-def test_stream_through_a_ring_released_by_parts(gpu_runtime, stages, chunks):
+def test_stream_through_the_ring(gpu_runtime, kernel, stages, chunks):
+    """Each ring above (one barrier per stage; full barriers per part; full and empty
+    barriers per part) streams chunks through a few stages unchanged."""
     import torch
 
     src = torch.randn(chunks * CHUNK, device="cuda")
     out = torch.full_like(src, float("nan"))
-    stream_release_parts[1, 64](out, src, chunks, stages)
+    kernel[1, 64](out, src, chunks, stages)
     torch.cuda.synchronize()
     np.testing.assert_array_equal(out.cpu().numpy(), src.cpu().numpy())
