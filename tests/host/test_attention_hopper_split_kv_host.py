@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_attention_hopper_persistent_host import (  # the mbarrier model and the item walk
+    PROTOCOL_CASES,
     _run,
     cta_walk,
 )
@@ -143,12 +144,7 @@ def _ops(cfg, items, sms, c, lens, lq, lk, v_on_k=False):
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    lq=st.integers(1, 700), lk=st.integers(1, 500), heads=st.integers(1, 3),
-    lens=st.lists(st.one_of(st.just(0), st.integers(1, 600)), min_size=1, max_size=3),
-    causal=st.booleans(), pingpong=st.booleans(), overlap=st.booleans(),
-    stages=st.integers(2, 4), sms=st.integers(1, 6), seed=st.integers(0, 2**16),
-)  # fmt: skip
+@given(**PROTOCOL_CASES)
 def test_split_protocol_never_deadlocks_or_races(lq, lk, heads, lens, causal, pingpong,
                                                  overlap, stages, sms, seed):  # fmt: skip
     """Many items per CTA (small ``sms``) carry the ring's count across items, and one item

@@ -220,12 +220,7 @@ def _run(prod, cons, seed, monkeypatch):
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    lq=st.integers(1, 700), lk=st.integers(1, 500), heads=st.integers(1, 3),
-    lens=st.lists(st.one_of(st.just(0), st.integers(1, 600)), min_size=1, max_size=3),
-    causal=st.booleans(), pingpong=st.booleans(), overlap=st.booleans(),
-    stages=st.integers(1, 4), sms=st.integers(1, 6), seed=st.integers(0, 2**16),
-)  # fmt: skip
+@given(**{**model.PROTOCOL_CASES, "stages": st.integers(1, 4)})
 def test_release_protocol_never_deadlocks_or_races(lq, lk, heads, lens, causal, pingpong,
                                                    overlap, stages, sms, seed):  # fmt: skip
     """Many items per CTA (small ``sms``) carry the ring's count, hence every part's full
