@@ -447,11 +447,10 @@ def test_the_c_inline_launch_rejects_malformed_tensor_map_slots():
             make(args, slots, end)
 
 
+@pytest.mark.parametrize("recorder", ["c"], indirect=True)  # about the C extension only
 def test_an_extension_without_tensor_maps_leaves_them_to_python(recorder, monkeypatch):
     """A ``tylo._launch`` built before tensor maps (no ``TENSOR_MAPS``) would refuse their
     specs as malformed: the launch function is then the Python one, and launches go on."""
-    if recorder.path != "c":
-        pytest.skip("about the C extension")
     monkeypatch.delattr(fastpath._accel, "TENSOR_MAPS")
     k, _ = make_kernel()
     for i in range(3):
