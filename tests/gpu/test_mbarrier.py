@@ -119,8 +119,13 @@ def test_plan_phases():
 
 
 @tylo.kernel
-def stream_parts(out, src: tylo.Ptr(align=16), chunks, stages: tylo.Static):
-    pipe = Pipeline(PipelinePlan(stages=stages, consumers=32, parts=2))
+def stream_parts(out, src: tylo.Ptr(align=16), chunks, stages: tylo.Static,
+                 by_part: tylo.Static):  # fmt: skip
+    """Each chunk in two halves, each on its own full barrier; ``by_part``: each half also
+    acquired and released on its own empty barrier (``empty_parts=2``), so the first half of
+    a stage is refilled while the consumer still reads the second."""
+    pipe = Pipeline(PipelinePlan(stages=stages, consumers=32, parts=2,
+                                 empty_parts=2 if by_part else 1))  # fmt: skip
     buf = tylo.shared(src.dtype, stages * CHUNK, align=128)
     half = CHUNK // 2
     tid = tylo.thread_idx.x
@@ -129,8 +134,11 @@ def stream_parts(out, src: tylo.Ptr(align=16), chunks, stages: tylo.Static):
     tylo.sync_threads()
     if tid == 0:
         for it in tylo.range(chunks):
-            pipe.producer_acquire(it)
+            if not by_part:
+                pipe.producer_acquire(it)
             for part in (0, 1):
+                if by_part:  # each half once its own empty barrier says it is free
+                    pipe.producer_acquire(it, part=part)
                 pipe.producer_commit(it, tx_bytes=half * 4, part=part)
                 bulk_copy_to_shared(buf, pipe.stage(it) * CHUNK + part * half, src,
                                     it * CHUNK + part * half, half * 4, pipe.fulls[part],
@@ -143,12 +151,16 @@ def stream_parts(out, src: tylo.Ptr(align=16), chunks, stages: tylo.Static):
                 for j in range(half // 32):
                     e = part * half + lane + 32 * j
                     out[it * CHUNK + e] = buf[pipe.stage(it) * CHUNK + e]
-            pipe.consumer_release(it)
+                if by_part:  # released as soon as it is read
+                    pipe.consumer_release(it, part=part)
+            if not by_part:
+                pipe.consumer_release(it)
 
 
-def _compile_parts(stages=2):
+def _compile_parts(stages=2, by_part=False):
     return stream_parts.compile(
-        tylo.f32, tylo.pointer(tylo.f32, align=16), int, stages, block=64, target="sm_90a"
+        tylo.f32, tylo.pointer(tylo.f32, align=16), int, stages, by_part, block=64,
+        target="sm_90a",
     )
 
 
@@ -201,45 +213,11 @@ def test_parts_misuse_is_a_trace_error():
 # stage is refilled while the consumer still reads the second --
 
 
-@tylo.kernel
-def stream_release_parts(out, src: tylo.Ptr(align=16), chunks, stages: tylo.Static):
-    pipe = Pipeline(PipelinePlan(stages=stages, consumers=32, parts=2, empty_parts=2))
-    buf = tylo.shared(src.dtype, stages * CHUNK, align=128)
-    half = CHUNK // 2
-    tid = tylo.thread_idx.x
-    if tid == 0:
-        pipe.init()
-    tylo.sync_threads()
-    if tid == 0:
-        for it in tylo.range(chunks):
-            for part in (0, 1):  # each half once its own empty barrier says it is free
-                pipe.producer_acquire(it, part=part)
-                pipe.producer_commit(it, tx_bytes=half * 4, part=part)
-                bulk_copy_to_shared(buf, pipe.stage(it) * CHUNK + part * half, src,
-                                    it * CHUNK + part * half, half * 4, pipe.fulls[part],
-                                    pipe.stage(it))  # fmt: skip
-    if tid >= 32:
-        lane = tid - 32
-        for it in tylo.range(chunks):
-            for part in (0, 1):  # each half released as soon as it is read
-                pipe.consumer_wait(it, part=part)
-                for j in range(half // 32):
-                    e = part * half + lane + 32 * j
-                    out[it * CHUNK + e] = buf[pipe.stage(it) * CHUNK + e]
-                pipe.consumer_release(it, part=part)
-
-
-def _compile_release_parts(stages=2):
-    return stream_release_parts.compile(
-        tylo.f32, tylo.pointer(tylo.f32, align=16), int, stages, block=64, target="sm_90a"
-    )
-
-
 def test_release_parts_have_their_own_empty_barriers():
     """``empty_parts=2``: ``stages`` empty barriers per part (part 0's keep the name
     ``pipe_empty``), each initialized; without ``empty_parts`` no second array."""
     for stages in (1, 3):
-        ptx = _compile_release_parts(stages).ptx
+        ptx = _compile_parts(stages, by_part=True).ptx
         for name in ("pipe_full", "pipe_full1", "pipe_empty", "pipe_empty1"):
             assert re.search(rf"\.shared \.align 8 \.b8 {name}\[{8 * stages}\];", ptx), name
         assert "pipe_empty2" not in ptx
@@ -309,16 +287,18 @@ def test_plan_with_empty_parts():
 
 
 @pytest.mark.parametrize(
-    "kernel", [stream, stream_parts, stream_release_parts], ids=["one", "parts", "release-parts"]
+    "kernel, flags",
+    [(stream, ()), (stream_parts, (False,)), (stream_parts, (True,))],
+    ids=["one", "parts", "release-parts"],
 )
 @pytest.mark.parametrize("stages,chunks", [(1, 5), (2, 2), (3, 17), (4, 64)])
-def test_stream_through_the_ring(gpu_runtime, kernel, stages, chunks):
+def test_stream_through_the_ring(gpu_runtime, kernel, flags, stages, chunks):
     """Each ring above (one barrier per stage; full barriers per part; full and empty
     barriers per part) streams chunks through a few stages unchanged."""
     import torch
 
     src = torch.randn(chunks * CHUNK, device="cuda")
     out = torch.full_like(src, float("nan"))
-    kernel[1, 64](out, src, chunks, stages)
+    kernel[1, 64](out, src, chunks, stages, *flags)
     torch.cuda.synchronize()
     np.testing.assert_array_equal(out.cpu().numpy(), src.cpu().numpy())
