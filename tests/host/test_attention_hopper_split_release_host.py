@@ -280,13 +280,10 @@ def test_model_catches_broken_releases(bug, overlap, monkeypatch):
     cfg = HopperAttentionConfig(d=64, bn=64, stages=2, overlap=overlap, persistent=True,
                                 split_kv=True, split_release=True)  # fmt: skip
     shape = (2, 1, 0, ([300], 1), 256, 300)
-    failures = 0
-    for seed in range(40):
-        try:
-            _run(*_ops(cfg, *shape, bug=bug), seed, monkeypatch)
-        except AssertionError:
-            failures += 1
-    assert failures > 0, bug
+    def run(prod, cons, seed):
+        return _run(prod, cons, seed, monkeypatch)
+
+    assert model.failing_seeds(run, *_ops(cfg, *shape, bug=bug), range(40)) > 0, bug
     good = _ops(cfg, *shape)
     for seed in range(40):
         _run(*good, seed, monkeypatch)
