@@ -2,7 +2,8 @@
 flash-attention forward, interleaved in one process, CUDA events, medians.
 
     PYTHONPATH=$PWD python3 benchmarks/attention.py [--quick] [--reps 20] [--path warp]
-        [--dtype bf16] [--inner 3] [--variants] [--json FILE]
+        [--dtype bf16] [--inner 3] [--d 64|128] [--causal yes|no] [--variants [--only REGEX]]
+        [--json FILE]
 
 Every implementation computes ``O = softmax(Q Kᵀ / sqrt(D)) V`` on the same (B, H, L, D)
 contiguous bf16 tensors, causal or not. Shapes: D = 64 and 128, causal and not, L = 1k, 4k
@@ -12,8 +13,10 @@ about a millisecond or more. TFLOP/s count ``4 B H L L D``, halved for causal
 Triton kernel is the fused-attention tutorial's algorithm (one program per block of 128
 query rows and one (batch, head), K / V blocks of 64, online softmax with exp2), written
 here; it is skipped, with the reason printed, when triton is missing or fails. Each sample
-times ``--inner`` calls back to back (GPU time; the host's launch time hides behind the
-previous kernel), and the side that opens each round rotates.
+times ``--inner`` calls back to back after ``--lead-us`` of GPU sleep, so that the host's
+preparation of every call (the first's too) hides behind the GPU's work and the events time
+kernels alone; the side that opens each round rotates. The host's time per call is reported
+beside, measured with the GPU idle.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -87,7 +91,19 @@ HOPPER_VARIANTS = {"plain": {"pingpong": False, "overlap": False},
                    "wide split release persistent": {"bn": 128, "stages": 2,
                                                      "split_release": True, "persistent": True},
                    "wide split release one-item": {"bn": 128, "stages": 2, "persistent": False,
-                                                   "split_release": True}}  # fmt: skip
+                                                   "split_release": True},
+                   # and with each schedule named (d = 128 causal's default has neither)
+                   "wide split release overlap": {"bn": 128, "stages": 2, "split_release": True,
+                                                  "pingpong": False, "overlap": True},
+                   "wide split release overlap persistent": {
+                       "bn": 128, "stages": 2, "split_release": True, "pingpong": False,
+                       "overlap": True, "persistent": True},
+                   "wide split release pingpong+overlap": {
+                       "bn": 128, "stages": 2, "split_release": True, "pingpong": True,
+                       "overlap": True},
+                   "wide split release pingpong+overlap persistent": {
+                       "bn": 128, "stages": 2, "split_release": True, "pingpong": True,
+                       "overlap": True, "persistent": True}}  # fmt: skip
 
 
 def _triton_attention():
@@ -142,13 +158,17 @@ def _triton_attention():
     return run
 
 
-def _time(fn, reps_out, inner=1):
+def _time(fn, reps_out, inner=1, lead=0):
     """Append the GPU time of one call of ``fn`` (ms): ``inner`` calls back to back between
-    two events, divided by ``inner`` (with ``inner > 1`` the host's launch time is hidden
-    behind the previous call's kernel, as in a real model's stream of launches)."""
+    two events, divided by ``inner``. ``lead``: cycles of GPU sleep queued before the first
+    event, so that every call's host preparation (the first's too) happens while the GPU is
+    busy and the events time the kernels alone, as in a real model's stream of launches
+    (without it the first call's host time falls inside the timed span; 0: none)."""
     import torch
 
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    if lead:
+        torch.cuda._sleep(lead)
     s.record()
     for _ in range(inner):
         fn()
@@ -157,13 +177,31 @@ def _time(fn, reps_out, inner=1):
     reps_out.append(s.elapsed_time(e) / inner)
 
 
+def _sleep_cycles(us):
+    """Cycles of ``torch.cuda._sleep`` that take about ``us`` microseconds on this GPU
+    (measured: the clock rate varies); 0 for none."""
+    if us <= 0:
+        return 0
+    import torch
+
+    cycles = 1_000_000
+    torch.cuda._sleep(cycles)  # warm up
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    torch.cuda._sleep(cycles)
+    e.record()
+    torch.cuda.synchronize()
+    return max(1, int(cycles * us / (s.elapsed_time(e) * 1000)))
+
+
 def tdt_name(dtype):
     import tylo
 
     return getattr(tylo, dtype)
 
 
-def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False, inner=1):
+def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False, inner=1, only=None,
+          lead=0):
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
@@ -183,6 +221,8 @@ def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False, inner
         from examples.attention.hopper_host import choose_config, hopper_attention
 
         for name, kw in (HOPPER_VARIANTS if variants else {}).items():
+            if only is not None and not re.search(only, name):
+                continue
             if "bn" in kw and d != 128:
                 continue  # the wide-overlap tiles are d = 128's
             try:
@@ -200,6 +240,8 @@ def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False, inner
         cfg, val = plan_attention(q, k, v, o, lse, causal=causal)
         runs["tylo"] = lambda: launch(cfg, val, q, k, v, o, lse, None)
         for name, kw in (VARIANTS.get(d, {}) if variants else {}).items():
+            if only is not None and not re.search(only, name):
+                continue
             c2, v2 = plan_attention(q, k, v, o, lse, causal=causal, **kw)
             runs[f"tylo {name}"] = lambda c2=c2, v2=v2: launch(c2, v2, q, k, v, o, lse, None)
 
@@ -234,7 +276,7 @@ def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False, inner
     for i in range(reps):  # interleaved: every implementation once per round, and the
         # round's first side rotating (the first after a pause measured up to 25% slower)
         for name in names[i % len(names):] + names[: i % len(names)]:
-            _time(runs[name], times[name], inner)
+            _time(runs[name], times[name], inner, lead)
     flops = attention_flops(b, h, length, length, d, causal=causal)
     row = {"d": d, "causal": causal, "L": length, "B": b, "H": h, "dtype": dtype,
            "path": path, "skipped": skipped}  # fmt: skip
@@ -282,7 +324,19 @@ def main(argv=None) -> int:
     p.add_argument("--variants", action="store_true",
                    help="also time other configurations (warp: VARIANTS, block sizes; "
                         "hopper: HOPPER_VARIANTS, the FA3 schedules)")  # fmt: skip
+    p.add_argument("--lead-us", type=float, default=1000.0,
+                   help="GPU sleep queued before each sample, so that the host's preparation "
+                        "of its calls stays out of the timed span (0: none)")  # fmt: skip
+    p.add_argument("--only", default=None, metavar="REGEX",
+                   help="with --variants: only the variants whose name this regex finds")
+    p.add_argument("--causal", choices=("yes", "no"), default=None,
+                   help="only the causal (yes) or the unmasked (no) shapes")
     args = p.parse_args(argv)
+    if args.only is not None:
+        try:
+            re.compile(args.only)
+        except re.error as err:
+            p.error(f"--only: not a regular expression ({err})")
     try:
         import torch
     except ImportError:
@@ -292,10 +346,12 @@ def main(argv=None) -> int:
         print("benchmarks/attention.py needs a CUDA GPU", file=sys.stderr)
         return 2
     shapes, reps = (QUICK, 5) if args.quick else (SHAPES, args.reps)
+    lead = _sleep_cycles(args.lead_us)
     triton_fn = _triton_attention()
     if not callable(triton_fn):
         print(f"triton skipped: {triton_fn}")
-    print(f"device: {torch.cuda.get_device_name(0)}; tylo path {args.path}, {args.dtype}")
+    print(f"device: {torch.cuda.get_device_name(0)}; tylo path {args.path}, {args.dtype}; "
+          f"{args.inner} calls per sample after {args.lead_us:g} µs of GPU sleep")  # fmt: skip
     head = ["D", "causal", "L", "BxH", "tylo TF/s", "FA2 TF/s", "cuDNN TF/s", "Triton TF/s",
             "vs FA2", "vs cuDNN", "vs Triton"]  # fmt: skip
     print(" ".join(f"{x:>11}" for x in head))
@@ -303,8 +359,10 @@ def main(argv=None) -> int:
     for d, causal, length in shapes:
         if args.d is not None and d != args.d:
             continue
+        if args.causal is not None and causal != (args.causal == "yes"):
+            continue
         r = bench(d, causal, length, reps, args.path, args.dtype, triton_fn, args.variants,
-                  args.inner)
+                  args.inner, args.only, lead)
         rows.append(r)
         cells = [d, causal, length, f"{r['B']}x{r['H']}"]
         for name in ("tylo", "fa2", "cudnn", "triton"):
