@@ -151,31 +151,36 @@ def compile_kernels(args: Any, target: Any) -> dict[str, Any]:
     return {"hopper_attention_kernel": compile_hopper_attention(cfg, target)}
 
 
-# (d, causal, long keys) -> (pingpong, overlap, tma_store, persistent): what measured
-# fastest on an H200 (benchmarks/attention.py --path hopper --variants, 2026-12-01, 5
-# interleaved rounds, at L = 1k, 4k and 16k; "long" is Lk > LONG_KEYS, between the 4k and
-# 16k shapes, so lengths in (4k, 16k) take an unmeasured side of the boundary).
+# (d, causal, long keys) -> (pingpong, overlap, tma_store, persistent, split_release): what
+# measured fastest on an H200 (benchmarks/attention.py --path hopper --variants, 2026-12-01,
+# 5-10 interleaved rounds, at L = 1k, 4k and 16k; "long" is Lk > LONG_KEYS, between the 4k
+# and 16k shapes, so lengths in (4k, 16k) take an unmeasured side of the boundary).
 # - d = 64 without a mask: overlap alone, O by TMA, persistent, at every length (the TMA
 #   store only pays with the persistent kernel: 1.32x the old default at 1k, 1.01x at 16k).
 # - persistent up to 4k keys elsewhere (1.10-1.30x the one-item kernel there), and not at
 #   16k, where the one-item kernel was 1.03-1.14x faster (d = 64 causal: overlap alone).
-# - d = 128 causal: neither schedule (plain beat ping-pong + overlap by 1.03-1.07x).
-SCHEDULES = {(64, False, False): (False, True, True, True),
-             (64, False, True): (False, True, True, True),
-             (64, True, False): (True, True, True, True),
-             (64, True, True): (False, True, True, False),
-             (128, False, False): (True, True, True, True),
-             (128, False, True): (True, True, True, False),
-             (128, True, False): (False, False, True, True),
-             (128, True, True): (False, False, True, False)}  # fmt: skip
+# - d = 128: both schedules on FlashAttention-3's tile (128 keys, 2 stages) with K released
+#   once S completed (split_release): 1.19-1.32x the previous default (the 64-key tile)
+#   without the mask, 1.19-1.31x with it at 1k and 4k and 1.25x at 16k. Without the early
+#   release that tile was 0.66-0.90x (WIDE_OVERLAP). At d = 64 split_release was 0.83-0.87x
+#   without the mask from 4k, so it stays off there.
+SCHEDULES = {(64, False, False): (False, True, True, True, False),
+             (64, False, True): (False, True, True, True, False),
+             (64, True, False): (True, True, True, True, False),
+             (64, True, True): (False, True, True, False, False),
+             (128, False, False): (True, True, True, True, True),
+             (128, False, True): (True, True, True, False, True),
+             (128, True, False): (True, True, True, True, True),
+             (128, True, True): (True, True, True, False, True)}  # fmt: skip
 LONG_KEYS = 4096
 
 
-# d = 128 with overlap: 128 keys and 2 stages (FlashAttention-3's tile) where it compiles
-# without spilling, rather than 64 keys and 3 stages. It fits: S, O and the previous tile's
-# P take 64 + 64 + 32 registers; ptxas 13.0 with setmaxnreg 232 links the one-item kernel
-# with no spill (the persistent one spills 8 bytes without the causal mask). Off until
-# measured on the H200: the benchmark's "wide overlap" variants.
+# d = 128 with overlap but without split_release: 128 keys and 2 stages (FlashAttention-3's
+# tile) where it compiles without spilling, rather than 64 keys and 3 stages. It fits: S, O
+# and the previous tile's P take 64 + 64 + 32 registers. Off, by measurement: the "wide
+# overlap" variants were 0.66-0.90x the 64-key tile without the mask (the tile's one spare
+# stage is held until P V completes). With split_release (K released once S completed) the
+# 128-key tile is the default (SCHEDULES).
 WIDE_OVERLAP = False
 
 
@@ -190,18 +195,18 @@ def choose_config(
     stages where that compiles without spilling (S, O and P take 64 + 64 + 32 registers per
     thread: it does where the linker keeps ``setmaxnreg``, as ptxas does on the H200), else
     64 keys and 3 stages (nvJitLink, which drops ``setmaxnreg`` and leaves 168 registers);
-    with ``overlap`` 64 keys and 3 stages (128 keys fit, but are not measured yet:
-    ``WIDE_OVERLAP``). ``bn`` and ``stages`` given replace the default tile's (raises
-    :class:`PlanError` where the tile does not fit).
+    with ``overlap`` but not ``split_release`` 64 keys and 3 stages (the 128-key tile
+    measured slower there: ``WIDE_OVERLAP``). ``bn`` and ``stages`` given replace the
+    default tile's (raises :class:`PlanError` where the tile does not fit).
     ``pingpong`` and ``overlap`` (the FlashAttention-3 schedules), ``tma_store`` (O through
     shared memory and TMA stores; :func:`hopper_attention` falls back to stores by
-    ownership for an ``out`` TMA cannot write) and ``persistent`` (one CTA per SM walking the
-    work items): None takes the measured choice for ``(d, causal, lk > LONG_KEYS)``
-    (``SCHEDULES``; ``lk``, the key length, None: the short side). ``split_kv`` (K and V on
-    full barriers of their own, :mod:`examples.attention.hopper_ring`): None is False
-    (measured no faster). ``split_release`` (K and V also on empty barriers of their own, K
-    released once ``S`` completed): None is False (not measured yet); True makes a
-    ``split_kv`` of None True (it needs those full barriers)."""
+    ownership for an ``out`` TMA cannot write), ``persistent`` (one CTA per SM walking the
+    work items) and ``split_release`` (K and V on empty barriers of their own, K released
+    once ``S`` completed): None takes the measured choice for ``(d, causal, lk >
+    LONG_KEYS)`` (``SCHEDULES``; ``lk``, the key length, None: the short side).
+    ``split_kv`` (K and V on full barriers of their own,
+    :mod:`examples.attention.hopper_ring`): None is ``split_release`` (which needs those
+    full barriers); alone it measured no faster."""
     opts = dict(pingpong=pingpong, overlap=overlap, persistent=persistent,
                 tma_store=tma_store, split_kv=split_kv, split_release=split_release)
     for name, value in opts.items():  # before the cache, which takes 1 for True
@@ -223,12 +228,12 @@ def _choose_config(
     overlap: bool | None, persistent: bool | None, tma_store: bool | None,
     split_kv: bool | None, split_release: bool | None, target: Any,
 ) -> HopperAttentionConfig:
-    pp, ov, ts, pe = SCHEDULES.get((d, bool(causal), long), (False, False, False, False))
+    pp, ov, ts, pe, sr = SCHEDULES.get((d, bool(causal), long), (False,) * 5)
     pingpong = pp if pingpong is None else pingpong
     overlap = ov if overlap is None else overlap
     persistent = pe if persistent is None else persistent
     tma_store = ts if tma_store is None else tma_store
-    split_release = False if split_release is None else split_release
+    split_release = sr if split_release is None else split_release
     split_kv = split_release if split_kv is None else split_kv
     opts = dict(d=d, dtype=dtype, causal=causal, pingpong=pingpong, overlap=overlap,
                 persistent=persistent, tma_store=tma_store, split_kv=split_kv,
@@ -236,7 +241,7 @@ def _choose_config(
     if d != 128:
         return HopperAttentionConfig(bn=128, stages=4, **opts)
     narrow = HopperAttentionConfig(bn=64, stages=3, **opts)
-    if overlap and not WIDE_OVERLAP:
+    if overlap and not (WIDE_OVERLAP or split_release):
         return narrow
     try:
         wide = HopperAttentionConfig(bn=128, stages=2, **opts)
@@ -244,9 +249,12 @@ def _choose_config(
         return narrow
     import warnings
 
+    # whether the tile fits the registers: the one-item kernel's link (the persistent
+    # kernel's adds a few bytes of spill without the mask, and measured as fast)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a linker that drops setmaxnreg says so
-        spills = compile_hopper_attention(wide, target).resources.spills
+        one_item = replace(wide, persistent=False)
+        spills = compile_hopper_attention(one_item, target).resources.spills
     return wide if spills is False else narrow
 
 

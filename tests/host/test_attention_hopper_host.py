@@ -411,17 +411,20 @@ def test_key_tiles_cover_exactly_what_the_rows_see(lq, lk, kv_frac, causal, over
 
 def test_choose_config_takes_a_tile():
     """``bn``/``stages`` given replace the default tile's (and are validated as any config);
-    with overlap at d = 128 the default is the 64-key tile while WIDE_OVERLAP is off, though
-    the 128-key tile fits (S, O and one packed P: 160 registers)."""
+    with overlap but without split_release at d = 128 the default is the 64-key tile while
+    WIDE_OVERLAP is off, though the 128-key tile fits (S, O and one packed P: 160
+    registers)."""
     from examples.attention import hopper_host
 
     for d, causal in itertools.product((64, 128), (False, True)):
-        base = choose_config(d, tylo.bf16, causal, overlap=True)
+        base = choose_config(d, tylo.bf16, causal, overlap=True, split_release=False)
         if d == 128 and not hopper_host.WIDE_OVERLAP:
             assert (base.bn, base.stages) == (64, 3)
-        got = choose_config(d, tylo.bf16, causal, overlap=True, bn=128, stages=2)
+        got = choose_config(d, tylo.bf16, causal, overlap=True, split_release=False, bn=128,
+                            stages=2)  # fmt: skip
         assert got == HopperAttentionConfig(**{**base.__dict__, "bn": 128, "stages": 2})
-        assert choose_config(d, tylo.bf16, causal, overlap=True, stages=2).bn == base.bn
+        two = choose_config(d, tylo.bf16, causal, overlap=True, split_release=False, stages=2)
+        assert two.bn == base.bn
         with pytest.raises(PlanError, match="multiple of 16"):
             choose_config(d, tylo.bf16, causal, bn=24)
         with pytest.raises(PlanError, match="shared memory"):

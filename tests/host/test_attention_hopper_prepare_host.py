@@ -247,7 +247,8 @@ def test_the_default_kernel_follows_the_key_length(d, causal):
                                          lse=lse)  # fmt: skip
             want = hopper_host.SCHEDULES[(d, causal, lk > hopper_host.LONG_KEYS)]
             run = rec[-1][2][-1]
-            assert (run.pingpong, run.overlap, run.tma_store, run.persistent) == want
+            got = (run.pingpong, run.overlap, run.tma_store, run.persistent, run.split_release)
+            assert got == want
             assert rec[-1][0] == ("pers" if want[3] else "one")
         many = _arr((1, 70000, 8, d), 1 << 30)  # the one-item grid: at most 65535 heads
         out = _arr((1, 70000, 8, d), 1 << 42)

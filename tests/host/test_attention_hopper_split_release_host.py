@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
-from examples.attention.hopper_host import choose_config
+from examples.attention.hopper_host import SCHEDULES, choose_config
 from examples.attention.hopper_kernel import SHARED_LIMIT, HopperAttentionConfig
 from examples.attention.hopper_persistent import work_items
 from examples.attention.hopper_ring import PARTS, K, V, ring_plan
@@ -45,17 +45,24 @@ def test_config_refusals():
 
 @pytest.mark.parametrize("d, causal", [(64, False), (64, True), (128, False)])
 def test_choose_config_makes_split_kv_follow(d, causal):
-    """None is False; True brings split_kv's full barriers with it (None becomes True);
-    nothing else changes, and nothing chooses it unless asked. (d = 128 causal is left out:
-    its choice compiles the 128-key tile to see whether it spills, seconds per option.)"""
+    """None is the measured choice (``SCHEDULES``: on at d = 128, off at d = 64); True
+    brings split_kv's full barriers with it (None becomes True), False takes both off, and
+    nothing else changes but the d = 128 tile (the 128-key tile with overlap only with the
+    early release). (d = 128 causal is left out: its choice compiles the 128-key tile to see
+    whether it spills, seconds per option.)"""
     base = choose_config(d, tylo.bf16, causal)
-    assert base.split_release is False
+    assert base.split_release is SCHEDULES[(d, causal, False)][4] is (d == 128)
+    assert base.split_kv is base.split_release
     assert choose_config(d, tylo.bf16, causal, split_release=None) == base
-    assert choose_config(d, tylo.bf16, causal, split_release=False) == base
-    want = replace(base, split_kv=True, split_release=True)
-    assert choose_config(d, tylo.bf16, causal, split_release=True) == want
-    assert choose_config(d, tylo.bf16, causal, split_kv=True, split_release=True) == want
-    assert choose_config(d, tylo.bf16, causal, split_kv=True).split_release is False
+    off = choose_config(d, tylo.bf16, causal, split_release=False)
+    on = choose_config(d, tylo.bf16, causal, split_release=True)
+    assert not off.split_release and not off.split_kv
+    assert on.split_release and on.split_kv
+    assert replace(off, split_kv=True, split_release=True, bn=on.bn, stages=on.stages) == on
+    assert (off.bn, off.stages) == ((128, 4) if d == 64 else (64, 3))  # overlap: the narrow
+    assert choose_config(d, tylo.bf16, causal, split_kv=True, split_release=True) == on
+    split_kv_alone = choose_config(d, tylo.bf16, causal, split_kv=True, split_release=False)
+    assert split_kv_alone == replace(off, split_kv=True)
 
 
 def _barrier_bytes(cfg):
@@ -95,7 +102,7 @@ def test_shared_memory_check_still_holds():
 def test_benchmark_variants():
     """benchmarks/attention.py --path hopper --variants: the "split release" entries are
     choose_config's arguments giving split_kv and split_release, "wide" ones the d = 128
-    tile of 128 keys and 2 stages; no other entry turns split_release on."""
+    tile of 128 keys and 2 stages; at d = 64 no other entry turns split_release on."""
     import importlib.util
     from pathlib import Path
 

@@ -107,8 +107,10 @@ def test_choose_config_takes_the_measured_epilogue_by_default():
         for causal in (False, True):
             for lk, long in ((None, False), (0, False), (4096, False), (4097, True)):
                 cfg = choose_config(d, tylo.bf16, causal, lk=lk)
-                got = (cfg.pingpong, cfg.overlap, cfg.tma_store, cfg.persistent)
+                got = (cfg.pingpong, cfg.overlap, cfg.tma_store, cfg.persistent,
+                       cfg.split_release)  # fmt: skip
                 assert got == SCHEDULES[(d, causal, long)]
+                assert cfg.split_kv == cfg.split_release  # split_release needs its barriers
             assert choose_config(d, tylo.bf16, causal, tma_store=False).tma_store is False
     assert choose_config(128, tylo.bf16, False).tma_store  # measured faster: on
     assert choose_config(64, tylo.bf16, False).tma_store  # with the persistent kernel: on
