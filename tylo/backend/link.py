@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -23,7 +24,7 @@ from typing import Any
 from tylo.backend.errors import CompileWarning, LinkError, ToolchainError
 from tylo.target import Target
 
-__all__ = ["LinkResult", "find_ptxas", "link_cubin", "linker_fingerprint"]
+__all__ = ["LinkResult", "find_ptxas", "link_cubin", "linker_fingerprint", "register_cap_problem"]
 
 _INSTALL_HINT = (
     "nvJitLink was not found; install it with `pip install nvidia-nvjitlink` "
@@ -85,6 +86,33 @@ def find_ptxas() -> str | None:
     return None
 
 
+_ENTRY_HEAD_RE = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\((.*?)\)(.*?)\{", re.DOTALL)
+
+
+def register_cap_problem(ptx: str, cap: int | None) -> str | None:
+    """Why the register cap ``cap`` would not hold for ``ptx``, or None when it holds (or
+    there is none). ptxas (13.0, and nvJitLink, which runs it) silently ignores
+    ``-maxrregcount`` for an entry with ``.maxntid`` or ``.reqntid``, so such an entry must
+    carry ``.maxnreg`` of at most ``cap``. ``@tylo.kernel`` kernels get it from their
+    options; hand-written IR needs the ``maxnreg`` annotation
+    (``NVVMModule.add_kernel(maxnreg=...)``)."""
+    if cap is None:
+        return None
+    for name, _params, directives in _ENTRY_HEAD_RE.findall(ptx):
+        if not re.search(r"\.(?:maxntid|reqntid)\b", directives):
+            continue  # the linker's -maxrregcount applies
+        found = re.search(r"\.maxnreg\s+(\d+)", directives)
+        if found is None or int(found.group(1)) > cap:
+            have = "no .maxnreg" if found is None else f".maxnreg {found.group(1)}"
+            return (
+                f"max_registers {cap} would not hold for entry {name!r}: it has .maxntid "
+                f"(or .reqntid) and {have}, and ptxas ignores -maxrregcount for such an "
+                f"entry; annotate the kernel with maxnreg <= {cap} "
+                "(NVVMModule.add_kernel(maxnreg=...); @tylo.kernel does it from its options)"
+            )
+    return None
+
+
 def link_cubin(
     ptx: str,
     target: Target | str,
@@ -98,7 +126,8 @@ def link_cubin(
 
     ``options`` are extra nvJitLink flags (``-lineinfo``, ``-Xptxas=...``); for ptxas they
     are translated (``-Xptxas=X`` becomes ``X``). ``max_registers`` caps registers per
-    thread. ``linker`` is ``'auto'`` (nvJitLink, else ptxas), ``'nvjitlink'`` or
+    thread (refused for an entry with ``.maxntid`` and no ``.maxnreg`` within it, where
+    ptxas ignores the cap: :func:`register_cap_problem`). ``linker`` is ``'auto'`` (nvJitLink, else ptxas), ``'nvjitlink'`` or
     ``'ptxas'``. Raises :class:`LinkError` with the linker's error log.
     """
     target = Target.parse(target)
@@ -106,8 +135,14 @@ def link_cubin(
         raise LinkError(
             f"link_cubin: linker must be 'auto', 'nvjitlink' or 'ptxas', not {linker!r}"
         )
-    if max_registers is not None and not 16 <= max_registers <= 255:
-        raise LinkError(f"link_cubin: max_registers {max_registers} is outside 16..255")
+    if max_registers is not None and not 24 <= max_registers <= 255:
+        raise LinkError(
+            f"link_cubin: max_registers {max_registers} is outside 24..255 (ptxas raises a "
+            "smaller count to 24)"
+        )
+    problem = register_cap_problem(ptx, max_registers)
+    if problem is not None:
+        raise LinkError(f"link_cubin: {problem}")
     if linker == "auto" and "setmaxnreg" in ptx and find_ptxas() is not None:
         # nvJitLink assembles as a relocatable unit, where ptxas drops setmaxnreg (C7504);
         # whole-program ptxas keeps it. A ptxas too old for this PTX falls through to

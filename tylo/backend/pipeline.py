@@ -19,7 +19,7 @@ from typing import Any
 
 from tylo.backend import cache as _cache
 from tylo.backend.errors import CompileError, CompileWarning, ToolchainError
-from tylo.backend.link import link_cubin, linker_fingerprint
+from tylo.backend.link import link_cubin, linker_fingerprint, register_cap_problem
 from tylo.backend.nvvm import compile_nvvm, nvvm_fingerprint
 from tylo.backend.resources import Resources, kernel_resources
 from tylo.target import Target
@@ -45,7 +45,8 @@ class CompileOptions:
 
     ``opt_level`` (libNVVM ``-opt``, 0 or 3); ``ftz``, ``prec_div``, ``prec_sqrt``,
     ``fma`` (libNVVM floating-point flags, defaults as libNVVM's); ``max_registers``
-    (registers per thread, given to the linker); ``nvvm_options`` and ``link_options``
+    (registers per thread: the linker's cap, and ``.maxnreg`` on every ``@tylo.kernel``
+    entry, since ptxas ignores the linker's cap on an entry with ``.maxntid``); ``nvvm_options`` and ``link_options``
     (extra raw flags); ``linker`` (``'auto'``, ``'nvjitlink'`` or ``'ptxas'``).
     """
 
@@ -63,10 +64,10 @@ class CompileOptions:
         if self.opt_level not in (0, 3):
             raise CompileError(f"CompileOptions: opt_level must be 0 or 3, got {self.opt_level!r}")
         if self.max_registers is not None and not (
-            isinstance(self.max_registers, int) and 16 <= self.max_registers <= 255
-        ):
+            type(self.max_registers) is int and 24 <= self.max_registers <= 255
+        ):  # below 24 ptxas raises the count to 24 itself: not the cap asked for
             raise CompileError(
-                f"CompileOptions: max_registers must be an int in 16..255, got {self.max_registers!r}"
+                f"CompileOptions: max_registers must be an int in 24..255, got {self.max_registers!r}"
             )
         for name in ("nvvm_options", "link_options"):
             value = getattr(self, name)
@@ -212,6 +213,7 @@ def compile_ir(
         )
         timings["nvvm_s"] = time.perf_counter() - t
         _check_ptx(ptx, llvm_ir)
+        _check_register_cap(ptx, options.max_registers, llvm_ir)
         t = time.perf_counter()
         linked = link_cubin(
             ptx,
@@ -262,6 +264,14 @@ def _check_ptx(ptx: str, llvm_ir: str) -> None:
             "that cannot be linked; express the instruction as inline PTX instead",
             ir=llvm_ir,
         )
+
+
+def _check_register_cap(ptx: str, cap: int | None, llvm_ir: str) -> None:
+    """``max_registers`` must hold for every entry (:func:`tylo.backend.link.register_cap_problem`):
+    refused before linking, with the IR."""
+    problem = register_cap_problem(ptx, cap)
+    if problem is not None:
+        raise CompileError(f"compile_ir: {problem}", ir=llvm_ir)
 
 
 def _safe_name(name: str) -> str:

@@ -108,6 +108,13 @@ class Kernel:
             raise TraceError(f"@tylo.kernel decorates a Python function, got {fn!r}")
         if index_bits not in (32, 64):
             raise TraceError(f"@tylo.kernel(index_bits={index_bits!r}): must be 32 or 64")
+        from tylo.backend.pipeline import CompileOptions
+
+        if options is not None and not isinstance(options, CompileOptions):
+            raise TraceError(
+                f"@tylo.kernel(options=...): expected a tylo CompileOptions (or None), got "
+                f"{type(options).__name__}"
+            )
         self.fn = fn
         self.name = name or fn.__name__
         self.index_bits = index_bits
@@ -312,9 +319,15 @@ class Kernel:
                 target=target,
                 index_bits=self.index_bits,
                 cluster=shape,
+                max_registers=self._max_registers(),
             )
         except TraceError as err:
             raise err.with_traceback(user_frames(err.__traceback__)) from None
+
+    def _max_registers(self) -> int | None:
+        """``CompileOptions.max_registers`` of this kernel (None: no cap), traced into the
+        entry as ``.maxnreg`` (ptxas ignores the linker's cap on a ``.maxntid`` entry)."""
+        return None if self.options is None else self.options.max_registers
 
     def _spec_bindings(self, specs: Sequence[Any], kwspecs: dict[str, Any]) -> tuple[Binding, ...]:
         values = self.bind(specs, kwspecs)
@@ -376,6 +389,7 @@ class Kernel:
             index_bits=self.index_bits,
             track_files=key is not None,
             cluster=cluster,
+            max_registers=self._max_registers(),
         )
         module = compile_ir(
             result.llvm, target, entries=(result.entry,), options=self.options, name=self.name

@@ -117,8 +117,10 @@ def trace_kernel(
     index_bits: int,
     track_files: bool = False,
     cluster: tuple[int, int, int] | None = None,
+    max_registers: int | None = None,
 ) -> TraceResult:
-    """Trace ``fn`` (already rewritten) for one specialization; see the module docstring."""
+    """Trace ``fn`` (already rewritten) for one specialization; see the module docstring.
+    ``max_registers`` (``CompileOptions.max_registers``) becomes the entry's ``.maxnreg``."""
     t0 = time.perf_counter()
     entry = _entry_name(name)
     module = NVVMModule(entry)
@@ -133,6 +135,7 @@ def trace_kernel(
         grid_constant=by_value,
         byval=by_value,
         cluster=cluster if clusters.SHAPE_IN_PTX else None,
+        maxnreg=max_registers,
     )
     for k in by_value:
         function.args[k].attributes.align = 64  # CUtensorMap: .param .align 64 .b8 p[128]
