@@ -270,7 +270,7 @@ def _choose_config(
 # (hopper_roles.REGISTERS), so the default tiles' accumulators do not fit at d = 128. Per
 # head dim, (bn, stages) of the tile choose_config takes; ptxas 13.0 links these without
 # spilling (docs/attention_hopper.md, "Three consumer warpgroups").
-THREE_CONSUMER_TILES = {64: (128, 4), 128: (48, 2)}
+THREE_CONSUMER_TILES = {64: (128, 4), 128: (64, 3)}
 
 
 def _three_consumers(cfg: HopperAttentionConfig, consumers: int) -> HopperAttentionConfig:

@@ -39,13 +39,6 @@ from typing import Any
 
 import tylo
 from examples.attention.hopper_epilogue import check_o_map, normalize, tma_epilogue
-from examples.attention.hopper_roles import (
-    CONSUMER_COUNTS,
-    TURN_THREADS,
-    named_barrier,
-    next_turn,
-    registers,
-)
 from examples.attention.hopper_ring import (
     load_kv_tile,
     release_k,
@@ -53,6 +46,12 @@ from examples.attention.hopper_ring import (
     ring_plan,
     wait_k,
     wait_v,
+)
+from examples.attention.hopper_roles import (
+    CONSUMER_COUNTS,
+    consumer_rows,
+    registers,
+    turn_barrier,
 )
 from tylo import dtypes as dt
 from tylo.kernel.values import to_index
@@ -316,14 +315,6 @@ def key_tiles(cfg: HopperAttentionConfig, row0: Any, kv: Any, lq: Any, lo: Any =
 # --8<-- [end:bounds]
 
 
-def _named_barrier(op: str, bar: Any) -> None:
-    """``bar.sync`` / ``bar.arrive`` on turn barrier ``bar`` (``1 .. consumers``, a runtime
-    value: a consumer's scheduling barrier; 0 is ``sync_threads``), completed by 256
-    threads: the consumer whose turn it is and the one giving it
-    (:mod:`examples.attention.hopper_roles`)."""
-    named_barrier(op, bar, TURN_THREADS)
-
-
 def _issue_s(cfg, smem, qs, base):
     """Issue ``S = Q Kᵀ`` for the K tile at element ``base`` (``d / 16`` wgmma, both operands
     in shared memory, K-major); returns the pending accumulator."""
@@ -379,12 +370,12 @@ def _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask, first=0)
     wait_k(cfg, pipe, first + it)
     base = cfg.ring_offset() + pipe.stage(first + it) * 2 * cfg.kv_elements()
     if cfg.pingpong:  # take the tensor cores in turn with the other consumers
-        _named_barrier("sync", bars[0])
+        turn_barrier("sync", bars[0])
     fence()
     s = _issue_s(cfg, smem, qs, base)
     commit_group()
     if cfg.pingpong:
-        _named_barrier("arrive", bars[1])
+        turn_barrier("arrive", bars[1])
     s = wait_group(0, s)
     release_k(cfg, pipe, first + it)  # split_release: S has read K
     p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask, scale2)
@@ -418,14 +409,14 @@ def _overlapped_tile(cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mas
     base = cfg.ring_offset() + pipe.stage(ring) * stage_elems
     prev = cfg.ring_offset() + pipe.stage(ring - 1) * stage_elems
     if cfg.pingpong:
-        _named_barrier("sync", bars[0])
+        turn_barrier("sync", bars[0])
     fence()
     s = _issue_s(cfg, smem, qs, base)
     commit_group()
     o = _issue_pv(cfg, smem, pa, prev, o)
     commit_group()
     if cfg.pingpong:
-        _named_barrier("arrive", bars[1])
+        turn_barrier("arrive", bars[1])
     s = wait_group(1, s)  # S is complete; P V may still run
     release_k(cfg, pipe, ring)  # split_release: K of tile it, free for a later tile
     p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask, scale2)
@@ -436,16 +427,6 @@ def _overlapped_tile(cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mas
     pa = accumulator_as_register_a(p, o_atom)
     return o * alpha, pa, m2, lsum
 # --8<-- [end:overlap]
-
-
-def consumer_rows(cfg: Any, wg: Any, tid: Any) -> tuple[Any, tuple[Any, Any], Any]:
-    """For consumer warpgroup ``wg`` (``1 .. cfg.consumers``, a runtime value) and thread
-    ``tid``: ``c`` (the consumer owns rows ``64c ..`` of each item's tile), its scheduling
-    barriers ``(own, next's)`` (consumer ``c``'s is ``1 + c``; it gives the next consumer
-    of the rotation its turn: :func:`~examples.attention.hopper_roles.next_turn`) and the
-    thread's index in its warpgroup."""
-    c = to_index(wg - 1, "consumer")
-    return c, (wg, next_turn(cfg.consumers, wg)), tid - 128 * (1 + c)
 
 
 # --8<-- [start:consumer]
@@ -479,13 +460,13 @@ def key_loop(cfg, c, bars, smem, pipe, qbase, tiles, mask, scale2, first=0):
     else:  # n_tiles >= 1 here (key_tiles gives an empty item one fully masked tile)
         wait_k(cfg, pipe, first)
         if cfg.pingpong:
-            _named_barrier("sync", bars[0])
+            turn_barrier("sync", bars[0])
         fence()
         base = cfg.ring_offset() + pipe.stage(first) * 2 * cfg.kv_elements()
         s = _issue_s(cfg, smem, qs, base)
         commit_group()
         if cfg.pingpong:
-            _named_barrier("arrive", bars[1])
+            turn_barrier("arrive", bars[1])
         s = wait_group(0, s)
         release_k(cfg, pipe, first)  # split_release: the first tile's K
         p, m2, lsum, _ = _online_softmax(cfg, s, m2, lsum, 0, mask, scale2)
@@ -531,7 +512,7 @@ def _consume(cfg, wg, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid):
     r0 = row0 + 64 * c
     if cfg.pingpong:  # noqa: SIM102 - a static choice around a runtime test
         if wg == cfg.consumers:
-            _named_barrier("arrive", 1)  # the last gives consumer 0 the first turn
+            turn_barrier("arrive", 1)  # the last gives consumer 0 the first turn
     n_tiles = tiles[1]
     if n_tiles > 0:  # the producer loads Q only for a CTA with keys to see
         qbar.wait(0, 0)

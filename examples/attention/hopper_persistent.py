@@ -41,13 +41,12 @@ from examples.attention.hopper_epilogue import check_o_map, tma_epilogue
 from examples.attention.hopper_kernel import (
     BLOCK,
     Dim,
-    _named_barrier,
-    consumer_rows,
     epilogue,
     key_loop,
     key_tiles,
 )
 from examples.attention.hopper_ring import load_kv_tile, ring_plan
+from examples.attention.hopper_roles import consumer_rows, turn_barrier
 from tylo.kernel.values import to_index
 from tylo.layouts import Layout
 from tylo.nvgpu import tma
@@ -222,7 +221,7 @@ def _consume(cfg, wg, smem, pipe, qpipe, sched, kv_lens, lq, lk, outs, scale2, t
     c, bars, me = consumer_rows(cfg, wg, tid)
     if cfg.pingpong:  # noqa: SIM102 - a static choice around a runtime test
         if wg == cfg.consumers:  # the last gives consumer 0 the first turn, once per CTA
-            _named_barrier("arrive", 1)
+            turn_barrier("arrive", 1)
     first = tylo.value(0, tylo.u32)
     for i in tylo.range(sched[2]):
         row0, bh, bb, kv, tiles = _item(cfg, i, sched, kv_lens, lq, lk)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 import tylo
+from tylo.kernel.values import to_index
 
 __all__ = [
     "CONSUMER_COUNTS",
@@ -30,10 +31,12 @@ __all__ = [
     "REGISTER_FILE",
     "TURN_THREADS",
     "barrier_ids",
+    "consumer_rows",
     "epilogue_barrier",
     "named_barrier",
     "next_turn",
     "registers",
+    "turn_barrier",
 ]
 
 CONSUMER_COUNTS = (2, 3)
@@ -86,3 +89,19 @@ def named_barrier(op: str, bar: Any, threads: int = TURN_THREADS) -> None:
     of ``threads`` threads (PTX ISA, parallel synchronization: ``bar.arrive`` must name the
     count, and every participant of a phase names the same one)."""
     tylo.ptx(f"bar.{op} $0, {threads};", tylo.value(bar, tylo.i32))
+
+
+def turn_barrier(op: str, bar: Any) -> None:
+    """``bar.sync`` / ``bar.arrive`` on turn barrier ``bar`` (``1 .. consumers``, a runtime
+    value), completed by :data:`TURN_THREADS`: the consumer whose turn it is (``sync``) and
+    the one giving it (``arrive``)."""
+    named_barrier(op, bar, TURN_THREADS)
+
+
+def consumer_rows(cfg: Any, wg: Any, tid: Any) -> tuple[Any, tuple[Any, Any], Any]:
+    """For consumer warpgroup ``wg`` (``1 .. cfg.consumers``, a runtime value) and thread
+    ``tid``: ``c`` (the consumer owns rows ``64c ..`` of each item's tile), its turn
+    barriers ``(own, next's)`` (consumer ``c``'s is ``1 + c``; it gives the next consumer of
+    the rotation its turn: :func:`next_turn`) and the thread's index in its warpgroup."""
+    c = to_index(wg - 1, "consumer")
+    return c, (wg, next_turn(cfg.consumers, wg)), tid - 128 * (1 + c)
