@@ -338,7 +338,8 @@ def test_protocol_model_catches_a_broken_rotation():
 def test_benchmark_variants_are_choose_config_arguments():
     """benchmarks/attention.py --path hopper --variants: every entry is choose_config's
     keyword arguments, "persistent" the default schedules made persistent and "one-item"
-    made one CTA per item; a variant that names neither keeps the default's kernel."""
+    made one CTA per item; a variant that names neither keeps the default's kernel; the
+    "3 consumers" ones take three consumer warpgroups (192 rows), the others two."""
     import importlib.util
     from pathlib import Path
 
@@ -352,9 +353,13 @@ def test_benchmark_variants_are_choose_config_arguments():
             if "bn" in kw:
                 continue  # d = 128's tiles
             cfg = choose_config(64, tylo.bf16, causal, lk=lk, **kw)
-            named = True if "persistent" in name else False if name == "one-item" else None
+            named = True if "persistent" in name else False if "one-item" in name else None
             assert kw.get("persistent") is named, name
             assert cfg.persistent == (default.persistent if named is None else named), name
+            three = name.startswith("3 consumers")
+            assert cfg.consumers == kw.get("consumers", 2) == (3 if three else 2), name
+            assert cfg.bm == 64 * cfg.consumers
+        assert sum(k.startswith("3 consumers") for k in bench.HOPPER_VARIANTS) >= 4
         for name, flag in (("persistent", True), ("one-item", False)):
             got = choose_config(64, tylo.bf16, causal, lk=lk, **bench.HOPPER_VARIANTS[name])
             assert got == HopperAttentionConfig(**{**default.__dict__, "persistent": flag})
