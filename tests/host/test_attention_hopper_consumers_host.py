@@ -168,7 +168,7 @@ def test_choose_config_takes_three_consumers(d, persistent):
     bn, stages = THREE_CONSUMER_TILES[d]
     assert three == HopperAttentionConfig(**{**two.__dict__, "consumers": 3, "bn": bn,
                                              "stages": stages})  # fmt: skip
-    assert choose_config(d, tylo.bf16, True, consumers=3, bn=32).bn == 32
+    assert choose_config(d, tylo.bf16, True, consumers=3, bn=32, **kw).bn == 32
     pq, pk, _ = plans(three)
     assert pq.box == (192, 1, 1, 64) and pk.box == (bn, 1, 1, 64)
     assert pq.box_bytes * three.blocks == three.q_elements() * 2 == 192 * d * 2
