@@ -20,6 +20,7 @@ from examples.attention.hopper_host import (
     SCHEDULES,
     THREE_CONSUMER_TILES,
     choose_config,
+    hopper_attention,
     o_plan,
     persistent_grid,
     plans,
@@ -230,3 +231,28 @@ def test_ptx_role_constants(consumers, kw):
     inits = {int(movs.get(x, x)) for x in re.findall(r"mbarrier\.init\S* \[[^\]]+\], (\S+);", ptx)}
     # the full barriers take 1 arrival (the producer's), the empty ones a warpgroup each
     assert inits == {1, 128 * consumers}, inits
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["one-item", "persistent"])
+@pytest.mark.parametrize("consumers", CONSUMER_COUNTS)
+@pytest.mark.parametrize("lq", [1, 191, 192, 193, 1000])
+def test_launch_follows_the_count(monkeypatch, persistent, consumers, lq):
+    """hopper_attention's launch (kernels, maps and SM count recorded, nothing run): a CTA
+    of ``cfg.threads`` threads, the one-item grid ``(ceil(Lq / bm), H, B)``, the persistent
+    one ``min(items, SMs)`` over ``ceil(Lq / bm) * H * B`` items, and ``cfg.shared_bytes()``."""
+    from test_attention_hopper_prepare_host import _arr, _lens, _record
+
+    log = _record(monkeypatch)
+    h, b = 3, 2
+    q = _arr((b, h, lq, 64), 1 << 30)
+    out = _arr((b, h, lq, 64), 1 << 33)
+    lse = _arr((b, h, lq), 1 << 34, dtype=tylo.f32)
+    cfg = choose_config(64, tylo.bf16, False, persistent=persistent, consumers=consumers)
+    hopper_attention(q, q, q, kv_lens=_lens(b), out=out, lse=lse, cfg=cfg)
+    name, (grid, threads), args, kw = log[-1]
+    assert name == ("pers" if persistent else "one") and args[-1].consumers == consumers
+    bm = 64 * consumers
+    assert threads == 128 * (1 + consumers) and kw["shared"] == args[-1].shared_bytes()
+    tiles = -(-lq // bm)
+    assert grid == ((min(tiles * h * b, 132),) if persistent else (tiles, h, b))
+    assert args[2].plan.box == (bm, 1, 1, 64)
