@@ -6,17 +6,17 @@ docs/attention_hopper.md). One CTA takes ``bm = 64 * consumers`` query rows of o
 
 - warpgroup 0, the *producer* (``setmaxnreg.dec``): one thread loads Q once by TMA, then
   streams K and V tiles of ``bn`` keys into a :class:`~tylo.nvgpu.mbarrier.Pipeline` ring;
-- warpgroups ``1 .. consumers``, the *consumers* (``setmaxnreg.inc``), one traced body
-  (which consumer is a runtime value); consumer ``c`` owns query rows ``64c ..``. Per key tile: ``S = Q Kᵀ``
-  by wgmma from shared memory (K-major, 128-byte swizzled, descriptors derived from the
-  layouts); the online softmax on the S fragment (row max and sum by the reductions its
-  ownership derives: in-thread folds and two shuffles); ``P`` converted to wgmma's
-  *register A* with no shared memory (:func:`accumulator_as_register_a`, proved by
+- warpgroups ``1 .. consumers``, the *consumers* (``setmaxnreg.inc``), one traced body (which
+  consumer is a runtime value); consumer ``c`` owns query rows ``64c ..``. Per key tile:
+  ``S = Q Kᵀ`` by wgmma from shared memory (K-major, 128-byte swizzled, descriptors derived
+  from the layouts); the online softmax on the S fragment (row max and sum by the reductions its
+  ownership derives: in-thread folds and two shuffles); ``P`` converted to wgmma's *register
+  A* with no shared memory (:func:`accumulator_as_register_a`, proved by
   :func:`prove_register_a`); ``O += P V`` by wgmma with V read MN-major; the stage released;
-- options (FlashAttention-3's schedules): ``pingpong``, the consumers take turns at the
-  tensor cores in a rotation (a named barrier each); ``overlap``, ``S`` of tile ``j`` and ``P V`` of tile
-  ``j - 1`` in flight together, the softmax of ``j`` while ``P V`` runs; ``split_kv``: K and
-  V land on barriers of their own, S waits for K only, ``P V`` for V; ``split_release``: K
+- options (FlashAttention-3's schedules): ``pingpong``, the consumers take turns at the tensor
+  cores in a rotation (a named barrier each); ``overlap``, ``S`` of tile ``j`` and ``P V`` of
+  tile ``j - 1`` in flight together, the softmax of ``j`` while ``P V`` runs; ``split_kv``: K
+  and V land on barriers of their own, S waits for K only, ``P V`` for V; ``split_release``: K
   and V are released on their own too, K once S completed
   (:mod:`examples.attention.hopper_ring`);
 - the epilogue stores O / rowsum and the row log-sum-exp by ownership, bounded at Lq; with

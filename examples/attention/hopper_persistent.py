@@ -213,8 +213,8 @@ def _produce(cfg, smem, pipe, qpipe, maps, sched, kv_lens, lq, lk):
 # --8<-- [start:consumer]
 @tylo.inline
 def _consume(cfg, wg, smem, pipe, qpipe, sched, kv_lens, lq, lk, outs, scale2, tid):
-    """Consumer warpgroup ``wg`` (``1 .. cfg.consumers``, a runtime value): per item, wait for its Q, run
-    the key loop from the ring's running count, release the Q buffer, store O and lse
+    """Consumer warpgroup ``wg`` (``1 .. cfg.consumers``, a runtime value): per item, wait for
+    its Q, run the key loop from the ring's running count, release the Q buffer, store O and lse
     (``tma_store``: stage O in the consumer's rows of the Q buffer, store it by TMA, and
     release the buffer once the store has read it)."""
     o, lse, osb, osh, osl, lsb, lsh, to = outs
