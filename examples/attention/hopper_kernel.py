@@ -91,6 +91,8 @@ __all__ = [
 Dim = tylo.Int(min=1, max=2**31 - 1)
 CONSUMERS = 2  # the default config's consumer warpgroups (cfg.consumers)
 THREADS = 128 * (1 + CONSUMERS)  # and its threads per CTA (cfg.threads)
+# and its roles' registers after setmaxnreg (cfg.producer_registers, cfg.consumer_registers)
+PRODUCER_REGISTERS, CONSUMER_REGISTERS = registers(CONSUMERS)
 # consumers -> registers a consumer thread keeps beyond its accumulators (S, O and one P):
 # 232 - 56 = 176 with two; with three, 160 - 32 = 128 admits d = 64's 128-key tile, which
 # ptxas 13.0 links without spilling in most schedules (docs/attention_hopper.md, "Three

@@ -26,8 +26,10 @@ from examples.attention.hopper_host import (
     plans,
 )
 from examples.attention.hopper_kernel import (
+    CONSUMER_REGISTERS,
     CONSUMERS,
     HEADROOM,
+    PRODUCER_REGISTERS,
     SHARED_LIMIT,
     THREADS,
     HopperAttentionConfig,
@@ -76,6 +78,7 @@ def test_defaults_keep_two_consumers():
     the module constants (the two-consumer values)."""
     assert HopperAttentionConfig().consumers == CONSUMERS == 2
     assert HopperAttentionConfig().threads == THREADS == 384
+    assert (PRODUCER_REGISTERS, CONSUMER_REGISTERS) == (40, 232) == registers(CONSUMERS)
     for d, causal, long in SCHEDULES:
         if d != 64:
             continue
