@@ -95,6 +95,10 @@ FITS = [
     (128, "pp+ov", True, False, False, True),
     (128, "pp", False, True, True, False),
     (128, "pp+ov", True, True, True, False),
+    # d = 128's measured schedules (TMA store and split_release together)
+    (128, "pp+ov", False, False, True, True),
+    (128, "pp+ov", True, False, True, True),
+    (128, "pp+ov", True, True, True, True),
 ]
 
 
