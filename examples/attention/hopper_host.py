@@ -268,8 +268,9 @@ def _choose_config(
 
 # consumers = 3 (192 query rows per CTA): the consumer keeps 160 registers, not 232
 # (hopper_roles.REGISTERS), so the default tiles' accumulators do not fit at d = 128. Per
-# head dim, (bn, stages) of the tile choose_config takes; ptxas 13.0 links these without
-# spilling (docs/attention_hopper.md, "Three consumer warpgroups").
+# head dim, (bn, stages) of the tile choose_config takes: FA3's 128 keys at d = 64, 64 at
+# d = 128; ptxas 13.0 links them without spilling in most schedules (docs/attention_hopper.md,
+# "Three consumer warpgroups", lists which).
 THREE_CONSUMER_TILES = {64: (128, 4), 128: (64, 3)}
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import tylo
 from tylo.kernel.values import to_index
+from tylo.nvgpu.errors import PlanError
 
 __all__ = [
     "CONSUMER_COUNTS",
@@ -52,7 +53,13 @@ def registers(consumers: int) -> tuple[int, int]:
     ``setmaxnreg`` with ``consumers`` consumer warpgroups.
 
     Defining property: ``128 * (producer + consumers * consumer) <= REGISTER_FILE``, both
-    multiples of 8 in [24, 256]."""
+    multiples of 8 in [24, 256]. Raises :class:`PlanError` for a count other than
+    :data:`CONSUMER_COUNTS`'s."""
+    if type(consumers) is not int or consumers not in REGISTERS:
+        raise PlanError(
+            f"hopper_roles.registers: consumers must be an int in {CONSUMER_COUNTS}, got "
+            f"{consumers!r}"
+        )
     return REGISTERS[consumers]
 
 

@@ -72,6 +72,12 @@ def test_consumer_count_is_an_int_of_two_or_three(value):
             choose_config(64, tylo.bf16, False, consumers=value)
 
 
+@pytest.mark.parametrize("value", HOSTILE)
+def test_registers_refuse_other_counts(value):
+    with pytest.raises(PlanError, match="consumers must be an int in"):
+        registers(value)
+
+
 def test_defaults_keep_two_consumers():
     """No default takes three: the config's, every d = 64 SCHEDULES entry's (d = 128's
     choice compiles a kernel: tests/host/test_attention_hopper_split_release_host.py), and
