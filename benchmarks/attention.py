@@ -103,7 +103,22 @@ HOPPER_VARIANTS = {"plain": {"pingpong": False, "overlap": False},
                        "overlap": True},
                    "wide split release pingpong+overlap persistent": {
                        "bn": 128, "stages": 2, "split_release": True, "pingpong": True,
-                       "overlap": True, "persistent": True}}  # fmt: skip
+                       "overlap": True, "persistent": True},
+                   # three consumer warpgroups, 192 query rows per CTA (FA3's d = 64 tile;
+                   # hopper_host.THREE_CONSUMER_TILES: 128 keys at d = 64, 64 at d = 128),
+                   # not measured yet; skipped where choose_config finds no tile that fits
+                   "3 consumers": {"consumers": 3},
+                   "3 consumers persistent": {"consumers": 3, "persistent": True},
+                   "3 consumers one-item": {"consumers": 3, "persistent": False},
+                   "3 consumers pingpong": {"consumers": 3, "pingpong": True, "overlap": False},
+                   "3 consumers pingpong persistent": {"consumers": 3, "pingpong": True,
+                                                       "overlap": False, "persistent": True},
+                   "3 consumers pingpong+overlap one-item": {"consumers": 3, "pingpong": True,
+                                                             "overlap": True,
+                                                             "persistent": False},
+                   "3 consumers pingpong+overlap persistent": {"consumers": 3, "pingpong": True,
+                                                               "overlap": True,
+                                                               "persistent": True}}  # fmt: skip
 
 
 def _triton_attention():

@@ -20,9 +20,9 @@ element and bounded at Lq: 2-byte scalar stores, which weigh at short sequences.
   TMA load into it must not race the store's read.
 
 Why the Q rows are free: consumer ``c``'s wgmma ``S = Q Kᵀ`` read only rows ``64c ..`` of
-the Q buffer (its A operand, ``key_loop``'s ``qs``), the other consumer reads only its own
+the Q buffer (its A operand, ``key_loop``'s ``qs``), the other consumers read only their own
 rows, the producer writes the buffer only once per item (before the consumers' wait on it:
-one-item kernel) or after both consumers released it (persistent), and ``key_loop`` returns
+one-item kernel) or after every consumer released it (persistent), and ``key_loop`` returns
 only after ``wait_group(0)``: every wgmma the consumer issued, so every one that read Q, is
 complete. The barrier before ``stmatrix`` makes that hold for the whole warpgroup, whichever
 warp's part of a wgmma read which row. The log-sum-exp stays a store by ownership (64
@@ -35,6 +35,7 @@ import math
 from typing import Any
 
 import tylo
+from examples.attention.hopper_roles import epilogue_barrier, named_barrier
 from tylo import dtypes as dt
 from tylo.layouts import ComposedLayout, Layout, Swizzle
 from tylo.nvgpu import tma
@@ -45,7 +46,6 @@ from tylo.tile.access import store
 from tylo.tile.views import SharedTile
 
 __all__ = [
-    "BARRIER_BASE",
     "check_o_map",
     "normalize",
     "staging_layout",
@@ -55,7 +55,6 @@ __all__ = [
 
 BLOCK = 64  # columns of one 128-byte swizzled block of bf16/f16 (hopper_kernel.BLOCK)
 ROWS = 64  # a consumer warpgroup's query rows
-BARRIER_BASE = 3  # consumer c's epilogue barrier is 3 + c (1 and 2: the ping-pong turns)
 LN2 = 0.6931471805599453
 NEG_INF = -math.inf
 
@@ -109,11 +108,12 @@ def check_o_map(cfg: Any, to: Any, kernel: str) -> None:
         )
 
 
-def _consumer_barrier(c: Any) -> None:
-    """``bar.sync 3 + c, 128`` (PTX ISA 9.7.13.4): consumer ``c``'s 128 threads meet on a
-    named barrier of their own (0 is ``sync_threads``, 1 and 2 the ping-pong turns of both
-    consumers), so the other consumer runs on."""
-    tylo.ptx(f"bar.sync $0, {ROWS * 2};", tylo.value(BARRIER_BASE + c, tylo.i32))
+def _consumer_barrier(cfg: Any, c: Any) -> None:
+    """``bar.sync 1 + consumers + c, 128`` (PTX ISA 9.7.13.4): consumer ``c``'s 128 threads
+    meet on a named barrier of their own (0 is ``sync_threads``, ``1 .. consumers`` the
+    ping-pong turns: :func:`~examples.attention.hopper_roles.barrier_ids`), so the other
+    consumers run on."""
+    named_barrier("sync", epilogue_barrier(cfg.consumers, c), ROWS * 2)
 
 
 # --8<-- [start:tma_epilogue]
@@ -129,11 +129,11 @@ def tma_epilogue(cfg, o, m2, lsum, dst, smem, qbase, c, me, wait_read):
     out, lse = normalize(o, m2, lsum)
     store(None, l_tile, lse, me, origin=(r0, 0))
     base = staging_offset(qbase, c)
-    _consumer_barrier(c)  # every warp's wgmma that read these Q rows is complete
+    _consumer_barrier(cfg, c)  # every warp's wgmma that read these Q rows is complete
     tile = SharedTile(smem, staging_layout(cfg), base=base).window((0, 0), (ROWS, cfg.d))
     store_fragment(out, tile, me)
     fence_shared_to_async()  # the stmatrix writes, visible to the TMA unit (async proxy)
-    _consumer_barrier(c)
+    _consumer_barrier(cfg, c)
     if me == 0:
         if r0 < lq:  # a box wholly past Lq writes nothing: not issued
             for j in range(cfg.d // BLOCK):

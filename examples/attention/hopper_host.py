@@ -32,7 +32,6 @@ from examples.attention.hopper_args import (
 from examples.attention.hopper_epilogue import staging_layout
 from examples.attention.hopper_kernel import (
     BLOCK,
-    THREADS,
     HopperAttentionConfig,
     box_layout,
     hopper_attention_kernel,
@@ -132,11 +131,11 @@ def compile_hopper_attention(cfg: HopperAttentionConfig, target: Any = "sm_90a")
     if cfg.persistent:  # two more sizes: the heads and batch entries
         return hopper_attention_persistent_kernel.compile(
             cfg.dtype, tylo.f32, pq, pk, pv, po, tylo.i32, int, int, int, int, int, int, int, int,
-            int, float, cfg, block=THREADS, target=target,
+            int, float, cfg, block=cfg.threads, target=target,
         )
     return hopper_attention_kernel.compile(
         cfg.dtype, tylo.f32, pq, pk, pv, po, tylo.i32, int, int, int, int, int, int, int, float,
-        cfg, block=THREADS, target=target,
+        cfg, block=cfg.threads, target=target,
     )
 
 
@@ -189,7 +188,7 @@ def choose_config(
     overlap: bool | None = None, persistent: bool | None = None,
     tma_store: bool | None = None, split_kv: bool | None = None,
     split_release: bool | None = None, bn: int | None = None, stages: int | None = None,
-    lk: int | None = None, target: Any = "sm_90a",
+    lk: int | None = None, consumers: int | None = None, target: Any = "sm_90a",
 ) -> HopperAttentionConfig:
     """The default tile: at d = 64, 128 keys per tile and 4 stages; at d = 128, 128 keys and 2
     stages where that compiles without spilling (S, O and P take 64 + 64 + 32 registers per
@@ -206,7 +205,10 @@ def choose_config(
     LONG_KEYS)`` (``SCHEDULES``; ``lk``, the key length, None: the short side).
     ``split_kv`` (K and V on full barriers of their own,
     :mod:`examples.attention.hopper_ring`): None is ``split_release`` (which needs those
-    full barriers); alone it measured no faster."""
+    full barriers); alone it measured no faster. ``consumers``: the consumer warpgroups,
+    None or 2 (the default: 128 query rows per CTA) or 3 (192 rows, FlashAttention-3's
+    d = 64 tile; not measured yet): with 3 the default tile is the one of
+    ``THREE_CONSUMER_TILES`` that fits (raises :class:`PlanError` where none does)."""
     opts = dict(pingpong=pingpong, overlap=overlap, persistent=persistent,
                 tma_store=tma_store, split_kv=split_kv, split_release=split_release)
     for name, value in opts.items():  # before the cache, which takes 1 for True
@@ -214,10 +216,16 @@ def choose_config(
             raise PlanError(
                 f"choose_config: {name} must be a bool (or None: the default), got {value!r}"
             )
+    if consumers is not None and type(consumers) is not int:
+        raise PlanError(
+            f"choose_config: consumers must be an int, 2 or 3 (or None: 2), got {consumers!r}"
+        )
     if lk is not None and (type(lk) is not int or lk < 0):
         raise PlanError(f"choose_config: lk must be an int >= 0 (or None), got {lk!r}")
     long = lk is not None and lk > LONG_KEYS
     cfg = _choose_config(d, dtype, causal, long, target=target, **opts)
+    if consumers is not None and consumers != cfg.consumers:
+        cfg = _three_consumers(cfg, consumers)
     tile = {f: x for f, x in (("bn", bn), ("stages", stages)) if x is not None}
     return replace(cfg, **tile) if tile else cfg
 
@@ -256,6 +264,22 @@ def _choose_config(
         one_item = replace(wide, persistent=False)
         spills = compile_hopper_attention(one_item, target).resources.spills
     return wide if spills is False else narrow
+
+
+# consumers = 3 (192 query rows per CTA): the consumer keeps 160 registers, not 232
+# (hopper_roles.REGISTERS), so the default tiles' accumulators do not fit at d = 128. Per
+# head dim, (bn, stages) of the tile choose_config takes: FA3's 128 keys at d = 64, 64 at
+# d = 128; ptxas 13.0 links them without spilling in most schedules (docs/attention_hopper.md,
+# "Three consumer warpgroups", lists which).
+THREE_CONSUMER_TILES = {64: (128, 4), 128: (64, 3)}
+
+
+def _three_consumers(cfg: HopperAttentionConfig, consumers: int) -> HopperAttentionConfig:
+    """``cfg`` (the two-consumer choice) with ``consumers`` consumer warpgroups, on the tile
+    of ``THREE_CONSUMER_TILES`` for its head dim (:class:`PlanError` where it does not
+    fit, or ``consumers`` is not a count the kernel takes)."""
+    bn, stages = THREE_CONSUMER_TILES.get(cfg.d, (cfg.bn, cfg.stages))
+    return replace(cfg, consumers=consumers, bn=bn, stages=stages)
 
 
 def _sm_count(device: int | None) -> int:
@@ -438,12 +462,12 @@ def hopper_attention(
         lambda: _prepare_outputs(out, lse, pin, given),
     )  # fmt: skip
     if run.persistent:
-        hopper_attention_persistent_kernel[grid, THREADS](
+        hopper_attention_persistent_kernel[grid, run.threads](
             out, lse, tq, tk, tv, tmo, lens, lq, lk, h, b, osb, osh, osl, lsb, lsh, sc, run,
             shared=run.shared_bytes(), stream=stream,
         )
         return out, lse
-    hopper_attention_kernel[grid, THREADS](
+    hopper_attention_kernel[grid, run.threads](
         out, lse, tq, tk, tv, tmo, lens, lq, lk, osb, osh, osl, lsb, lsh, sc, run,
         shared=run.shared_bytes(), stream=stream,
     )

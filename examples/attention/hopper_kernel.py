@@ -1,21 +1,22 @@
 """The Hopper (sm_90a) streaming attention forward, ``O = softmax(Q Kᵀ · scale) V``, with TMA,
 an mbarrier pipeline and wgmma in the FlashAttention-3 style (walk-through:
-docs/attention_hopper.md). One CTA takes ``bm = 64 * CONSUMERS`` query rows of one
-(batch, head), with three warpgroups:
+docs/attention_hopper.md). One CTA takes ``bm = 64 * consumers`` query rows of one
+(batch, head), with ``1 + consumers`` warpgroups (``cfg.consumers``: 2 by default, or 3;
+:mod:`examples.attention.hopper_roles`):
 
 - warpgroup 0, the *producer* (``setmaxnreg.dec``): one thread loads Q once by TMA, then
   streams K and V tiles of ``bn`` keys into a :class:`~tylo.nvgpu.mbarrier.Pipeline` ring;
-- warpgroups 1 and 2, the *consumers* (``setmaxnreg.inc``), one traced body (which consumer
-  is a runtime value); consumer ``c`` owns query rows ``64c ..``. Per key tile: ``S = Q Kᵀ``
-  by wgmma from shared memory (K-major, 128-byte swizzled, descriptors derived from the
-  layouts); the online softmax on the S fragment (row max and sum by the reductions its
-  ownership derives: in-thread folds and two shuffles); ``P`` converted to wgmma's
-  *register A* with no shared memory (:func:`accumulator_as_register_a`, proved by
+- warpgroups ``1 .. consumers``, the *consumers* (``setmaxnreg.inc``), one traced body (which
+  consumer is a runtime value); consumer ``c`` owns query rows ``64c ..``. Per key tile:
+  ``S = Q Kᵀ`` by wgmma from shared memory (K-major, 128-byte swizzled, descriptors derived
+  from the layouts); the online softmax on the S fragment (row max and sum by the reductions its
+  ownership derives: in-thread folds and two shuffles); ``P`` converted to wgmma's *register
+  A* with no shared memory (:func:`accumulator_as_register_a`, proved by
   :func:`prove_register_a`); ``O += P V`` by wgmma with V read MN-major; the stage released;
-- options (FlashAttention-3's schedules): ``pingpong``, the consumers take turns at the
-  tensor cores (two named barriers); ``overlap``, ``S`` of tile ``j`` and ``P V`` of tile
-  ``j - 1`` in flight together, the softmax of ``j`` while ``P V`` runs; ``split_kv``: K and
-  V land on barriers of their own, S waits for K only, ``P V`` for V; ``split_release``: K
+- options (FlashAttention-3's schedules): ``pingpong``, the consumers take turns at the tensor
+  cores in a rotation (a named barrier each); ``overlap``, ``S`` of tile ``j`` and ``P V`` of
+  tile ``j - 1`` in flight together, the softmax of ``j`` while ``P V`` runs; ``split_kv``: K
+  and V land on barriers of their own, S waits for K only, ``P V`` for V; ``split_release``: K
   and V are released on their own too, K once S completed
   (:mod:`examples.attention.hopper_ring`);
 - the epilogue stores O / rowsum and the row log-sum-exp by ownership, bounded at Lq; with
@@ -45,6 +46,12 @@ from examples.attention.hopper_ring import (
     ring_plan,
     wait_k,
     wait_v,
+)
+from examples.attention.hopper_roles import (
+    CONSUMER_COUNTS,
+    consumer_rows,
+    registers,
+    turn_barrier,
 )
 from tylo import dtypes as dt
 from tylo.kernel.values import to_index
@@ -82,10 +89,15 @@ __all__ = [
 ]
 
 Dim = tylo.Int(min=1, max=2**31 - 1)
-PRODUCER_REGISTERS = 40
-CONSUMER_REGISTERS = 232
-CONSUMERS = 2
-THREADS = 128 * (1 + CONSUMERS)
+CONSUMERS = 2  # the default config's consumer warpgroups (cfg.consumers)
+THREADS = 128 * (1 + CONSUMERS)  # and its threads per CTA (cfg.threads)
+# and its roles' registers after setmaxnreg (cfg.producer_registers, cfg.consumer_registers)
+PRODUCER_REGISTERS, CONSUMER_REGISTERS = registers(CONSUMERS)
+# consumers -> registers a consumer thread keeps beyond its accumulators (S, O and one P):
+# 232 - 56 = 176 with two; with three, 160 - 32 = 128 admits d = 64's 128-key tile, which
+# ptxas 13.0 links without spilling in most schedules (docs/attention_hopper.md, "Three
+# consumer warpgroups")
+HEADROOM = {2: 56, 3: 32}
 LOG2E = 1.4426950408889634  # exp(x) = 2 ** (x * log2(e))
 NEG_INF = -math.inf
 BLOCK = 64  # columns of one 128-byte swizzled block of bf16/f16
@@ -101,14 +113,16 @@ class HopperAttentionConfig:
     (a multiple of 16 in [16, 256]; 128 by default), ``stages`` of the K/V ring, ``causal``
     (bottom-right diagonal), the schedule options ``pingpong`` and ``overlap`` (module
     docstring), ``persistent``: one CTA per SM walks the work items (query tiles of
-    ``bm = 64 * CONSUMERS`` rows of one (batch, head)) with Q double-buffered
+    ``bm = 64 * consumers`` rows of one (batch, head)) with Q double-buffered
     (:mod:`examples.attention.hopper_persistent`), otherwise one CTA per item; and
     ``tma_store``: O leaves through shared memory (the consumer's rows of the Q buffer) by
     TMA stores (:mod:`examples.attention.hopper_epilogue`) instead of stores by ownership;
     ``split_kv``: K and V of a stage complete on full barriers of their own, S waiting for K
     only (:mod:`examples.attention.hopper_ring`; not measured yet); ``split_release`` (needs
     ``split_kv``): K and V also have empty barriers of their own, K released as soon as
-    ``S = Q Kᵀ`` of its tile completed, V after ``P V`` (not measured yet)."""
+    ``S = Q Kᵀ`` of its tile completed, V after ``P V`` (not measured yet); ``consumers``: the
+    consumer warpgroups, 2 (the default) or 3 (FlashAttention-3's 192-row tile at d = 64;
+    :mod:`examples.attention.hopper_roles`; not measured yet)."""
 
     d: int = 64
     dtype: Any = tylo.bf16
@@ -121,6 +135,7 @@ class HopperAttentionConfig:
     tma_store: bool = False
     split_kv: bool = False
     split_release: bool = False
+    consumers: int = 2
 
     def __post_init__(self) -> None:
         try:
@@ -149,6 +164,11 @@ class HopperAttentionConfig:
                 raise PlanError(
                     f"HopperAttentionConfig: {name} must be a bool, got {getattr(self, name)!r}"
                 )
+        if type(self.consumers) is not int or self.consumers not in CONSUMER_COUNTS:
+            raise PlanError(
+                f"HopperAttentionConfig: consumers must be an int in {CONSUMER_COUNTS} (consumer "
+                f"warpgroups of 64 query rows each), got {self.consumers!r}"
+            )
         if self.split_release and not self.split_kv:
             raise PlanError(
                 "HopperAttentionConfig: split_release releases K and V of a stage on their "
@@ -164,12 +184,13 @@ class HopperAttentionConfig:
         # O (d/2 f32) and one packed P (bn/4). With overlap that P is the previous tile's,
         # the A operand of the P V in flight while this tile's softmax runs; this tile's P
         # is packed only after that wgmma completed (_overlapped_tile), so never two at once
-        need = self.bn // 2 + self.d // 2 + self.bn // 4
-        if need > 176:
+        need, fit = self.bn // 2 + self.d // 2 + self.bn // 4, self.accumulator_registers
+        if need > fit:
             raise PlanError(
                 f"HopperAttentionConfig: bn {self.bn} with d {self.d} needs {need} "
-                f"accumulator registers per thread, over the 176 that fit under setmaxnreg "
-                f"{CONSUMER_REGISTERS}"
+                f"accumulator registers per thread, over the {fit} that fit under setmaxnreg "
+                f"{self.consumer_registers} ({self.consumers} consumer warpgroups); use a "
+                "smaller bn" + (" or consumers=2" if self.consumers > 2 else "")
             )
         if self.shared_bytes() > SHARED_LIMIT:
             raise PlanError(
@@ -179,7 +200,31 @@ class HopperAttentionConfig:
 
     @property
     def bm(self) -> int:
-        return 64 * CONSUMERS
+        """Query rows per CTA (per work item): 64 per consumer warpgroup."""
+        return 64 * self.consumers
+
+    @property
+    def threads(self) -> int:
+        """Threads per CTA: the producer warpgroup and the consumers, 128 each."""
+        return 128 * (1 + self.consumers)
+
+    @property
+    def producer_registers(self) -> int:
+        """The producer's registers per thread after ``setmaxnreg.dec``
+        (:func:`~examples.attention.hopper_roles.registers`)."""
+        return registers(self.consumers)[0]
+
+    @property
+    def consumer_registers(self) -> int:
+        """A consumer's registers per thread after ``setmaxnreg.inc``."""
+        return registers(self.consumers)[1]
+
+    @property
+    def accumulator_registers(self) -> int:
+        """The accumulator registers a consumer thread may hold at its peak (S, O and one
+        packed P): ``consumer_registers - HEADROOM[consumers]``: 176 with two consumers,
+        128 with three."""
+        return self.consumer_registers - HEADROOM[self.consumers]
 
     @property
     def blocks(self) -> int:
@@ -210,7 +255,7 @@ class HopperAttentionConfig:
     def describe(self) -> str:
         return (
             f"{self.bm} query rows x {self.bn} keys, d {self.d}, {self.stages} stages, "
-            f"{CONSUMERS} consumer warpgroups + 1 producer, {self.shared_bytes() // 1024} KiB "
+            f"{self.consumers} consumer warpgroups + 1 producer, {self.shared_bytes() // 1024} KiB "
             f"shared, {self.dtype}{', causal' if self.causal else ''}"
             f"{', persistent (Q double-buffered)' if self.persistent else ''}"
             f"{', TMA-store epilogue' if self.tma_store else ''}"
@@ -272,13 +317,6 @@ def key_tiles(cfg: HopperAttentionConfig, row0: Any, kv: Any, lq: Any, lo: Any =
 # --8<-- [end:bounds]
 
 
-def _named_barrier(op: str, bar: Any) -> None:
-    """``bar.sync`` / ``bar.arrive`` on named barrier ``bar`` (1 or 2, a runtime value: a
-    consumer's scheduling barrier; 0 is ``sync_threads``), completed by 256 threads: both
-    consumer warpgroups (PTX ISA 9.7.13.4)."""
-    tylo.ptx(f"bar.{op} $0, {128 * CONSUMERS};", tylo.value(bar, tylo.i32))
-
-
 def _issue_s(cfg, smem, qs, base):
     """Issue ``S = Q Kᵀ`` for the K tile at element ``base`` (``d / 16`` wgmma, both operands
     in shared memory, K-major); returns the pending accumulator."""
@@ -328,18 +366,18 @@ def _online_softmax(cfg, s, m2, lsum, it, mask, scale2):
 def _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask, first=0):
     """Key tile ``it``, ring iteration ``first + it``: ``S = Q Kᵀ``, the online softmax,
     ``O = O · alpha + P V``, each wgmma group waited for before the next step (``bars``:
-    this consumer's scheduling barrier and the other's, for ping-pong). Returns
+    this consumer's scheduling barrier and the next one's, for ping-pong). Returns
     ``(o, m2, lsum)``."""
     o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
     wait_k(cfg, pipe, first + it)
     base = cfg.ring_offset() + pipe.stage(first + it) * 2 * cfg.kv_elements()
-    if cfg.pingpong:  # take the tensor cores in turn with the other consumer
-        _named_barrier("sync", bars[0])
+    if cfg.pingpong:  # take the tensor cores in turn with the other consumers
+        turn_barrier("sync", bars[0])
     fence()
     s = _issue_s(cfg, smem, qs, base)
     commit_group()
     if cfg.pingpong:
-        _named_barrier("arrive", bars[1])
+        turn_barrier("arrive", bars[1])
     s = wait_group(0, s)
     release_k(cfg, pipe, first + it)  # split_release: S has read K
     p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask, scale2)
@@ -373,14 +411,14 @@ def _overlapped_tile(cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mas
     base = cfg.ring_offset() + pipe.stage(ring) * stage_elems
     prev = cfg.ring_offset() + pipe.stage(ring - 1) * stage_elems
     if cfg.pingpong:
-        _named_barrier("sync", bars[0])
+        turn_barrier("sync", bars[0])
     fence()
     s = _issue_s(cfg, smem, qs, base)
     commit_group()
     o = _issue_pv(cfg, smem, pa, prev, o)
     commit_group()
     if cfg.pingpong:
-        _named_barrier("arrive", bars[1])
+        turn_barrier("arrive", bars[1])
     s = wait_group(1, s)  # S is complete; P V may still run
     release_k(cfg, pipe, ring)  # split_release: K of tile it, free for a later tile
     p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask, scale2)
@@ -391,15 +429,6 @@ def _overlapped_tile(cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mas
     pa = accumulator_as_register_a(p, o_atom)
     return o * alpha, pa, m2, lsum
 # --8<-- [end:overlap]
-
-
-def consumer_rows(wg: Any, tid: Any) -> tuple[Any, tuple[Any, Any], Any]:
-    """For consumer warpgroup ``wg`` (1 or 2, a runtime value) and thread ``tid``: ``c``
-    (0 or 1: the consumer owns rows ``64c ..`` of each item's tile), its scheduling
-    barriers ``(own, other's)`` (consumer ``c``'s is ``1 + c``) and the thread's index in its
-    warpgroup."""
-    c = to_index(wg - 1, "consumer")
-    return c, (wg, 3 - wg), tid - 128 * (1 + c)
 
 
 # --8<-- [start:consumer]
@@ -433,13 +462,13 @@ def key_loop(cfg, c, bars, smem, pipe, qbase, tiles, mask, scale2, first=0):
     else:  # n_tiles >= 1 here (key_tiles gives an empty item one fully masked tile)
         wait_k(cfg, pipe, first)
         if cfg.pingpong:
-            _named_barrier("sync", bars[0])
+            turn_barrier("sync", bars[0])
         fence()
         base = cfg.ring_offset() + pipe.stage(first) * 2 * cfg.kv_elements()
         s = _issue_s(cfg, smem, qs, base)
         commit_group()
         if cfg.pingpong:
-            _named_barrier("arrive", bars[1])
+            turn_barrier("arrive", bars[1])
         s = wait_group(0, s)
         release_k(cfg, pipe, first)  # split_release: the first tile's K
         p, m2, lsum, _ = _online_softmax(cfg, s, m2, lsum, 0, mask, scale2)
@@ -477,15 +506,15 @@ def epilogue(o, m2, lsum, outs, me, r0) -> None:
 
 @tylo.inline
 def _consume(cfg, wg, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid):
-    """Consumer warpgroup ``wg`` (1 or 2, known at run time: both consumers run this one
-    traced body): its 64 query rows against every key tile, then the epilogue into
+    """Consumer warpgroup ``wg`` (``1 .. cfg.consumers``, known at run time: every consumer
+    runs this one traced body): its 64 query rows against every key tile, then the epilogue into
     ``outs = (o_tile, l_tile, to, bh, bb)`` (``to``: the O tensor map with ``tma_store``,
     else None)."""
-    c, bars, me = consumer_rows(wg, tid)
+    c, bars, me = consumer_rows(cfg, wg, tid)
     r0 = row0 + 64 * c
     if cfg.pingpong:  # noqa: SIM102 - a static choice around a runtime test
-        if wg == 2:
-            _named_barrier("arrive", 1)  # consumer 0 takes the first turn
+        if wg == cfg.consumers:
+            turn_barrier("arrive", 1)  # the last gives consumer 0 the first turn
     n_tiles = tiles[1]
     if n_tiles > 0:  # the producer loads Q only for a CTA with keys to see
         qbar.wait(0, 0)
@@ -519,7 +548,7 @@ def hopper_attention_kernel(
     cfg: tylo.Static,
 ):
     """One CTA per (``bm`` query rows, head, batch entry): grid ``(ceil(Lq / bm), H, B)``
-    (causal: row blocks from the last), ``THREADS`` threads, ``cfg.shared_bytes()`` dynamic
+    (causal: row blocks from the last), ``cfg.threads`` threads, ``cfg.shared_bytes()`` dynamic
     shared bytes. ``scale2`` is ``scale * log2(e)`` (positive); ``kv_lens`` holds B int32 key
     lengths; ``to`` is O's tensor map with ``cfg.tma_store`` (``hopper_host.o_plan``), else
     None."""
@@ -533,7 +562,7 @@ def hopper_attention_kernel(
     smem = tylo.dynamic_shared(
         cfg.dtype, cfg.ring_offset() + 2 * cfg.stages * kv_elems, align=1024
     )
-    pipe = Pipeline(ring_plan(cfg, 128 * CONSUMERS))  # split_kv/split_release: K's and V's
+    pipe = Pipeline(ring_plan(cfg, 128 * cfg.consumers))  # split_kv/split_release: K's and V's
     qbar = Barriers(1, name="qbar")
     tid = tylo.thread_idx.x
     if tid == 0:
@@ -548,7 +577,7 @@ def hopper_attention_kernel(
     n_full, n_tiles = key_tiles(cfg, row0, kv, lq, tylo.minimum, tylo.maximum)
     wg = tid // 128
     if wg == 0:
-        set_max_registers(PRODUCER_REGISTERS, increase=False)
+        set_max_registers(cfg.producer_registers, increase=False)
         if tid == 0:
             if n_tiles > 0:
                 qbar.arrive_expect_tx(0, q_elems * cfg.dtype.nbytes)
@@ -561,7 +590,7 @@ def hopper_attention_kernel(
         d = cfg.d
         o_tile = GlobalTile(o, Layout((lq, d), (osl, 1)), base=bb * osb + bh * osh)
         l_tile = GlobalTile(lse, Layout((lq, 1), (1, 0)), base=bb * lsb + bh * lsh)
-        set_max_registers(CONSUMER_REGISTERS, increase=True)
+        set_max_registers(cfg.consumer_registers, increase=True)
         tiles, outs = (n_full, n_tiles), (o_tile, l_tile, to, bh, bb)
         wgv = tylo.value(wg, tylo.i32)
         _consume(cfg, wgv, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid)

@@ -29,7 +29,7 @@ read the same K and V (from L2). The roles are those of
 Every item loads its Q and its consumers wait for and release it, even one whose rows see no
 key, so buffer ``i % 2`` is used in the same order by both roles. The ping-pong schedule's
 named barriers stay balanced across items: each consumer issues ``S = Q Kᵀ`` the same number
-of times per item (``n_tiles``), and consumer 1's opening arrival is made once per CTA.
+of times per item (``n_tiles``), and the last consumer's opening arrival is made once per CTA.
 """
 
 from __future__ import annotations
@@ -40,17 +40,13 @@ import tylo
 from examples.attention.hopper_epilogue import check_o_map, tma_epilogue
 from examples.attention.hopper_kernel import (
     BLOCK,
-    CONSUMER_REGISTERS,
-    CONSUMERS,
-    PRODUCER_REGISTERS,
     Dim,
-    _named_barrier,
-    consumer_rows,
     epilogue,
     key_loop,
     key_tiles,
 )
 from examples.attention.hopper_ring import load_kv_tile, ring_plan
+from examples.attention.hopper_roles import consumer_rows, turn_barrier
 from tylo.kernel.values import to_index
 from tylo.layouts import Layout
 from tylo.nvgpu import tma
@@ -217,15 +213,15 @@ def _produce(cfg, smem, pipe, qpipe, maps, sched, kv_lens, lq, lk):
 # --8<-- [start:consumer]
 @tylo.inline
 def _consume(cfg, wg, smem, pipe, qpipe, sched, kv_lens, lq, lk, outs, scale2, tid):
-    """Consumer warpgroup ``wg`` (1 or 2, a runtime value): per item, wait for its Q, run
-    the key loop from the ring's running count, release the Q buffer, store O and lse
+    """Consumer warpgroup ``wg`` (``1 .. cfg.consumers``, a runtime value): per item, wait for
+    its Q, run the key loop from the ring's running count, release the Q buffer, store O and lse
     (``tma_store``: stage O in the consumer's rows of the Q buffer, store it by TMA, and
     release the buffer once the store has read it)."""
     o, lse, osb, osh, osl, lsb, lsh, to = outs
-    c, bars, me = consumer_rows(wg, tid)
+    c, bars, me = consumer_rows(cfg, wg, tid)
     if cfg.pingpong:  # noqa: SIM102 - a static choice around a runtime test
-        if wg == 2:
-            _named_barrier("arrive", 1)  # consumer 0 takes the first turn, once per CTA
+        if wg == cfg.consumers:  # the last gives consumer 0 the first turn, once per CTA
+            turn_barrier("arrive", 1)
     first = tylo.value(0, tylo.u32)
     for i in tylo.range(sched[2]):
         row0, bh, bb, kv, tiles = _item(cfg, i, sched, kv_lens, lq, lk)
@@ -274,7 +270,7 @@ def hopper_attention_persistent_kernel(
     cfg: tylo.Static,
 ):
     """``cfg.persistent``: a 1-D grid of at most ``ceil(Lq / bm) * heads * batch`` CTAs
-    (one per SM), each walking its work items (module docstring); ``THREADS`` threads,
+    (one per SM), each walking its work items (module docstring); ``cfg.threads`` threads,
     ``cfg.shared_bytes()`` dynamic shared bytes. Arguments as the non-persistent kernel's,
     plus the number of heads and batch entries."""
     if not cfg.persistent:
@@ -287,8 +283,8 @@ def hopper_attention_persistent_kernel(
     smem = tylo.dynamic_shared(
         cfg.dtype, cfg.ring_offset() + 2 * cfg.stages * kv_elems, align=1024
     )
-    pipe = Pipeline(ring_plan(cfg, 128 * CONSUMERS))  # split_kv/split_release: K's and V's
-    qpipe = Pipeline(PipelinePlan(stages=2, consumers=128 * CONSUMERS), name="qbuf")
+    pipe = Pipeline(ring_plan(cfg, 128 * cfg.consumers))  # split_kv/split_release: K's and V's
+    qpipe = Pipeline(PipelinePlan(stages=2, consumers=128 * cfg.consumers), name="qbuf")
     tid = tylo.thread_idx.x
     if tid == 0:
         pipe.init()
@@ -297,11 +293,11 @@ def hopper_attention_persistent_kernel(
     sched = _schedule(cfg, lq, heads, batch)
     wg = tid // 128
     if wg == 0:
-        set_max_registers(PRODUCER_REGISTERS, increase=False)
+        set_max_registers(cfg.producer_registers, increase=False)
         if tid == 0:
             _produce(cfg, smem, pipe, qpipe, (tq, tk, tv), sched, kv_lens, lq, lk)
     else:
-        set_max_registers(CONSUMER_REGISTERS, increase=True)
+        set_max_registers(cfg.consumer_registers, increase=True)
         outs = (o, lse, osb, osh, osl, lsb, lsh, to)
         wgv = tylo.value(wg, tylo.i32)
         _consume(cfg, wgv, smem, pipe, qpipe, sched, kv_lens, lq, lk, outs, scale2, tid)

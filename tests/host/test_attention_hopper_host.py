@@ -386,8 +386,10 @@ def test_options_that_do_not_fit_are_refused_before_launch():
     causal=st.booleans(),
     overlap=st.booleans(),
     bn=st.sampled_from([16, 64, 128]),
+    consumers=st.sampled_from([2, 3]),
 )
-def test_key_tiles_cover_exactly_what_the_rows_see(lq, lk, kv_frac, causal, overlap, bn):
+def test_key_tiles_cover_exactly_what_the_rows_see(lq, lk, kv_frac, causal, overlap, bn,
+                                                   consumers):  # fmt: skip
     """The kernel's loop bounds against the reference's mask (examples/attention/reference.py):
     tiles past n_tiles hold no visible key of any row of the CTA, tiles before n_full are
     visible whole to every row, and n_full <= n_tiles."""
@@ -395,7 +397,9 @@ def test_key_tiles_cover_exactly_what_the_rows_see(lq, lk, kv_frac, causal, over
     from examples.attention.reference import visible
 
     kv = lk if kv_frac is None else min(int(kv_frac * lk), lk)
-    cfg = HopperAttentionConfig(d=64, bn=bn, stages=2, causal=causal, overlap=overlap)
+    cfg = HopperAttentionConfig(d=64, bn=bn, stages=2, causal=causal, overlap=overlap,
+                                consumers=consumers)  # fmt: skip
+    assert cfg.bm == 64 * consumers
     mask = visible(lq, lk, causal=causal, kv_len=kv)
     for row0 in range(0, lq, cfg.bm):
         n_full, n_tiles = key_tiles(cfg, row0, kv, lq)

@@ -22,6 +22,7 @@ from examples.attention import hopper_host
 from examples.attention.hopper_host import choose_config, persistent_grid
 from examples.attention.hopper_kernel import HopperAttentionConfig, key_tiles
 from examples.attention.hopper_persistent import cta_item, cta_items, item_order, work_items
+from examples.attention.hopper_roles import consumer_rows
 from examples.attention.reference import AttentionInputError
 from tylo.arrays import DeviceArray
 from tylo.nvgpu.errors import PlanError
@@ -180,9 +181,12 @@ def cta_walk(cfg, items, sms, c, lens, lq, lk):
 
 
 def _ops(cfg, items, sms, c, lens, lq, lk):
-    """The producer's and the two consumers' operations for CTA ``c``."""
-    ring, qp = PipelinePlan(cfg.stages, 256), PipelinePlan(2, 256)
-    prod, cons = [], [[], []]
+    """The producer's and the consumers' operations for CTA ``c`` (``cfg.consumers`` of
+    them; ping-pong: each waits on its own turn barrier and gives the next its turn, the
+    barriers the kernel's ``consumer_rows`` names)."""
+    n = cfg.consumers
+    ring, qp = PipelinePlan(cfg.stages, 128 * n), PipelinePlan(2, 128 * n)
+    prod, cons = [], [[] for _ in range(n)]
     for i, item, n_tiles, first in cta_walk(cfg, items, sms, c, lens, lq, lk):
         qb = ("q", qp.stage(i))
         prod += [("wait", ("qempty", qp.stage(i)), 1 - qp.parity(i)), ("fill", qb, item),
@@ -193,8 +197,8 @@ def _ops(cfg, items, sms, c, lens, lq, lk):
             prod += [("wait", ("empty", ring.stage(it)), 1 - ring.parity(it)),
                      ("fill", st_, (item, kt)),
                      ("arrive", ("full", ring.stage(it)), 1)]  # fmt: skip
-        for w in (0, 1):
-            ops = cons[w]
+        for w in range(n):
+            ops, (own, nxt) = cons[w], consumer_rows(cfg, 1 + w, 128 * (1 + w))[1]
             ops += [("wait", ("qfull", qp.stage(i)), qp.parity(i)), ("hold", qb, item)]
             for kt in range(n_tiles):
                 it = first + kt
@@ -202,19 +206,20 @@ def _ops(cfg, items, sms, c, lens, lq, lk):
                 ops += [("wait", ("full", ring.stage(it)), ring.parity(it)),
                         ("hold", st_, (item, kt))]  # fmt: skip
                 if cfg.pingpong:
-                    ops += [("turn", 1 + w), ("give", 2 - w)]
+                    ops += [("turn", own), ("give", nxt)]
                 if not cfg.overlap:
-                    ops += [("free", st_), ("arrive", ("empty", ring.stage(it)), 256)]
+                    ops += [("free", st_), ("arrive", ("empty", ring.stage(it)), 128 * n)]
                 elif kt > 0:  # overlap: the previous stage is released after this one's S
                     prev = ("kv", ring.stage(it - 1))
-                    ops += [("free", prev), ("arrive", ("empty", ring.stage(it - 1)), 256)]
+                    ops += [("free", prev),
+                            ("arrive", ("empty", ring.stage(it - 1)), 128 * n)]  # fmt: skip
             if cfg.overlap:
                 last = first + n_tiles - 1
                 ops += [("free", ("kv", ring.stage(last))),
-                        ("arrive", ("empty", ring.stage(last)), 256)]  # fmt: skip
-            ops += [("free", qb), ("arrive", ("qempty", qp.stage(i)), 256)]
+                        ("arrive", ("empty", ring.stage(last)), 128 * n)]  # fmt: skip
+            ops += [("free", qb), ("arrive", ("qempty", qp.stage(i)), 128 * n)]
     if cfg.pingpong:
-        cons[1].insert(0, ("give", 1))  # consumer 0 takes the first turn
+        cons[-1].insert(0, ("give", 1))  # the last gives consumer 0 the first turn
     return prod, cons
 
 
@@ -234,12 +239,12 @@ def failing_seeds(run, prod, cons, seeds) -> int:
 def _run(prod, cons, seed):
     m = _Machine()
     # one consumer op stands for its warpgroup's 128 threads: arrivals count 128 each
-    actors = [(prod, 1), (cons[0], 128), (cons[1], 128)]
-    pos = [0, 0, 0]
+    actors = [(prod, 1)] + [(ops, 128) for ops in cons]
+    pos = [0] * len(actors)
     reg = {}  # (actor, op index) -> the generation a sync registered for
     rng = random.Random(seed)
     while True:
-        live = [a for a in range(3) if pos[a] < len(actors[a][0])]
+        live = [a for a in range(len(actors)) if pos[a] < len(actors[a][0])]
         if not live:
             return m
         moved = False
@@ -286,24 +291,26 @@ PROTOCOL_CASES = dict(
 
 
 @settings(max_examples=100, deadline=None)
-@given(**PROTOCOL_CASES)
+@given(**PROTOCOL_CASES, consumers=st.sampled_from([2, 3]))
 def test_protocol_model_never_deadlocks_or_races(lq, lk, heads, lens, causal, pingpong, overlap,
-                                                 stages, sms, seed):
+                                                 stages, sms, seed, consumers):
     cfg = HopperAttentionConfig(d=64, bn=64, stages=stages, causal=causal, pingpong=pingpong,
-                                overlap=overlap, persistent=True)  # fmt: skip
+                                overlap=overlap, persistent=True, consumers=consumers)  # fmt: skip
     items = work_items(-(-lq // cfg.bm), heads, len(lens))
     for c in range(min(items, sms)):
         prod, cons = _ops(cfg, items, sms, c, (lens, heads), lq, lk)
         m = _run(prod, cons, seed + c)
-        if pingpong:  # balanced: only consumer 1's opening arrival is left over
-            assert m.named.get(1, 0) % 2 == 1 and m.named.get(2, 0) % 2 == 0
+        if pingpong:  # balanced: only the last consumer's opening arrival is left over
+            assert m.named.get(1, 0) % 2 == 1
+            assert all(m.named.get(b, 0) % 2 == 0 for b in range(2, consumers + 1))
 
 
-def test_protocol_model_catches_a_single_q_buffer():
+@pytest.mark.parametrize("consumers", [2, 3])
+def test_protocol_model_catches_a_single_q_buffer(consumers):
     """The model is not vacuous: with one Q buffer per two items' parities (every item in
     buffer 0), a producer runs ahead and refills Q under a reading consumer, or a consumer
     takes an old phase for a new one."""
-    cfg = HopperAttentionConfig(d=64, bn=64, stages=2, persistent=True)
+    cfg = HopperAttentionConfig(d=64, bn=64, stages=2, persistent=True, consumers=consumers)
     prod, cons = _ops(cfg, 4, 1, 0, ([300], 1), 512, 300)
 
     def one_buffer(ops):
@@ -315,10 +322,24 @@ def test_protocol_model_catches_a_single_q_buffer():
     assert failing_seeds(_run, bad, cons, range(30)) > 0
 
 
+def test_protocol_model_catches_a_broken_rotation():
+    """With three consumers the two-consumer hand-over (``3 - wg``: the other one) is no
+    rotation: the third consumer gives its turn to barrier 0, consumer 0 never gets a second
+    turn and the model deadlocks under every interleaving; the kernel's rotation does not."""
+    cfg = HopperAttentionConfig(d=64, bn=64, stages=2, persistent=True, pingpong=True,
+                                consumers=3)  # fmt: skip
+    prod, cons = _ops(cfg, 2, 1, 0, ([300], 1), 256, 300)
+    bad = [[("give", 3 - ops[i - 1][1]) if op[0] == "give" and i else op
+            for i, op in enumerate(ops)] for ops in cons]  # fmt: skip
+    assert bad != cons and failing_seeds(_run, prod, bad, range(10)) == 10
+    assert failing_seeds(_run, prod, cons, range(10)) == 0
+
+
 def test_benchmark_variants_are_choose_config_arguments():
     """benchmarks/attention.py --path hopper --variants: every entry is choose_config's
     keyword arguments, "persistent" the default schedules made persistent and "one-item"
-    made one CTA per item; a variant that names neither keeps the default's kernel."""
+    made one CTA per item; a variant that names neither keeps the default's kernel; the
+    "3 consumers" ones take three consumer warpgroups (192 rows), the others two."""
     import importlib.util
     from pathlib import Path
 
@@ -332,9 +353,13 @@ def test_benchmark_variants_are_choose_config_arguments():
             if "bn" in kw:
                 continue  # d = 128's tiles
             cfg = choose_config(64, tylo.bf16, causal, lk=lk, **kw)
-            named = True if "persistent" in name else False if name == "one-item" else None
+            named = True if "persistent" in name else False if "one-item" in name else None
             assert kw.get("persistent") is named, name
             assert cfg.persistent == (default.persistent if named is None else named), name
+            three = name.startswith("3 consumers")
+            assert cfg.consumers == kw.get("consumers", 2) == (3 if three else 2), name
+            assert cfg.bm == 64 * cfg.consumers
+        assert sum(k.startswith("3 consumers") for k in bench.HOPPER_VARIANTS) >= 4
         for name, flag in (("persistent", True), ("one-item", False)):
             got = choose_config(64, tylo.bf16, causal, lk=lk, **bench.HOPPER_VARIANTS[name])
             assert got == HopperAttentionConfig(**{**default.__dict__, "persistent": flag})

@@ -29,6 +29,7 @@ from examples.attention.hopper_host import SCHEDULES, choose_config
 from examples.attention.hopper_kernel import HopperAttentionConfig
 from examples.attention.hopper_persistent import work_items
 from examples.attention.hopper_ring import PARTS, K, V
+from examples.attention.hopper_roles import consumer_rows
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.mbarrier import PipelinePlan
 
@@ -101,8 +102,9 @@ def test_benchmark_variants():
 def _ops(cfg, items, sms, c, lens, lq, lk, v_on_k=False):
     """The producer's and the consumers' operations for CTA ``c``; ``v_on_k``: consumers
     that read V after waiting for K alone (a bug the model must catch)."""
-    ring = PipelinePlan(cfg.stages, 256, parts=PARTS)
-    prod, cons = [], [[], []]
+    n = cfg.consumers
+    ring = PipelinePlan(cfg.stages, 128 * n, parts=PARTS)
+    prod, cons = [], [[] for _ in range(n)]
     for _, item, n_tiles, first in cta_walk(cfg, items, sms, c, lens, lq, lk):
 
         def buf(part, it):
@@ -115,7 +117,7 @@ def _ops(cfg, items, sms, c, lens, lq, lk, v_on_k=False):
 
         def release(it):
             return [("free", buf(K, it)), ("free", buf(V, it)),
-                    ("arrive", ("empty", ring.stage(it)), 256)]  # fmt: skip
+                    ("arrive", ("empty", ring.stage(it)), 128 * n)]  # fmt: skip
 
         for kt in range(n_tiles):
             it = first + kt
@@ -123,9 +125,9 @@ def _ops(cfg, items, sms, c, lens, lq, lk, v_on_k=False):
             for part in (K, V):  # K's boxes armed and issued first, then V's
                 prod += [("fill", buf(part, it), (item, kt, part)),
                          ("arrive", ("full", part, ring.stage(it)), 1)]  # fmt: skip
-        for w in (0, 1):
-            ops = cons[w]
-            turn = [("turn", 1 + w), ("give", 2 - w)] if cfg.pingpong else []
+        for w in range(n):
+            ops, (own, nxt) = cons[w], consumer_rows(cfg, 1 + w, 128 * (1 + w))[1]
+            turn = [("turn", own), ("give", nxt)] if cfg.pingpong else []
             for kt in range(n_tiles):
                 it = first + kt
                 if not cfg.overlap:  # K, S (the turn), the softmax, then V and P V
@@ -142,25 +144,28 @@ def _ops(cfg, items, sms, c, lens, lq, lk, v_on_k=False):
                 ops += wait(V, last) + [("hold", buf(V, last), (item, n_tiles - 1, V))]
                 ops += release(last)
     if cfg.pingpong:
-        cons[1].insert(0, ("give", 1))  # consumer 0 takes the first turn
+        cons[-1].insert(0, ("give", 1))  # the last gives consumer 0 the first turn
     return prod, cons
 
 
 @settings(max_examples=150, deadline=None)
-@given(**PROTOCOL_CASES)
+@given(**PROTOCOL_CASES, consumers=st.sampled_from([2, 3]))
 def test_split_protocol_never_deadlocks_or_races(lq, lk, heads, lens, causal, pingpong,
-                                                 overlap, stages, sms, seed):  # fmt: skip
+                                                 overlap, stages, sms, seed,
+                                                 consumers):  # fmt: skip
     """Many items per CTA (small ``sms``) carry the ring's count across items, and one item
-    per CTA is the one-item kernel's ring."""
+    per CTA is the one-item kernel's ring; two or three consumers."""
     cfg = HopperAttentionConfig(d=64, bn=64, stages=stages, causal=causal, pingpong=pingpong,
-                                overlap=overlap, persistent=True, split_kv=True)  # fmt: skip
+                                overlap=overlap, persistent=True, split_kv=True,
+                                consumers=consumers)  # fmt: skip
     items = work_items(-(-lq // cfg.bm), heads, len(lens))
     for c in range(min(items, sms)):
         prod, cons = _ops(cfg, items, sms, c, (lens, heads), lq, lk)
         m = _run(prod, cons, seed + c)
         assert not any(m.held.values())  # every stage was released
-        if pingpong:  # balanced: only consumer 1's opening arrival is left over
-            assert m.named.get(1, 0) % 2 == 1 and m.named.get(2, 0) % 2 == 0
+        if pingpong:  # balanced: only the last consumer's opening arrival is left over
+            assert m.named.get(1, 0) % 2 == 1
+            assert all(m.named.get(b, 0) % 2 == 0 for b in range(2, consumers + 1))
 
 
 @pytest.mark.parametrize("overlap", [False, True])

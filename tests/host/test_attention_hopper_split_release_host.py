@@ -27,6 +27,7 @@ from examples.attention.hopper_host import SCHEDULES, choose_config
 from examples.attention.hopper_kernel import SHARED_LIMIT, HopperAttentionConfig
 from examples.attention.hopper_persistent import work_items
 from examples.attention.hopper_ring import PARTS, K, V, ring_plan
+from examples.attention.hopper_roles import consumer_rows
 from tylo.nvgpu.errors import PlanError
 
 
@@ -145,15 +146,16 @@ def _ops(cfg, items, sms, c, lens, lq, lk, bug=None):
     """The producer's and the consumers' operations for CTA ``c``; ``bug`` one of
     ``MUTATIONS``: consumers that release K before S completed, or V together with K
     (before P V read it), or a producer that acquires K's part alone before both loads."""
-    ring = ring_plan(cfg, 256)
+    n = cfg.consumers
+    ring = ring_plan(cfg, 128 * n)
     assert (ring.parts, ring.empty_parts) == (PARTS, PARTS)
-    prod, cons = [], [[], []]
+    prod, cons = [], [[] for _ in range(n)]
 
     def buf(part, it):
         return (part, ring.stage(it))
 
     def release(part, it):
-        return [("arrive", ("empty", part, ring.stage(it)), 256)]
+        return [("arrive", ("empty", part, ring.stage(it)), 128 * n)]
 
     for _, item, n_tiles, first in model.cta_walk(cfg, items, sms, c, lens, lq, lk):
 
@@ -177,9 +179,9 @@ def _ops(cfg, items, sms, c, lens, lq, lk, bug=None):
                     prod.append(("wait", ("empty", part, ring.stage(it)), 1 - ring.parity(it)))
                 prod += [("fill", buf(part, it), (item, kt, part)),
                          ("arrive", ("full", part, ring.stage(it)), 1)]  # fmt: skip
-        for w in (0, 1):
-            ops = cons[w]
-            turn = [("turn", 1 + w), ("give", 2 - w)] if cfg.pingpong else []
+        for w in range(n):
+            ops, (own, nxt) = cons[w], consumer_rows(cfg, 1 + w, 128 * (1 + w))[1]
+            turn = [("turn", own), ("give", nxt)] if cfg.pingpong else []
             for kt in range(n_tiles):
                 it = first + kt
                 if not cfg.overlap:  # _key_tile: K, S, the softmax, then V and P V
@@ -195,7 +197,7 @@ def _ops(cfg, items, sms, c, lens, lq, lk, bug=None):
                 last = first + n_tiles - 1
                 ops += read(V, last, n_tiles - 1) + done_v(last)
     if cfg.pingpong:
-        cons[1].insert(0, ("give", 1))  # consumer 0 takes the first turn
+        cons[-1].insert(0, ("give", 1))  # the last gives consumer 0 the first turn
     return prod, cons
 
 
@@ -227,16 +229,18 @@ def _run(prod, cons, seed, monkeypatch):
 
 
 @settings(max_examples=200, deadline=None)
-@given(**{**model.PROTOCOL_CASES, "stages": st.integers(1, 4)})
+@given(**{**model.PROTOCOL_CASES, "stages": st.integers(1, 4)},
+       consumers=st.sampled_from([2, 3]))
 def test_release_protocol_never_deadlocks_or_races(lq, lk, heads, lens, causal, pingpong,
-                                                   overlap, stages, sms, seed):  # fmt: skip
+                                                   overlap, stages, sms, seed,
+                                                   consumers):  # fmt: skip
     """Many items per CTA (small ``sms``) carry the ring's count, hence every part's full
     and empty parities, across items; one item per CTA is the one-item kernel's ring. One
-    stage where the config allows it (not with overlap)."""
+    stage where the config allows it (not with overlap). Two or three consumers."""
     stages = max(stages, 2) if overlap else stages
     cfg = HopperAttentionConfig(d=64, bn=64, stages=stages, causal=causal, pingpong=pingpong,
                                 overlap=overlap, persistent=True, split_kv=True,
-                                split_release=True)  # fmt: skip
+                                split_release=True, consumers=consumers)  # fmt: skip
     items = work_items(-(-lq // cfg.bm), heads, len(lens))
     mp = pytest.MonkeyPatch()
     for c in range(min(items, sms)):
@@ -247,8 +251,9 @@ def test_release_protocol_never_deadlocks_or_races(lq, lk, heads, lens, causal, 
         for s in range(stages):
             assert m.done.get(("empty", K, s), 0) == m.done.get(("empty", V, s), 0)
             assert m.done.get(("full", K, s), 0) == m.done.get(("empty", K, s), 0)
-        if pingpong:  # balanced: only consumer 1's opening arrival is left over
-            assert m.named.get(1, 0) % 2 == 1 and m.named.get(2, 0) % 2 == 0
+        if pingpong:  # balanced: only the last consumer's opening arrival is left over
+            assert m.named.get(1, 0) % 2 == 1
+            assert all(m.named.get(b, 0) % 2 == 0 for b in range(2, consumers + 1))
 
 
 @pytest.mark.parametrize("overlap", [False, True], ids=["plain", "overlap"])

@@ -1,0 +1,112 @@
+# TEST_TARGET: cc>=9.0a
+"""Three consumer warpgroups in the Hopper attention forward (``HopperAttentionConfig(
+consumers=3)``: 512 threads, 192 query rows per CTA, setmaxnreg 32/160, the ping-pong turns a
+rotation of three named barriers; examples/attention/hopper_roles.py) on an sm_90a GPU,
+against the float64 reference with outputs poisoned with NaN first (``hopper_host.verify``):
+D = 64 on the 128-key tile (4 stages) and D = 128 on the 64-key tile (3 stages)
+(``THREE_CONSUMER_TILES``), both kernels, causal and not, every schedule, the TMA-store
+epilogue and split_release; L = 1, 17, 1000 and 4097, Lq != Lk both ways, lengths around
+the 192-row tile, per-batch key lengths with zero-length entries (o = 0, lse = -inf), many
+items per CTA of the persistent kernel, f16. The assembly as the device's linker makes it
+for the configurations ptxas 13.0 links without spilling here: no spill, no call, no
+serialization note. ``tests/nvvm/test_attention_hopper_consumers_sass.py`` checks the
+assembly without a GPU, ``tests/host/test_attention_hopper_consumers_host.py`` the
+configuration, the barrier ids and (with the persistent protocol model) the rotation."""
+
+from __future__ import annotations
+
+import pytest
+from attention_cases import (  # tests/gpu/attention_cases.py
+    assert_no_spill,
+    compile_unserialized,
+    verify_standard_cases,
+)
+
+import tylo
+from examples.attention.hopper_host import THREE_CONSUMER_TILES, choose_config, verify
+from examples.attention.hopper_kernel import HopperAttentionConfig
+
+SCHEDULES = {"plain": (False, False), "pp": (True, False), "ov": (False, True),
+             "pp+ov": (True, True)}  # fmt: skip
+
+
+def _cfg(d, schedule, persistent, causal, tma_store=False, split_release=False,
+         dtype=tylo.bf16):  # fmt: skip
+    bn, stages = THREE_CONSUMER_TILES[d]
+    pp, ov = SCHEDULES[schedule]
+    return HopperAttentionConfig(d=d, dtype=dtype, bn=bn, stages=stages, causal=causal,
+                                 pingpong=pp, overlap=ov, persistent=persistent,
+                                 tma_store=tma_store, split_kv=split_release,
+                                 split_release=split_release, consumers=3)  # fmt: skip
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("persistent", [False, True], ids=["one-item", "persistent"])
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+@pytest.mark.parametrize("d", [64, 128])
+def test_three_consumers_against_the_reference(gpu_runtime, d, schedule, persistent, causal):
+    cfg = _cfg(d, schedule, persistent, causal)
+    verify_standard_cases(cfg, d, causal)
+    for lq in (191, 192, 193, 385):  # around the 192-row tile
+        verify(1, 2, lq, d, lk=lq + 5, causal=causal, cfg=cfg)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("persistent", [False, True], ids=["one-item", "persistent"])
+@pytest.mark.parametrize("extra", ["tma_store", "split_release"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_three_consumers_epilogue_and_ring_options(gpu_runtime, d, extra, persistent, causal):
+    """The TMA-store epilogue (each consumer's 64 rows of the 192-row Q buffer; epilogue
+    barriers 4, 5, 6) and split_release, with ping-pong and overlap."""
+    cfg = _cfg(d, "pp+ov", persistent, causal, **{extra: True})
+    verify_standard_cases(cfg, d, causal)
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["one-item", "persistent"])
+def test_three_consumers_f16_and_many_items(gpu_runtime, persistent):
+    """choose_config(consumers=3) with the measured schedules, f16, and 512 items with
+    padding masks (several per CTA of the persistent kernel: the ring's and the Q
+    pipeline's parities, and the turn rotation, carried across items)."""
+    for d in (64, 128):
+        for causal in (False, True):
+            cfg = choose_config(d, tylo.f16, causal, persistent=persistent, consumers=3,
+                                overlap=True, split_release=False)  # fmt: skip
+            assert cfg.consumers == 3 and cfg.bm == 192
+            verify(2, 5, 777, d, lk=1100, dtype="f16", causal=causal, cfg=cfg)
+            cfg = choose_config(d, tylo.bf16, causal, persistent=persistent, consumers=3)
+            verify(8, 8, 1000, d, causal=causal, cfg=cfg,
+                   kv_lens=[1000, 0, 1, 999, 512, 128, 129, 700])  # fmt: skip
+
+
+# (d, schedule, persistent, causal, tma_store, split_release) that ptxas 13.0 links without
+# spilling at 32/160 registers (docs/attention_hopper.md, "Three consumer warpgroups")
+FITS = [
+    (64, "plain", False, False, True, False),
+    (64, "pp", False, False, True, False),
+    (64, "ov", False, False, True, False),
+    (64, "pp+ov", False, False, True, False),
+    (64, "pp", True, False, True, False),
+    (64, "ov", True, False, True, False),
+    (64, "pp", False, True, True, False),
+    (64, "pp+ov", False, True, True, False),
+    (64, "pp", True, True, True, False),
+    (64, "pp+ov", True, True, True, False),
+    (128, "pp+ov", False, False, True, False),
+    (128, "pp+ov", True, False, False, True),
+    (128, "pp", False, True, True, False),
+    (128, "pp+ov", True, True, True, False),
+    # d = 128's measured schedules (TMA store and split_release together)
+    (128, "pp+ov", False, False, True, True),
+    (128, "pp+ov", True, False, True, True),
+    (128, "pp+ov", True, True, True, True),
+]
+
+
+@pytest.mark.parametrize("case", FITS, ids=["-".join(map(str, c)) for c in FITS])
+def test_three_consumers_assembly_on_the_device(gpu_runtime, case):
+    d, schedule, persistent, causal, tma_store, split_release = case
+    cfg = _cfg(d, schedule, persistent, causal, tma_store, split_release)
+    k, live = compile_unserialized(cfg)
+    assert_no_spill(cfg, k, live)
+    assert "HGMMA" in live and "UTMALDG.4D" in live
+    assert "setmaxnreg.inc.sync.aligned.u32 160;" in k.ptx
