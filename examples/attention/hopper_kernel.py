@@ -118,9 +118,10 @@ class HopperAttentionConfig:
     ``tma_store``: O leaves through shared memory (the consumer's rows of the Q buffer) by
     TMA stores (:mod:`examples.attention.hopper_epilogue`) instead of stores by ownership;
     ``split_kv``: K and V of a stage complete on full barriers of their own, S waiting for K
-    only (:mod:`examples.attention.hopper_ring`; not measured yet); ``split_release`` (needs
-    ``split_kv``): K and V also have empty barriers of their own, K released as soon as
-    ``S = Q Kᵀ`` of its tile completed, V after ``P V`` (not measured yet); ``consumers``: the
+    only (:mod:`examples.attention.hopper_ring`; alone measured no faster); ``split_release``
+    (needs ``split_kv``): K and V also have empty barriers of their own, K released as soon
+    as ``S = Q Kᵀ`` of its tile completed, V after ``P V`` (the measured default at d = 128,
+    with the 128-key tile; ``hopper_host.SCHEDULES``); ``consumers``: the
     consumer warpgroups, 2 (the default) or 3 (FlashAttention-3's 192-row tile at d = 64;
     :mod:`examples.attention.hopper_roles`; not measured yet)."""
 
