@@ -147,3 +147,18 @@ def test_register_cap_problem_by_brute_force(directive, maxnreg):
     if refused:
         assert "entry 'a'" in problem
     assert register_cap_problem(ptx, None) is None
+
+
+@pytest.mark.parametrize("flag", ["-maxrregcount=32", "-Xptxas=-maxrregcount=32",
+                                  "--maxrregcount=32"])  # fmt: skip
+def test_a_raw_maxrregcount_is_refused(flag):
+    """The linker flag itself, passed through ``options`` / ``link_options``, would be
+    ignored for a ``.maxntid`` entry just the same: refused, pointing at max_registers."""
+    from tylo.backend import LinkError, compile_nvvm, link_cubin
+
+    ptx = compile_nvvm(_ir(), "sm_90a")
+    with pytest.raises(LinkError, match="pass max_registers="):
+        link_cubin(ptx, "sm_90a", options=[flag])
+    with pytest.raises(LinkError, match="pass max_registers="):
+        compile_ir(_ir(), "sm_90a", entries=("k",), use_cache=False,
+                   options=CompileOptions(link_options=(flag,)))  # fmt: skip

@@ -127,8 +127,10 @@ def link_cubin(
     ``options`` are extra nvJitLink flags (``-lineinfo``, ``-Xptxas=...``); for ptxas they
     are translated (``-Xptxas=X`` becomes ``X``). ``max_registers`` caps registers per
     thread (refused for an entry with ``.maxntid`` and no ``.maxnreg`` within it, where
-    ptxas ignores the cap: :func:`register_cap_problem`). ``linker`` is ``'auto'`` (nvJitLink, else ptxas), ``'nvjitlink'`` or
-    ``'ptxas'``. Raises :class:`LinkError` with the linker's error log.
+    ptxas ignores the cap: :func:`register_cap_problem`; a raw ``-maxrregcount`` in
+    ``options`` is refused for the same reason). ``linker`` is ``'auto'`` (nvJitLink, else
+    ptxas), ``'nvjitlink'`` or ``'ptxas'``. Raises :class:`LinkError` with the linker's
+    error log.
     """
     target = Target.parse(target)
     if linker not in ("auto", "nvjitlink", "ptxas"):
@@ -139,6 +141,14 @@ def link_cubin(
         raise LinkError(
             f"link_cubin: max_registers {max_registers} is outside 24..255 (ptxas raises a "
             "smaller count to 24)"
+        )
+    raw_cap = [o for o in options if "maxrregcount" in o]
+    if raw_cap:
+        raise LinkError(
+            f"link_cubin: {raw_cap[0]!r} in options: ptxas ignores -maxrregcount for an entry "
+            "with .maxntid (every @tylo.kernel entry), so the cap would not hold; pass "
+            "max_registers= (CompileOptions.max_registers), which is checked against the "
+            "entries' .maxnreg"
         )
     problem = register_cap_problem(ptx, max_registers)
     if problem is not None:
