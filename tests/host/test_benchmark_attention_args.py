@@ -48,3 +48,15 @@ def test_only_selects_variants_by_name():
     assert "split release" in picked and "wide split release persistent" in picked
     assert "one-item" in picked and "persistent" not in picked and "plain" not in picked
     assert all(n.startswith(("wide", "split", "persistent split", "one-item")) for n in picked)
+
+
+def test_no_sleep_without_torch_sleep(monkeypatch, capsys):
+    """A torch without the private ``torch.cuda._sleep``: no sleep (0 cycles) and a note
+    on stderr, not a crash."""
+    import sys
+    import types
+
+    cuda = types.SimpleNamespace()  # no _sleep
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    assert bench._sleep_cycles(1000.0) == 0
+    assert "no torch.cuda._sleep" in capsys.readouterr().err
