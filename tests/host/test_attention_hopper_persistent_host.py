@@ -180,6 +180,20 @@ def cta_walk(cfg, items, sms, c, lens, lq, lk):
         first += n_tiles
 
 
+def turn_ops(cfg, w):
+    """Consumer ``w``'s ping-pong turn (empty without ping-pong): wait on its own turn
+    barrier, then give the next consumer its turn, with the barriers the kernel's
+    ``consumer_rows`` names for warpgroup ``1 + w``."""
+    own, nxt = consumer_rows(cfg, 1 + w, 128 * (1 + w))[1]
+    return [("turn", own), ("give", nxt)] if cfg.pingpong else []
+
+
+def open_turns(cfg, cons):
+    """With ping-pong the last consumer gives consumer 0 the first turn, before anything."""
+    if cfg.pingpong:
+        cons[-1].insert(0, ("give", 1))
+
+
 def _ops(cfg, items, sms, c, lens, lq, lk):
     """The producer's and the consumers' operations for CTA ``c`` (``cfg.consumers`` of
     them; ping-pong: each waits on its own turn barrier and gives the next its turn, the
@@ -198,15 +212,14 @@ def _ops(cfg, items, sms, c, lens, lq, lk):
                      ("fill", st_, (item, kt)),
                      ("arrive", ("full", ring.stage(it)), 1)]  # fmt: skip
         for w in range(n):
-            ops, (own, nxt) = cons[w], consumer_rows(cfg, 1 + w, 128 * (1 + w))[1]
+            ops = cons[w]
             ops += [("wait", ("qfull", qp.stage(i)), qp.parity(i)), ("hold", qb, item)]
             for kt in range(n_tiles):
                 it = first + kt
                 st_ = ("kv", ring.stage(it))
                 ops += [("wait", ("full", ring.stage(it)), ring.parity(it)),
                         ("hold", st_, (item, kt))]  # fmt: skip
-                if cfg.pingpong:
-                    ops += [("turn", own), ("give", nxt)]
+                ops += turn_ops(cfg, w)
                 if not cfg.overlap:
                     ops += [("free", st_), ("arrive", ("empty", ring.stage(it)), 128 * n)]
                 elif kt > 0:  # overlap: the previous stage is released after this one's S
@@ -218,8 +231,7 @@ def _ops(cfg, items, sms, c, lens, lq, lk):
                 ops += [("free", ("kv", ring.stage(last))),
                         ("arrive", ("empty", ring.stage(last)), 128 * n)]  # fmt: skip
             ops += [("free", qb), ("arrive", ("qempty", qp.stage(i)), 128 * n)]
-    if cfg.pingpong:
-        cons[-1].insert(0, ("give", 1))  # the last gives consumer 0 the first turn
+    open_turns(cfg, cons)
     return prod, cons
 
 

@@ -22,6 +22,8 @@ from test_attention_hopper_persistent_host import (  # the mbarrier model and th
     _run,
     cta_walk,
     failing_seeds,
+    open_turns,
+    turn_ops,
 )
 
 import tylo
@@ -29,7 +31,6 @@ from examples.attention.hopper_host import SCHEDULES, choose_config
 from examples.attention.hopper_kernel import HopperAttentionConfig
 from examples.attention.hopper_persistent import work_items
 from examples.attention.hopper_ring import PARTS, K, V
-from examples.attention.hopper_roles import consumer_rows
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.mbarrier import PipelinePlan
 
@@ -126,8 +127,7 @@ def _ops(cfg, items, sms, c, lens, lq, lk, v_on_k=False):
                 prod += [("fill", buf(part, it), (item, kt, part)),
                          ("arrive", ("full", part, ring.stage(it)), 1)]  # fmt: skip
         for w in range(n):
-            ops, (own, nxt) = cons[w], consumer_rows(cfg, 1 + w, 128 * (1 + w))[1]
-            turn = [("turn", own), ("give", nxt)] if cfg.pingpong else []
+            ops, turn = cons[w], turn_ops(cfg, w)
             for kt in range(n_tiles):
                 it = first + kt
                 if not cfg.overlap:  # K, S (the turn), the softmax, then V and P V
@@ -143,8 +143,7 @@ def _ops(cfg, items, sms, c, lens, lq, lk, v_on_k=False):
                 last = first + n_tiles - 1
                 ops += wait(V, last) + [("hold", buf(V, last), (item, n_tiles - 1, V))]
                 ops += release(last)
-    if cfg.pingpong:
-        cons[-1].insert(0, ("give", 1))  # the last gives consumer 0 the first turn
+    open_turns(cfg, cons)
     return prod, cons
 
 

@@ -27,7 +27,6 @@ from examples.attention.hopper_host import SCHEDULES, choose_config
 from examples.attention.hopper_kernel import SHARED_LIMIT, HopperAttentionConfig
 from examples.attention.hopper_persistent import work_items
 from examples.attention.hopper_ring import PARTS, K, V, ring_plan
-from examples.attention.hopper_roles import consumer_rows
 from tylo.nvgpu.errors import PlanError
 
 
@@ -180,8 +179,7 @@ def _ops(cfg, items, sms, c, lens, lq, lk, bug=None):
                 prod += [("fill", buf(part, it), (item, kt, part)),
                          ("arrive", ("full", part, ring.stage(it)), 1)]  # fmt: skip
         for w in range(n):
-            ops, (own, nxt) = cons[w], consumer_rows(cfg, 1 + w, 128 * (1 + w))[1]
-            turn = [("turn", own), ("give", nxt)] if cfg.pingpong else []
+            ops, turn = cons[w], model.turn_ops(cfg, w)
             for kt in range(n_tiles):
                 it = first + kt
                 if not cfg.overlap:  # _key_tile: K, S, the softmax, then V and P V
@@ -196,8 +194,7 @@ def _ops(cfg, items, sms, c, lens, lq, lk, bug=None):
             if cfg.overlap:  # P V of the last tile
                 last = first + n_tiles - 1
                 ops += read(V, last, n_tiles - 1) + done_v(last)
-    if cfg.pingpong:
-        cons[-1].insert(0, ("give", 1))  # the last gives consumer 0 the first turn
+    model.open_turns(cfg, cons)
     return prod, cons
 
 
