@@ -50,3 +50,26 @@ def wgmma_chains(sass: str, cfg: Any) -> tuple[list[str], list[str]]:
         rf"HGMMA\.64x{cfg.d}x16\.F32{t} R\d+, R\d+, gdesc\[UR\d+\]\.tnspB", sass
     )
     return s_mma, pv_mma
+
+
+def ptx_events(ptx: str, detail: bool = False) -> str:
+    """The kernel's barrier waits and wgmma in PTX order: ``W`` a ``try_wait``, ``S`` a run
+    of wgmma with both operands in shared memory, ``P`` a run of register-A wgmma. With
+    ``detail`` also ``R`` a plain arrive (a consumer's release), ``X`` an
+    ``arrive.expect_tx`` (the producer arming a part) and a digit for a
+    ``wgmma.wait_group`` of that many pending groups."""
+    out = []
+    for line in ptx.splitlines():
+        if "mbarrier.try_wait" in line:
+            out.append("W")
+        elif detail and "mbarrier.arrive.expect_tx" in line:
+            out.append("X")
+        elif detail and "mbarrier.arrive" in line:
+            out.append("R")
+        elif detail and (m := re.search(r"wgmma\.wait_group\.sync\.aligned (\d+);", line)):
+            out.append(m.group(1))
+        elif "wgmma.mma_async" in line:
+            ev = "P" if re.search(r"\}, \{%r", line) else "S"
+            if not out or out[-1] != ev:
+                out.append(ev)
+    return "".join(out)

@@ -12,31 +12,23 @@ from __future__ import annotations
 import re
 
 import pytest
-from attention_sass import assert_not_serialized, fitting_config, live_lines, wgmma_chains
+from attention_sass import (
+    assert_not_serialized,
+    fitting_config,
+    live_lines,
+    ptx_events,
+    wgmma_chains,
+)
 from attention_sass import compile_quiet as _compile
 
 import tylo
 from examples.attention.hopper_kernel import HopperAttentionConfig
 
 
-def _events(ptx):
-    """The kernel's barrier waits and wgmma in PTX order: ``W`` a ``try_wait``, ``S`` a run
-    of wgmma with both operands in shared memory, ``P`` a run of register-A wgmma."""
-    out = []
-    for line in ptx.splitlines():
-        if "mbarrier.try_wait" in line:
-            out.append("W")
-        elif "wgmma.mma_async" in line:
-            ev = "P" if re.search(r"\}, \{%r", line) else "S"
-            if not out or out[-1] != ev:
-                out.append(ev)
-    return "".join(out)
-
-
 def _consumer(ptx):
     """The consumer's events: up to its last ``P V`` (the producer's code follows it), the
     first wait being Q's."""
-    ev = _events(ptx)
+    ev = ptx_events(ptx)
     return ev[: ev.rindex("P") + 1]
 
 

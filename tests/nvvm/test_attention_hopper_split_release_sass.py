@@ -20,10 +20,9 @@ import re
 from dataclasses import replace
 
 import pytest
-from attention_sass import assert_not_serialized, live_lines, wgmma_chains
+from attention_sass import assert_not_serialized, live_lines, ptx_events, wgmma_chains
 from attention_sass import compile_quiet as _compile
 
-import tylo
 from examples.attention.hopper_kernel import HopperAttentionConfig
 
 TILES = {"d64": (64, 128, 4), "d128-wide": (128, 128, 2), "d128": (128, 64, 3)}
@@ -41,25 +40,8 @@ CASES = [
 
 
 def _events(ptx):
-    """The kernel's barrier and wgmma operations in PTX order: ``W`` a ``try_wait``, ``R``
-    a plain arrive (a consumer's release), ``X`` an ``arrive.expect_tx`` (the producer arming
-    a part), ``S`` a run of wgmma with both operands in shared memory, ``P`` a run of
-    register-A wgmma, a digit a ``wgmma.wait_group`` of that many pending groups."""
-    out = []
-    for line in ptx.splitlines():
-        if "mbarrier.try_wait" in line:
-            out.append("W")
-        elif "mbarrier.arrive.expect_tx" in line:
-            out.append("X")
-        elif "mbarrier.arrive" in line:
-            out.append("R")
-        elif m := re.search(r"wgmma\.wait_group\.sync\.aligned (\d+);", line):
-            out.append(m.group(1))
-        elif "wgmma.mma_async" in line:
-            ev = "P" if re.search(r"\}, \{%r", line) else "S"
-            if not out or out[-1] != ev:
-                out.append(ev)
-    return "".join(out)
+    """:func:`attention_sass.ptx_events` with releases, arming and ``wait_group`` depths."""
+    return ptx_events(ptx, detail=True)
 
 
 def _roles(ptx):
