@@ -107,7 +107,10 @@ HOPPER_VARIANTS = {"plain": {"pingpong": False, "overlap": False},
                        "overlap": True, "persistent": True},
                    # three consumer warpgroups, 192 query rows per CTA (FA3's d = 64 tile;
                    # hopper_host.THREE_CONSUMER_TILES: 128 keys at d = 64, 64 at d = 128),
-                   # not measured yet; skipped where choose_config finds no tile that fits
+                   # with THREE_CONSUMER_SCHEDULES where measured: the default at d = 64
+                   # without a mask (1.04-1.08x two), 0.66-0.98x elsewhere (2026-12-02);
+                   # skipped where choose_config finds no tile that fits
+                   "2 consumers": {"consumers": 2},  # the two-consumer default
                    "3 consumers": {"consumers": 3},
                    "3 consumers persistent": {"consumers": 3, "persistent": True},
                    "3 consumers one-item": {"consumers": 3, "persistent": False},

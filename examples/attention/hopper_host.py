@@ -172,6 +172,28 @@ SCHEDULES = {(64, False, False): (False, True, True, True, False),
              (128, True, False): (True, True, True, True, True),
              (128, True, True): (True, True, True, False, True)}  # fmt: skip
 LONG_KEYS = 4096
+# (d, causal) whose "long" side starts elsewhere: d = 64 without a mask, where the three
+# consumers' persistent kernel was faster at 1k and the one-item kernel at 4k and 16k
+# (THREE_CONSUMER_SCHEDULES); 2048 lies between the measured 1k and 4k.
+LONG_KEYS_AT = {(64, False): 2048}
+
+# (d, causal, long keys) -> the schedule (as SCHEDULES) of the default with three consumer
+# warpgroups (192 query rows, THREE_CONSUMER_TILES), taken where its one-item kernel links
+# without spilling (ptxas keeps setmaxnreg: the consumers' 160 registers; nvJitLink does not,
+# and there the two-consumer default of SCHEDULES stays). Measured on an H200
+# (benchmarks/attention.py --path hopper --variants --only '^3 cons', 10 rounds, 2026-12-02):
+# at d = 64 without a mask ping-pong + overlap, O by TMA, was 1.04x the two-consumer default
+# at 1k with the persistent kernel (one-item 0.93x), 1.07x and 1.08x at 4k and 16k with the
+# one-item kernel (persistent 0.99x, 0.97x); every other schedule was 0.75-0.98x. With the
+# causal mask (0.67-0.97x: a 192-row diagonal) and at d = 128 (0.66-0.90x) two stay.
+THREE_CONSUMER_SCHEDULES = {(64, False, False): (True, True, True, True, False),
+                            (64, False, True): (True, True, True, False, False)}  # fmt: skip
+
+
+def long_keys(d: int, causal: bool) -> int:
+    """The key length past which ``(d, causal)`` takes the "long" schedules: ``LONG_KEYS``,
+    or its own (``LONG_KEYS_AT``)."""
+    return LONG_KEYS_AT.get((d, bool(causal)), LONG_KEYS)
 
 
 # d = 128 with overlap but without split_release: 128 keys and 2 stages (FlashAttention-3's
@@ -202,13 +224,16 @@ def choose_config(
     ownership for an ``out`` TMA cannot write), ``persistent`` (one CTA per SM walking the
     work items) and ``split_release`` (K and V on empty barriers of their own, K released
     once ``S`` completed): None takes the measured choice for ``(d, causal, lk >
-    LONG_KEYS)`` (``SCHEDULES``; ``lk``, the key length, None: the short side).
+    long_keys(d, causal))`` (``SCHEDULES``; ``lk``, the key length, None: the short side).
     ``split_kv`` (K and V on full barriers of their own,
     :mod:`examples.attention.hopper_ring`): None is ``split_release`` (which needs those
-    full barriers); alone it measured no faster. ``consumers``: the consumer warpgroups,
-    None or 2 (the default: 128 query rows per CTA) or 3 (192 rows, FlashAttention-3's
-    d = 64 tile; not measured yet): with 3 the default tile is the one of
-    ``THREE_CONSUMER_TILES`` that fits (raises :class:`PlanError` where none does)."""
+    full barriers); alone it measured no faster. ``consumers``: the consumer warpgroups, 2
+    (128 query rows per CTA) or 3 (192 rows, FlashAttention-3's d = 64 tile, on the tile of
+    ``THREE_CONSUMER_TILES``, with the schedules of ``THREE_CONSUMER_SCHEDULES`` where
+    measured, else ``SCHEDULES``'); None: 3 where ``THREE_CONSUMER_SCHEDULES`` names the
+    case and its one-item kernel links without spilling for ``target`` (d = 64 without a
+    mask, where ptxas keeps ``setmaxnreg``; two where ``bn``/``stages`` given do not fit
+    three), else 2."""
     opts = dict(pingpong=pingpong, overlap=overlap, persistent=persistent,
                 tma_store=tma_store, split_kv=split_kv, split_release=split_release)
     for name, value in opts.items():  # before the cache, which takes 1 for True
@@ -222,21 +247,61 @@ def choose_config(
         )
     if lk is not None and (type(lk) is not int or lk < 0):
         raise PlanError(f"choose_config: lk must be an int >= 0 (or None), got {lk!r}")
-    long = lk is not None and lk > LONG_KEYS
-    cfg = _choose_config(d, dtype, causal, long, target=target, **opts)
-    if consumers is not None and consumers != cfg.consumers:
-        cfg = _three_consumers(cfg, consumers)
+    long = lk is not None and lk > long_keys(d, causal)
+    cfg = _choose_config(d, dtype, causal, long, consumers, target=target, **opts)
     tile = {f: x for f, x in (("bn", bn), ("stages", stages)) if x is not None}
-    return replace(cfg, **tile) if tile else cfg
+    if not tile:
+        return cfg
+    try:
+        return replace(cfg, **tile)
+    except PlanError:  # three by default, but the tile given does not fit them: two
+        if consumers is not None or cfg.consumers == 2:
+            raise
+        return replace(_choose_config(d, dtype, causal, long, 2, target=target, **opts), **tile)
 
 
 @cache
 def _choose_config(
-    d: int, dtype: Any, causal: bool, long: bool, *, pingpong: bool | None,
-    overlap: bool | None, persistent: bool | None, tma_store: bool | None,
-    split_kv: bool | None, split_release: bool | None, target: Any,
+    d: int, dtype: Any, causal: bool, long: bool, consumers: int | None, *,
+    pingpong: bool | None, overlap: bool | None, persistent: bool | None,
+    tma_store: bool | None, split_kv: bool | None, split_release: bool | None, target: Any,
 ) -> HopperAttentionConfig:
-    pp, ov, ts, pe, sr = SCHEDULES.get((d, bool(causal), long), (False,) * 5)
+    opts = dict(pingpong=pingpong, overlap=overlap, persistent=persistent,
+                tma_store=tma_store, split_kv=split_kv, split_release=split_release)
+    case = (d, bool(causal), long)
+    if consumers is None:  # three where measured faster and where they fit the registers
+        if case in THREE_CONSUMER_SCHEDULES:
+            three = _choose_config(d, dtype, causal, long, 3, target=target, **opts)
+            if not _one_item_spills(three, target):
+                return three
+        consumers = 2
+    schedule = SCHEDULES.get(case, (False,) * 5)
+    if consumers == 3:
+        schedule = THREE_CONSUMER_SCHEDULES.get(case, schedule)
+    cfg = _two_consumers(d, dtype, causal, schedule, target, **opts)
+    return cfg if consumers == cfg.consumers else _three_consumers(cfg, consumers)
+
+
+def _one_item_spills(cfg: HopperAttentionConfig, target: Any) -> bool:
+    """Whether ``cfg``'s one-item kernel spills when linked for ``target`` (what decides a
+    tile's fit: the persistent kernel's adds a few bytes of spill in some schedules, and
+    measured as fast)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a linker that drops setmaxnreg says so
+        one_item = replace(cfg, persistent=False)
+        return compile_hopper_attention(one_item, target).resources.spills is not False
+
+
+def _two_consumers(
+    d: int, dtype: Any, causal: bool, schedule: tuple, target: Any, *,
+    pingpong: bool | None, overlap: bool | None, persistent: bool | None,
+    tma_store: bool | None, split_kv: bool | None, split_release: bool | None,
+) -> HopperAttentionConfig:
+    """The two-consumer config of ``schedule`` (pingpong, overlap, tma_store, persistent,
+    split_release: the defaults of the options given as None) and its tile."""
+    pp, ov, ts, pe, sr = schedule
     pingpong = pp if pingpong is None else pingpong
     overlap = ov if overlap is None else overlap
     persistent = pe if persistent is None else persistent
@@ -255,15 +320,7 @@ def _choose_config(
         wide = HopperAttentionConfig(bn=128, stages=2, **opts)
     except tylo.TyloError:  # a tile that does not fit: the narrow one
         return narrow
-    import warnings
-
-    # whether the tile fits the registers: the one-item kernel's link (the persistent
-    # kernel's adds a few bytes of spill without the mask, and measured as fast)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a linker that drops setmaxnreg says so
-        one_item = replace(wide, persistent=False)
-        spills = compile_hopper_attention(one_item, target).resources.spills
-    return wide if spills is False else narrow
+    return narrow if _one_item_spills(wide, target) else wide
 
 
 # consumers = 3 (192 query rows per CTA): the consumer keeps 160 registers, not 232

@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 
 import tylo
+from examples.attention import hopper_host
 from examples.attention.hopper_host import (
     SCHEDULES,
+    THREE_CONSUMER_SCHEDULES,
     THREE_CONSUMER_TILES,
     choose_config,
     hopper_attention,
@@ -62,8 +64,9 @@ def test_consumer_count_is_an_int_of_two_or_three(value):
     else:
         with pytest.raises(PlanError, match="consumers must be an int in"):
             HopperAttentionConfig(consumers=value)
-    if value is None:
-        assert choose_config(64, tylo.bf16, False, consumers=None).consumers == 2
+    if value is None:  # the default count: 3 at d = 64 without a mask where they fit
+        got = choose_config(64, tylo.bf16, False, consumers=None)
+        assert got == choose_config(64, tylo.bf16, False) and got.consumers in (2, 3)
     elif type(value) is not int:
         with pytest.raises(PlanError, match="consumers must be an int"):
             choose_config(64, tylo.bf16, False, consumers=value)
@@ -78,10 +81,12 @@ def test_registers_refuse_other_counts(value):
         registers(value)
 
 
-def test_defaults_keep_two_consumers():
-    """No default takes three: the config's, every d = 64 SCHEDULES entry's (d = 128's
-    choice compiles a kernel: tests/host/test_attention_hopper_split_release_host.py), and
-    the module constants (the two-consumer values)."""
+def test_defaults_keep_two_consumers_where_three_spill():
+    """The config's and the module constants' defaults are two consumers (the two-consumer
+    values). ``choose_config`` takes three only where ``THREE_CONSUMER_SCHEDULES`` names the
+    case and the three-consumer one-item kernel links without spilling for the target: on a
+    linker that drops ``setmaxnreg`` (nvJitLink: 128 registers per thread of 512) it spills,
+    and every default keeps two."""
     assert HopperAttentionConfig().consumers == CONSUMERS == 2
     assert HopperAttentionConfig().threads == THREADS == 384
     assert (PRODUCER_REGISTERS, CONSUMER_REGISTERS) == (40, 232) == registers(CONSUMERS)
@@ -89,7 +94,51 @@ def test_defaults_keep_two_consumers():
         if d != 64:
             continue
         cfg = choose_config(d, tylo.bf16, causal, lk=16384 if long else 1024)
-        assert cfg.consumers == 2 and cfg.bm == 128
+        three = choose_config(d, tylo.bf16, causal, lk=16384 if long else 1024, consumers=3)
+        fits = not hopper_host._one_item_spills(three, "sm_90a")
+        assert cfg.consumers == (3 if fits and (d, causal, long) in THREE_CONSUMER_SCHEDULES
+                                 else 2)  # fmt: skip
+
+
+@pytest.mark.parametrize("spills", [False, True], ids=["fits", "spills"])
+def test_the_default_takes_three_where_measured_and_fitting(monkeypatch, spills):
+    """With the link's verdict replaced (``_one_item_spills``): where three fit, the cases
+    of ``THREE_CONSUMER_SCHEDULES`` (d = 64 without a mask, both sides of its key-length
+    boundary, 2048) take three consumers and its schedule, on ``THREE_CONSUMER_TILES``'s
+    tile; every other case, and every case where three spill, takes two and
+    ``SCHEDULES``'. Options given override the schedule's as before; ``consumers=2`` gives
+    the two-consumer default, ``consumers=3`` the three-consumer schedule even where it
+    spills."""
+    monkeypatch.setattr(hopper_host, "_choose_config", hopper_host._choose_config.__wrapped__)
+    # the verdict d = 128's tile choice reads too
+    monkeypatch.setattr(hopper_host, "_one_item_spills", lambda cfg, target: spills)
+    assert hopper_host.long_keys(64, False) == 2048 and hopper_host.long_keys(64, True) == 4096
+    for (d, causal, long), lk in itertools.product(SCHEDULES, (None, 1024, 2048, 2049, 4096,
+                                                               4097, 16384)):  # fmt: skip
+        if long != (lk is not None and lk > hopper_host.long_keys(d, causal)):
+            continue
+        cfg = choose_config(d, tylo.bf16, causal, lk=lk)
+        case = (d, causal, long)
+        three = case in THREE_CONSUMER_SCHEDULES and not spills
+        want = THREE_CONSUMER_SCHEDULES[case] if three else SCHEDULES[case]
+        got = (cfg.pingpong, cfg.overlap, cfg.tma_store, cfg.persistent, cfg.split_release)
+        assert (cfg.consumers, got) == (3 if three else 2, want), (case, lk)
+        if three:
+            assert (cfg.bn, cfg.stages) == THREE_CONSUMER_TILES[d]
+            assert choose_config(d, tylo.bf16, causal, lk=lk, pingpong=False).pingpong is False
+        two = choose_config(d, tylo.bf16, causal, lk=lk, consumers=2)
+        assert two.consumers == 2
+        assert (two.pingpong, two.overlap, two.persistent) == SCHEDULES[case][:2] + (
+            SCHEDULES[case][3],)  # fmt: skip
+        if case in THREE_CONSUMER_SCHEDULES:
+            forced = choose_config(d, tylo.bf16, causal, lk=lk, consumers=3)
+            assert forced.consumers == 3 and forced.pingpong == THREE_CONSUMER_SCHEDULES[case][0]
+        if d == 64:  # a tile given that three cannot hold (160 keys: S, O and P take
+            # 80 + 32 + 40 registers, over 128) takes two by default; asked for, refused
+            wide = choose_config(d, tylo.bf16, causal, lk=lk, bn=160, stages=2)
+            assert (wide.consumers, wide.bn) == (2, 160)
+            with pytest.raises(PlanError, match="registers"):
+                choose_config(d, tylo.bf16, causal, lk=lk, bn=160, stages=2, consumers=3)
 
 
 def _need(d: int, bn: int) -> int:

@@ -29,8 +29,11 @@ class _Map:
 
 
 class _Kernel:
-    def __init__(self, log, name):
-        self.log, self.name = log, name
+    """A launch recorder in place of a kernel; compiling goes to the kernel it replaces
+    (``choose_config`` links a kernel to see whether a tile fits)."""
+
+    def __init__(self, log, name, kernel):
+        self.log, self.name, self.compile = log, name, kernel.compile
 
     def __getitem__(self, launch):
         return lambda *args, **kw: self.log.append((self.name, launch, args, kw))
@@ -41,8 +44,9 @@ def _record(mp) -> list:
     remembered-preparation table. Returns the launch log."""
     log = []
     mp.setattr(hopper_host, "TensorMap", _Map)
-    mp.setattr(hopper_host, "hopper_attention_kernel", _Kernel(log, "one"))
-    mp.setattr(hopper_host, "hopper_attention_persistent_kernel", _Kernel(log, "pers"))
+    for attr, name in (("hopper_attention_kernel", "one"),
+                       ("hopper_attention_persistent_kernel", "pers")):  # fmt: skip
+        mp.setattr(hopper_host, attr, _Kernel(log, name, getattr(hopper_host, attr)))
     mp.setattr(hopper_host, "_sm_count", lambda device: 132)
     mp.setattr(hopper_host, "_PREPARED", Remembered(64))
     return log
@@ -230,10 +234,12 @@ def test_outputs_sharing_memory_are_refused(rec):
 @pytest.mark.parametrize("d", [64, 128])
 def test_the_default_kernel_follows_the_key_length(d, causal):
     """Without ``cfg`` a call runs ``choose_config``'s measured choice for its key length
-    (``SCHEDULES``, short up to ``LONG_KEYS`` keys), and the other kernel where the chosen
+    (``SCHEDULES``, short up to ``long_keys(d, causal)`` keys; ``THREE_CONSUMER_SCHEDULES``
+    where three consumers fit the link), and the other kernel where the chosen
     one cannot take the shape: more than 65535 heads take the persistent kernel, and a
     persistent grid whose u32 ring count could wrap takes the one-item kernel."""
-    short, long = hopper_host.LONG_KEYS, hopper_host.LONG_KEYS + 1
+    short = hopper_host.long_keys(d, causal)
+    long = short + 1
     for lk in (short, long, 2**31 - 1):  # the tiles chosen (compiled at d = 128) before
         for persistent in (None, False, True):  # the recorders replace the kernels
             hopper_host.choose_config(d, tylo.bf16, causal, lk=lk, persistent=persistent)
@@ -245,8 +251,11 @@ def test_the_default_kernel_follows_the_key_length(d, causal):
             out, lse = _arr((1, 2, 8, d), 1 << 33), _arr((1, 2, 8), 1 << 34, dtype=tylo.f32)
             hopper_host.hopper_attention(q, k, k, causal=causal, kv_lens=_lens(1), out=out,
                                          lse=lse)  # fmt: skip
-            want = hopper_host.SCHEDULES[(d, causal, lk > hopper_host.LONG_KEYS)]
             run = rec[-1][2][-1]
+            table = hopper_host.SCHEDULES  # three consumers where the link fits them
+            if run.consumers == 3:
+                table = hopper_host.THREE_CONSUMER_SCHEDULES
+            want = table[(d, causal, lk > short)]
             got = (run.pingpong, run.overlap, run.tma_store, run.persistent, run.split_release)
             assert got == want
             assert rec[-1][0] == ("pers" if want[3] else "one")
@@ -258,11 +267,12 @@ def test_the_default_kernel_follows_the_key_length(d, causal):
         assert rec[-1][0] == "pers" and rec[-1][2][-1].persistent
         # one CTA (sm count 1) walking 256 items of 2**31 - 1 keys wraps the u32 ring count
         mp.setattr(hopper_host, "_sm_count", lambda device: 1)
-        q = _arr((1, 1, 256 * 128, d), 1 << 30)
-        k = _arr((1, 1, 2**31 - 1, d), 1 << 44)
         cfg = hopper_host.choose_config(d, tylo.bf16, causal, lk=2**31 - 1, persistent=True)
-        out = _arr((1, 1, 256 * 128, d), 1 << 45)
-        lse = _arr((1, 1, 256 * 128), 1 << 46, dtype=tylo.f32)
+        rows = 256 * cfg.bm  # 256 items: 2**8 * 2**24 key tiles of 128
+        q = _arr((1, 1, rows, d), 1 << 30)
+        k = _arr((1, 1, 2**31 - 1, d), 1 << 44)
+        out = _arr((1, 1, rows, d), 1 << 45)
+        lse = _arr((1, 1, rows), 1 << 46, dtype=tylo.f32)
         with pytest.raises(AttentionInputError, match="u32 ring count"):
             hopper_host.hopper_attention(q, k, k, causal=causal, kv_lens=_lens(1), cfg=cfg,
                                          out=out, lse=lse)  # fmt: skip
