@@ -122,8 +122,9 @@ class HopperAttentionConfig:
     (needs ``split_kv``): K and V also have empty barriers of their own, K released as soon
     as ``S = Q Kᵀ`` of its tile completed, V after ``P V`` (the measured default at d = 128,
     with the 128-key tile; ``hopper_host.SCHEDULES``); ``consumers``: the
-    consumer warpgroups, 2 (the default) or 3 (FlashAttention-3's 192-row tile at d = 64;
-    :mod:`examples.attention.hopper_roles`; not measured yet)."""
+    consumer warpgroups, 2 (the config's default) or 3 (FlashAttention-3's 192-row tile at
+    d = 64; :mod:`examples.attention.hopper_roles`; ``choose_config``'s default at d = 64
+    without a mask, ``hopper_host.THREE_CONSUMER_SCHEDULES``)."""
 
     d: int = 64
     dtype: Any = tylo.bf16
