@@ -230,10 +230,10 @@ def choose_config(
     full barriers); alone it measured no faster. ``consumers``: the consumer warpgroups, 2
     (128 query rows per CTA) or 3 (192 rows, FlashAttention-3's d = 64 tile, on the tile of
     ``THREE_CONSUMER_TILES``, with the schedules of ``THREE_CONSUMER_SCHEDULES`` where
-    measured, else ``SCHEDULES``'); None: 3 where ``THREE_CONSUMER_SCHEDULES`` names the
-    case and its one-item kernel links without spilling for ``target`` (d = 64 without a
-    mask, where ptxas keeps ``setmaxnreg``; two where ``bn``/``stages`` given do not fit
-    three), else 2."""
+    measured, else those of ``SCHEDULES``); None: 3 where ``THREE_CONSUMER_SCHEDULES``
+    names the case and its one-item kernel links without spilling for ``target`` (d = 64
+    without a mask, where ptxas keeps ``setmaxnreg``; two where ``bn``/``stages`` given do
+    not fit three), else 2."""
     opts = dict(pingpong=pingpong, overlap=overlap, persistent=persistent,
                 tma_store=tma_store, split_kv=split_kv, split_release=split_release)
     for name, value in opts.items():  # before the cache, which takes 1 for True
