@@ -54,6 +54,7 @@ __all__ = [
     "choose_config",
     "compile_hopper_attention",
     "hopper_attention",
+    "long_keys",
     "o_plan",
     "persistent_grid",
     "plans",

@@ -112,7 +112,10 @@ def test_the_default_takes_three_where_measured_and_fitting(monkeypatch, spills)
     monkeypatch.setattr(hopper_host, "_choose_config", hopper_host._choose_config.__wrapped__)
     # the verdict d = 128's tile choice reads too
     monkeypatch.setattr(hopper_host, "_one_item_spills", lambda cfg, target: spills)
-    assert hopper_host.long_keys(64, False) == 2048 and hopper_host.long_keys(64, True) == 4096
+    assert hopper_host.LONG_KEYS == 4096
+    for d, causal in itertools.product((64, 128), (False, True)):  # only d = 64 unmasked moves
+        want = 2048 if (d, causal) == (64, False) else 4096
+        assert hopper_host.long_keys(d, causal) == want
     for (d, causal, long), lk in itertools.product(SCHEDULES, (None, 1024, 2048, 2049, 4096,
                                                                4097, 16384)):  # fmt: skip
         if long != (lk is not None and lk > hopper_host.long_keys(d, causal)):
