@@ -186,22 +186,20 @@ def wait_unarmed_part(out):
 
 
 @tylo.kernel
-def part_out_of_range(out, part: tylo.Static, op: tylo.Static):
-    pipe = Pipeline(PipelinePlan(stages=2, consumers=32, parts=2))
-    if op == "full_address":
-        pipe.full_address(0, part=part)
-    else:
-        pipe.producer_commit(0, part=part)
+def part_misuse(out, plan: tylo.Static, op: tylo.Static, part: tylo.Static):
+    """The pipeline's method ``op`` for iteration 0 and ``part`` (the misuse tests' kernel)."""
+    getattr(Pipeline(plan), op)(0, part=part)
     out[0] = 1.0
 
 
 def test_parts_misuse_is_a_trace_error():
     with pytest.raises(tylo.TyloError, match="PipelineError: consumer_wait: .* for part 1"):
         wait_unarmed_part.compile(tylo.f32, block=32, target="sm_90a")
+    two = PipelinePlan(stages=2, consumers=32, parts=2)
     for op in ("producer_commit", "full_address"):
         for bad in (2, -1, True, 1.0, "1"):
             with pytest.raises(tylo.TyloError, match=rf"{op}: part must be an int in \[0, 2\)"):
-                part_out_of_range.compile(tylo.f32, bad, op, block=32, target="sm_90a")
+                part_misuse.compile(tylo.f32, two, op, bad, block=32, target="sm_90a")
     for bad in (0, -1, 2**20, 1.5, True):
         with pytest.raises(PipelineError, match="parts"):
             PipelinePlan(stages=2, consumers=1, parts=bad)
@@ -230,34 +228,24 @@ def test_release_parts_have_their_own_empty_barriers():
     assert "pipe_empty1" not in _compile_parts().ptx  # parts=2 alone: one empty per stage
 
 
-@tylo.kernel
-def release_misuse(out, plan: tylo.Static, op: tylo.Static, part: tylo.Static):
-    pipe = Pipeline(plan)
-    if op == "producer_acquire":
-        pipe.producer_acquire(0, part=part)
-    else:
-        pipe.consumer_release(0, part=part)
-    out[0] = 1.0
-
-
 def test_release_parts_misuse_is_a_trace_error():
     split = PipelinePlan(stages=2, consumers=32, parts=2, empty_parts=2)
     whole = PipelinePlan(stages=2, consumers=32, parts=2)
     for op in ("producer_acquire", "consumer_release"):
         with pytest.raises(tylo.TyloError, match=rf"PipelineError: {op}: .*2 empty barriers per "
                            rf"stage .*name the part"):  # fmt: skip
-            release_misuse.compile(tylo.f32, split, op, None, block=32, target="sm_90a")
+            part_misuse.compile(tylo.f32, split, op, None, block=32, target="sm_90a")
         for bad in (2, -1, True, 1.0, "1"):
             with pytest.raises(tylo.TyloError, match=rf"{op}: part must be an int in \[0, 2\)"):
-                release_misuse.compile(tylo.f32, split, op, bad, block=32, target="sm_90a")
+                part_misuse.compile(tylo.f32, split, op, bad, block=32, target="sm_90a")
         # one empty barrier per stage: part 0 (or None) is it, part 1 does not exist
         with pytest.raises(tylo.TyloError, match=rf"{op}: part must be an int in \[0, 1\).*"
                            "empty_parts=n"):  # fmt: skip
-            release_misuse.compile(tylo.f32, whole, op, 1, block=32, target="sm_90a")
+            part_misuse.compile(tylo.f32, whole, op, 1, block=32, target="sm_90a")
         for ok in (0, None):
-            assert "mbarrier" in release_misuse.compile(
+            assert "mbarrier" in part_misuse.compile(
                 tylo.f32, whole, op, ok, block=32, target="sm_90a").ptx  # fmt: skip
-        assert "mbarrier" in release_misuse.compile(
+        assert "mbarrier" in part_misuse.compile(
             tylo.f32, split, op, 1, block=32, target="sm_90a").ptx  # fmt: skip
 
 
