@@ -143,10 +143,10 @@ class NVVMModule:
     ) -> ir.Function:
         """Declare a kernel entry (``void name(params...)``) and annotate it.
 
-        ``maxntid`` (1-3 ints) becomes ``.maxntid`` in PTX. ``maxnreg`` (24..255: ptxas raises a smaller count to 24) becomes
-        ``.maxnreg``: the cap on registers per thread. ptxas ignores ``-maxrregcount`` for
-        an entry with ``.maxntid`` (checked with ptxas 13.0), so a cap on such a kernel must
-        be this directive. ``grid_constant`` and
+        ``maxntid`` (1-3 ints) becomes ``.maxntid`` in PTX. ``maxnreg`` (24..255: ptxas
+        raises a smaller count to 24) becomes ``.maxnreg``: the cap on registers per thread.
+        ptxas ignores ``-maxrregcount`` for an entry with ``.maxntid`` (checked with ptxas
+        13.0), so a cap on such a kernel must be this directive. ``grid_constant`` and
         ``byval`` are 0-based parameter indices: a by-value aggregate (a ``[128 x i8]*``
         tensor map) needs both, giving ``.param .align 64 .b8 p[128]`` and ``cvta.param``.
         ``cluster`` (3 positive ints) becomes ``.explicitcluster`` and ``.reqnctapercluster``
@@ -174,7 +174,9 @@ class NVVMModule:
                 self._annotations.append([fn, f"maxntid{axis}", _I32(d)])
         if maxnreg is not None:
             if type(maxnreg) is not int or not 24 <= maxnreg <= 255:
-                raise IRError(f"add_kernel({name!r}): maxnreg {maxnreg!r} must be an int in 24..255")
+                raise IRError(
+                    f"add_kernel({name!r}): maxnreg {maxnreg!r} must be an int in 24..255"
+                )
             self._annotations.append([fn, "maxnreg", _I32(maxnreg)])
         if cluster is not None:
             shape = tuple(cluster)

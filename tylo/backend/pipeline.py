@@ -46,8 +46,9 @@ class CompileOptions:
     ``opt_level`` (libNVVM ``-opt``, 0 or 3); ``ftz``, ``prec_div``, ``prec_sqrt``,
     ``fma`` (libNVVM floating-point flags, defaults as libNVVM's); ``max_registers``
     (registers per thread: the linker's cap, and ``.maxnreg`` on every ``@tylo.kernel``
-    entry, since ptxas ignores the linker's cap on an entry with ``.maxntid``); ``nvvm_options`` and ``link_options``
-    (extra raw flags); ``linker`` (``'auto'``, ``'nvjitlink'`` or ``'ptxas'``).
+    entry, since ptxas ignores the linker's cap on an entry with ``.maxntid``);
+    ``nvvm_options`` and ``link_options`` (extra raw flags); ``linker`` (``'auto'``,
+    ``'nvjitlink'`` or ``'ptxas'``).
     """
 
     opt_level: int = 3
@@ -67,7 +68,8 @@ class CompileOptions:
             type(self.max_registers) is int and 24 <= self.max_registers <= 255
         ):  # below 24 ptxas raises the count to 24 itself: not the cap asked for
             raise CompileError(
-                f"CompileOptions: max_registers must be an int in 24..255, got {self.max_registers!r}"
+                "CompileOptions: max_registers must be an int in 24..255, got "
+                f"{self.max_registers!r}"
             )
         for name in ("nvvm_options", "link_options"):
             value = getattr(self, name)
