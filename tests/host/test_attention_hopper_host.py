@@ -413,6 +413,51 @@ def test_key_tiles_cover_exactly_what_the_rows_see(lq, lk, kv_frac, causal, over
             assert n_tiles == last // bn + 1
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    lq=st.integers(1, 600),
+    lk=st.integers(1, 600),
+    kv_frac=st.sampled_from([None, 0.0, 0.3, 1.0, 1.5]),
+    causal=st.booleans(),
+    bn=st.sampled_from([16, 64, 128]),
+    tc=st.integers(0, 7),
+)
+def test_the_score_mask_is_the_references(lq, lk, kv_frac, causal, bn, tc):
+    """The kernel's mask (``_visible``): per row a limit (``row_limit``), taken relative to a
+    thread's first column ``base`` of key tile ``it`` and clamped (``tile_limit``), against
+    each slot's column offset ``c``; ``c < tile_limit`` is the reference's mask at key
+    ``base + c`` for every row below Lq, every tile and offset, by brute force (``tc``:
+    the thread's first column within the tile)."""
+    from examples.attention.hopper_kernel import row_limit, tile_limit
+    from examples.attention.reference import visible
+
+    kv = lk if kv_frac is None else min(int(kv_frac * lk), lk)
+    want = visible(lq, lk, causal=causal, kv_len=kv)
+    rows = np.arange(lq)
+    for it in range(-(-lk // bn)):
+        base = it * bn + tc
+        offsets = np.arange(bn - tc)  # the columns of the tile from the thread's first
+        keys = base + offsets
+        limit = np.array([row_limit(causal, int(r), kv, lq) for r in rows])
+        got = offsets[None, :] < np.array([tile_limit(x, base, bn) for x in limit])[:, None]
+        inside = keys < lk
+        assert (got[:, inside] == want[:, keys[inside]]).all()
+        assert not got[:, ~inside].any()  # past Lk nothing is visible (kv <= Lk)
+
+
+def test_the_clamp_keeps_any_limit_in_i32():
+    """``tile_limit`` is in [0, bn] for limits and bases anywhere in i64, so the kernel's
+    conversion to i32 loses nothing; the predicate ``c < tile_limit`` is ``c < limit - base``
+    for every offset ``0 <= c < bn``."""
+    from examples.attention.hopper_kernel import tile_limit
+
+    for limit in (-(2**63), -(2**31) - 5, -1, 0, 1, 63, 64, 65, 2**31 + 7, 2**63 - 1):
+        for base in (0, 1, 64, 2**31 - 1, 2**32):
+            got = tile_limit(limit, base, 64)
+            assert 0 <= got <= 64
+            assert [c < got for c in range(64)] == [c < limit - base for c in range(64)]
+
+
 def test_choose_config_takes_a_tile():
     """``bn``/``stages`` given replace the default tile's (and are validated as any config);
     with overlap but without split_release at d = 128 the default is the 64-key tile while
