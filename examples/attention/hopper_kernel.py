@@ -53,6 +53,7 @@ from examples.attention.hopper_roles import (
     registers,
     turn_barrier,
 )
+from examples.attention.mask import score_mask
 from tylo import dtypes as dt
 from tylo.kernel.values import to_index
 from tylo.layouts import ComposedLayout, Layout, Swizzle
@@ -74,7 +75,6 @@ from tylo.nvgpu.warpgroup.mma import (
 from tylo.nvgpu.warpgroup.roles import set_max_registers
 from tylo.tile.access import store
 from tylo.tile.fragment import full, zeros
-from tylo.tile.fragment_io import coordinates
 from tylo.tile.views import GlobalTile, SharedTile
 
 __all__ = [
@@ -341,47 +341,6 @@ def _issue_pv(cfg, smem, pa, base, o):
     return o
 
 
-def row_limit(causal: bool, row: Any, kv: Any, lq: Any, lo: Any = min) -> Any:
-    """The first key hidden from query row ``row`` (keys ``< row_limit`` are visible):
-    ``kv`` (the batch entry's key count), and with ``causal`` ``row + 1 + kv - lq`` (the
-    bottom-right diagonal) if that is smaller. ``lo``: Python's ``min`` on the host,
-    ``tylo.minimum`` in the kernel.
-
-    Defining property (checked against the reference's mask by brute force): key ``j`` is
-    visible to row ``row < lq`` exactly when ``j < row_limit(...)``."""
-    return lo(kv, row + 1 + kv - lq) if causal else kv
-
-
-def tile_limit(limit: Any, base: Any, bn: int, lo: Any = min, hi: Any = max) -> Any:
-    """``limit - base`` clamped to ``[0, bn]``: for a thread whose first column of a
-    ``bn``-key tile is key ``base``, its slot at column offset ``c`` (``0 <= c < bn``) is
-    visible exactly when ``c < tile_limit``; the clamp keeps the value within i32 (and
-    small) whatever ``limit`` and ``base`` are."""
-    return lo(hi(limit - base, 0), bn)
-
-
-def _visible(cfg, own, it, mask):
-    """Which scores of key tile ``it`` are visible (``mask`` = (thread, first row, kv,
-    lq)): per row one limit (:func:`row_limit`, relative to the thread's first column of
-    the tile and clamped: :func:`tile_limit`), converted to i32, against each slot's
-    static column offset: one 32-bit compare per score (the coordinates themselves are
-    64-bit index values)."""
-    me, r0, kv, lq = mask
-    offsets = [own.value_coord(v)[1] for v in range(own.values)]
-    if min(offsets) < 0 or max(offsets) >= cfg.bn:
-        raise PlanError(f"_visible: column offsets {offsets} outside the {cfg.bn}-key tile")
-    base = it * cfg.bn + own.thread_coord(me)[1]
-    if cfg.causal:  # one limit per row the thread holds
-        rows = coordinates(own.reduced(1), me, 0, origin=(r0, 0))
-        limit = row_limit(True, rows, kv, lq, tylo.minimum)
-        limit = tile_limit(limit, base, cfg.bn, tylo.minimum, tylo.maximum).to(tylo.i32)
-    else:  # one for the thread
-        limit = tile_limit(kv, base, cfg.bn, tylo.minimum, tylo.maximum)
-        limit = tylo.value(limit, tylo.i32)
-    cols = full(own, 0, tylo.i32).map_slots(lambda v, _: tylo.value(offsets[v], tylo.i32))
-    return cols < limit
-
-
 # --8<-- [start:softmax]
 def _online_softmax(cfg, s, m2, lsum, it, mask, scale2):
     """The online softmax of one S tile of raw scores; ``scale2 = scale · log2 e > 0`` and
@@ -391,7 +350,9 @@ def _online_softmax(cfg, s, m2, lsum, it, mask, scale2):
     P, the new running maximum and sum, and the factor the old O must be rescaled by."""
     s_atom = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype)
     if mask is not None:  # keys past kv_len, or past the causal diagonal: -inf
-        s = tylo.where(_visible(cfg, s_atom.c, it, mask), s, NEG_INF)
+        me, r0, kv, lq = mask
+        keep = score_mask(s_atom.c, me, (r0, it * cfg.bn), kv, lq, cfg.causal, cfg.bn)
+        s = tylo.where(keep, s, NEG_INF)
     m2_new = tylo.maximum(m2, s.max(axis=1) * scale2)  # scale2 > 0: the max commutes
     sub = tylo.where(m2_new == NEG_INF, 0.0, m2_new)  # nothing visible yet: subtract 0
     p = tylo.exp2(tylo.fma(s, scale2, -sub))

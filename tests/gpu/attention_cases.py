@@ -12,10 +12,10 @@ import numpy as np
 from examples.attention.hopper_host import compile_hopper_attention, verify
 from examples.attention.reference import attention_reference
 
-# The configurations whose assembly may spill on the H200 (ptxas 13.0), and by how much: none
-# since the score mask became one i32 compare per score (examples/attention/hopper_kernel.py,
-# _visible), which removed the 12 bytes of the d = 128 persistent kernel without the mask and
-# the 4 of three consumers' at d = 64. Every configuration must not spill.
+# The configurations whose assembly may spill on the H200 (ptxas 13.0), and by how much:
+# none since the score mask became one i32 compare per score (examples/attention/mask.py),
+# which removed the 12 bytes of the d = 128 persistent kernel without the mask and the 4 of
+# three consumers' at d = 64. Every configuration must not spill.
 SPILL_BOUND: dict = {}  # (d, bn, persistent, causal, consumers) -> spill bytes
 
 

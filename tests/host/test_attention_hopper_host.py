@@ -423,12 +423,12 @@ def test_key_tiles_cover_exactly_what_the_rows_see(lq, lk, kv_frac, causal, over
     tc=st.integers(0, 7),
 )
 def test_the_score_mask_is_the_references(lq, lk, kv_frac, causal, bn, tc):
-    """The kernel's mask (``_visible``): per row a limit (``row_limit``), taken relative to a
+    """The kernels' mask (``examples.attention.mask.score_mask``): per row a limit (``row_limit``), taken relative to a
     thread's first column ``base`` of key tile ``it`` and clamped (``tile_limit``), against
     each slot's column offset ``c``; ``c < tile_limit`` is the reference's mask at key
     ``base + c`` for every row below Lq, every tile and offset, by brute force (``tc``:
     the thread's first column within the tile)."""
-    from examples.attention.hopper_kernel import row_limit, tile_limit
+    from examples.attention.mask import row_limit, tile_limit
     from examples.attention.reference import visible
 
     kv = lk if kv_frac is None else min(int(kv_frac * lk), lk)
@@ -449,7 +449,7 @@ def test_the_clamp_keeps_any_limit_in_i32():
     """``tile_limit`` is in [0, bn] for limits and bases anywhere in i64, so the kernel's
     conversion to i32 loses nothing; the predicate ``c < tile_limit`` is ``c < limit - base``
     for every offset ``0 <= c < bn``."""
-    from examples.attention.hopper_kernel import tile_limit
+    from examples.attention.mask import tile_limit
 
     for limit in (-(2**63), -(2**31) - 5, -1, 0, 1, 63, 64, 65, 2**31 + 7, 2**63 - 1):
         for base in (0, 1, 64, 2**31 - 1, 2**32):
