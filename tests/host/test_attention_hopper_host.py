@@ -378,16 +378,17 @@ def test_options_that_do_not_fit_are_refused_before_launch():
         hopper_attention(wide, wide, wide, cfg=HopperAttentionConfig(d=64))
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    lq=st.integers(1, 700),
-    lk=st.integers(1, 700),
-    kv_frac=st.sampled_from([None, 0.0, 0.3, 1.0, 1.5]),
-    causal=st.booleans(),
-    overlap=st.booleans(),
+# the masks' random shapes: lengths, key counts (a fraction of Lk: none, all, past it), the
+# causal mask, key tiles
+MASK_CASES = dict(
+    lq=st.integers(1, 700), lk=st.integers(1, 700),
+    kv_frac=st.sampled_from([None, 0.0, 0.3, 1.0, 1.5]), causal=st.booleans(),
     bn=st.sampled_from([16, 64, 128]),
-    consumers=st.sampled_from([2, 3]),
-)
+)  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(**MASK_CASES, overlap=st.booleans(), consumers=st.sampled_from([2, 3]))
 def test_key_tiles_cover_exactly_what_the_rows_see(lq, lk, kv_frac, causal, overlap, bn,
                                                    consumers):  # fmt: skip
     """The kernel's loop bounds against the reference's mask (examples/attention/reference.py):
@@ -414,14 +415,7 @@ def test_key_tiles_cover_exactly_what_the_rows_see(lq, lk, kv_frac, causal, over
 
 
 @settings(max_examples=80, deadline=None)
-@given(
-    lq=st.integers(1, 600),
-    lk=st.integers(1, 600),
-    kv_frac=st.sampled_from([None, 0.0, 0.3, 1.0, 1.5]),
-    causal=st.booleans(),
-    bn=st.sampled_from([16, 64, 128]),
-    tc=st.integers(0, 7),
-)
+@given(**MASK_CASES, tc=st.integers(0, 7))
 def test_the_score_mask_is_the_references(lq, lk, kv_frac, causal, bn, tc):
     """The kernels' mask (``examples.attention.mask.score_mask``): per row a limit (``row_limit``), taken relative to a
     thread's first column ``base`` of key tile ``it`` and clamped (``tile_limit``), against
