@@ -470,7 +470,10 @@ def key_loop(cfg, c, bars, smem, pipe, qbase, tiles, mask, scale2, first=0):
             turn_barrier("arrive", bars[1])
         s = wait_group(0, s)
         release_k(cfg, pipe, first)  # split_release: the first tile's K
-        p, m2, lsum, _ = _online_softmax(cfg, s, m2, lsum, 0, mask, scale2)
+        if n_full > 0:  # the first tile is seen whole by every row: no mask
+            p, m2, lsum, _ = _online_softmax(cfg, s, m2, lsum, 0, None, scale2)
+        else:
+            p, m2, lsum, _ = _online_softmax(cfg, s, m2, lsum, 0, mask, scale2)
         pa = accumulator_as_register_a(p, o_atom)
         n1 = tylo.maximum(n_full, 1)
         for it in tylo.range(1, n1):
