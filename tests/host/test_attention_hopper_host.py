@@ -417,8 +417,9 @@ def test_key_tiles_cover_exactly_what_the_rows_see(lq, lk, kv_frac, causal, over
 @settings(max_examples=80, deadline=None)
 @given(**MASK_CASES, tc=st.integers(0, 7))
 def test_the_score_mask_is_the_references(lq, lk, kv_frac, causal, bn, tc):
-    """The kernels' mask (``examples.attention.mask.score_mask``): per row a limit (``row_limit``), taken relative to a
-    thread's first column ``base`` of key tile ``it`` and clamped (``tile_limit``), against
+    """The kernels' mask (``examples.attention.mask.score_mask``): per row a limit
+    (``row_limit``), taken relative to a thread's first column ``base`` of key tile ``it``
+    and clamped (``tile_limit``), against
     each slot's column offset ``c``; ``c < tile_limit`` is the reference's mask at key
     ``base + c`` for every row below Lq, every tile and offset, by brute force (``tc``:
     the thread's first column within the tile)."""
