@@ -53,6 +53,7 @@ from examples.attention.hopper_roles import (
     registers,
     turn_barrier,
 )
+from examples.attention.mask import score_mask
 from tylo import dtypes as dt
 from tylo.kernel.values import to_index
 from tylo.layouts import ComposedLayout, Layout, Swizzle
@@ -74,7 +75,6 @@ from tylo.nvgpu.warpgroup.mma import (
 from tylo.nvgpu.warpgroup.roles import set_max_registers
 from tylo.tile.access import store
 from tylo.tile.fragment import full, zeros
-from tylo.tile.fragment_io import coordinates
 from tylo.tile.views import GlobalTile, SharedTile
 
 __all__ = [
@@ -351,10 +351,7 @@ def _online_softmax(cfg, s, m2, lsum, it, mask, scale2):
     s_atom = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype)
     if mask is not None:  # keys past kv_len, or past the causal diagonal: -inf
         me, r0, kv, lq = mask
-        cols = coordinates(s_atom.c, me, 1, origin=(r0, it * cfg.bn))
-        keep = cols < kv
-        if cfg.causal:
-            keep = keep & (cols <= coordinates(s_atom.c, me, 0, origin=(r0, 0)) + (kv - lq))
+        keep = score_mask(s_atom.c, me, (r0, it * cfg.bn), kv, lq, cfg.causal, cfg.bn)
         s = tylo.where(keep, s, NEG_INF)
     m2_new = tylo.maximum(m2, s.max(axis=1) * scale2)  # scale2 > 0: the max commutes
     sub = tylo.where(m2_new == NEG_INF, 0.0, m2_new)  # nothing visible yet: subtract 0
@@ -473,7 +470,10 @@ def key_loop(cfg, c, bars, smem, pipe, qbase, tiles, mask, scale2, first=0):
             turn_barrier("arrive", bars[1])
         s = wait_group(0, s)
         release_k(cfg, pipe, first)  # split_release: the first tile's K
-        p, m2, lsum, _ = _online_softmax(cfg, s, m2, lsum, 0, mask, scale2)
+        if n_full > 0:  # the first tile is seen whole by every row: no mask
+            p, m2, lsum, _ = _online_softmax(cfg, s, m2, lsum, 0, None, scale2)
+        else:
+            p, m2, lsum, _ = _online_softmax(cfg, s, m2, lsum, 0, mask, scale2)
         pa = accumulator_as_register_a(p, o_atom)
         n1 = tylo.maximum(n_full, 1)
         for it in tylo.range(1, n1):

@@ -45,6 +45,7 @@ import math
 
 import tylo
 from examples.attention.config import AttentionConfig, attention_config
+from examples.attention.mask import score_mask
 from tylo.kernel.values import to_index
 from tylo.layouts import Layout
 from tylo.nvgpu.cpasync import commit_copies, copy_async, wait_copies
@@ -53,7 +54,7 @@ from tylo.nvgpu.warp.ldmatrix import load_operand
 from tylo.nvgpu.warp.mma import mma_atoms, zero_accumulator
 from tylo.tile.access import GlobalTile, SharedTile
 from tylo.tile.fragment import Fragment, full
-from tylo.tile.fragment_io import coordinates, store_fragment
+from tylo.tile.fragment_io import store_fragment
 from tylo.tile.ownership import Ownership
 from tylo.tile.reduce import fold_pairwise, reduction_plan
 
@@ -192,13 +193,9 @@ def key_block(cfg, qf, K, V, sk, sv, svt, tid, n, total, m, l_part, o, c, m0, lq
     for ks in range(s_plan.k_steps):
         qa = qf[ks] if cfg.q_in_registers else load_operand(s_plan, "a", qf, tid, ks)
         s = mma_atoms(s_plan, qa, load_operand(s_plan, "b", kt, tid, ks), s)
-    if masked:
+    if masked:  # one i32 compare per score (examples/attention/mask.py)
         at = (m0, n * cfg.block_n)
-        j = coordinates(s_plan.acc_ownership, tid, 1, origin=at)
-        keep = j < kv
-        if cfg.causal:
-            i = coordinates(s_plan.acc_ownership, tid, 0, origin=at)
-            keep = keep & (j <= i + (kv - lq))
+        keep = score_mask(s_plan.acc_ownership, tid, at, kv, lq, cfg.causal, cfg.block_n)
         s = tylo.where(keep, s, NEG_INF)
     m, l_part, o, p = online_block(cfg, s, m, l_part, o, c)
     vt = svt.select(2, st)

@@ -117,7 +117,7 @@ def test_the_default_takes_three_at_d64_without_a_mask(gpu_runtime):
     takes three consumers at d = 64 without a mask (``THREE_CONSUMER_SCHEDULES``: the
     persistent kernel up to 2048 keys, the one-item kernel past them) and two elsewhere;
     the default calls (no ``cfg``) are correct on both sides of the boundary, with padding,
-    and their assembly spills at most the bound of ``SPILL_BOUND``."""
+    and their assembly does not spill (``SPILL_BOUND``)."""
     for lk, persistent in ((1024, True), (2048, True), (2049, False), (16384, False)):
         cfg = choose_config(64, tylo.bf16, False, lk=lk)
         assert (cfg.consumers, cfg.bm, cfg.persistent) == (3, 192, persistent), lk

@@ -378,16 +378,17 @@ def test_options_that_do_not_fit_are_refused_before_launch():
         hopper_attention(wide, wide, wide, cfg=HopperAttentionConfig(d=64))
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    lq=st.integers(1, 700),
-    lk=st.integers(1, 700),
-    kv_frac=st.sampled_from([None, 0.0, 0.3, 1.0, 1.5]),
-    causal=st.booleans(),
-    overlap=st.booleans(),
+# the masks' random shapes: lengths, key counts (a fraction of Lk: none, all, past it), the
+# causal mask, key tiles
+MASK_CASES = dict(
+    lq=st.integers(1, 700), lk=st.integers(1, 700),
+    kv_frac=st.sampled_from([None, 0.0, 0.3, 1.0, 1.5]), causal=st.booleans(),
     bn=st.sampled_from([16, 64, 128]),
-    consumers=st.sampled_from([2, 3]),
-)
+)  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(**MASK_CASES, overlap=st.booleans(), consumers=st.sampled_from([2, 3]))
 def test_key_tiles_cover_exactly_what_the_rows_see(lq, lk, kv_frac, causal, overlap, bn,
                                                    consumers):  # fmt: skip
     """The kernel's loop bounds against the reference's mask (examples/attention/reference.py):
@@ -411,6 +412,45 @@ def test_key_tiles_cover_exactly_what_the_rows_see(lq, lk, kv_frac, causal, over
         if rows.any():  # and not one tile more than needed
             last = int(np.flatnonzero(rows.any(axis=0)).max())
             assert n_tiles == last // bn + 1
+
+
+@settings(max_examples=80, deadline=None)
+@given(**MASK_CASES, tc=st.integers(0, 7))
+def test_the_score_mask_is_the_references(lq, lk, kv_frac, causal, bn, tc):
+    """The kernels' mask (``examples.attention.mask.score_mask``): per row a limit
+    (``row_limit``), taken relative to a thread's first column ``base`` of key tile ``it``
+    and clamped (``tile_limit``), against
+    each slot's column offset ``c``; ``c < tile_limit`` is the reference's mask at key
+    ``base + c`` for every row below Lq, every tile and offset, by brute force (``tc``:
+    the thread's first column within the tile)."""
+    from examples.attention.mask import row_limit, tile_limit
+    from examples.attention.reference import visible
+
+    kv = lk if kv_frac is None else min(int(kv_frac * lk), lk)
+    want = visible(lq, lk, causal=causal, kv_len=kv)
+    rows = np.arange(lq)
+    for it in range(-(-lk // bn)):
+        base = it * bn + tc
+        offsets = np.arange(bn - tc)  # the columns of the tile from the thread's first
+        keys = base + offsets
+        limit = np.array([row_limit(causal, int(r), kv, lq) for r in rows])
+        got = offsets[None, :] < np.array([tile_limit(x, base, bn) for x in limit])[:, None]
+        inside = keys < lk
+        assert (got[:, inside] == want[:, keys[inside]]).all()
+        assert not got[:, ~inside].any()  # past Lk nothing is visible (kv <= Lk)
+
+
+def test_the_clamp_keeps_any_limit_in_i32():
+    """``tile_limit`` is in [0, bn] for limits and bases anywhere in i64, so the kernel's
+    conversion to i32 loses nothing; the predicate ``c < tile_limit`` is ``c < limit - base``
+    for every offset ``0 <= c < bn``."""
+    from examples.attention.mask import tile_limit
+
+    for limit in (-(2**63), -(2**31) - 5, -1, 0, 1, 63, 64, 65, 2**31 + 7, 2**63 - 1):
+        for base in (0, 1, 64, 2**31 - 1, 2**32):
+            got = tile_limit(limit, base, 64)
+            assert 0 <= got <= 64
+            assert [c < got for c in range(64)] == [c < limit - base for c in range(64)]
 
 
 def test_choose_config_takes_a_tile():

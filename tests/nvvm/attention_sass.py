@@ -73,3 +73,55 @@ def ptx_events(ptx: str, detail: bool = False) -> str:
             if not out or out[-1] != ev:
                 out.append(ev)
     return "".join(out)
+
+
+def _blocks(ptx: str) -> list[list[str]]:
+    """The PTX's straight-line pieces: a new one at every ``$L__`` label and after every
+    branch to one (the mbarrier waits' branches stay inside their inline-asm scopes)."""
+    blocks: list[list[str]] = [[]]
+    for line in ptx.splitlines():
+        if re.match(r"^\$L__\w+:", line.strip()) and blocks[-1]:
+            blocks.append([])
+        blocks[-1].append(line)
+        if re.search(r"\bbra(?:\.uni)?\s+\$L__\w+;", line):
+            blocks.append([])
+    return [b for b in blocks if b]
+
+
+def role_events(ptx: str, detail: bool = False) -> tuple[str, str]:
+    """``(consumer, producer)``: the :func:`ptx_events` of the code each role reaches from its
+    ``setmaxnreg`` (``inc`` for the consumers, ``dec`` for the producer) and the other role
+    does not (the shared exit dropped), each in PTX order. Found by the branches' graph, not
+    by where LLVM placed the blocks."""
+    blocks = _blocks(ptx)
+    label = {}
+    for i, b in enumerate(blocks):
+        m = re.match(r"^(\$L__\w+):", b[0].strip())
+        if m:
+            label[m.group(1)] = i
+    succ = []
+    for i, b in enumerate(blocks):
+        last = next((line.strip() for line in reversed(b) if line.strip()), "")
+        targets = {label[t] for t in re.findall(r"\bbra(?:\.uni)?\s+(\$L__\w+);", last)}
+        ends = re.match(r"^(bra\.uni|bra|ret|exit)\b", last) is not None
+        succ.append(targets | (set() if ends or i + 1 == len(blocks) else {i + 1}))
+
+    def reach(start: int) -> set[int]:
+        seen, todo = set(), [start]
+        while todo:
+            i = todo.pop()
+            if i not in seen:
+                seen.add(i)
+                todo.extend(succ[i])
+        return seen
+
+    def start(marker: str) -> int:
+        return next(i for i, b in enumerate(blocks) if any(marker in line for line in b))
+
+    cons, prod = reach(start("setmaxnreg.inc")), reach(start("setmaxnreg.dec"))
+
+    def events(mine: set[int], other: set[int]) -> str:
+        lines = [line for i in sorted(mine - other) for line in blocks[i]]
+        return ptx_events("\n".join(lines), detail)
+
+    return events(cons, prod), events(prod, cons)

@@ -138,3 +138,18 @@ def test_each_kernel_refuses_the_other_schedule():
             one.dtype, tylo.f32, *plans(one), None, *common, int, int, one, block=THREADS,
             target="sm_90a",
         )
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["padding", "causal"])
+def test_the_mask_is_one_32_bit_compare_per_score(causal):
+    """The masked tile compares each score's static column offset with its row's i32 limit
+    (``examples.attention.mask.score_mask``): a ``setp.gt.s32`` per score of the (64, bn)
+    S fragment a thread holds (``bn / 2``) in a masked tile body (LLVM may fold the
+    prologue's), and none of the 64-bit compares (two ISETP in SASS each) the fragment's
+    coordinates took: those were about three per score (198 at bn = 128 with the causal
+    mask)."""
+    cfg = fitting_config(64, causal=causal, overlap=True)
+    ptx = _compile(cfg).ptx
+    per_tile = cfg.bn // 2
+    assert len(re.findall(r"setp\.gt\.s32", ptx)) >= per_tile
+    assert len(re.findall(r"setp\.\w+\.s64", ptx)) <= 12

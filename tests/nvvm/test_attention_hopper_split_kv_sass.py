@@ -16,7 +16,7 @@ from attention_sass import (
     assert_not_serialized,
     fitting_config,
     live_lines,
-    ptx_events,
+    role_events,
     wgmma_chains,
 )
 from attention_sass import compile_quiet as _compile
@@ -26,10 +26,9 @@ from examples.attention.hopper_kernel import HopperAttentionConfig
 
 
 def _consumer(ptx):
-    """The consumer's events: up to its last ``P V`` (the producer's code follows it), the
-    first wait being Q's."""
-    ev = ptx_events(ptx)
-    return ev[: ev.rindex("P") + 1]
+    """The consumer's events (:func:`attention_sass.role_events`), the first wait being
+    Q's."""
+    return role_events(ptx)[0]
 
 
 # (d, causal, dtype, pingpong, overlap, persistent, tma_store): configurations that fit the

@@ -20,7 +20,12 @@ import re
 from dataclasses import replace
 
 import pytest
-from attention_sass import assert_not_serialized, live_lines, ptx_events, wgmma_chains
+from attention_sass import (
+    assert_not_serialized,
+    live_lines,
+    role_events,
+    wgmma_chains,
+)
 from attention_sass import compile_quiet as _compile
 
 from examples.attention.hopper_kernel import HopperAttentionConfig
@@ -39,17 +44,10 @@ CASES = [
 ]
 
 
-def _events(ptx):
-    """:func:`attention_sass.ptx_events` with releases, arming and ``wait_group`` depths."""
-    return ptx_events(ptx, detail=True)
-
-
 def _roles(ptx):
-    """``(consumer, producer)`` events: the consumer's body comes first in the PTX, up to
-    its last release; the producer's (waits and arming only) follows."""
-    ev = _events(ptx)
-    cut = ev.rindex("R") + 1
-    return ev[:cut], ev[cut:]
+    """``(consumer, producer)`` events (:func:`attention_sass.role_events`, with releases,
+    arming and ``wait_group`` depths)."""
+    return role_events(ptx, detail=True)
 
 
 def _cfg(tile, causal, persistent, pingpong, overlap, **kw):
