@@ -138,7 +138,7 @@ class HopperAttentionConfig:
     with the 128-key tile; ``hopper_host.SCHEDULES``); ``consumers``: the
     consumer warpgroups, 2 (the config's default) or 3 (FlashAttention-3's 192-row tile at
     d = 64; :mod:`examples.attention.hopper_roles`; ``choose_config``'s default at d = 64
-    without a mask, ``hopper_host.THREE_CONSUMER_SCHEDULES``)."""
+    without a mask, and causal past 4096 keys, ``hopper_host.THREE_CONSUMER_SCHEDULES``)."""
 
     d: int = 64
     dtype: Any = tylo.bf16
