@@ -186,9 +186,13 @@ LONG_KEYS_AT = {(64, False): 2048}
 # at d = 64 without a mask ping-pong + overlap, O by TMA, was 1.04x the two-consumer default
 # at 1k with the persistent kernel (one-item 0.93x), 1.07x and 1.08x at 4k and 16k with the
 # one-item kernel (persistent 0.99x, 0.97x); every other schedule was 0.75-0.98x. With the
-# causal mask (0.67-0.97x: a 192-row diagonal) and at d = 128 (0.66-0.90x) two stay.
+# causal mask, once each consumer computes only the key tiles its own rows see
+# (hopper_kernel.own_tiles; 6 rounds, 2026-12-02), ping-pong + overlap with the one-item
+# kernel was 1.16x the two-consumer default at 16k, but 0.98x at 4k and 0.83x at 1k (every
+# other schedule 0.82-1.04x): three only past LONG_KEYS there. At d = 128 (0.66-0.90x) two.
 THREE_CONSUMER_SCHEDULES = {(64, False, False): (True, True, True, True, False),
-                            (64, False, True): (True, True, True, False, False)}  # fmt: skip
+                            (64, False, True): (True, True, True, False, False),
+                            (64, True, True): (True, True, True, False, False)}  # fmt: skip
 
 
 def long_keys(d: int, causal: bool) -> int:
@@ -233,8 +237,8 @@ def choose_config(
     ``THREE_CONSUMER_TILES``, with the schedules of ``THREE_CONSUMER_SCHEDULES`` where
     measured, else those of ``SCHEDULES``); None: 3 where ``THREE_CONSUMER_SCHEDULES``
     names the case and its one-item kernel links without spilling for ``target`` (d = 64
-    without a mask, where ptxas keeps ``setmaxnreg``; two where ``bn``/``stages`` given do
-    not fit three), else 2."""
+    without a mask, and causal past ``LONG_KEYS``, where ptxas keeps ``setmaxnreg``; two
+    where ``bn``/``stages`` given do not fit three), else 2."""
     opts = dict(pingpong=pingpong, overlap=overlap, persistent=persistent,
                 tma_store=tma_store, split_kv=split_kv, split_release=split_release)
     for name, value in opts.items():  # before the cache, which takes 1 for True

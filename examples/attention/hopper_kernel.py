@@ -79,6 +79,7 @@ from tylo.tile.views import GlobalTile, SharedTile
 
 __all__ = [
     "CONSUMERS",
+    "OWN_TILES",
     "THREADS",
     "HopperAttentionConfig",
     "RegisterAProof",
@@ -90,6 +91,19 @@ __all__ = [
 
 Dim = tylo.Int(min=1, max=2**31 - 1)
 CONSUMERS = 2  # the default config's consumer warpgroups (cfg.consumers)
+# consumer counts whose consumers each compute only the key tiles their own 64 rows see,
+# with the causal mask (key_loop, own_tiles): with 3 (192 rows per item) the causal
+# diagonal is 192 rows wide. With 2 (bm = 128, and bn = 128 or 64) the two consumers'
+# bounds differ only in partial last q-tiles; without the mask only there too (1024 =
+# 5 * 192 + 64), and the bounds cost the one-item kernel registers (ptxas 13.0 spills it by
+# 4 bytes), so those kernels stay as measured.
+OWN_TILES = (3,)
+
+
+def own_tiles(cfg: Any) -> bool:
+    """Whether ``cfg``'s consumers each compute only the key tiles their own rows see:
+    three consumers (``OWN_TILES``) with the causal mask."""
+    return cfg.consumers in OWN_TILES and cfg.causal
 THREADS = 128 * (1 + CONSUMERS)  # and its threads per CTA (cfg.threads)
 # and its roles' registers after setmaxnreg (cfg.producer_registers, cfg.consumer_registers)
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = registers(CONSUMERS)
@@ -124,7 +138,7 @@ class HopperAttentionConfig:
     with the 128-key tile; ``hopper_host.SCHEDULES``); ``consumers``: the
     consumer warpgroups, 2 (the config's default) or 3 (FlashAttention-3's 192-row tile at
     d = 64; :mod:`examples.attention.hopper_roles`; ``choose_config``'s default at d = 64
-    without a mask, ``hopper_host.THREE_CONSUMER_SCHEDULES``)."""
+    without a mask, and causal past 4096 keys, ``hopper_host.THREE_CONSUMER_SCHEDULES``)."""
 
     d: int = 64
     dtype: Any = tylo.bf16
@@ -297,21 +311,27 @@ def v_operand_layout(cfg: HopperAttentionConfig) -> ComposedLayout:
 
 # --8<-- [start:bounds]
 def key_tiles(cfg: HopperAttentionConfig, row0: Any, kv: Any, lq: Any, lo: Any = min,
-              hi: Any = max) -> tuple[Any, Any]:
+              hi: Any = max, rows: int | None = None) -> tuple[Any, Any]:
     """``(n_full, n_tiles)`` for the CTA whose first query row is ``row0``, with ``kv`` keys
     (already clamped to [0, Lk]) and ``lq`` queries: key tiles ``[0, n_tiles)`` hold every
     key a row of the CTA sees (causal: up to the bottom-right diagonal of its last row), and
     the first ``n_full`` of them are seen whole by every row (no mask). With ``overlap`` a
     CTA that sees nothing still runs one (masked) tile. ``lo``/``hi`` are min/max: Python's
-    on the host, ``tylo.minimum``/``tylo.maximum`` in the kernel.
+    on the host, ``tylo.minimum``/``tylo.maximum`` in the kernel. ``rows``: the query rows
+    from ``row0`` (None: the CTA's ``bm``; 64: one consumer's, :func:`key_loop`), of which
+    only those below ``lq`` count (a consumer's rows may all lie past ``lq``: it sees
+    nothing).
 
     Defining property (checked against the reference's mask by brute force): no row of
-    the CTA sees a key at or past ``n_tiles * bn``, and every row sees every key below
-    ``n_full * bn``."""
+    the CTA (or of the consumer) sees a key at or past ``n_tiles * bn``, and every row sees
+    every key below ``n_full * bn``."""
     end, full_end = kv, kv
+    last = cfg.bm if rows is None else rows
     if cfg.causal:  # the last row sees keys up to row0 + bm - 1 + kv - lq, the first row0 + ..
-        end = lo(kv, kv + (row0 + cfg.bm - lq))
+        end = lo(kv, kv + (row0 + last - lq))
         full_end = lo(kv, kv + (row0 + 1 - lq))
+    if rows is not None:  # a consumer whose rows all lie at or past lq sees no key
+        end = lo(end, kv * lo(hi(lq - row0, 0), 1))
     n_tiles = (hi(end, 0) + cfg.bn - 1) // cfg.bn
     if cfg.overlap:  # the overlapped loop has a prologue
         n_tiles = hi(n_tiles, 1)
@@ -430,14 +450,38 @@ def _overlapped_tile(cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mas
 # --8<-- [end:overlap]
 
 
+def _skipped_tile(cfg, bars, pipe, it, first=0):
+    """Key tile ``it`` (ring iteration ``first + it``) of the CTA that this consumer's rows do
+    not see (:data:`OWN_TILES`): no wgmma, only its part of the protocol, as
+    :func:`_key_tile` makes it: wait for the tile, take and give the turn (ping-pong keeps
+    rotating), release it. The waits are needed: a release made before the tile landed
+    could count towards the phase of an earlier use of the stage, which other consumers
+    may still be reading."""
+    wait_k(cfg, pipe, first + it)
+    if cfg.pingpong:
+        turn_barrier("sync", bars[0])
+        turn_barrier("arrive", bars[1])
+    release_k(cfg, pipe, first + it)
+    wait_v(cfg, pipe, first + it)
+    release_v(cfg, pipe, first + it)
+
+
 # --8<-- [start:consumer]
 @tylo.inline
 def key_loop(cfg, c, bars, smem, pipe, qbase, tiles, mask, scale2, first=0):
     """Consumer ``c``'s 64 query rows (of the Q tile at element ``qbase``) against the key
     tiles ``[0, n_tiles)`` (``tiles = (n_full, n_tiles)``: the first ``n_full`` need no
     mask), read from ring iterations ``first ..``; every wgmma is complete on return.
-    Returns ``(o, m2, lsum)``: the unnormalized O, the row maximum (log2 units) and sum."""
+    Returns ``(o, m2, lsum)``: the unnormalized O, the row maximum (log2 units) and sum.
+    Where :func:`own_tiles` the consumer computes only the tiles its own 64 rows see
+    (:func:`key_tiles` with ``rows=64``) and steps through the rest with
+    :func:`_skipped_tile`."""
     n_full, n_tiles = tiles
+    all_tiles = n_tiles
+    if own_tiles(cfg):
+        _, r0, kv, lq = mask
+        n_full, n_tiles = key_tiles(cfg, r0, kv, lq, tylo.minimum, tylo.maximum, rows=64)
+        n_tiles = tylo.minimum(n_tiles, all_tiles)  # never more: its rows are the CTA's
     o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
     rows = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype).c.reduced(1)
     # rows 64c.. of Q's block j: the same swizzled block, 64 rows (8 swizzle periods) on
@@ -493,6 +537,9 @@ def key_loop(cfg, c, bars, smem, pipe, qbase, tiles, mask, scale2, first=0):
         commit_group()
         o = wait_group(0, o)
         release_v(cfg, pipe, last)
+    if own_tiles(cfg):
+        for it in tylo.range(n_tiles, all_tiles):
+            _skipped_tile(cfg, bars, pipe, it, first)
     return o, m2, lsum
 
 

@@ -453,6 +453,36 @@ def test_the_clamp_keeps_any_limit_in_i32():
             assert [c < got for c in range(64)] == [c < limit - base for c in range(64)]
 
 
+@settings(max_examples=60, deadline=None)
+@given(**MASK_CASES, overlap=st.booleans(), consumers=st.sampled_from([2, 3]))
+def test_a_consumers_key_tiles_are_what_its_rows_see(lq, lk, kv_frac, causal, overlap, bn,
+                                                     consumers):  # fmt: skip
+    """``key_tiles(rows=64)``, a consumer's own bounds (``key_loop`` where ``own_tiles``),
+    against the reference's mask: tiles past them hold no visible key of the consumer's
+    rows below Lq, tiles before ``n_full`` are visible whole to them, a consumer whose rows
+    all lie past Lq has no tile (one masked tile with overlap), and the bounds never pass
+    the CTA's (the kernel clamps to them anyway)."""
+    from examples.attention.hopper_kernel import key_tiles
+    from examples.attention.reference import visible
+
+    kv = lk if kv_frac is None else min(int(kv_frac * lk), lk)
+    cfg = HopperAttentionConfig(d=64, bn=bn, stages=2, causal=causal, overlap=overlap,
+                                consumers=consumers)  # fmt: skip
+    mask = visible(lq, lk, causal=causal, kv_len=kv)
+    for row0 in range(0, lq, cfg.bm):
+        cta_full, cta_tiles = key_tiles(cfg, row0, kv, lq)
+        for c in range(consumers):
+            r0 = row0 + 64 * c
+            n_full, n_tiles = key_tiles(cfg, r0, kv, lq, rows=64)
+            rows = mask[r0 : r0 + 64]  # empty past lq
+            assert 0 <= n_full <= n_tiles <= cta_tiles
+            assert n_full >= cta_full or r0 >= lq  # an empty consumer's n_full is 0
+            assert not rows[:, n_tiles * bn :].any()
+            assert rows[:, : n_full * bn].all()
+            last = int(np.flatnonzero(rows.any(axis=0)).max()) if rows.any() else -1
+            assert n_tiles == max(last // bn + 1 if last >= 0 else 0, 1 if overlap else 0)
+
+
 def test_choose_config_takes_a_tile():
     """``bn``/``stages`` given replace the default tile's (and are validated as any config);
     with overlap but without split_release at d = 128 the default is the 64-key tile while

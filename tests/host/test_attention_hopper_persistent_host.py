@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import tylo
 from examples.attention import hopper_host
 from examples.attention.hopper_host import choose_config, persistent_grid
-from examples.attention.hopper_kernel import HopperAttentionConfig, key_tiles
+from examples.attention.hopper_kernel import HopperAttentionConfig, key_tiles, own_tiles
 from examples.attention.hopper_persistent import cta_item, cta_items, item_order, work_items
 from examples.attention.hopper_roles import consumer_rows
 from examples.attention.reference import AttentionInputError
@@ -180,6 +180,16 @@ def cta_walk(cfg, items, sms, c, lens, lq, lk):
         first += n_tiles
 
 
+def consumer_tiles(cfg, item, n_tiles, w, lens, lq, lk):
+    """The key tiles consumer ``w`` computes of an item of ``n_tiles``: where
+    ``own_tiles(cfg)`` those its own 64 rows see (``key_loop``), else all."""
+    if not own_tiles(cfg):
+        return n_tiles
+    k, _, b = item
+    kv = min(max(lens[0][b], 0), lk)
+    return min(key_tiles(cfg, k * cfg.bm + 64 * w, kv, lq, rows=64)[1], n_tiles)
+
+
 def turn_ops(cfg, w):
     """Consumer ``w``'s ping-pong turn (empty without ping-pong): wait on its own turn
     barrier, then give the next consumer its turn, with the barriers the kernel's
@@ -212,9 +222,9 @@ def _ops(cfg, items, sms, c, lens, lq, lk):
                      ("fill", st_, (item, kt)),
                      ("arrive", ("full", ring.stage(it)), 1)]  # fmt: skip
         for w in range(n):
-            ops = cons[w]
+            ops, mine = cons[w], consumer_tiles(cfg, item, n_tiles, w, lens, lq, lk)
             ops += [("wait", ("qfull", qp.stage(i)), qp.parity(i)), ("hold", qb, item)]
-            for kt in range(n_tiles):
+            for kt in range(mine):
                 it = first + kt
                 st_ = ("kv", ring.stage(it))
                 ops += [("wait", ("full", ring.stage(it)), ring.parity(it)),
@@ -227,9 +237,13 @@ def _ops(cfg, items, sms, c, lens, lq, lk):
                     ops += [("free", prev),
                             ("arrive", ("empty", ring.stage(it - 1)), 128 * n)]  # fmt: skip
             if cfg.overlap:
-                last = first + n_tiles - 1
+                last = first + mine - 1
                 ops += [("free", ("kv", ring.stage(last))),
                         ("arrive", ("empty", ring.stage(last)), 128 * n)]  # fmt: skip
+            for kt in range(mine, n_tiles):  # _skipped_tile: wait, the turn, release
+                it = first + kt
+                ops += [("wait", ("full", ring.stage(it)), ring.parity(it))]
+                ops += turn_ops(cfg, w) + [("arrive", ("empty", ring.stage(it)), 128 * n)]
             ops += [("free", qb), ("arrive", ("qempty", qp.stage(i)), 128 * n)]
     open_turns(cfg, cons)
     return prod, cons
@@ -332,6 +346,38 @@ def test_protocol_model_catches_a_single_q_buffer(consumers):
 
     bad, cons = one_buffer(prod), [one_buffer(ops) for ops in cons]
     assert failing_seeds(_run, bad, cons, range(30)) > 0
+
+
+def test_own_tiles_skip_and_the_model_catches_a_skip_without_its_wait():
+    """With three consumers at a causal 1000 x 1000 (192-row items; the last item's
+    consumers 1 and 2 hold no row below Lq) consumers skip tiles of their items; with two
+    (128-row items) none does here. The model is not vacuous about the skip: a skipped tile
+    released without waiting for it first can count towards an earlier phase of its stage
+    while another consumer still reads that stage."""
+    for consumers, skips in ((2, False), (3, True)):
+        cfg = HopperAttentionConfig(d=64, bn=64, stages=2, persistent=True, causal=True,
+                                    pingpong=True, overlap=True, consumers=consumers)  # fmt: skip
+        items = work_items(-(-1000 // cfg.bm), 1, 1)
+        walked = list(cta_walk(cfg, items, 1, 0, ([1000], 1), 1000, 1000))
+        skipped = sum(n - consumer_tiles(cfg, item, n, w, ([1000], 1), 1000, 1000)
+                      for _, item, n, _ in walked for w in range(consumers))  # fmt: skip
+        assert (skipped > 0) == skips, (consumers, skipped)
+    prod, cons = _ops(cfg, items, 1, 0, ([1000], 1), 1000, 1000)
+    assert failing_seeds(_run, prod, cons, range(20)) == 0
+
+    def no_wait(ops):  # drop the full-barrier wait before each skipped tile's turn
+        out = []
+        for j, op in enumerate(ops):
+            nxt = ops[j + 1] if j + 1 < len(ops) else ()
+            follows = ops[j + 3] if j + 3 < len(ops) else ()
+            if op[0] == "wait" and op[1][0] == "full" and nxt and nxt[0] == "turn" and \
+                    follows and follows[0] == "arrive":
+                continue
+            out.append(op)
+        return out
+
+    bad = [no_wait(ops) for ops in cons]
+    assert bad != cons and failing_seeds(_run, prod, bad, range(40)) > 0
 
 
 def test_protocol_model_catches_a_broken_rotation():

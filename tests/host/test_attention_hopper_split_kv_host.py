@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from test_attention_hopper_persistent_host import (  # the mbarrier model and the item walk
     PROTOCOL_CASES,
     _run,
+    consumer_tiles,
     cta_walk,
     failing_seeds,
     open_turns,
@@ -128,7 +129,8 @@ def _ops(cfg, items, sms, c, lens, lq, lk, v_on_k=False):
                          ("arrive", ("full", part, ring.stage(it)), 1)]  # fmt: skip
         for w in range(n):
             ops, turn = cons[w], turn_ops(cfg, w)
-            for kt in range(n_tiles):
+            mine = consumer_tiles(cfg, item, n_tiles, w, lens, lq, lk)
+            for kt in range(mine):
                 it = first + kt
                 if not cfg.overlap:  # K, S (the turn), the softmax, then V and P V
                     ops += wait(K, it) + [("hold", buf(K, it), (item, kt, K))] + turn
@@ -140,9 +142,13 @@ def _ops(cfg, items, sms, c, lens, lq, lk, v_on_k=False):
                     ops += wait(K, it) + [("hold", buf(K, it), (item, kt, K))] + turn
                     ops += release(it - 1)
             if cfg.overlap:  # P V of the last tile
-                last = first + n_tiles - 1
-                ops += wait(V, last) + [("hold", buf(V, last), (item, n_tiles - 1, V))]
+                last = first + mine - 1
+                ops += wait(V, last) + [("hold", buf(V, last), (item, mine - 1, V))]
                 ops += release(last)
+            for kt in range(mine, n_tiles):  # _skipped_tile: wait K, turn, wait V, release
+                it = first + kt
+                ops += wait(K, it) + turn + wait(V, it)
+                ops += [("arrive", ("empty", ring.stage(it)), 128 * n)]
     open_turns(cfg, cons)
     return prod, cons
 

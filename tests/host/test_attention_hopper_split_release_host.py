@@ -180,7 +180,8 @@ def _ops(cfg, items, sms, c, lens, lq, lk, bug=None):
                          ("arrive", ("full", part, ring.stage(it)), 1)]  # fmt: skip
         for w in range(n):
             ops, turn = cons[w], model.turn_ops(cfg, w)
-            for kt in range(n_tiles):
+            mine = model.consumer_tiles(cfg, item, n_tiles, w, lens, lq, lk)
+            for kt in range(mine):
                 it = first + kt
                 if not cfg.overlap:  # _key_tile: K, S, the softmax, then V and P V
                     ops += read(K, it, kt) + turn + done_k(it)
@@ -192,8 +193,13 @@ def _ops(cfg, items, sms, c, lens, lq, lk, bug=None):
                     ops += read(K, it, kt) + [("hold", buf(V, it - 1), (item, kt - 1, V))]
                     ops += turn + done_k(it) + done_v(it - 1)
             if cfg.overlap:  # P V of the last tile
-                last = first + n_tiles - 1
-                ops += read(V, last, n_tiles - 1) + done_v(last)
+                last = first + mine - 1
+                ops += read(V, last, mine - 1) + done_v(last)
+            for kt in range(mine, n_tiles):  # _skipped_tile: wait K, turn, release K, then V
+                it = first + kt
+                ops += [("wait", ("full", K, ring.stage(it)), ring.parity(it))] + turn
+                ops += release(K, it) + [("wait", ("full", V, ring.stage(it)), ring.parity(it))]
+                ops += release(V, it)
     model.open_turns(cfg, cons)
     return prod, cons
 
