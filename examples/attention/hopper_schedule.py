@@ -33,12 +33,13 @@ from tylo.nvgpu.errors import PlanError
 __all__ = ["TAIL_ROUNDS", "cta_shares", "item_weights", "mirrored", "schedule_table"]
 
 # the items dealt heaviest first at the end: at least this many rounds of grid (when there
-# are that many). By the shares' loads at 132 CTAs (tests/host/test_attention_hopper_
-# balance_host.py): max / mean 1.004-1.008 at the benchmark's causal shapes and 1.015 at
-# B 17 x H 16 at 1k (the pairs alone: 1.031 and 1.092); with 4 rounds B 8 x H 16 at 1k kept
-# the pairs' 1.031. The tail's items in flight at one time then come from ~6 rounds of
-# q-tiles: at 1k keys ~100 (batch, head)s, 25 MB of K and V at D = 64 (L2: 50 MB).
-TAIL_ROUNDS = 6
+# are that many). Measured on an H200 (benchmarks/attention.py's causal shapes, 6 rounds,
+# 2026-12-02), TFLOP/s at 0 / 2 / 3 / 6: D = 128 1k 491 / 485 / 484 / 453, 4k 655 / 655 /
+# 654 / 646; D = 64 1k 316 / 318 / 309 / 312, 4k 428 / 432 / 438 / 432. More rounds balance
+# better (max / mean load at 132 CTAs, tests/host/test_attention_hopper_balance_host.py:
+# 1.020 at 1k with 2, 1.008 with 6; the pairs alone 1.031) but put more (batch, head)s in
+# flight at one time: with 6 at D = 128 1k ~100 of them, 50 MB of K and V, the whole L2.
+TAIL_ROUNDS = 2
 
 
 # --8<-- [start:shares]
