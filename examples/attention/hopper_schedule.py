@@ -9,7 +9,7 @@ Q load, first ``S`` and epilogue: about a tile's time, an estimate) at the full 
 - The *head*: whole rounds of ``grid`` pairs of the mirrored order (:func:`mirrored`: a
   q-tile of one (batch, head) and the mirror q-tile of the next, ``q_tiles + 1`` causal key
   tiles a pair), pair ``c + r grid`` to CTA ``c``, while at least ``TAIL_ROUNDS * grid``
-  items remain after them. The pairs in flight at one time are ~``grid`` consecutive ones
+  items remain after them (any number where the items weigh the same: :func:`tail_rounds`). The pairs in flight at one time are ~``grid`` consecutive ones
   of a few (batch, head)s, so they read the same K and V from L2.
 - The *tail*: the rest, heaviest first, each to the CTA whose load is the least so far
   (ties: the lowest CTA). Pairs alone left a CTA up to one pair above the mean: on an
@@ -30,7 +30,7 @@ import numpy as np
 from examples.attention.hopper_kernel import key_tiles
 from tylo.nvgpu.errors import PlanError
 
-__all__ = ["TAIL_ROUNDS", "cta_shares", "item_weights", "mirrored", "schedule_table"]
+__all__ = ["TAIL_ROUNDS", "cta_shares", "item_weights", "mirrored", "schedule_table", "tail_rounds"]
 
 # the items dealt heaviest first at the end: at least this many rounds of grid (when there
 # are that many). Measured on an H200 (benchmarks/attention.py's causal shapes, 6 rounds,
@@ -72,6 +72,13 @@ def item_weights(cfg: Any, lq: int, lk: int, heads: int) -> np.ndarray:
     return np.tile(np.asarray(by_position, dtype=np.int64), heads)
 
 
+def tail_rounds(weights: np.ndarray) -> int:
+    """``TAIL_ROUNDS``, or 0 where every item weighs the same (no mask, or none that moves a
+    tile): then whole rounds of pairs and the rest one by one leave each CTA
+    ``ceil(items / grid)`` items at most, the least any deal can, with the most pairs."""
+    return 0 if weights.min() == weights.max() else TAIL_ROUNDS
+
+
 def cta_shares(weights: np.ndarray, q_tiles: int, heads: int, grid: int) -> list[np.ndarray]:
     """Each CTA's items (``item_order`` indices, in the order it takes them) for items of
     these ``weights`` (:func:`item_weights`), ``q_tiles * heads`` of them, over ``grid``
@@ -85,7 +92,7 @@ def cta_shares(weights: np.ndarray, q_tiles: int, heads: int, grid: int) -> list
     if not (type(grid) is int and 1 <= grid <= items):
         raise PlanError(f"cta_shares: grid must be an int in [1, {items}], got {grid!r}")
     order = mirrored(np.arange(items, dtype=np.int64), heads, q_tiles)
-    rounds = max(items - TAIL_ROUNDS * grid, 0) // (2 * grid)
+    rounds = max(items - tail_rounds(weights) * grid, 0) // (2 * grid)
     head = order[: 2 * grid * rounds].reshape(rounds, grid, 2).transpose(1, 0, 2)
     head = head.reshape(grid, 2 * rounds)
     tail = order[2 * grid * rounds :]

@@ -25,6 +25,7 @@ from examples.attention.hopper_schedule import (
     item_weights,
     mirrored,
     schedule_table,
+    tail_rounds,
 )
 from tylo.nvgpu.errors import PlanError
 
@@ -112,8 +113,12 @@ def test_shares_partition_the_items_pairs_first_then_the_tail(shape):
     assert len(shares) == grid
     assert sorted(t for s in shares for t in s.tolist()) == list(range(items))
     order = [mirrored(p, bh, q_tiles) for p in range(items)]
-    rounds = max(items - TAIL_ROUNDS * grid, 0) // (2 * grid)
-    assert items - 2 * grid * rounds >= min(items, TAIL_ROUNDS * grid)  # the tail's size
+    same = len(set(w.tolist())) == 1
+    assert tail_rounds(w) == (0 if same else TAIL_ROUNDS)
+    rounds = max(items - tail_rounds(w) * grid, 0) // (2 * grid)
+    assert items - 2 * grid * rounds >= min(items, tail_rounds(w) * grid)  # the tail's size
+    if same:  # the fewest items a CTA can have, and the most whole rounds of pairs
+        assert max(map(len, shares)) == -(-items // grid) and items - 2 * grid * rounds < 2 * grid
     for c, share in enumerate(shares):  # the head: pair c + r grid of the mirrored order
         want = [order[2 * (c + r * grid) + e] for r in range(rounds) for e in (0, 1)]
         assert share[: 2 * rounds].tolist() == want
