@@ -37,12 +37,13 @@ from examples.attention.hopper_kernel import (
     hopper_attention_kernel,
 )
 from examples.attention.hopper_persistent import hopper_attention_persistent_kernel, work_items
+from examples.attention.hopper_schedule import schedule_table
 from examples.attention.reference import (
     AttentionInputError,
     attention_reference,
     refuse_shared_memory,
 )
-from tylo.arrays import DeviceArray
+from tylo.arrays import DeviceArray, DeviceBuffer
 from tylo.layouts import Layout, Swizzle, dim, size, zipped_divide
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.tma import TensorMap, TensorMapPlan
@@ -129,10 +130,10 @@ def compile_hopper_attention(cfg: HopperAttentionConfig, target: Any = "sm_90a")
         )
     pq, pk, pv = plans(cfg)
     po = o_plan(cfg)
-    if cfg.persistent:  # two more sizes: the heads and batch entries
+    if cfg.persistent:  # the schedule table (u32) and the number of heads
         return hopper_attention_persistent_kernel.compile(
-            cfg.dtype, tylo.f32, pq, pk, pv, po, tylo.i32, int, int, int, int, int, int, int, int,
-            int, float, cfg, block=cfg.threads, target=target,
+            cfg.dtype, tylo.f32, pq, pk, pv, po, tylo.i32, tylo.u32, int, int, int, int, int,
+            int, int, int, float, cfg, block=cfg.threads, target=target,
         )
     return hopper_attention_kernel.compile(
         cfg.dtype, tylo.f32, pq, pk, pv, po, tylo.i32, int, int, int, int, int, int, int, float,
@@ -451,17 +452,20 @@ def _prepare_outputs(out: Any, lse: Any, prep: tuple, lens: Any = None) -> tuple
     """The rest of the launch preparation, once ``out`` and ``lse`` are checked (also
     against sharing memory with the inputs, each other, themselves and the caller's device
     ``lens``): ``(cfg, (Q, K, V maps), O map or None, (out's B, H, L strides), (lse's B, H
-    strides), grid)``; ``cfg.tma_store`` dropped where TMA cannot write ``out``. The first
-    driver calls (the SM count of the persistent grid, the maps' encoding) come after the
-    last check that needs none."""
+    strides), grid, the persistent kernel's schedule table or None)``; ``cfg.tma_store``
+    dropped where TMA cannot write ``out``. The first driver calls (the SM count of the
+    persistent grid, the table's copy, the maps' encoding) come after the last check that
+    needs none."""
     cfg, grid, views, (lq, lk, h, b, d), dtype, device, _ = prep
     oa = _check_out(out, (b, h, lq, d), dtype, "out")
     la = _check_out(lse, (b, h, lq), tylo.f32, "lse")
     same_device("hopper_attention", q=views[0], out=oa, lse=la)
     refuse_shared_memory("hopper_attention", {"out": oa, "lse": la},
                          {**dict(zip(("q", "k", "v"), views)), "kv_lens": lens})  # fmt: skip
+    table = None
     if grid is None:
         grid = (persistent_grid(cfg, lq, lk, h, b, device),)
+        table = _schedule(cfg, lq, lk, h * b, grid[0], device)
     tmo = None
     if cfg.tma_store:
         st = _tma_strides(oa, "out")
@@ -473,7 +477,20 @@ def _prepare_outputs(out: Any, lse: Any, prep: tuple, lens: Any = None) -> tuple
     ostrides = tuple(max(int(s), 1) for s in oa.strides[:3])
     lstrides = tuple(max(int(s), 1) for s in la.strides[:2])
     maps = tuple(TensorMap(p, a) for p, a in zip(plans(cfg), views))
-    return cfg, maps, tmo, ostrides, lstrides, grid
+    return cfg, maps, tmo, ostrides, lstrides, grid, table
+
+
+_TABLES = Remembered(16)  # (bm, bn, causal, overlap, Lq, Lk, (batch, head)s, grid, device)
+
+
+def _schedule(cfg: HopperAttentionConfig, lq: int, lk: int, heads: int, grid: int,
+              device: int | None) -> Any:
+    """The persistent kernel's schedule table on the device (:func:`schedule_table`), made
+    once per shape and grid and kept (the kernel only reads it): a host-to-device copy on
+    every call would wait for the kernels before it."""
+    key = (cfg.bm, cfg.bn, cfg.causal, cfg.overlap, lq, lk, heads, grid, device or 0)
+    return _TABLES.get(key, lambda: DeviceBuffer.from_numpy(
+        schedule_table(cfg, lq, lk, heads, grid), device=device or 0))
 
 
 # --8<-- [start:launch]
@@ -518,14 +535,14 @@ def hopper_attention(
         out = _empty(q, (b, h, lq, d), dtype, device)
     if lse is None:
         lse = _empty(q, (b, h, lq), tylo.f32, device)
-    run, (tq, tk, tv), tmo, (osb, osh, osl), (lsb, lsh), grid = _PREPARED.get(
+    run, (tq, tk, tv), tmo, (osb, osh, osl), (lsb, lsh), grid, table = _PREPARED.get(
         ("out", keys, causal, scale, cfg, array_key_of(out, "out"), array_key_of(lse, "lse"),
          None if given is None else array_key_of(given, "kv_lens")),
         lambda: _prepare_outputs(out, lse, pin, given),
     )  # fmt: skip
     if run.persistent:
         hopper_attention_persistent_kernel[grid, run.threads](
-            out, lse, tq, tk, tv, tmo, lens, lq, lk, h, b, osb, osh, osl, lsb, lsh, sc, run,
+            out, lse, tq, tk, tv, tmo, lens, table, lq, lk, h, osb, osh, osl, lsb, lsh, sc, run,
             shared=run.shared_bytes(), stream=stream,
         )
         return out, lse

@@ -4,14 +4,13 @@ persistent=True)``; walk-through: docs/attention_hopper.md, "Persistent schedule
 A *work item* is one query tile of ``bm`` rows of one (batch, head). The host launches
 ``min(items, SMs)`` CTAs on a 1-D grid. :func:`item_order` numbers the items with the
 q-tiles of one (batch, head) consecutive (from the last with ``causal``: the rows that see
-the most keys first), and :func:`cta_item` deals them out: with at least two items per CTA,
-CTA ``c`` takes the pairs ``c, c + grid, ...`` of a mirrored order that pairs a q-tile of one
-(batch, head) with the mirror q-tile of the next, ``q_tiles + 1`` causal key tiles a pair
-whatever the pair, so every CTA's load is within one pair of the mean (round-robin left one
-CTA ~1.5 times the mean at 16k causal keys); with fewer, items ``c`` and ``c + grid``. The
-pairs in flight at one time are ~``grid`` consecutive ones of a few (batch, head)s, so they
-read the same K and V (from L2). The roles are those of
-:mod:`examples.attention.hopper_kernel`, run on across items:
+the most keys first), and the host deals them out in a table the kernel reads
+(:mod:`examples.attention.hopper_schedule`): whole rounds of mirrored pairs (a q-tile of one
+(batch, head) with the mirror q-tile of the next, ``q_tiles + 1`` causal key tiles a pair),
+then the last few rounds' items heaviest first to the least-loaded CTA, so that every CTA's
+load is within one item of the mean. The pairs in flight at one time are ~``grid``
+consecutive ones of a few (batch, head)s, so they read the same K and V (from L2). The
+roles are those of :mod:`examples.attention.hopper_kernel`, run on across items:
 
 - the producer thread loads item ``i``'s Q into buffer ``i % 2`` (a two-stage
   :class:`~tylo.nvgpu.mbarrier.Pipeline` of Q buffers: a full barrier completed by TMA's
@@ -56,15 +55,10 @@ from tylo.nvgpu.warpgroup.roles import set_max_registers
 from tylo.tile.views import GlobalTile, SharedTile
 
 __all__ = [
-    "cta_item",
-    "cta_items",
     "hopper_attention_persistent_kernel",
     "item_order",
     "work_items",
 ]
-
-U32 = 2**32
-
 
 # --8<-- [start:order]
 def work_items(q_tiles: int, heads: int, batch: int) -> int:
@@ -88,95 +82,35 @@ def item_order(t: Any, q_tiles: Any, heads: Any, causal: bool) -> tuple[Any, Any
     return (q_tiles - 1 - k if causal else k), h, b
 
 
-# The CTAs' shares. Each function below is arithmetic on nonnegative values whose
-# intermediates stay within [0, max(items, 2)] (for 0 <= c < grid <= items < 2**32 and i
-# below the CTA's count), so the kernel's u32 evaluation equals Python's: a test is a
-# division (``1 // (x + 1)`` is ``x == 0``), a choice ``m * a + (1 - m) * b``, and the
-# branch not taken is evaluated on operands that cannot go negative or wrap.
-
-
-def _paired(items: Any, grid: Any) -> Any:
-    """1 where ``items >= 2 grid`` (every CTA gets at least one pair), else 0."""
-    return 1 - 1 // (items // grid // 2 + 1)
-
-
-def _mirrored(p: Any, heads: Any, q_tiles: Any) -> Any:
-    """Position ``p`` of the mirrored order as an :func:`item_order` index (``heads``: the
-    (batch, head)s). They go two by two: the ``j``-th pair is the ``j``-th q-tile of the
-    first (in :func:`item_order`'s order) and the ``(q_tiles - 1 - j)``-th of the second
-    (with ``causal``, the q-tiles ``q_tiles - 1 - j`` and ``j``: ``q_tiles + 1`` key tiles
-    together); with an odd count, the last (batch, head) pairs its own ``j``-th and
-    ``(q_tiles - 1 - j)``-th (the middle one alone: the order's last item).
-
-    Defining property: a bijection of ``[0, q_tiles * heads)`` onto itself, positions
-    ``2u, 2u + 1`` a pair as above."""
-    bh = p // q_tiles
-    odd = bh % 2  # the second of its two
-    f = p - bh * q_tiles + odd * q_tiles  # the position among the two's q-tiles
-    j, second = f // 2, f % 2
-    whole = 1 - 1 // (heads // 2 - bh // 2 + 1)  # 0: the odd count's last (batch, head)
-    pair = second * (q_tiles - 1 - j) + (1 - second) * j
-    return (bh - odd + whole * second) * q_tiles + pair
-
-
-def cta_items(items: Any, grid: Any, c: Any) -> Any:
-    """How many items CTA ``c`` takes (:func:`cta_item`): with ``items >= 2 grid``, two per
-    pair ``c, c + grid, ...`` below ``ceil(items / 2)`` (the last pair a single item when
-    ``items`` is odd); otherwise ``c`` and ``c + grid`` below ``items``.
-
-    Defining property: for ``0 <= c < grid <= items < 2**32``, CTA ``c``'s items
-    ``cta_item(i, grid, c, q_tiles, items // q_tiles)`` for ``i < cta_items(items, grid,
-    c)``, over the CTAs, are ``range(items)``, each once."""
-    m = _paired(items, grid)
-    n, cp = m * items + (1 - m) * 2, m * c  # not paired: harmless operands
-    pairs = (n - 1 - 2 * cp) // 2 // grid + 1 + (n - 2 - 2 * cp) // 2 // grid + 1
-    return m * pairs + (1 - m) * ((items - 1 - c) // grid + 1)
-
-
-def cta_item(i: Any, grid: Any, c: Any, q_tiles: Any, heads: Any) -> Any:
-    """CTA ``c``'s ``i``-th item, an :func:`item_order` index (``heads``: the (batch,
-    head)s; ``q_tiles * heads`` items). With at least two per CTA, pair ``c + (i // 2)
-    grid`` of the mirrored order (:func:`_mirrored`): a heavy q-tile and a light one,
-    ``q_tiles + 1`` key tiles per pair with ``causal`` (a CTA's load is within one pair of
-    the mean), and the pairs in flight at one time ~``grid`` consecutive ones of a few
-    (batch, head)s (K and V shared in L2). With fewer, round-robin: ``c``, then ``c +
-    grid``.
-
-    Defining property: as :func:`cta_items`'s."""
-    m = _paired(q_tiles * heads, grid)
-    ip, cp = m * i, m * c  # not paired: position 0 (2 c + 1 might pass 2**32)
-    p = _mirrored(2 * (cp + ip // 2 * grid) + ip % 2, heads, q_tiles)
-    return m * p + (1 - m) * c + (i - ip) * grid
 # --8<-- [end:order]
 
 
 # --8<-- [start:schedule]
 @tylo.inline
-def _schedule(cfg, lq, heads, batch):
+def _schedule(cfg, lq, heads, table):
     """What both roles need to walk this CTA's items: the q-tiles per (batch, head) and the
-    number of heads (u32), this CTA's item count, and the number of (batch, head)s (u32)."""
+    number of heads (u32), this CTA's item count, and the index of its first item in the
+    host's ``table`` (:func:`examples.attention.hopper_schedule.schedule_table`: ``grid +
+    1`` u32 offsets, then the items)."""
     q_tiles = tylo.value((lq + cfg.bm - 1) // cfg.bm, tylo.u32)
     nh = tylo.value(heads, tylo.u32)
-    bh_count = nh * tylo.value(batch, tylo.u32)
-    items = q_tiles * bh_count  # < 2**32: checked by the host
-    grid = tylo.value(tylo.grid_dim.x, tylo.u32)
-    mine = to_index(cta_items(items, grid, tylo.value(tylo.block_idx.x, tylo.u32)))
-    return q_tiles, nh, mine, bh_count
+    c = to_index(tylo.value(tylo.block_idx.x, tylo.u32), "CTA")
+    start = table[c]
+    mine = to_index(table[c + 1] - start, "items")
+    grid = to_index(tylo.value(tylo.grid_dim.x, tylo.u32), "grid")
+    return q_tiles, nh, mine, grid + 1 + to_index(start, "first item")
 
 
 @tylo.inline
-def _item(cfg, i, sched, kv_lens, lq, lk):
+def _item(cfg, i, sched, table, kv_lens, lq, lk):
     """This CTA's ``i``-th item: ``(row0, head, batch, kv, (n_full, n_tiles))``, its first
     query row, its (batch, head), the batch entry's key count clamped to [0, Lk], and its key
     tiles (:func:`~examples.attention.hopper_kernel.key_tiles`)."""
     q_tiles, nh = sched[0], sched[1]
-    grid = tylo.value(tylo.grid_dim.x, tylo.u32)
-    cta = tylo.value(tylo.block_idx.x, tylo.u32)
-    t = cta_item(tylo.value(i, tylo.u32), grid, cta, q_tiles, sched[3])
     # an opaque copy: without it LLVM's reassociation ranks the epilogue's addresses by the
     # depth of this arithmetic and hoists 15 64-bit offsets out of the item loop, which
     # spill with pingpong and causal masks (tests/nvvm/test_attention_hopper_sass.py)
-    t = tylo.ptx("mov.b32", t, out=tylo.u32)
+    t = tylo.ptx("mov.b32", table[sched[3] + i], out=tylo.u32)
     k, h, b = item_order(t, q_tiles, nh, cfg.causal)
     row0 = to_index(k, "q-tile") * cfg.bm
     bh, bb = to_index(h, "head"), to_index(b, "batch entry")
@@ -187,7 +121,7 @@ def _item(cfg, i, sched, kv_lens, lq, lk):
 
 # --8<-- [start:producer]
 @tylo.inline
-def _produce(cfg, smem, pipe, qpipe, maps, sched, kv_lens, lq, lk):
+def _produce(cfg, smem, pipe, qpipe, maps, sched, table, kv_lens, lq, lk):
     """The producer thread: per item, Q into buffer ``i % 2`` once the consumers released
     it (item ``i - 2``'s), then the item's K and V tiles into the ring from its running
     iteration count ``first``."""
@@ -195,7 +129,7 @@ def _produce(cfg, smem, pipe, qpipe, maps, sched, kv_lens, lq, lk):
     q_elems = cfg.q_elements()
     first = tylo.value(0, tylo.u32)  # the ring's iteration count at this item's first tile
     for i in tylo.range(sched[2]):
-        row0, bh, bb, _, tiles = _item(cfg, i, sched, kv_lens, lq, lk)
+        row0, bh, bb, _, tiles = _item(cfg, i, sched, table, kv_lens, lq, lk)
         n_tiles = tiles[1]
         qpipe.producer_acquire(i)
         qpipe.producer_commit(i, tx_bytes=q_elems * cfg.dtype.nbytes)
@@ -212,7 +146,7 @@ def _produce(cfg, smem, pipe, qpipe, maps, sched, kv_lens, lq, lk):
 
 # --8<-- [start:consumer]
 @tylo.inline
-def _consume(cfg, wg, smem, pipe, qpipe, sched, kv_lens, lq, lk, outs, scale2, tid):
+def _consume(cfg, wg, smem, pipe, qpipe, sched, table, kv_lens, lq, lk, outs, scale2, tid):
     """Consumer warpgroup ``wg`` (``1 .. cfg.consumers``, a runtime value): per item, wait for
     its Q, run the key loop from the ring's running count, release the Q buffer, store O and lse
     (``tma_store``: stage O in the consumer's rows of the Q buffer, store it by TMA, and
@@ -224,7 +158,7 @@ def _consume(cfg, wg, smem, pipe, qpipe, sched, kv_lens, lq, lk, outs, scale2, t
             turn_barrier("arrive", 1)
     first = tylo.value(0, tylo.u32)
     for i in tylo.range(sched[2]):
-        row0, bh, bb, kv, tiles = _item(cfg, i, sched, kv_lens, lq, lk)
+        row0, bh, bb, kv, tiles = _item(cfg, i, sched, table, kv_lens, lq, lk)
         r0 = row0 + 64 * c
         qpipe.consumer_wait(i)
         qbase = qpipe.stage(i) * cfg.q_elements()
@@ -257,10 +191,10 @@ def hopper_attention_persistent_kernel(
     tv,
     to,
     kv_lens,
+    table,
     lq: Dim,
     lk: Dim,
     heads: Dim,
-    batch: Dim,
     osb: Dim,
     osh: Dim,
     osl: Dim,
@@ -272,7 +206,8 @@ def hopper_attention_persistent_kernel(
     """``cfg.persistent``: a 1-D grid of at most ``ceil(Lq / bm) * heads * batch`` CTAs
     (one per SM), each walking its work items (module docstring); ``cfg.threads`` threads,
     ``cfg.shared_bytes()`` dynamic shared bytes. Arguments as the non-persistent kernel's,
-    plus the number of heads and batch entries."""
+    plus the host's schedule ``table`` (u32,
+    :func:`examples.attention.hopper_schedule.schedule_table`) and the number of heads."""
     if not cfg.persistent:
         raise PlanError(
             "hopper_attention_persistent_kernel: takes a config with persistent=True, got "
@@ -290,15 +225,15 @@ def hopper_attention_persistent_kernel(
         pipe.init()
         qpipe.init()
     tylo.sync_threads()
-    sched = _schedule(cfg, lq, heads, batch)
+    sched = _schedule(cfg, lq, heads, table)
     wg = tid // 128
     if wg == 0:
         set_max_registers(cfg.producer_registers, increase=False)
         if tid == 0:
-            _produce(cfg, smem, pipe, qpipe, (tq, tk, tv), sched, kv_lens, lq, lk)
+            _produce(cfg, smem, pipe, qpipe, (tq, tk, tv), sched, table, kv_lens, lq, lk)
     else:
         set_max_registers(cfg.consumer_registers, increase=True)
         outs = (o, lse, osb, osh, osl, lsb, lsh, to)
         wgv = tylo.value(wg, tylo.i32)
-        _consume(cfg, wgv, smem, pipe, qpipe, sched, kv_lens, lq, lk, outs, scale2, tid)
+        _consume(cfg, wgv, smem, pipe, qpipe, sched, table, kv_lens, lq, lk, outs, scale2, tid)
 # --8<-- [end:kernel]

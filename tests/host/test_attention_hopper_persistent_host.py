@@ -21,7 +21,8 @@ import tylo
 from examples.attention import hopper_host
 from examples.attention.hopper_host import choose_config, persistent_grid
 from examples.attention.hopper_kernel import HopperAttentionConfig, key_tiles, own_tiles
-from examples.attention.hopper_persistent import cta_item, cta_items, item_order, work_items
+from examples.attention.hopper_persistent import item_order, work_items
+from examples.attention.hopper_schedule import cta_shares, item_weights
 from examples.attention.hopper_roles import consumer_rows
 from examples.attention.reference import AttentionInputError
 from tylo.arrays import DeviceArray
@@ -46,8 +47,9 @@ def test_items_are_a_bijection_and_the_ctas_partition_them(q_tiles, heads, batch
         else:  # the next (batch, head) starts at its heaviest tile (the last, with causal)
             assert k == (0 if causal else q_tiles - 1) and k2 == (q_tiles - 1 if causal else 0)
     grid = min(items, sms)
-    taken = [cta_item(i, grid, c, q_tiles, heads * batch)
-             for c in range(grid) for i in range(cta_items(items, grid, c))]  # fmt: skip
+    cfg = HopperAttentionConfig(d=64, causal=causal, stages=2)
+    weights = item_weights(cfg, q_tiles * cfg.bm, q_tiles * cfg.bm, heads * batch)
+    taken = [t for share in cta_shares(weights, q_tiles, heads * batch, grid) for t in share]
     assert sorted(taken) == list(range(items))  # tests/host/test_attention_hopper_balance_host.py
 
 
@@ -67,9 +69,6 @@ def test_u32_arithmetic_gives_the_same_items(q_tiles, heads, batch):
         for t in ts:
             got = item_order(u(t), u(q_tiles), u(heads), causal)
             assert tuple(int(x) for x in got) == item_order(t, q_tiles, heads, causal)
-    for grid in {1, min(items, 132), min(items, 2**31 - 1)}:
-        for c in {0, grid - 1}:
-            assert int(cta_items(u(items), u(grid), u(c))) == cta_items(items, grid, c)
 
 
 def test_grid_is_the_smaller_of_items_and_sms():
@@ -170,10 +169,10 @@ def cta_walk(cfg, items, sms, c, lens, lq, lk):
     the ring's iteration count at the item's first key tile."""
     grid = min(items, sms)
     q_tiles = -(-lq // cfg.bm)
+    bh = lens[1] * len(lens[0])
     first = 0
-    for i in range(cta_items(items, grid, c)):
-        t = cta_item(i, grid, c, q_tiles, lens[1] * len(lens[0]))
-        k, h, b = item_order(t, q_tiles, lens[1], cfg.causal)
+    for i, t in enumerate(cta_shares(item_weights(cfg, lq, lk, bh), q_tiles, bh, grid)[c]):
+        k, h, b = item_order(int(t), q_tiles, lens[1], cfg.causal)
         kv = min(max(lens[0][b], 0), lk)
         n_tiles = key_tiles(cfg, k * cfg.bm, kv, lq)[1]
         yield i, (k, h, b), n_tiles, first

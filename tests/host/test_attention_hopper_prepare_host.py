@@ -49,6 +49,9 @@ def _record(mp) -> list:
         mp.setattr(hopper_host, attr, _Kernel(log, name, getattr(hopper_host, attr)))
     mp.setattr(hopper_host, "_sm_count", lambda device: 132)
     mp.setattr(hopper_host, "_PREPARED", Remembered(64))
+    # the schedule table's copy to the device: what it was made from, in its place
+    mp.setattr(hopper_host, "_schedule", lambda cfg, lq, lk, heads, grid, device: (
+        "table", cfg.bm, cfg.bn, cfg.causal, lq, lk, heads, grid))
     return log
 
 
@@ -92,6 +95,12 @@ def _check_launch(entry, q, k, v, out, lse, cfg):
         assert tmo is None and not run.tma_store
     assert (run.d, run.causal, run.persistent) == (cfg.d, cfg.causal, cfg.persistent)
     assert kw["shared"] == run.shared_bytes()
+    if cfg.persistent:  # the table of the launch's own shape and grid, and its heads
+        b, h, lq, _ = q.shape
+        grid = min(-(-lq // run.bm) * h * b, 132)
+        assert args[7] == ("table", run.bm, run.bn, run.causal, lq, k.shape[2], h * b, grid)
+        assert (args[8], args[9], args[10]) == (lq, k.shape[2], h)
+        assert entry[1][0] == (grid,)
     ostr = args[11:14] if cfg.persistent else args[9:12]
     assert tuple(ostr) == tuple(max(s, 1) for s in out.strides[:3])
 
