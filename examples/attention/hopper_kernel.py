@@ -104,6 +104,8 @@ def own_tiles(cfg: Any) -> bool:
     """Whether ``cfg``'s consumers each compute only the key tiles their own rows see:
     three consumers (``OWN_TILES``) with the causal mask."""
     return cfg.consumers in OWN_TILES and cfg.causal
+
+
 THREADS = 128 * (1 + CONSUMERS)  # and its threads per CTA (cfg.threads)
 # and its roles' registers after setmaxnreg (cfg.producer_registers, cfg.consumer_registers)
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = registers(CONSUMERS)

@@ -7,10 +7,11 @@ q-tiles of one (batch, head) consecutive (from the last with ``causal``: the row
 the most keys first), and the host deals them out in a table the kernel reads
 (:mod:`examples.attention.hopper_schedule`): whole rounds of mirrored pairs (a q-tile of one
 (batch, head) with the mirror q-tile of the next, ``q_tiles + 1`` causal key tiles a pair),
-then the last few rounds' items heaviest first to the least-loaded CTA, so that every CTA's
-load is within one item of the mean. The pairs in flight at one time are ~``grid``
-consecutive ones of a few (batch, head)s, so they read the same K and V (from L2). The
-roles are those of :mod:`examples.attention.hopper_kernel`, run on across items:
+then the last few rounds' items heaviest first to the least-loaded CTA, so that no CTA given
+one of those ends more than the heaviest item above the mean. The pairs in flight at one
+time are ~``grid`` consecutive ones of a few (batch, head)s, so they read the same K and V
+(from L2). The roles are those of :mod:`examples.attention.hopper_kernel`, run on across
+items:
 
 - the producer thread loads item ``i``'s Q into buffer ``i % 2`` (a two-stage
   :class:`~tylo.nvgpu.mbarrier.Pipeline` of Q buffers: a full barrier completed by TMA's

@@ -9,8 +9,9 @@ Q load, first ``S`` and epilogue: about a tile's time, an estimate) at the full 
 - The *head*: whole rounds of ``grid`` pairs of the mirrored order (:func:`mirrored`: a
   q-tile of one (batch, head) and the mirror q-tile of the next, ``q_tiles + 1`` causal key
   tiles a pair), pair ``c + r grid`` to CTA ``c``, while at least ``TAIL_ROUNDS * grid``
-  items remain after them (any number where the items weigh the same: :func:`tail_rounds`). The pairs in flight at one time are ~``grid`` consecutive ones
-  of a few (batch, head)s, so they read the same K and V from L2.
+  items remain after them (any number where the items weigh the same:
+  :func:`tail_rounds`). The pairs in flight at one time are ~``grid`` consecutive ones of a
+  few (batch, head)s, so they read the same K and V from L2.
 - The *tail*: the rest, heaviest first, each to the CTA whose load is the least so far
   (ties: the lowest CTA). Pairs alone left a CTA up to one pair above the mean: on an
   H200 at D = 64 causal 1k, 16 x 16 heads made 7.76 pairs a CTA (8 for some, 7 for

@@ -105,10 +105,10 @@ def test_the_default_takes_three_where_measured_and_fitting(monkeypatch, spills)
     """With the link's verdict replaced (``_one_item_spills``): where three fit, the cases
     of ``THREE_CONSUMER_SCHEDULES`` (d = 64 without a mask, both sides of its key-length
     boundary, 2048; d = 64 causal past 4096) take three consumers and its schedule, on
-    ``THREE_CONSUMER_TILES``'s tile; every other case, and every case where three spill, takes two and
-    ``SCHEDULES``'. Options given override the schedule's as before; ``consumers=2`` gives
-    the two-consumer default, ``consumers=3`` the three-consumer schedule even where it
-    spills."""
+    ``THREE_CONSUMER_TILES``'s tile; every other case, and every case where three spill,
+    takes two and ``SCHEDULES``'. Options given override the schedule's as before;
+    ``consumers=2`` gives the two-consumer default, ``consumers=3`` the three-consumer
+    schedule even where it spills."""
     monkeypatch.setattr(hopper_host, "_choose_config", hopper_host._choose_config.__wrapped__)
     # the verdict d = 128's tile choice reads too
     monkeypatch.setattr(hopper_host, "_one_item_spills", lambda cfg, target: spills)
