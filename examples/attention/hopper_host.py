@@ -465,7 +465,7 @@ def _prepare_outputs(out: Any, lse: Any, prep: tuple, lens: Any = None) -> tuple
     table = None
     if grid is None:
         grid = (persistent_grid(cfg, lq, lk, h, b, device),)
-        table = _schedule(cfg, lq, lk, h * b, grid[0], device)
+        table = _device_table(cfg, lq, lk, h * b, grid[0], device)
     tmo = None
     if cfg.tma_store:
         st = _tma_strides(oa, "out")
@@ -483,8 +483,8 @@ def _prepare_outputs(out: Any, lse: Any, prep: tuple, lens: Any = None) -> tuple
 _TABLES = Remembered(16)  # (bm, bn, causal, overlap, Lq, Lk, (batch, head)s, grid, device)
 
 
-def _schedule(cfg: HopperAttentionConfig, lq: int, lk: int, heads: int, grid: int,
-              device: int | None) -> Any:
+def _device_table(cfg: HopperAttentionConfig, lq: int, lk: int, heads: int, grid: int,
+                  device: int | None) -> Any:
     """The persistent kernel's schedule table on the device (:func:`schedule_table`), made
     once per shape and grid and kept (the kernel only reads it): a host-to-device copy on
     every call would wait for the kernels before it."""

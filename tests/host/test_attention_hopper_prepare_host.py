@@ -50,7 +50,7 @@ def _record(mp) -> list:
     mp.setattr(hopper_host, "_sm_count", lambda device: 132)
     mp.setattr(hopper_host, "_PREPARED", Remembered(64))
     # the schedule table's copy to the device: what it was made from, in its place
-    mp.setattr(hopper_host, "_schedule", lambda cfg, lq, lk, heads, grid, device: (
+    mp.setattr(hopper_host, "_device_table", lambda cfg, lq, lk, heads, grid, device: (
         "table", cfg.bm, cfg.bn, cfg.causal, lq, lk, heads, grid))
     return log
 
