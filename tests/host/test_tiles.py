@@ -5,6 +5,8 @@ that keep the main loop lean agree with direct evaluation for every thread."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tylo import dtypes as dt
 from tylo.backend.ir import ADDRSPACE_GLOBAL, ADDRSPACE_SHARED
@@ -70,7 +72,8 @@ def test_tiles_check_their_storage():
 
 
 @pytest.mark.parametrize("swizzle", [False, True])
-def test_address_classes_agree_with_direct_offsets(swizzle):
+@pytest.mark.parametrize("xor", [False, True])
+def test_address_classes_agree_with_direct_offsets(swizzle, xor):
     plan = TiledMMA(MMAAtom((16, 8, 16), dt.bf16), (2, 4), (4, 8), 32)
     layout = Layout((128, 32, 4), (32, 1, 4096))
     if swizzle:
@@ -83,13 +86,75 @@ def test_address_classes_agree_with_direct_offsets(swizzle):
         for ks in range(plan.k_steps)
         for g in range(len(loads.loads))
     ]
-    classes = address_classes(tile, tables)
-    for j, (rep, diff) in enumerate(classes):
+    classes = address_classes(tile, tables, xor=xor)
+    base = tile.base
+    for j, (rep, diff, x) in enumerate(classes):
+        assert rep <= j and (x == 0 or (xor and diff == 0))
         for t in range(plan.threads):
-            assert tile.offset(tables[j][t]) == tile.offset(tables[rep][t]) + diff
-    reps = {r for r, _ in classes}
-    # the 4 row groups of a k-step share a base; a swizzle needs one base per k-step
-    assert len(reps) == (plan.k_steps if swizzle else 1)
+            want = tile.offset(tables[j][t]) - base
+            assert want == ((tile.offset(tables[rep][t]) - base) ^ x) + diff
+    reps = {r for r, _, _ in classes}
+    # the 4 row groups of a k-step share a base; a swizzle needs one base per k-step,
+    # unless its k-steps may differ by a XOR (the swizzle is XOR-linear)
+    assert len(reps) == (plan.k_steps if swizzle and not xor else 1)
+
+
+def _brute_relation(off, bases, xor):
+    """Every (i, d, x) relating ``off`` to ``bases`` (by enumeration of every d and x the
+    first thread allows)."""
+    found = []
+    for i, b in enumerate(bases):
+        d = off[0] - b[0]
+        if all(p == q + d for p, q in zip(off, b)):
+            found.append((i, d, 0))
+        x = off[0] ^ b[0]
+        if xor and all(p == q ^ x for p, q in zip(off, b)):
+            found.append((i, 0, x))
+    return found
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 2**20), min_size=1, max_size=8),
+    st.lists(st.lists(st.integers(0, 2**20), min_size=1, max_size=8), max_size=4),
+    st.integers(-(2**12), 2**12),
+    st.integers(0, 2**12),
+    st.booleans(),
+)
+def test_relate_is_exact(off, raw_bases, d, x, xor):
+    """``relate``'s defining property over arbitrary offset tables: a result satisfies
+    ``off[t] == (bases[i][t] ^ x) + d`` in every thread, a constant difference is preferred
+    to a XOR, and None is returned only when no base relates either way (checked by brute
+    force), including tables built to relate by construction."""
+    from tylo.tile.access import relate
+
+    n = len(off)
+    bases = [tuple((b * n)[:n]) for b in raw_bases]
+    if bases:  # one base related by construction: (base ^ x) + d, kept non-negative
+        made = tuple((v ^ x) + d for v in bases[0])
+        if min(made) >= 0:
+            off = made if xor or x == 0 else off
+    off = tuple(off)
+    got = relate(off, bases, xor=xor)
+    brute = _brute_relation(off, bases, xor)
+    if got is None:
+        assert brute == []
+        return
+    i, dd, xx = got
+    assert all(p == (q ^ xx) + dd for p, q in zip(off, bases[i]))
+    assert xx == 0 or (xor and dd == 0)
+    if any(b[2] == 0 for b in brute):  # a free relation exists: it is the one taken
+        assert xx == 0
+
+
+def test_relate_refuses_what_does_not_relate():
+    from tylo.tile.access import relate
+
+    assert relate((0, 1, 2), [(0, 2, 4)]) is None  # neither a constant difference nor XOR
+    assert relate((5, 6), []) is None
+    assert relate((1, 0), [(0, 1)], xor=False) is None
+    assert relate((1, 0), [(0, 1)]) == (0, 0, 1)
+    assert relate((8, 9), [(0, 1), (3, 4)]) == (0, 8, 0)  # the difference, not the XOR
 
 
 def test_symbolic_addresses_agree_with_static_ones():
@@ -119,10 +184,11 @@ def test_symbolic_addresses_agree_with_static_ones():
             assert int(expr.subs(tid, t)) == tile.offset(access(t))
 
 
-def test_address_classes_memo_keys_on_the_view():
-    """The memoized classes are those of a direct evaluation, for views of one layout that
-    differ in origin, in selected stage and in the (window) coordinates given."""
-    from tylo.tile.access import _address_classes
+def test_access_offsets_memo_keys_on_the_view():
+    """The memoized offsets are those of a direct evaluation (each coordinate through the
+    view's layout), for views of one layout that differ in origin, in selected stage and in
+    the (window) coordinates given."""
+    from tylo.tile.access import access_offsets
 
     plan = TiledMMA(MMAAtom((16, 8, 16), dt.bf16), (2, 4), (4, 8), 32)
     layout = composition(Swizzle(2, 3, 3), Layout((128, 32, 4), (32, 1, 4096)))
@@ -142,6 +208,6 @@ def test_address_classes_memo_keys_on_the_view():
             (base.window((0, 4), (16, 16)), small),
             (base.window((8, 8), (16, 16)), small),
         ]:
-            want = list(_address_classes(tile, tuple(tabs)))
-            assert address_classes(tile, tabs) == want
-            assert address_classes(tile, [list(t) for t in tabs]) == want  # cached
+            want = tuple(tuple(tile.offset(c) - tile.base for c in tab) for tab in tabs)
+            assert access_offsets(tile, tabs) == want
+            assert access_offsets(tile, [list(t) for t in tabs]) == want  # cached

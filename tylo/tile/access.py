@@ -31,10 +31,12 @@ __all__ = [
     "GlobalTile",
     "SharedTile",
     "TileError",
+    "access_offsets",
     "address_classes",
     "class_addresses",
     "class_base",
     "load",
+    "relate",
     "shared_address",
     "shared_base",
     "store",
@@ -44,62 +46,101 @@ def _static_offsets(layout: Any, table: tuple) -> tuple[int, ...]:
     return tuple(layout(*c) if len(c) > 1 else layout(c[0]) for c in table)
 
 
-def address_classes(tile: SharedTile, tables: list[tuple]) -> list[tuple[int, int]]:
-    """Group accesses by constant offset difference: ``tables[j][t]`` is the static
+def address_classes(
+    tile: SharedTile, tables: list[tuple], *, xor: bool = False
+) -> list[tuple[int, int, int]]:
+    """Group accesses that share a per-thread base: ``tables[j][t]`` is the static
     coordinate (of ``tile``) thread ``t`` accesses in access ``j``. Returns, per access,
-    ``(representative access, constant element offset from it)``: accesses of one class
-    share one per-thread base register and differ by an immediate offset.
+    ``(representative access, d, x)`` such that, in every thread ``t``,
+    ``offset_j[t] == (offset_rep[t] ^ x) + d`` (element offsets in ``tile``'s layout, its
+    runtime base excluded): accesses of one class share one per-thread base register and
+    differ by an immediate offset (``x == 0``: nothing, or the address mode's immediate)
+    or by one XOR with a constant (``d == 0``, ``x != 0``).
 
-    This is how a swizzled layout keeps the main loop lean: the XOR of the swizzle is paid
-    once per class (per thread, before the loop), never per access, whenever the offsets
-    of two accesses differ by the same amount in every thread (proved here by enumeration
-    over all threads, not assumed)."""
+    This is how a swizzled layout keeps the main loop lean: the swizzle's own XOR is paid
+    once per class (per thread, before the loop), never per access. Two accesses whose
+    offsets differ by the same amount in every thread share a base; so do two whose
+    offsets differ by the same XOR in every thread, which is what a swizzle makes of steps
+    along its swizzled bits (the k-steps of an operand through a swizzled row: a swizzle
+    is XOR-linear, ``swz(a ^ c) == swz(a) ^ swz(c)``). Both are proved here by enumeration
+    over all threads, not assumed. Representatives are matched by a constant difference
+    first (free), then, with ``xor``, by a constant XOR (one instruction; without it every
+    ``x`` is 0). :func:`class_addresses` with ``share`` does the same against every base the
+    kernel has made so far for the same storage and layout."""
+    offsets = access_offsets(tile, tables)
+    reps: list[int] = []
+    out: list[tuple[int, int, int]] = []
+    for j, off in enumerate(offsets):
+        hit = relate(off, [offsets[r] for r in reps], xor=xor)
+        if hit is None:
+            reps.append(j)
+            out.append((j, 0, 0))
+        else:
+            i, d, x = hit
+            out.append((reps[i], d, x))
+    return out
+
+
+def relate(off: tuple, bases: list[tuple], *, xor: bool = True) -> tuple[int, int, int] | None:
+    """``(i, d, x)`` with ``off[t] == (bases[i][t] ^ x) + d`` for every ``t``: a constant
+    difference (``x == 0``) from any of ``bases`` if there is one, else (with ``xor``) a
+    constant XOR (``d == 0``); None if neither holds for any base."""
+    for i, b in enumerate(bases):
+        d = off[0] - b[0]
+        if all(p - q == d for p, q in zip(off, b)):
+            return (i, d, 0)
+    if not xor:
+        return None
+    for i, b in enumerate(bases):
+        x = off[0] ^ b[0]
+        if all(p ^ q == x for p, q in zip(off, b)):
+            return (i, 0, x)
+    return None
+
+
+def access_offsets(tile: SharedTile, tables: list[tuple]) -> tuple[tuple, ...]:
+    """Per access ``j`` and thread ``t``, the element offset of ``tables[j][t]`` in
+    ``tile``'s layout (its runtime base excluded)."""
     tables = tuple(map(tuple, tables))
     origin = tile.origin
     if all(type(o) is int for o in origin):
-        # the classes depend only on the layout, the view's modes and (plain int) origin
+        # the offsets depend only on the layout, the view's modes and (plain int) origin
         # and the tables: a layout is an immutable value, so they are memoized (a k-step
         # or pipeline stage of one tile repeats them; ~22k layout evaluations per trace)
         key = (tile.layout, tile.modes, origin, tables)
         try:
-            got = _CLASSES.get(key)
+            got = _OFFSETS.get(key)
         except TypeError:  # an unhashable coordinate: no memo
-            return list(_address_classes(tile, tables))
+            return _access_offsets(tile, tables)
         if got is None:
-            got = _address_classes(tile, tables)
-            if len(_CLASSES) >= _CLASSES_MAX:
-                _CLASSES.clear()
-            _CLASSES[key] = got
-        return list(got)
-    return list(_address_classes(tile, tables))
+            got = _access_offsets(tile, tables)
+            if len(_OFFSETS) >= _OFFSETS_MAX:
+                _OFFSETS.clear()
+            _OFFSETS[key] = got
+        return got
+    return _access_offsets(tile, tables)
 
 
-_CLASSES: dict = {}
-_CLASSES_MAX = 1024
+_OFFSETS: dict = {}
+_OFFSETS_MAX = 1024
 
 
-def _address_classes(tile: SharedTile, tables: tuple) -> tuple[tuple[int, int], ...]:
-    offsets = [
+def _access_offsets(tile: SharedTile, tables: tuple) -> tuple[tuple, ...]:
+    return tuple(
         _static_offsets(tile.layout, tuple(tile.coordinate(c) for c in tab)) for tab in tables
-    ]
-    reps: list[int] = []
-    out: list[tuple[int, int]] = []
-    for j, off in enumerate(offsets):
-        for r in reps:
-            d = off[0] - offsets[r][0]
-            if all(a - b == d for a, b in zip(off, offsets[r])):
-                out.append((r, d))
-                break
-        else:
-            reps.append(j)
-            out.append((j, 0))
-    return tuple(out)
+    )
 
 
 def class_base(tile: SharedTile, coord: tuple) -> Any:
     """A 32-bit index symbol bound to the element offset of ``coord`` (expressions over
     thread indices only, lowered once in the kernel's entry block) in ``tile``'s layout,
     excluding the tile's runtime base."""
+    return _class_base(tile, coord)[0]
+
+
+def _class_base(tile: SharedTile, coord: tuple) -> tuple[Any, bool]:
+    """:func:`class_base`, and whether its value is bound in the kernel's entry block
+    (so that any later access may use it)."""
     from tylo.kernel import facts
     from tylo.kernel.context import current
     from tylo.kernel.lower import lower_int
@@ -108,35 +149,74 @@ def class_base(tile: SharedTile, coord: tuple) -> Any:
     memo = ctx.__dict__.setdefault("_tylo_class_bases", {})
     full = tile.coordinate(coord)
     expr = _expr(tile.layout(*full) if len(full) > 1 else tile.layout(full[0]))
+    if expr.is_Integer:
+        return int(expr), True
     key = (id(tile.storage), tile.layout, expr)
-    sym = memo.get(key)
-    if sym is None:
-        if expr.is_Integer:
-            return int(expr)
+    got = memo.get(key)
+    if got is None:
         value = lower_int(ctx, expr, 32)
         sym = facts.integer_symbol(ctx.unique("smem_off"), nonnegative=True)
-        ctx.bind(sym, value, prologue=expr.free_symbols <= ctx.prologue_symbols)
+        prologue = expr.free_symbols <= ctx.prologue_symbols
+        ctx.bind(sym, value, prologue=prologue)
         ctx.symbol_bounds[sym] = (0, _SHARED_LIMIT)
-        memo[key] = sym
-    return sym
+        got = memo[key] = (sym, prologue)
+    return got
 
 
-def class_addresses(tile: SharedTile, tables: list[tuple], coords: list[tuple]) -> list:
+def class_addresses(
+    tile: SharedTile, tables: list[tuple], coords: list[tuple], *, share: bool = False
+) -> list:
     """The i32 shared addresses of accesses ``j`` of ``tile`` for the current thread:
     ``coords[j]`` is the access's coordinate as an expression of the thread index and
-    ``tables[j]`` its static value for every thread (see :func:`address_classes`)."""
+    ``tables[j]`` its static value for every thread. Each access is its own base or a
+    constant difference from a base made before it in this call (:func:`address_classes`,
+    proved over every thread).
+
+    ``share``: also a constant XOR, and from a base made by an earlier call on the same
+    storage and layout (:func:`relate`): the k-steps of an operand, loaded one call per
+    k-step, then share one base, at the price of one XOR per access and of that base's
+    register, live from its first use to its last. Whether that is a gain depends on the
+    kernel's register pressure (ptxas otherwise recomputes each k-step's base where it is
+    needed): the caller chooses."""
     from tylo.kernel.context import current
     from tylo.kernel.lower import lower_int
 
     ctx = current()
     b = ctx.builder
     nbytes = tile.dtype.nbytes
+    assert nbytes & (nbytes - 1) == 0, tile.dtype  # (a ^ x) * 2**k == (a * 2**k) ^ (x * 2**k)
     base = shared_base(tile.storage)
+    offsets = access_offsets(tile, tables)
+    width = len(offsets[0]) if offsets else 0
+    kept: tuple[list, list] = ([], [])  # bases earlier calls made (share), in the entry block
+    if share:
+        registry = ctx.__dict__.setdefault("_tylo_class_registry", {})
+        kept = registry.setdefault((id(tile.storage), tile.layout, width), kept)
+    mine: tuple[list, list] = ([], [])  # bases this call made
     out = []
-    for (r, d), _ in zip(address_classes(tile, tables), coords):
-        sym = class_base(tile, coords[r])
-        off = nbytes * (sym + _expr(tile.base) + d)
-        out.append(b.add(base, lower_int(ctx, off, 32)))
+    for j, off in enumerate(offsets):
+        hit = relate(off, kept[0] + mine[0], xor=share)
+        if hit is None:
+            sym, entry = _class_base(tile, coords[j])
+            d = x = 0
+            mine[0].append(off)
+            mine[1].append(sym)
+            if share and entry:  # bound in the entry block: later calls may use it
+                kept[0].append(off)
+                kept[1].append(sym)
+        else:
+            i, d, x = hit
+            sym = (kept[1] + mine[1])[i]
+        if not x:
+            off_expr = nbytes * (sym + _expr(tile.base) + d)
+            out.append(b.add(base, lower_int(ctx, off_expr, 32)))
+        elif isinstance(sym, int):  # a static base: the XOR folds here
+            off_expr = nbytes * ((sym ^ x) + _expr(tile.base) + d)
+            out.append(b.add(base, lower_int(ctx, off_expr, 32)))
+        else:  # one XOR with a constant on the base (in bytes: nbytes is a power of 2)
+            moved = b.xor(lower_int(ctx, nbytes * sym, 32), ir.IntType(32)(nbytes * x))
+            rest = lower_int(ctx, nbytes * (_expr(tile.base) + d), 32)
+            out.append(b.add(base, b.add(moved, rest)))
     return out
 
 

@@ -266,9 +266,14 @@ def _tables(loads: OperandLoads, k_step: int, threads: int) -> tuple:
     )
 
 
-def load_operand(plan: Any, operand: str, tile: Any, tid: Any, k_step: int) -> Any:
+def load_operand(
+    plan: Any, operand: str, tile: Any, tid: Any, k_step: int, *, share_bases: bool = False
+) -> Any:
     """Emit the ldmatrix loads of ``operand`` for ``k_step`` from shared ``tile`` (the
-    CTA's operand tile, (M, k) or (N, k)); returns the packed operand fragment."""
+    CTA's operand tile, (M, k) or (N, k)); returns the packed operand fragment.
+    ``share_bases``: the row addresses reuse the per-thread bases of earlier loads from the
+    same storage and layout, by a constant difference or XOR (a swizzle's k-steps), as
+    :func:`~tylo.tile.access.class_addresses` with ``share`` says."""
     from tylo.kernel.context import current
     from tylo.kernel.values import Value
     from tylo.nvgpu.instructions import check_arch, ldmatrix
@@ -293,7 +298,7 @@ def load_operand(plan: Any, operand: str, tile: Any, tid: Any, k_step: int) -> A
     own = loads.source
     tables = _tables(loads, k_step, plan.threads)
     coords = [own.coord(tid, loads.slot(g, k_step)) for g in range(len(loads.loads))]
-    addrs = class_addresses(tile, list(tables), coords)
+    addrs = class_addresses(tile, list(tables), coords, share=share_bases)
     regs: list[Any] = [None] * sum(ld.num for ld in loads.loads)
     for ld, addr in zip(loads.loads, addrs):
         for r, v in zip(ld.registers, ldmatrix(ctx.builder, addr, num=ld.num, trans=ld.trans)):
