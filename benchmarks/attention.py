@@ -3,7 +3,7 @@ flash-attention forward, interleaved in one process, CUDA events, medians.
 
     PYTHONPATH=$PWD python3 benchmarks/attention.py [--quick] [--reps 20] [--path warp]
         [--dtype bf16] [--inner 3] [--d 64|128] [--causal yes|no] [--variants [--only REGEX]]
-        [--json FILE]
+        [--json FILE] [--lengths L,L,...]
 
 Every implementation computes ``O = softmax(Q Kᵀ / sqrt(D)) V`` on the same (B, H, L, D)
 contiguous bf16 tensors, causal or not. Shapes: D = 64 and 128, causal and not, L = 1k, 4k
@@ -46,6 +46,7 @@ VARIANTS = {
          "128x64-8w": {"block_m": 128, "block_n": 64, "warps": 8},
          "128x128-8w": {"block_m": 128, "block_n": 128, "warps": 8}},
     128: {"64x32": {"block_m": 64, "block_n": 32},
+          "128x64-qsmem": {"block_m": 128, "block_n": 64, "q_in_registers": False},
           "128x32-qsmem": {"block_m": 128, "block_n": 32, "q_in_registers": False},
           "128x64-8w": {"block_m": 128, "block_n": 64, "warps": 8},
           "128x32-8w": {"block_m": 128, "block_n": 32, "warps": 8}},
@@ -354,12 +355,20 @@ def main(argv=None) -> int:
                    help="with --variants: only the variants whose name this regex finds")
     p.add_argument("--causal", choices=("yes", "no"), default=None,
                    help="only the causal (yes) or the unmasked (no) shapes")
+    p.add_argument("--lengths", default=None, metavar="L,L,...",
+                   help="only these of the shapes' lengths (1024, 4096, 16384)")
     args = p.parse_args(argv)
     if args.only is not None:
         try:
             re.compile(args.only)
         except re.error as err:
             p.error(f"--only: not a regular expression ({err})")
+    lengths = None
+    if args.lengths is not None:
+        try:
+            lengths = {int(x) for x in args.lengths.split(",")}
+        except ValueError:
+            p.error(f"--lengths: comma-separated integers, got {args.lengths!r}")
     try:
         import torch
     except ImportError:
@@ -383,6 +392,8 @@ def main(argv=None) -> int:
         if args.d is not None and d != args.d:
             continue
         if args.causal is not None and causal != (args.causal == "yes"):
+            continue
+        if lengths is not None and length not in lengths:
             continue
         r = bench(d, causal, length, reps, args.path, args.dtype, triton_fn, args.variants,
                   args.inner, args.only, lead)

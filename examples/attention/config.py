@@ -72,6 +72,7 @@ __all__ = [
     "AttentionConfig",
     "attention_config",
     "default_blocks",
+    "register_edge",
 ]
 
 HEAD_DIMS = (64, 128)  # D: one m16n8k16 k-step is 16 columns; ldmatrix rows are 8
@@ -122,6 +123,11 @@ class AttentionConfig:
     loaded once and kept (the default); otherwise they are reloaded from shared memory at
     every k-step, which frees ``D / 2 * rows per warp / 16`` registers for larger blocks.
     ``warps``: the CTA's warps along M (4, the default, or 8), ``threads = 32 * warps``.
+    ``late_copies``: each iteration issues the next key block's copies after its softmax
+    (before ``P V``) rather than first; ``shared_bases``: the ``ldmatrix`` k-steps of each
+    operand share one per-thread base (:func:`~tylo.nvgpu.warp.ldmatrix.load_operand`'s
+    ``share_bases``). Both lower the register pressure of the tiles at the register file's
+    edge (:func:`attention_config` sets them there).
 
     >>> cfg = attention_config(64, "bf16")
     >>> cfg.block_m, cfg.block_n, cfg.chain.registers(0)
@@ -140,6 +146,8 @@ class AttentionConfig:
     aligned: bool = True
     q_in_registers: bool = True
     warps: int = WARPS
+    late_copies: bool = False
+    shared_bases: bool = False
     proofs: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -173,7 +181,8 @@ class AttentionConfig:
                 f"which the {self.threads} threads of {self.warps} warps cannot share evenly; "
                 f"use block_n in {tuple(fits)} or fewer warps"
             )
-        for flag in ("causal", "padding", "aligned", "q_in_registers"):
+        for flag in ("causal", "padding", "aligned", "q_in_registers", "late_copies",
+                     "shared_bases"):  # fmt: skip
             if type(getattr(self, flag)) is not bool:
                 raise PlanError(f"AttentionConfig: {flag} must be a bool")
         if self.shared_bytes > SHARED_LIMIT:
@@ -267,6 +276,8 @@ class AttentionConfig:
             f"{', per-batch key lengths' if self.padding else ''}, "
             f"{'16-byte' if self.aligned else 'element-wise'} copies, "
             f"Q {'in registers' if self.q_in_registers else 'from shared memory'}, "
+            f"{'late copies, ' if self.late_copies else ''}"
+            f"{'shared ldmatrix bases, ' if self.shared_bases else ''}"
             f"{self.shared_bytes // 1024} KiB smem"
         )
 
@@ -304,11 +315,14 @@ def attention_config(
     block_n: int | None = None,
     q_in_registers: bool = True,
     warps: int | None = None,
+    late_copies: bool | None = None,
+    shared_bases: bool | None = None,
 ) -> AttentionConfig:
     """Plan the warp path on the host and prove what the kernel relies on (the module
     docstring lists it); the verdicts are in ``cfg.proofs``. ``warps``: None for the
     default CTA (4 warps); ``block_m`` / ``block_n`` left None take :func:`default_blocks`,
-    with Br scaled to keep its rows per warp (8 warps: Br = 128).
+    with Br scaled to keep its rows per warp (8 warps: Br = 128). ``late_copies`` and
+    ``shared_bases`` left None are :func:`register_edge`'s verdict.
 
     >>> cfg = attention_config(128, "f16", causal=True)
     >>> cfg.proofs["V ldmatrix.trans bank conflicts"], cfg.pv_plan.k
@@ -319,11 +333,35 @@ def attention_config(
     br, bc = default_blocks(d) if d in HEAD_DIMS else (64, 64)
     if type(warps) is int and warps in WARP_COUNTS:  # others: AttentionConfig says why
         br = br // WARPS * warps  # the default's rows per warp
+    br = br if block_m is None else block_m
+    bc = bc if block_n is None else block_n
+    warps = WARPS if warps is None else warps
+    edge = register_edge(d, br, bc, q_in_registers, warps)
     cfg = AttentionConfig(
-        d, dtype, br if block_m is None else block_m, bc if block_n is None else block_n,
-        causal, padding, aligned, q_in_registers, WARPS if warps is None else warps,
+        d, dtype, br, bc, causal, padding, aligned, q_in_registers, warps,
+        edge if late_copies is None else late_copies,
+        edge if shared_bases is None else shared_bases,
     )  # fmt: skip
     return _prove(cfg)
+
+
+def register_edge(d: Any, block_m: Any, block_n: Any, q_in_registers: Any, warps: Any) -> bool:
+    """Whether a tile is at the register file's edge, where :class:`AttentionConfig`'s
+    ``late_copies`` and ``shared_bases`` pay: D = 128 with 32 rows per warp, Q from shared
+    memory and Bc <= 64 (each thread holds 128 O accumulators). Anything else, including
+    arguments ``AttentionConfig`` refuses, is not an edge tile.
+
+    Compiled by ptxas 13.0 for sm_90a, Br = 128 x Bc = 64 there spills 192 / 296 bytes
+    (without / with the causal mask) with neither and 8 / 44 with both, so it stays an
+    option, not a default. On an H200 (2026-12-02, ``benchmarks/attention.py --d 128
+    --variants``) it runs at 314-351 TFLOP/s without the mask (1.07x the 64 x 64 default,
+    0.94-0.98x FlashAttention-2) and 232-334 with it (0.97-1.02x the default). On the
+    64 x 64 default (16 rows per warp, Q in registers) they measured slower: 0.91-0.99x
+    with ``shared_bases`` alone, 0.82-0.91x with both; there they stay off."""
+    plain = all(type(x) is int for x in (d, block_m, block_n, warps))
+    if not plain or type(q_in_registers) is not bool:
+        return False
+    return d == 128 and warps * 32 == block_m and not q_in_registers and block_n <= 64
 
 
 @functools.lru_cache(maxsize=64)

@@ -185,23 +185,31 @@ def prefetch(cfg, K, V, sk, sv, tid, n, total):
 def key_block(cfg, qf, K, V, sk, sv, svt, tid, n, total, m, l_part, o, c, m0, lq, kv, masked):
     """Iteration ``n`` of the key loop (see the module docstring)."""
     s_plan, pv_plan = cfg.s_plan, cfg.pv_plan
-    if cfg.causal or not masked:  # without causality the masked block is the last one
+    sb = cfg.shared_bases
+    copies = cfg.causal or not masked  # without causality the masked block is the last one
+    if copies and not cfg.late_copies:
         prefetch(cfg, K, V, sk, sv, tid, n + 1, total)
     st = n % 2
     kt = sk.select(2, st)
     s = zero_accumulator(s_plan)
     for ks in range(s_plan.k_steps):
-        qa = qf[ks] if cfg.q_in_registers else load_operand(s_plan, "a", qf, tid, ks)
-        s = mma_atoms(s_plan, qa, load_operand(s_plan, "b", kt, tid, ks), s)
+        if cfg.q_in_registers:
+            qa = qf[ks]
+        else:
+            qa = load_operand(s_plan, "a", qf, tid, ks, share_bases=sb)
+        s = mma_atoms(s_plan, qa, load_operand(s_plan, "b", kt, tid, ks, share_bases=sb), s)
     if masked:  # one i32 compare per score (examples/attention/mask.py)
         at = (m0, n * cfg.block_n)
         keep = score_mask(s_plan.acc_ownership, tid, at, kv, lq, cfg.causal, cfg.block_n)
         s = tylo.where(keep, s, NEG_INF)
     m, l_part, o, p = online_block(cfg, s, m, l_part, o, c)
+    if copies and cfg.late_copies:  # after the softmax: fewer registers live
+        prefetch(cfg, K, V, sk, sv, tid, n + 1, total)
     vt = svt.select(2, st)
     for ks in range(pv_plan.k_steps):
-        o = mma_atoms(pv_plan, p[ks], load_operand(pv_plan, "b", vt, tid, ks), o)
-    if cfg.causal or not masked:
+        v_op = load_operand(pv_plan, "b", vt, tid, ks, share_bases=sb)
+        o = mma_atoms(pv_plan, p[ks], v_op, o)
+    if copies:
         wait_copies(0)  # block n + 1 has landed (this thread's copies) ...
         tylo.sync_threads()  # ... and everyone's; everyone is done with stage n % 2
     return m, l_part, o

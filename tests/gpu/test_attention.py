@@ -82,6 +82,22 @@ def test_other_block_sizes(gpu_runtime, d, blocks, q_regs):
     verify(1, 2, 1000, d, lk=17, causal=True, **kw)
 
 
+@pytest.mark.parametrize("bn", [32, 64])
+def test_register_edge_tiles(gpu_runtime, bn):
+    """D = 128, 32 rows per warp, Q from shared memory: the tiles where ``late_copies`` and
+    ``shared_bases`` are on (``config.register_edge``): every mask, Lq != Lk, f16."""
+    from examples.attention.config import attention_config
+
+    kw = {"block_m": 128, "block_n": bn, "q_in_registers": False}
+    cfg = attention_config(128, "bf16", **kw)
+    assert cfg.late_copies and cfg.shared_bases
+    for case in [{"causal": True}, {"kv_lens": [1, 200]}, {"causal": True, "kv_lens": [0, 90]}]:
+        verify(2, 2, 300, 128, lk=333, **case, **kw)
+    verify(1, 2, 1000, 128, lk=17, causal=True, **kw)
+    verify(1, 2, 17, 128, lk=1000, **kw)
+    verify(1, 2, 4097, 128, dtype="f16", **kw)
+
+
 # CTAs of 8 warps, Br = 128 (16 rows per warp): D -> Bc (tests/nvvm compiles the same ones)
 EIGHT_WARPS = [(64, 64), (64, 128), (128, 32), (128, 64)]
 

@@ -445,3 +445,46 @@ def test_warp_options_are_refused_on_the_hopper_path(option):
     q = DeviceArray(1 << 20, (1, 1, 8, 64), (512, 512, 64, 1), tylo.bf16, 0)
     with pytest.raises(AttentionPathError, match=f"{next(iter(option))} configure the warp"):
         attention(q, q, q, path="hopper", **option)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("bm", [64, 128])
+@pytest.mark.parametrize("bn", [16, 32, 64, 128])
+@pytest.mark.parametrize("q_regs", [True, False])
+def test_register_edge_sets_late_copies_and_shared_bases(d, bm, bn, q_regs):
+    """``late_copies`` and ``shared_bases`` default to ``register_edge``'s verdict, which
+    is true exactly for D = 128, 32 rows per warp, Q from shared memory, Bc <= 64; given
+    explicitly, they are kept."""
+    from examples.attention.config import attention_config, register_edge
+
+    want = d == 128 and bm == 128 and not q_regs and bn <= 64
+    assert register_edge(d, bm, bn, q_regs, 4) is want
+    try:
+        cfg = attention_config(d, "bf16", block_m=bm, block_n=bn, q_in_registers=q_regs)
+    except PlanError:  # a block the warp path refuses (its own tests say why)
+        return
+    assert (cfg.late_copies, cfg.shared_bases) == (want, want)
+    assert ("late copies" in cfg.describe()) is want
+    flipped = attention_config(d, "bf16", block_m=bm, block_n=bn, q_in_registers=q_regs,
+                               late_copies=not want, shared_bases=False)  # fmt: skip
+    assert (flipped.late_copies, flipped.shared_bases) == (not want, False)
+
+
+@pytest.mark.parametrize("flag", ["late_copies", "shared_bases"])
+@pytest.mark.parametrize("bad", [1, "yes", None])
+def test_late_copies_and_shared_bases_must_be_bools(flag, bad):
+    from examples.attention.config import AttentionConfig
+
+    with pytest.raises(PlanError, match=f"{flag} must be a bool"):
+        AttentionConfig(128, "bf16", 128, 64, q_in_registers=False, **{flag: bad})
+
+
+def test_register_edge_refuses_nothing():
+    """Odd arguments (the refusals are AttentionConfig's): not an edge tile, no exception."""
+    from examples.attention.config import register_edge
+
+    assert register_edge(128, None, 64, False, 4) is False
+    assert register_edge("128", 128, 64, False, 4) is False
+    assert register_edge(128, 128, 64, np.array([False]), np.array([4, 4])) is False
+    assert register_edge(128, 128, 64, 0, 4) is False  # q_in_registers: a bool
+    assert register_edge(128, 256, 64, False, 8) is True

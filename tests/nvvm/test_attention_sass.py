@@ -157,3 +157,19 @@ def test_cli_refuses_wrong_key_lengths_in_one_line():
     )  # fmt: skip
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert "--kv-lens: give B = 2 lengths" in out.stderr and out.stdout == ""
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_register_edge_flags_cut_the_spills(compiled, causal):
+    """D = 128, Br = 128 x Bc = 64, Q from shared memory (an option, not a default: it
+    still spills a little): ``late_copies`` and ``shared_bases``, on there by default, leave
+    ptxas fewer bytes to spill than with both off, and ``shared_bases`` shows in the PTX as
+    the XOR of a shared base with a constant (a k-step's offset through the swizzle)."""
+    kw = {"block_m": 128, "block_n": 64, "q_in_registers": False}
+    cfg, edge = compiled(128, causal, False, "sm_90a", **kw)
+    assert cfg.late_copies and cfg.shared_bases
+    _, off = compiled(128, causal, False, "sm_90a", late_copies=False, shared_bases=False, **kw)
+    assert edge.resources.spill_stores < off.resources.spill_stores
+    xor_imm = re.compile(r"xor\.b32\s+%r\d+,\s*%r\d+,\s*-?\d+;")
+    # K and Q: 7 k-steps past the first share its base, per loop body
+    assert len(xor_imm.findall(edge.ptx)) >= 2 * 7 > len(xor_imm.findall(off.ptx))
