@@ -44,7 +44,12 @@ VARIANTS = {
          "128x64-qsmem": {"block_m": 128, "block_n": 64, "q_in_registers": False},
          "64x64": {"block_m": 64, "block_n": 64},
          "128x64-8w": {"block_m": 128, "block_n": 64, "warps": 8},
-         "128x128-8w": {"block_m": 128, "block_n": 128, "warps": 8}},
+         "128x128-8w": {"block_m": 128, "block_n": 128, "warps": 8},
+         # the default tile with the register-edge options (AttentionConfig); on the H200
+         # (2026-12-02) 0.86-0.93x the default: copies issued early pay where registers allow
+         "128x64 late": {"block_m": 128, "block_n": 64, "late_copies": True},
+         "128x64 late shared": {"block_m": 128, "block_n": 64, "late_copies": True,
+                                "shared_bases": True}},
     128: {"64x32": {"block_m": 64, "block_n": 32},
           "128x64-qsmem": {"block_m": 128, "block_n": 64, "q_in_registers": False},
           "128x32-qsmem": {"block_m": 128, "block_n": 32, "q_in_registers": False},

@@ -138,7 +138,8 @@ def launch_blocks(d: int, *, causal: bool, padding: bool) -> tuple[Any, Any]:
 def plan_attention(
     q: Any, k: Any, v: Any, out: Any, lse: Any, *, causal: bool = False, kv_lens: Any = None,
     scale: float | None = None, block_m: int | None = None, block_n: int | None = None,
-    q_in_registers: bool = True, warps: int | None = None,
+    q_in_registers: bool = True, warps: int | None = None, late_copies: bool | None = None,
+    shared_bases: bool | None = None,
 ) -> tuple[AttentionConfig, dict[str, Any]]:  # fmt: skip
     """Check every argument of :func:`attention` (``out`` and ``lse`` given) and plan the
     warp path; returns the configuration and the launch's runtime values. Raises
@@ -222,6 +223,7 @@ def plan_attention(
     cfg = attention_config(
         d, qa.dtype, causal=bool(causal), padding=kv_lens is not None, aligned=aligned,
         block_m=block_m, block_n=block_n, q_in_registers=q_in_registers, warps=warps,
+        late_copies=late_copies, shared_bases=shared_bases,
     )  # fmt: skip
     values = {
         "shape": (b, h, lq, lk, d),
@@ -248,23 +250,27 @@ def attention(
     q: Any, k: Any, v: Any, *, causal: bool = False, kv_lens: Any = None,
     scale: float | None = None, out: Any = None, lse: Any = None, path: str = "auto",
     stream: Any = None, block_m: int | None = None, block_n: int | None = None,
-    q_in_registers: bool = True, warps: int | None = None,
+    q_in_registers: bool = True, warps: int | None = None, late_copies: bool | None = None,
+    shared_bases: bool | None = None,
 ) -> tuple[Any, Any]:  # fmt: skip
     """``(out, lse)``: ``out = softmax(q kᵀ · scale) v`` (B, H, Lq, D) in the input dtype and
     ``lse`` (B, H, Lq) f32, with the masks of :mod:`examples.attention.reference`
     (``causal``: bottom-right aligned; ``kv_lens``: int32 per-batch key lengths). ``out`` and
     ``lse`` are allocated when not given. ``path``: 'warp' (mma.sync, sm_80+), 'hopper'
     (:mod:`examples.attention.hopper_host`, sm_90a) or 'auto' (:func:`auto_path`).
-    ``block_m``, ``block_n``, ``q_in_registers``, ``warps``: the warp path's configuration
+    ``block_m``, ``block_n``, ``q_in_registers``, ``warps``, ``late_copies``,
+    ``shared_bases``: the warp path's configuration
     (:class:`~examples.attention.config.AttentionConfig`; default: its choice for D); any of
     them given makes ``path="auto"`` the warp path."""
     if path not in PATHS:
         raise AttentionPathError(f"attention: path must be one of {PATHS}, got {path!r}")
-    if path == "auto" and block_m is None and block_n is None and q_in_registers and warps is None:
+    options = (("block_m", block_m), ("block_n", block_n), ("warps", warps),
+               ("late_copies", late_copies), ("shared_bases", shared_bases))  # fmt: skip
+    given = [n for n, x in options if x is not None] + ([] if q_in_registers else
+                                                        ["q_in_registers"])  # fmt: skip
+    if path == "auto" and not given:
         path = _auto_path_of(q, k, v, scale)
     if path == "hopper":
-        given = [n for n, x in (("block_m", block_m), ("block_n", block_n), ("warps", warps))
-                 if x is not None] + ([] if q_in_registers else ["q_in_registers"])  # fmt: skip
         if given:
             raise AttentionPathError(
                 f"attention: {', '.join(given)} configure the warp path, not path='hopper' "
@@ -281,11 +287,13 @@ def attention(
         return plan_attention(
             q, k, v, out, lse, causal=causal, kv_lens=kv_lens, scale=scale,
             block_m=block_m, block_n=block_n, q_in_registers=q_in_registers, warps=warps,
+            late_copies=late_copies, shared_bases=shared_bases,
         )  # fmt: skip
 
     key = _plan_key(
-        q, k, v, out, lse, kv_lens, causal, scale, block_m, block_n, q_in_registers, warps
-    )
+        q, k, v, out, lse, kv_lens, causal, scale, block_m, block_n, q_in_registers, warps,
+        late_copies, shared_bases,
+    )  # fmt: skip
     cfg, val = plan() if key is None else _PLANS.get(key, plan)
     launch(cfg, val, q, k, v, out, lse, kv_lens, stream)
     return out, lse
@@ -393,6 +401,7 @@ def verify(
     layout: str = "bhld", pad: int = 0, path: str = "auto", seed: int | None = None,
     tolerance: float = 1e-2, lse_tolerance: float = 1e-3, block_m: int | None = None,
     block_n: int | None = None, q_in_registers: bool = True, warps: int | None = None,
+    late_copies: bool | None = None, shared_bases: bool | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Run attention on fresh random data (``out`` and ``lse`` poisoned with NaN first) and
     compare with :func:`~examples.attention.reference.attention_reference`: the relative
@@ -420,7 +429,7 @@ def verify(
         lens = DeviceBuffer.from_numpy(kv_lens, dtype=tylo.i32)
     attention(q, k, v, causal=causal, kv_lens=lens, scale=scale, out=out, lse=lse, path=path,
               block_m=block_m, block_n=block_n, q_in_registers=q_in_registers,
-              warps=warps)  # fmt: skip
+              warps=warps, late_copies=late_copies, shared_bases=shared_bases)  # fmt: skip
     driver.synchronize()
     ref_o, ref_lse = attention_reference(
         *(x for _, x in rounded), scale=scale, causal=causal, kv_lens=kv_lens

@@ -437,7 +437,8 @@ def test_cli_eight_warps_compile_only(capsys):
 
 
 @pytest.mark.parametrize("option", [{"block_m": 64}, {"block_n": 64}, {"warps": 8},
-                                    {"q_in_registers": False}])  # fmt: skip
+                                    {"q_in_registers": False}, {"late_copies": True},
+                                    {"shared_bases": False}])  # fmt: skip
 def test_warp_options_are_refused_on_the_hopper_path(option):
     """A warp-path option given with path='hopper' is refused, not ignored."""
     from examples.attention.host import AttentionPathError, attention
