@@ -40,6 +40,15 @@ __all__ = [
 
 PATHS = ("auto", "warp", "hopper")
 GRID_LIMIT = 65535  # grid y (heads) and z (batch)
+CAUSAL_CTAS = 2**31 - 1  # a causal launch's CTAs, numbered in 32 bits (kernel.longest_first)
+# (batch, head)s per group of a causal launch's longest-first order (kernel.causal_order):
+# about a quarter of the CTAs an H200 runs at once (132 SMs x 2), so that some 4 CTAs of each
+# (batch, head) are in flight and its K and V are read from L2. Against each (batch, head)'s
+# blocks in a row (group 1), ordering the whole launch measured 0.89x at D = 128, 1k (16 x 16
+# heads: 256 (batch, head)s in flight, one CTA each) and 1.03-1.15x at the other causal
+# shapes; with groups of 64, D = 128 at 1k measured 240 TFLOP/s (group 1: 237) and the
+# other shapes kept the gain (2026-12-02, H200, docs/attention.md).
+CAUSAL_GROUP = 64
 _LOG2E = 1.4426950408889634
 
 
@@ -225,10 +234,16 @@ def plan_attention(
         block_m=block_m, block_n=block_n, q_in_registers=q_in_registers, warps=warps,
         late_copies=late_copies, shared_bases=shared_bases,
     )  # fmt: skip
+    if cfg.causal and math.prod(cfg.grid(b, h, lq)) > CAUSAL_CTAS:
+        raise AttentionInputError(
+            f"attention: a causal launch of {math.prod(cfg.grid(b, h, lq))} CTAs (B = {b}, "
+            f"H = {h}, Lq = {lq} in blocks of {cfg.block_m}) exceeds {CAUSAL_CTAS}"
+        )
     values = {
         "shape": (b, h, lq, lk, d),
         "strides": [s for st in strides for s in st],
         "c": float(sc) * _LOG2E,
+        "group": min(b * h, CAUSAL_GROUP),
     }
     return cfg, values
 
@@ -328,7 +343,7 @@ def launch(cfg: AttentionConfig, val: dict, q, k, v, out, lse, kv_lens, stream=N
     attention_kernel[cfg.grid(b, h, lq), cfg.threads](
         cfg, out, lse, q, k, v, kv_lens, lq, lk, h,
         s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11],
-        val["c"], shared=cfg.shared_bytes, stream=stream,
+        val["c"], val["group"], shared=cfg.shared_bytes, stream=stream,
     )  # fmt: skip
 
 
@@ -356,7 +371,7 @@ def compile_attention(cfg: AttentionConfig, target: Any = "sm_90a") -> Any:
     p = tylo.Ptr(cfg.dtype, align=16 if cfg.aligned else None, strided=True)
     lens = tylo.i32 if cfg.padding else None
     return attention_kernel.compile(
-        cfg, p, tylo.f32, p, p, p, lens, int, int, int, *([int] * 12), float,
+        cfg, p, tylo.f32, p, p, p, lens, int, int, int, *([int] * 12), float, int,
         block=cfg.threads, target=target,
     )  # fmt: skip
 

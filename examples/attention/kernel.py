@@ -2,7 +2,7 @@
 
 ``O = softmax(Q Kᵀ · scale) V`` for one (query block, head, batch) per CTA of ``cfg.warps``
 warps (4 or 8, each owning ``cfg.rows_per_warp`` rows; with the causal mask, query blocks
-run last-first: the longest rows start first); the semantics (masks, empty rows, lse) are
+run longest first across the whole launch, :func:`longest_first`); the semantics (masks, empty rows, lse) are
 :mod:`examples.attention.reference`'s. The static configuration and its proofs are
 :mod:`examples.attention.config`. Nothing below counts warps: every thread index goes
 through the plans' ownerships (built for ``warps = (cfg.warps, 1)``), every copy is
@@ -64,6 +64,7 @@ __all__ = [
     "AttentionConfig",
     "attention_config",
     "attention_kernel",
+    "causal_order",
     "key_blocks",
     "online_block",
     "partial_ownership",
@@ -141,6 +142,43 @@ def _index(x):
     if isinstance(x, int) or x.is_Symbol:
         return x
     return to_index(tylo.value(x))
+
+
+def causal_order(lin, blocks, nbh, group, minimum=min):
+    """``(xq, bh)`` of the CTA with linear index ``lin`` (``0 <= lin < blocks * nbh``):
+    ``nbh`` (batch, head)s of ``blocks`` query blocks each, taken ``group`` (batch, head)s
+    at a time (the last group may be smaller) and within a group query-block-slowest:
+    ``xq`` counts from each (batch, head)'s longest block. Plain ints or kernel values
+    (``minimum``: ``min`` or ``tylo.minimum``); a bijection onto
+    ``range(blocks) x range(nbh)`` (tests/host/test_attention_warps_host.py)."""
+    g = minimum(group, nbh)
+    span = g * blocks  # the CTAs of one whole group
+    grp = lin // span
+    first = grp * g  # its first (batch, head)
+    size = minimum(g, nbh - first)  # the last group may have fewer
+    r = lin - grp * span
+    xq = r // size  # how many of each (batch, head)'s blocks come before, in this group
+    return xq, first + (r - xq * size)
+
+
+def longest_first(br, group):
+    """``(m0, h, b)`` of this CTA in a causal launch. CTAs are dispatched in the order of
+    their linear index (x fastest), which is read here as groups of ``group`` (batch, head)s
+    (the last group may be smaller), and within a group query blocks slowest: every
+    (batch, head)'s last query block (the one that sees the most keys) runs first, then
+    every second-to-last, and so on, so that a group ends with its lightest blocks. The
+    grid is unchanged (query blocks, heads, batch) and the mapping is a bijection of it:
+    ``group = 1`` is each (batch, head)'s blocks longest first, one (batch, head) after the
+    other; ``group`` >= B * H orders the whole launch. Groups keep the K and V of the
+    (batch, head)s in flight few enough to be read from L2 (host.CAUSAL_GROUP). The
+    arithmetic is u32: the host launches no causal grid of 2**31 CTAs or more."""
+    u32 = tylo.u32
+    gx, gy, gz = (tylo.value(g, u32) for g in (tylo.grid_dim.x, tylo.grid_dim.y, tylo.grid_dim.z))
+    x, y, z = (tylo.value(i, u32) for i in (tylo.block_idx.x, tylo.block_idx.y, tylo.block_idx.z))
+    lin = x + gx * (y + gy * z)
+    xq, bh = causal_order(lin, gx, gy * gz, tylo.value(group, u32), tylo.minimum)
+    m0 = to_index(gx - 1 - xq, "query block") * br
+    return m0, to_index(bh % gy, "head"), to_index(bh // gy, "batch entry")
 
 
 # --8<-- [start:blocks]
@@ -236,6 +274,7 @@ def attention_kernel(
     svb: Stride, svh: Stride, svl: Stride,
     sob: Stride, soh: Stride, sol: Stride,
     c: float,
+    group: Dim,
 ):  # fmt: skip
     d, br = cfg.d, cfg.block_m
     if cfg.aligned:  # 16-byte rows: stated here, checked at every launch
@@ -244,10 +283,10 @@ def attention_kernel(
         tylo.assume(*(tylo.divisible(s, 8) for s in (svb, svh, svl, sob, soh, sol)))
     tid = tylo.thread_idx.x
     m0 = tylo.block_idx.x * br
-    if cfg.causal:  # the longest rows (the most key blocks) first: a shorter tail
-        m0 = (tylo.grid_dim.x - 1 - tylo.block_idx.x) * br
     h = tylo.block_idx.y
     b = tylo.block_idx.z
+    if cfg.causal:  # the longest rows (the most key blocks) first: a shorter tail
+        m0, h, b = longest_first(br, group)
     kv = lk
     if cfg.padding:
         # a data-dependent index, clipped to 0 .. Lk (the key rows that exist)

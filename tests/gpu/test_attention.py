@@ -98,6 +98,21 @@ def test_register_edge_tiles(gpu_runtime, bn):
     verify(1, 2, 4097, 128, dtype="f16", **kw)
 
 
+@pytest.mark.parametrize("group", [1, 2, 3, 64])
+@pytest.mark.parametrize("d", [64, 128])
+def test_causal_groups(gpu_runtime, monkeypatch, group, d):
+    """The causal launch's longest-first order (kernel.causal_order) with groups of 1, 2
+    and 3 (batch, head)s (5 and 6 of them: a smaller last group) and the whole launch:
+    every CTA's rows are written once (outputs poisoned first), with every mask."""
+    from examples.attention import host
+
+    monkeypatch.setattr(host, "CAUSAL_GROUP", group)
+    monkeypatch.setattr(host, "_PLANS", host.Remembered(64))  # plans made with this group
+    verify(5, 1, 300, d, lk=333, causal=True)
+    verify(2, 3, 1000, d, causal=True, kv_lens=[0, 700])
+    verify(3, 2, 129, d, lk=127, causal=True, block_m=64, block_n=64)
+
+
 # CTAs of 8 warps, Br = 128 (16 rows per warp): D -> Bc (tests/nvvm compiles the same ones)
 EIGHT_WARPS = [(64, 64), (64, 128), (128, 32), (128, 64)]
 

@@ -329,3 +329,47 @@ def test_the_benchmarks_eight_warp_variants_plan():
     for d, name, kw in eight:
         cfg, _ = host.plan_attention(*_args(d), **kw)
         assert f"{cfg.block_m}x{cfg.block_n}-8w" == name and cfg.threads == 256
+
+
+def test_causal_launches_number_their_ctas_in_32_bits():
+    """kernel.longest_first numbers a causal launch's CTAs in 32 bits: a causal grid past
+    2**31 - 1 CTAs is refused with a typed error; the same shape without the mask, and the
+    largest causal grid that fits, are planned."""
+    from examples.attention.host import CAUSAL_CTAS, AttentionInputError
+
+    b, h = 65535, 64
+
+    def plan(lq, causal):
+        q = _arr((b, h, lq, 64), 1 << 46)
+        o = _arr((b, h, lq, 64), 1 << 48)
+        lse = _arr((b, h, lq), 1 << 50, tylo.f32)
+        return host.plan_attention(q, q, q, o, lse, causal=causal)[0]
+
+    bm = plan(1, True).block_m
+    lq = bm * (CAUSAL_CTAS // (b * h))  # the most query blocks that fit
+    assert math.prod(plan(lq, True).grid(b, h, lq)) <= CAUSAL_CTAS
+    assert math.prod(plan(lq + 1, False).grid(b, h, lq + 1)) > CAUSAL_CTAS
+    with pytest.raises(AttentionInputError, match="causal launch of .* CTAs"):
+        plan(lq + 1, True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 40), st.integers(1, 50))
+def test_causal_order_is_a_longest_first_bijection(blocks, nbh, group):
+    """kernel.causal_order over every linear CTA index: a bijection onto (query block from
+    the longest, (batch, head)); within a group of ``group`` (batch, head)s the index goes
+    query-block-slowest (all the longest blocks first); group 1 is each (batch, head)'s
+    blocks in a row (the order before groups), a group past B * H orders the whole launch."""
+    from examples.attention.kernel import causal_order
+
+    got = [causal_order(lin, blocks, nbh, group) for lin in range(blocks * nbh)]
+    assert sorted(got) == [(x, bh) for x in range(blocks) for bh in range(nbh)]
+    g = min(group, nbh)
+    for lin, (xq, bh) in enumerate(got):
+        assert bh // g == lin // (g * blocks)  # its group's CTAs are contiguous
+        if lin and got[lin - 1][1] // g == bh // g:
+            assert got[lin - 1][0] <= xq  # longest first within the group
+    if group == 1:
+        assert got == [(lin % blocks, lin // blocks) for lin in range(blocks * nbh)]
+    if group >= nbh:
+        assert got == [(lin // nbh, lin % nbh) for lin in range(blocks * nbh)]
