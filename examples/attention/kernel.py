@@ -2,11 +2,12 @@
 
 ``O = softmax(Q Kᵀ · scale) V`` for one (query block, head, batch) per CTA of ``cfg.warps``
 warps (4 or 8, each owning ``cfg.rows_per_warp`` rows; with the causal mask, query blocks
-run longest first across the whole launch, :func:`longest_first`); the semantics (masks, empty rows, lse) are
-:mod:`examples.attention.reference`'s. The static configuration and its proofs are
-:mod:`examples.attention.config`. Nothing below counts warps: every thread index goes
-through the plans' ownerships (built for ``warps = (cfg.warps, 1)``), every copy is
-shared by ``cfg.threads`` threads, and the barriers are CTA-wide. Per CTA:
+run longest first within groups of (batch, head)s, :func:`longest_first`); the semantics
+(masks, empty rows, lse) are :mod:`examples.attention.reference`'s. The static
+configuration and its proofs are :mod:`examples.attention.config`. Nothing below counts
+warps: every thread index goes through the plans' ownerships (built for
+``warps = (cfg.warps, 1)``), every copy is shared by ``cfg.threads`` threads, and the
+barriers are CTA-wide. Per CTA:
 
 1. **Q once**: the (Br, D) tile is copied to shared memory with ``cp.async`` and loaded
    into registers with ``ldmatrix`` (the A operand of every k-step of ``S = Q Kᵀ``); it
@@ -173,8 +174,9 @@ def longest_first(br, group):
     (batch, head)s in flight few enough to be read from L2 (host.CAUSAL_GROUP). The
     arithmetic is u32: the host launches no causal grid of 2**31 CTAs or more."""
     u32 = tylo.u32
-    gx, gy, gz = (tylo.value(g, u32) for g in (tylo.grid_dim.x, tylo.grid_dim.y, tylo.grid_dim.z))
-    x, y, z = (tylo.value(i, u32) for i in (tylo.block_idx.x, tylo.block_idx.y, tylo.block_idx.z))
+    grid, idx = tylo.grid_dim, tylo.block_idx
+    gx, gy, gz = (tylo.value(g, u32) for g in (grid.x, grid.y, grid.z))
+    x, y, z = (tylo.value(i, u32) for i in (idx.x, idx.y, idx.z))
     lin = x + gx * (y + gy * z)
     xq, bh = causal_order(lin, gx, gy * gz, tylo.value(group, u32), tylo.minimum)
     m0 = to_index(gx - 1 - xq, "query block") * br
