@@ -351,13 +351,13 @@ def register_edge(d: Any, block_m: Any, block_n: Any, q_in_registers: Any, warps
     memory and Bc <= 64 (each thread holds 128 O accumulators). Anything else, including
     arguments ``AttentionConfig`` refuses, is not an edge tile.
 
-    Compiled by ptxas 13.0 for sm_90a, Br = 128 x Bc = 64 there spills 192 / 296 bytes
-    (without / with the causal mask) with neither and 8 / 44 with both, so it stays an
+    Compiled by ptxas 13.0 for sm_90a, Br = 128 x Bc = 64 there spills 192 / 268 bytes
+    (without / with the causal mask) with neither and 8 / 36 with both, so it stays an
     option, not a default. On an H200 (2026-12-02, ``benchmarks/attention.py --d 128
     --variants``) it runs at 314-351 TFLOP/s without the mask (1.07x the 64 x 64 default,
     0.94-0.98x FlashAttention-2) and 232-334 with it (0.97-1.02x the default). On the
-    64 x 64 default (16 rows per warp, Q in registers) they measured slower: 0.91-0.99x
-    with ``shared_bases`` alone, 0.82-0.91x with both; there they stay off."""
+    64 x 64 default (16 rows per warp, Q in registers) they measured slower: 0.92-0.99x
+    with ``shared_bases`` alone, 0.88-0.92x with both; there they stay off."""
     plain = all(type(x) is int for x in (d, block_m, block_n, warps))
     if not plain or type(q_in_registers) is not bool:
         return False
