@@ -374,6 +374,10 @@ def main(argv=None) -> int:
             lengths = {int(x) for x in args.lengths.split(",")}
         except ValueError:
             p.error(f"--lengths: comma-separated integers, got {args.lengths!r}")
+        known = sorted({length for _, _, length in SHAPES})
+        if not lengths <= set(known):
+            p.error(f"--lengths: {sorted(lengths - set(known))} not among the shapes' lengths "
+                    f"{known}")  # fmt: skip
     try:
         import torch
     except ImportError:

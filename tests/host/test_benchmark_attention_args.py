@@ -27,7 +27,8 @@ def test_only_must_be_a_regular_expression(bad, capsys):
 
 @pytest.mark.parametrize("flag, bad", [("--causal", "maybe"), ("--d", "96"),
                                        ("--lead-us", "soon"), ("--lengths", "1k"),
-                                       ("--lengths", "1024,,4096")])  # fmt: skip
+                                       ("--lengths", "1024,,4096"), ("--lengths", "2048"),
+                                       ("--lengths", "1024,-1")])  # fmt: skip
 def test_filters_refuse_values_they_do_not_know(flag, bad, capsys):
     with pytest.raises(SystemExit) as err:
         bench.main([flag, bad])
