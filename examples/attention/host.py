@@ -234,9 +234,10 @@ def plan_attention(
         block_m=block_m, block_n=block_n, q_in_registers=q_in_registers, warps=warps,
         late_copies=late_copies, shared_bases=shared_bases,
     )  # fmt: skip
-    if cfg.causal and math.prod(cfg.grid(b, h, lq)) > CAUSAL_CTAS:
+    ctas = math.prod(cfg.grid(b, h, lq))
+    if cfg.causal and ctas > CAUSAL_CTAS:
         raise AttentionInputError(
-            f"attention: a causal launch of {math.prod(cfg.grid(b, h, lq))} CTAs (B = {b}, "
+            f"attention: a causal launch of {ctas} CTAs (B = {b}, "
             f"H = {h}, Lq = {lq} in blocks of {cfg.block_m}) exceeds {CAUSAL_CTAS}"
         )
     values = {

@@ -68,10 +68,9 @@ def address_classes(
     ``x`` is 0). :func:`class_addresses` with ``share`` does the same against every base the
     kernel has made so far for the same storage and layout."""
     offsets = access_offsets(tile, tables)
-    reps: list[int] = []
+    reps: list[int] = []  # the accesses that start a class, in order
     out: list[tuple[int, int, int]] = []
-    for j, off in enumerate(offsets):
-        hit = relate(off, [offsets[r] for r in reps], xor=xor)
+    for j, hit in enumerate(_assign(offsets, [], xor)):
         if hit is None:
             reps.append(j)
             out.append((j, 0, 0))
@@ -79,6 +78,17 @@ def address_classes(
             i, d, x = hit
             out.append((reps[i], d, x))
     return out
+
+
+def _assign(offsets: tuple, pool: list[tuple], xor: bool):
+    """For each access in turn, :func:`relate` against ``pool`` (bases made before, then the
+    accesses that started a class here, appended as they come): ``(i, d, x)`` into the pool,
+    or None where the access starts a class (and joins the pool)."""
+    for off in offsets:
+        hit = relate(off, pool, xor=xor)
+        if hit is None:
+            pool.append(off)
+        yield hit
 
 
 def relate(off: tuple, bases: list[tuple], *, xor: bool = True) -> tuple[int, int, int] | None:
@@ -192,31 +202,27 @@ def class_addresses(
     if share:
         registry = ctx.__dict__.setdefault("_tylo_class_registry", {})
         kept = registry.setdefault((id(tile.storage), tile.layout, width), kept)
-    mine: tuple[list, list] = ([], [])  # bases this call made
+    pool, syms = list(kept[0]), list(kept[1])  # the bases this call may use, as it goes
     out = []
-    for j, off in enumerate(offsets):
-        hit = relate(off, kept[0] + mine[0], xor=share)
-        if hit is None:
+    for j, hit in enumerate(_assign(offsets, pool, share)):
+        if hit is None:  # _assign put the access's offsets in the pool
             sym, entry = _class_base(tile, coords[j])
+            syms.append(sym)
             d = x = 0
-            mine[0].append(off)
-            mine[1].append(sym)
             if share and entry:  # bound in the entry block: later calls may use it
-                kept[0].append(off)
+                kept[0].append(offsets[j])
                 kept[1].append(sym)
         else:
             i, d, x = hit
-            sym = (kept[1] + mine[1])[i]
-        if not x:
-            off_expr = nbytes * (sym + _expr(tile.base) + d)
-            out.append(b.add(base, lower_int(ctx, off_expr, 32)))
-        elif isinstance(sym, int):  # a static base: the XOR folds here
-            off_expr = nbytes * ((sym ^ x) + _expr(tile.base) + d)
-            out.append(b.add(base, lower_int(ctx, off_expr, 32)))
-        else:  # one XOR with a constant on the base (in bytes: nbytes is a power of 2)
+            sym = syms[i]
+        if x and not isinstance(sym, int):  # one XOR with a constant on the base
+            # (in bytes: nbytes is a power of 2)
             moved = b.xor(lower_int(ctx, nbytes * sym, 32), ir.IntType(32)(nbytes * x))
             rest = lower_int(ctx, nbytes * (_expr(tile.base) + d), 32)
             out.append(b.add(base, b.add(moved, rest)))
+        else:  # a constant difference (a static base: the XOR, if any, folds here)
+            off_expr = nbytes * ((sym ^ x if x else sym) + _expr(tile.base) + d)
+            out.append(b.add(base, lower_int(ctx, off_expr, 32)))
     return out
 
 
