@@ -240,7 +240,8 @@ def key_block(cfg, qf, K, V, sk, sv, svt, tid, n, total, m, l_part, o, c, m0, lq
         s = mma_atoms(s_plan, qa, load_operand(s_plan, "b", kt, tid, ks, share_bases=sb), s)
     if masked:  # one i32 compare per score (examples/attention/mask.py)
         at = (m0, n * cfg.block_n)
-        keep = score_mask(s_plan.acc_ownership, tid, at, kv, lq, cfg.causal, cfg.block_n)
+        keep = score_mask(s_plan.acc_ownership, tid, at, kv, lq, cfg.causal, cfg.block_n,
+                          split=True)
         s = tylo.where(keep, s, NEG_INF)
     m, l_part, o, p = online_block(cfg, s, m, l_part, o, c)
     if copies and cfg.late_copies:  # after the softmax: fewer registers live

@@ -423,7 +423,7 @@ def test_the_score_mask_is_the_references(lq, lk, kv_frac, causal, bn, tc):
     each slot's column offset ``c``; ``c < tile_limit`` is the reference's mask at key
     ``base + c`` for every row below Lq, every tile and offset, by brute force (``tc``:
     the thread's first column within the tile)."""
-    from examples.attention.mask import row_limit, tile_limit
+    from examples.attention.mask import row_limit, split_limit, tile_limit
     from examples.attention.reference import visible
 
     kv = lk if kv_frac is None else min(int(kv_frac * lk), lk)
@@ -434,7 +434,10 @@ def test_the_score_mask_is_the_references(lq, lk, kv_frac, causal, bn, tc):
         offsets = np.arange(bn - tc)  # the columns of the tile from the thread's first
         keys = base + offsets
         limit = np.array([row_limit(causal, int(r), kv, lq) for r in rows])
-        got = offsets[None, :] < np.array([tile_limit(x, base, bn) for x in limit])[:, None]
+        one = np.array([tile_limit(x, base, bn) for x in limit])
+        # the warp kernel's two-step form (score_mask(split=True)) is the same limit
+        assert (one == np.array([split_limit(x, it * bn, tc, bn) for x in limit])).all()
+        got = offsets[None, :] < one[:, None]
         inside = keys < lk
         assert (got[:, inside] == want[:, keys[inside]]).all()
         assert not got[:, ~inside].any()  # past Lk nothing is visible (kv <= Lk)
@@ -451,6 +454,53 @@ def test_the_clamp_keeps_any_limit_in_i32():
             got = tile_limit(limit, base, 64)
             assert 0 <= got <= 64
             assert [c < got for c in range(64)] == [c < limit - base for c in range(64)]
+
+
+I32 = (-(2**31), 2**31 - 1)
+
+
+def _i32(x: int) -> int:
+    assert I32[0] <= x <= I32[1], f"{x} overflows i32"
+    return x
+
+
+@settings(max_examples=400, deadline=None)
+@given(kv=st.integers(1, 2**31 - 1), lq=st.integers(1, 2**31 - 1), row=st.integers(0, 2**31 - 2),
+       c0=st.integers(0, 2**31 - 1), col=st.integers(0, 127),
+       width=st.sampled_from([16, 32, 64, 128]), causal=st.booleans())  # fmt: skip
+def test_the_split_limit_is_the_one_step_limit(kv, lq, row, c0, col, width, causal):
+    """``score_mask(split=True)``'s arithmetic (``examples.attention.mask.split_limit``),
+    emulated step by step with every 32-bit intermediate checked for overflow, equals the
+    one-step ``tile_limit(limit, c0 + col, width)`` over the kernel's whole domain: lengths
+    and keys below 2**31 (``kernel.Dim``), any row, any first key and first column."""
+    from examples.attention.mask import row_limit, split_limit, tile_limit
+
+    col %= width
+    limit = row_limit(causal, row, kv, lq)
+    want = tile_limit(limit, c0 + col, width)
+    if causal:  # the row limit clamped to [-1, 2**31 - 1], i32, then the i32 difference
+        narrow = _i32(max(min(limit, 2**31 - 1), -1))
+        tile = min(max(_i32(narrow - _i32(c0)), 0), 2 * width)
+    else:  # the difference in 64 bits, clamped, then i32
+        tile = _i32(min(max(limit - c0, 0), 2 * width))
+    got = min(max(_i32(tile - _i32(col)), 0), width)
+    assert got == want
+    assert split_limit(limit, c0, col, width) == want
+    assert split_limit(limit, c0, col, width, narrow=_i32) == want
+
+
+def test_the_split_limit_at_the_edges():
+    """The cases hypothesis may miss: a limit exactly ``width`` and ``2 * width`` past the
+    first key or column, negative limits (a causal row before the diagonal's start), and
+    the largest first keys; each against the one-step form."""
+    from examples.attention.mask import split_limit, tile_limit
+
+    width = 64
+    for c0 in (0, 64, 2**31 - 65, 2**31 - 1):
+        for col in (0, 1, 31, 63):
+            for delta in (-(2**31), -2, -1, 0, 1, 63, 64, 65, 127, 128, 129, 2**31):
+                limit = c0 + col + delta
+                assert split_limit(limit, c0, col, width) == tile_limit(limit, c0 + col, width)
 
 
 @settings(max_examples=60, deadline=None)
