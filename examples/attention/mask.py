@@ -94,6 +94,6 @@ def score_mask(
         limit = hi(lo(limit, 2**31 - 1), -1).to(tylo.i32)
         c0 = tylo.value(c0, tylo.i32)
     else:  # 64 bits relative to the tile, then i32
-        narrow = lambda x: tylo.value(x, tylo.i32)  # noqa: E731
+        narrow = lambda x: tylo.value(x, tylo.i32)
     col = tylo.value(own.thread_coord(tid)[1], tylo.i32)
     return cols < split_limit(limit, c0, col, width, lo, hi, narrow)
