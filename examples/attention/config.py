@@ -352,10 +352,12 @@ def register_edge(d: Any, block_m: Any, block_n: Any, q_in_registers: Any, warps
     arguments ``AttentionConfig`` refuses, is not an edge tile.
 
     Compiled by ptxas 13.0 for sm_90a, Br = 128 x Bc = 64 there spills 192 / 268 bytes
-    (without / with the causal mask) with neither and 8 / 36 with both, so it stays an
-    option, not a default. On an H200 (2026-12-02, ``benchmarks/attention.py --d 128
-    --variants``) it runs at 314-351 TFLOP/s without the mask (1.07x the 64 x 64 default,
-    0.94-0.98x FlashAttention-2) and 232-334 with it (0.97-1.02x the default). On the
+    (without / with the causal mask) with neither and 0 / 16 with both (the warp kernel's
+    two-step mask limit, ``mask.score_mask(split=True)``; 48 / 24 with key lengths, 12-60
+    on sm_80), so it stays an option, not a default. On an H200 (2026-12-02,
+    ``benchmarks/attention.py --d 128 --variants``) it runs at 311-344 TFLOP/s without the
+    mask (1.05-1.06x the 64 x 64 default, 0.93-0.97x FlashAttention-2) and 245-359 with it
+    (1.02-1.06x the default, 0.99-1.13x FlashAttention-2). On the
     64 x 64 default (16 rows per warp, Q in registers) they measured slower: 0.92-0.99x
     with ``shared_bases`` alone, 0.88-0.92x with both; there they stay off."""
     plain = all(type(x) is int for x in (d, block_m, block_n, warps))
