@@ -162,6 +162,33 @@ def test_large_scores_stay_finite(gpu_runtime):
     verify(1, 2, 300, 64, lk=500, scale=8.0, causal=True, tolerance=2e-2)
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_rising_scores(gpu_runtime, dtype, d):
+    """Scores that rise along the keys by about 87 log2 units over the sequence, so that
+    every key block raises every row's running maximum and O is rescaled by a factor far
+    from 1 at each (random data raises it rarely after the first blocks)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    from examples.attention.reference import attention_reference
+
+    g = torch.Generator(device="cuda").manual_seed(1)
+    tdt = torch.bfloat16 if dtype == "bf16" else torch.float16
+    lq, lk = 200, 1000
+    u = torch.ones(d, device="cuda") / d**0.5  # |u| = 1
+    noise = 0.1 * torch.randn((1, 2, lq, d), device="cuda", generator=g)
+    q = (6.0 * d**0.5 / 8 * u + noise).to(tdt)  # q . u ~ 6 sqrt(d) / 8
+    ramp = torch.linspace(0.0, 80.0, lk, device="cuda")[None, None, :, None]
+    k = (ramp * u).expand(1, 2, lk, d).to(tdt)  # q . k / sqrt(d) rises to ~ 60: ~ 87 in log2
+    v = torch.randn((1, 2, lk, d), device="cuda", generator=g).to(tdt)
+    o, lse = attention(q, k, v, path="warp")
+    torch.cuda.synchronize()
+    ref_o, ref_lse = attention_reference(*(x.float().cpu().numpy() for x in (q, k, v)))
+    got = o.float().cpu().numpy()
+    assert np.isfinite(got).all()
+    assert np.abs(got - ref_o).max() <= 1e-2 * np.abs(ref_o).max()
+    assert np.abs(lse.cpu().numpy() - ref_lse).max() <= 1e-3
+
+
 def test_torch_tensors_and_allocated_outputs(gpu_runtime):
     torch = pytest.importorskip("torch", reason="torch is not installed")
     from examples.attention.reference import attention_reference
