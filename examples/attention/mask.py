@@ -5,7 +5,10 @@ Each row has one limit, the first key it does not see (:func:`row_limit`). In a 
 a thread's scores lie at its first column of the tile plus static per-slot offsets, so the
 limit is taken relative to that first column and clamped to ``[0, width]``
 (:func:`tile_limit`), converted to i32, and compared with each slot's offset: one 32-bit
-compare per score (:func:`score_mask`). Comparing the accumulator's coordinates
+compare per score (:func:`score_mask`). The warp kernel takes the limit in two steps
+(``score_mask(split=True)``, :func:`split_limit`): relative to the tile in 64 bits, then to
+the thread's column in 32, so that LLVM finds no 64-bit value of the thread alone to hoist
+out of the key loop. Comparing the accumulator's coordinates
 (``tylo.tile.fragment_io.coordinates``), which are 64-bit index values, took two compares per
 condition and an AND per score. ``tests/host/test_attention_hopper_host.py`` checks the
 limits against the reference's mask (``examples/attention/reference.py``) by brute force.
@@ -46,12 +49,11 @@ def split_limit(
     limit: Any, c0: Any, col: Any, width: int, lo: Any = min, hi: Any = max, narrow: Any = None
 ) -> Any:
     """``tile_limit(limit, c0 + col, width)`` in two steps, for ``0 <= col < width``: the
-    limit relative to the tile's first key ``c0``, clamped to ``[0, 2 * width]``, then
+    limit relative to the tile's first key ``c0``, clamped to ``[0, 2 * width]``; then
     (converted by the callable ``narrow`` where given: the kernel's conversion to i32)
-    relative to the
-    thread's first column ``col`` and clamped to ``[0, width]``. Equal to the one-step
-    form for every ``limit`` and ``c0`` (``tests/host/test_attention_hopper_host.py``): a
-    limit ``2 * width`` or more past ``c0`` is ``width`` or more past ``c0 + col``."""
+    relative to the thread's first column ``col``, clamped to ``[0, width]``. Equal to the
+    one-step form for every ``limit`` and ``c0``: a limit ``2 * width`` or more past ``c0``
+    is ``width`` or more past ``c0 + col`` (``tests/host/test_attention_hopper_host.py``)."""
     tile = lo(hi(limit - c0, 0), 2 * width)
     if narrow is not None:
         tile = narrow(tile)
