@@ -55,7 +55,7 @@ VARIANTS = {
           "128x32-qsmem": {"block_m": 128, "block_n": 32, "q_in_registers": False},
           "128x64-8w": {"block_m": 128, "block_n": 64, "warps": 8},
           "128x32-8w": {"block_m": 128, "block_n": 32, "warps": 8},
-          # 32 rows per warp with Q in registers: 16 keys per block is what fits without
+          # 32 rows per warp with Q in registers: 16 keys per block is what sm_90a fits without
           # spilling; on the H200 (2026-12-02) 0.78-0.85x the default (a rescale per 16 keys)
           "128x16": {"block_m": 128, "block_n": 16}},
 }  # fmt: skip
