@@ -16,6 +16,8 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
+import sympy
+
 from tylo.layouts.algebra import coalesce, is_one, is_zero, sorted_modes
 from tylo.layouts.errors import InverseError, LayoutError, SwizzleError
 from tylo.layouts.inttuple import fmt, vmul
@@ -116,7 +118,10 @@ def left_inverse(layout: Any) -> Any:
     d_{k+1}``: then ``R = (d0, d1/d0, ..., s_last):(0, e0, e1, ...)`` with ``e_k`` the
     index stride of mode k (CuTe's ``right_inverse((layout, complement(layout)))`` for a
     bijection onto ``[0, size)``; on offsets the layout does not reach R's values are
-    unspecified, and the same for static and symbolic extents). Raises InverseError
+    unspecified, and the same for static and symbolic extents). A mode of symbolic extent
+    that may be 1 (the static construction then drops it) is kept only where the result
+    is the same layout with that extent 1; otherwise UndecidableError asks for
+    ``extent >= 2``. Raises InverseError
     saying "no layout exists" only when that is so (two coordinates share an offset);
     otherwise the error names the condition tylo needs (e.g. no negative stride: R is
     defined on offsets ``[0, size(R))`` only, stricter than CuTe).
@@ -159,9 +164,11 @@ def _collision(x: Layout) -> tuple[int, int] | None:
     return None
 
 
-def _left_modes(x: Layout) -> list:
+def _left_modes(x: Layout, maybe_one: list | None = None) -> list:
     """The (stride, extent, index stride) of each mode that moves, sorted by stride;
-    raises when a mode shows that no left inverse exists."""
+    raises when a mode shows that no left inverse exists. A mode with a positive stride
+    whose extent may be 1 is kept, and its extent is listed in ``maybe_one``: where it is
+    1 the static construction drops the mode, which :func:`_left_inverse` checks."""
     fs, fd = x.flat()
     es = _index_strides(fs)
     modes = []
@@ -169,7 +176,12 @@ def _left_modes(x: Layout) -> list:
         if is_one(s):
             continue
         if (d > 0 if type(d) is int else decide_cmp(d, ">=", 1)) is True:
-            # kept even if s may be 1: the conditions checked below then still make R exact
+            if type(s) is not int:
+                big = decide_cmp(s, ">=", 2)
+                if big is False:  # a positive extent below 2: 1, no mode
+                    continue
+                if big is None and maybe_one is not None:
+                    maybe_one.append(s)
             modes.append((d, s, e))
             continue
         big = decide_cmp(s, ">=", 2)
@@ -223,7 +235,35 @@ def _refuse_chain(x: Layout, modes: list, why: str) -> InverseError:
 
 
 def _left_inverse(x: Layout) -> Layout:
-    modes = _left_modes(x)
+    maybe_one: list = []
+    r = _left_chain(x, _left_modes(x, maybe_one))
+    for s in maybe_one:
+        _check_at_one(x, r, s)
+    return r
+
+
+def _check_at_one(x: Layout, r: Layout, s: Any) -> None:
+    """Raise unless ``r``, built with the mode of extent ``s`` kept, is also what the
+    construction gives where ``s`` is 1 (the mode then dropped): the same layout after
+    coalescing, with ``s``'s symbols set to 1 in both. Only extents that are 1 at exactly
+    one point are checked (a product of symbols, every factor then 1); otherwise, or when
+    the two differ, the extent must be known to be >= 2 (the error says so)."""
+    from tylo.layouts._sampling import substitute
+
+    refuse = undecidable_cmp("left_inverse", s, ">=", 2, f"an extent of {x}")
+    factors = sympy.Mul.make_args(s)
+    if not all(isinstance(f, sympy.Symbol) for f in factors):
+        raise refuse
+    at_one = {f: 1 for f in factors}
+    try:
+        want = coalesce(_left_inverse(substitute(x, at_one)))
+    except LayoutError:  # undecided or refused where s is 1: r is not shown to hold there
+        raise refuse from None
+    if coalesce(substitute(r, at_one)) != want:
+        raise refuse
+
+
+def _left_chain(x: Layout, modes: list) -> Layout:
     if not modes:
         return Layout._make(1, 0)
     for (d0, s0, _), (d1, s1, _) in pairwise(modes):
