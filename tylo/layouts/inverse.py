@@ -36,6 +36,9 @@ __all__ = ["left_inverse", "right_inverse"]
 #: Largest number of indices tylo enumerates to prove that a swizzle commutes with a
 #: layout (``inv(L) o S == S' o inv(L)``) when the bitwise argument does not apply.
 ENUMERATION_LIMIT = 1 << 16
+#: Most symbolic extents that may be 1 a left inverse keeps (each subset of them set to 1
+#: is checked once: 2**6 layouts); past it, tylo asks for the first to be >= 2.
+MAYBE_ONE_LIMIT = 6
 
 
 def right_inverse(layout: Any) -> Any:
@@ -120,8 +123,8 @@ def left_inverse(layout: Any) -> Any:
     bijection onto ``[0, size)``; on offsets the layout does not reach R's values are
     unspecified, and the same for static and symbolic extents). A mode of symbolic extent
     that may be 1 (the static construction then drops it) is kept only where the result
-    is the same layout with that extent 1; otherwise UndecidableError asks for
-    ``extent >= 2``. Raises InverseError
+    is the same layout with that extent 1 (at most ``MAYBE_ONE_LIMIT`` such extents);
+    otherwise UndecidableError asks for ``extent >= 2``. Raises InverseError
     saying "no layout exists" only when that is so (two coordinates share an offset);
     otherwise the error names the condition tylo needs (e.g. no negative stride: R is
     defined on offsets ``[0, size(R))`` only, stricter than CuTe).
@@ -234,15 +237,34 @@ def _refuse_chain(x: Layout, modes: list, why: str) -> InverseError:
     )
 
 
-def _left_inverse(x: Layout) -> Layout:
-    maybe_one: list = []
-    r = _left_chain(x, _left_modes(x, maybe_one))
-    for s in maybe_one:
-        _check_at_one(x, r, s)
+def _left_inverse(x: Layout, memo: dict | None = None) -> Layout:
+    """The left inverse of ``x``; ``memo`` holds the layouts with some extents set to 1
+    already checked (each subset of them once, not once per order)."""
+    memo = {} if memo is None else memo
+    if x in memo:
+        got = memo[x]
+        if isinstance(got, LayoutError):
+            raise got
+        return got
+    try:
+        maybe_one: list = []
+        r = _left_chain(x, _left_modes(x, maybe_one))
+        if len(maybe_one) > MAYBE_ONE_LIMIT:  # 2**n layouts to check: ask instead
+            raise undecidable_cmp(
+                "left_inverse", maybe_one[0], ">=", 2,
+                f"{len(maybe_one)} extents of {x} may be 1; tylo checks at most "
+                f"{MAYBE_ONE_LIMIT}",
+            )  # fmt: skip
+        for s in maybe_one:
+            _check_at_one(x, r, s, memo)
+    except LayoutError as err:
+        memo[x] = err
+        raise
+    memo[x] = r
     return r
 
 
-def _check_at_one(x: Layout, r: Layout, s: Any) -> None:
+def _check_at_one(x: Layout, r: Layout, s: Any, memo: dict) -> None:
     """Raise unless ``r``, built with the mode of extent ``s`` kept, is also what the
     construction gives where ``s`` is 1 (the mode then dropped): the same layout after
     coalescing, with ``s``'s symbols set to 1 in both. Only extents that are 1 at exactly
@@ -256,7 +278,7 @@ def _check_at_one(x: Layout, r: Layout, s: Any) -> None:
         raise refuse
     at_one = {f: 1 for f in factors}
     try:
-        want = coalesce(_left_inverse(substitute(x, at_one)))
+        want = coalesce(_left_inverse(substitute(x, at_one), memo))
     except LayoutError:  # undecided or refused where s is 1: r is not shown to hold there
         raise refuse from None
     if coalesce(substitute(r, at_one)) != want:

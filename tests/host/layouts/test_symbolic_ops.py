@@ -180,6 +180,32 @@ def test_symbolic_left_inverse_agrees_with_static_where_extents_are_one():
         assert str(left_inverse(Layout(((1, dim("M")),), ((1, ld),)))) == "(ld,M):(0,1)"
 
 
+def test_left_inverse_checks_few_extents_that_may_be_one():
+    """Each subset of the extents that may be 1 is checked once (2**n layouts), so past
+    ``MAYBE_ONE_LIMIT`` of them tylo asks for one to be >= 2 rather than take minutes; the
+    extents known to be >= 2 are not counted."""
+    import time
+
+    from tylo.layouts.inverse import MAYBE_ONE_LIMIT
+
+    def chain(n):
+        syms = [dim(f"E{i}") for i in range(n)]
+        strides = [1]
+        for x in syms[:-1]:
+            strides.append(strides[-1] * x)
+        return syms, Layout(tuple(syms), tuple(strides))
+
+    syms, x = chain(MAYBE_ONE_LIMIT)
+    assert str(left_inverse(x)) == "*".join(sorted(str(e) for e in syms)) + ":1"
+    syms, x = chain(MAYBE_ONE_LIMIT + 1)
+    with pytest.raises(UndecidableError, match="may be 1"):
+        left_inverse(x)
+    with assuming(*(e >= 2 for e in syms)):
+        start = time.perf_counter()
+        assert size(left_inverse(x)) == size(x)
+        assert time.perf_counter() - start < 5
+
+
 SETTINGS = settings(
     max_examples=int(__import__("os").environ.get("TYLO_HYP_EXAMPLES", 40)),
     deadline=None,
