@@ -27,6 +27,7 @@ from tylo.layouts.symbolic import (
     decide_cmp,
     divides,
     exact_div,
+    substitute,
     undecidable_cmp,
     undecidable_divides,
 )
@@ -167,7 +168,7 @@ def _collision(x: Layout) -> tuple[int, int] | None:
     return None
 
 
-def _left_modes(x: Layout, maybe_one: list | None = None) -> list:
+def _left_modes(x: Layout, maybe_one: list) -> list:
     """The (stride, extent, index stride) of each mode that moves, sorted by stride;
     raises when a mode shows that no left inverse exists. A mode with a positive stride
     whose extent may be 1 is kept, and its extent is listed in ``maybe_one``: where it is
@@ -183,7 +184,7 @@ def _left_modes(x: Layout, maybe_one: list | None = None) -> list:
                 big = decide_cmp(s, ">=", 2)
                 if big is False:  # a positive extent below 2: 1, no mode
                     continue
-                if big is None and maybe_one is not None:
+                if big is None:
                     maybe_one.append(s)
             modes.append((d, s, e))
             continue
@@ -270,8 +271,6 @@ def _check_at_one(x: Layout, r: Layout, s: Any, memo: dict) -> None:
     coalescing, with ``s``'s symbols set to 1 in both. Only extents that are 1 at exactly
     one point are checked (a product of symbols, every factor then 1); otherwise, or when
     the two differ, the extent must be known to be >= 2 (the error says so)."""
-    from tylo.layouts._sampling import substitute
-
     refuse = undecidable_cmp("left_inverse", s, ">=", 2, f"an extent of {x}")
     factors = sympy.Mul.make_args(s)
     if not all(isinstance(f, sympy.Symbol) for f in factors):
