@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 import tylo
+from tylo.kernel.values import to_index
 from tylo.layouts import Layout
 from tylo.layouts.tv import MMA_M16N8K16_C_TV, wgmma_m64_c_tv
 from tylo.nvgpu.warp.stmatrix import store_fragment
@@ -156,3 +157,27 @@ def test_windows_and_bases():
         assert "STSM.16.M88.4" in k.sass
     with pytest.raises(tylo.TyloError, match="window origin .* is not static"):
         into_half.compile(tylo.f32, "runtime", block=256, target="sm_90a")
+
+
+@tylo.kernel
+def in_loop_and_after(out, shift, trips, n: tylo.Static, layout: tylo.Static):
+    own = Ownership(wgmma_m64_c_tv(n), (64, n))
+    tid = tylo.thread_idx.x
+    me = tid + to_index(shift[0], "shift")  # read at run time: not an entry-block value
+    tile = SharedTile(tylo.shared(tylo.bf16, 64 * n + 64, align=128), layout)
+    for _ in tylo.range(trips[0]):
+        store_fragment(accumulator(own, me), tile, me)
+    store_fragment(accumulator(own, me), tile, me)  # the same addresses, after the loop
+    tylo.sync_threads()
+    out[tid] = tile.storage[tid]
+
+
+def test_addresses_bound_in_a_loop_are_bound_again_after_it():
+    """A store's per-thread shared offsets made inside a ``tylo.range`` loop from a runtime
+    thread index are bound in the loop body; the same store after the loop binds them again
+    instead of reusing symbols whose values do not reach it (which failed the trace with
+    "the index symbol smem_off has no value here")."""
+    k = in_loop_and_after.compile(tylo.bf16, tylo.i32, tylo.i32, 64, Layout((64, 64), (64, 1)),
+                                  block=128, target="sm_90a")  # fmt: skip
+    assert k.ptx.count("stmatrix.sync.aligned") == 2 * 64 // 4 // 4
+    assert "STSM.16.M88.4" in k.sass

@@ -163,6 +163,10 @@ def _class_base(tile: SharedTile, coord: tuple) -> tuple[Any, bool]:
         return int(expr), True
     key = (id(tile.storage), tile.layout, expr)
     got = memo.get(key)
+    if got is not None and not got[1] and ctx.lookup(got[0]) is None:
+        # bound in a region (a loop body, a branch) that does not enclose this point: its
+        # value does not reach here, so bind the offset again
+        got = None
     if got is None:
         value = lower_int(ctx, expr, 32)
         sym = facts.integer_symbol(ctx.unique("smem_off"), nonnegative=True)
