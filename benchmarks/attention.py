@@ -98,6 +98,18 @@ HOPPER_VARIANTS = {"plain": {"pingpong": False, "overlap": False},
                    # the same tile with K released early: the producer loads K of the next
                    # tile while this one's P V runs (what 2 stages lacked)
                    "wide split release": {"bn": 128, "stages": 2, "split_release": True},
+                   # the persistent consumers run on from one item into the next: its first
+                   # S with this item's last P V, this item's O stored after
+                   "persistent items overlapped": {"persistent": True, "overlap": True,
+                                                   "item_overlap": True},
+                   # the persistent TMA-store epilogue staged in a buffer of its own (Q
+                   # released before it, the stores' read waited for one item later)
+                   "persistent o buffer": {"persistent": True, "tma_store": True, "o_buffer": True},
+                   # the default without either (what it was before they were measured)
+                   "neither": {"item_overlap": False, "o_buffer": False},
+                   "persistent items overlapped o buffer": {
+                       "persistent": True, "overlap": True, "item_overlap": True,
+                       "tma_store": True, "o_buffer": True},
                    "wide split release persistent": {"bn": 128, "stages": 2,
                                                      "split_release": True, "persistent": True},
                    "wide split release one-item": {"bn": 128, "stages": 2, "persistent": False,

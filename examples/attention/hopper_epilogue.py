@@ -117,18 +117,29 @@ def _consumer_barrier(cfg: Any, c: Any) -> None:
 
 
 # --8<-- [start:tma_epilogue]
+WAITS = ("written", "read", "before")
+
+
 @tylo.inline
-def tma_epilogue(cfg, o, m2, lsum, dst, smem, qbase, c, me, wait_read):
+def tma_epilogue(cfg, o, m2, lsum, dst, smem, qbase, c, me, wait):
     """Consumer ``c``'s epilogue through shared memory: ``dst = (to, l_tile, r0, bh, bb,
     lq)`` (the O tensor map, the lse tile, the block's first row, head and batch entry, and
-    Lq); ``me`` the thread's index in its warpgroup. Every wgmma of the consumer must be
-    complete (``key_loop`` returns so). ``wait_read``: the elected thread waits until the
-    stores have read shared memory (persistent: before the Q buffer is released), else
-    until they are written (the one-item kernel's end)."""
+    Lq); ``qbase`` the buffer staged in (a Q buffer, or ``cfg.o_offset()``); ``me`` the
+    thread's index in its warpgroup. Every wgmma of the consumer must be complete
+    (``key_loop`` returns so). ``wait`` (``WAITS``), what the elected thread waits for:
+    ``"written"``, after the stores, until they are written (the one-item kernel's end);
+    ``"read"``, after the stores, until they have read shared memory (persistent: before
+    the Q buffer is released); ``"before"``, before staging, until the consumer's earlier
+    stores (the previous item's, from the same rows of the O buffer) have read it, and not
+    after (``o_buffer``; the kernel waits once more before it exits)."""
+    if wait not in WAITS:
+        raise PlanError(f"tma_epilogue: wait must be one of {WAITS}, got {wait!r}")
     to, l_tile, r0, bh, bb, lq = dst
     out, lse = normalize(o, m2, lsum)
     store(None, l_tile, lse, me, origin=(r0, 0))
     base = staging_offset(qbase, c)
+    if wait == "before" and me == 0:
+        tma.wait_stores(0, read=True)  # the barrier below holds the others until it returns
     _consumer_barrier(cfg, c)  # every warp's wgmma that read these Q rows is complete
     tile = SharedTile(smem, staging_layout(cfg), base=base).window((0, 0), (ROWS, cfg.d))
     store_fragment(out, tile, me)
@@ -140,5 +151,6 @@ def tma_epilogue(cfg, o, m2, lsum, dst, smem, qbase, c, me, wait_read):
                 box = SharedTile(smem, to.plan.smem_layout, base=base + j * cfg.bm * BLOCK)
                 tma.store(to, box, (r0, bh, bb, BLOCK * j))
             tma.commit_stores()
-        tma.wait_stores(0, read=wait_read)
+        if wait != "before":
+            tma.wait_stores(0, read=wait == "read")
 # --8<-- [end:tma_epilogue]

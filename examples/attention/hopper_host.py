@@ -174,6 +174,13 @@ SCHEDULES = {(64, False, False): (False, True, True, True, False),
              (128, True, False): (True, True, True, True, True),
              (128, True, True): (True, True, True, False, True)}  # fmt: skip
 LONG_KEYS = 4096
+# (d, causal, long keys) -> (item_overlap, o_buffer) of the default where it is the
+# two-consumer persistent kernel with O by TMA: the O staging buffer where it measured
+# faster on an H200 (benchmarks/attention.py --path hopper --variants, 2026-12-02), and at
+# d = 64 causal with the items overlapped as well (o_buffer alone was 0.92-0.97x there).
+ITEM_SCHEDULES = {(128, False, False): (False, True),
+                  (128, True, False): (False, True),
+                  (64, True, False): (True, True)}  # fmt: skip
 # (d, causal) whose "long" side starts elsewhere: d = 64 without a mask, where the three
 # consumers' persistent kernel was faster at 1k and the one-item kernel at 4k and 16k
 # (THREE_CONSUMER_SCHEDULES); 2048 lies between the measured 1k and 4k.
@@ -217,6 +224,7 @@ def choose_config(
     tma_store: bool | None = None, split_kv: bool | None = None,
     split_release: bool | None = None, bn: int | None = None, stages: int | None = None,
     lk: int | None = None, consumers: int | None = None, target: Any = "sm_90a",
+    item_overlap: bool | None = None, o_buffer: bool | None = None,
 ) -> HopperAttentionConfig:
     """The default tile: at d = 64, 128 keys per tile and 4 stages; at d = 128, 128 keys and 2
     stages where that compiles without spilling (S, O and P take 64 + 64 + 32 registers per
@@ -239,7 +247,43 @@ def choose_config(
     measured, else those of ``SCHEDULES``); None: 3 where ``THREE_CONSUMER_SCHEDULES``
     names the case and its one-item kernel links without spilling for ``target`` (d = 64
     without a mask, and causal past ``LONG_KEYS``, where ptxas keeps ``setmaxnreg``; two
-    where ``bn``/``stages`` given do not fit three), else 2."""
+    where ``bn``/``stages`` given do not fit three), else 2. ``item_overlap``: a persistent
+    consumer issues the next item's first ``S`` with this item's last ``P V``
+    (``HopperAttentionConfig``; needs the persistent kernel and ``overlap``), and
+    ``o_buffer``: its TMA-store epilogue stages O in a buffer of its own (needs the
+    persistent kernel and ``tma_store``); None: the measured choice (``ITEM_SCHEDULES``)
+    where the rest of the configuration is the one measured (two consumers, persistent, O
+    by TMA, and ``overlap`` for ``item_overlap``), else off."""
+    for name, value in (("item_overlap", item_overlap), ("o_buffer", o_buffer)):
+        if value is not None and type(value) is not bool:
+            raise PlanError(
+                f"choose_config: {name} must be a bool (or None: the default), got {value!r}"
+            )
+    cfg = _chosen(d, dtype, causal, pingpong=pingpong, overlap=overlap, persistent=persistent,
+                  tma_store=tma_store, split_kv=split_kv, split_release=split_release, bn=bn,
+                  stages=stages, lk=lk, consumers=consumers, target=target)  # fmt: skip
+    io, ob = False, False
+    if cfg.persistent and cfg.tma_store and cfg.consumers == 2:
+        long = lk is not None and lk > long_keys(d, causal)
+        io, ob = ITEM_SCHEDULES.get((d, bool(causal), long), (False, False))
+    extra = {"item_overlap": (io and cfg.overlap) if item_overlap is None else item_overlap,
+             "o_buffer": ob if o_buffer is None else o_buffer}  # fmt: skip
+    if (extra["item_overlap"], extra["o_buffer"]) == (cfg.item_overlap, cfg.o_buffer):
+        return cfg
+    try:
+        return replace(cfg, **extra)
+    except PlanError:  # the O buffer does not fit beside the stages given: as given only
+        given = {"item_overlap": item_overlap, "o_buffer": o_buffer}
+        return replace(cfg, **{f: bool(x) for f, x in given.items()})
+
+
+def _chosen(
+    d: int, dtype: Any, causal: bool, *, pingpong: bool | None, overlap: bool | None,
+    persistent: bool | None, tma_store: bool | None, split_kv: bool | None,
+    split_release: bool | None, bn: int | None, stages: int | None, lk: int | None,
+    consumers: int | None, target: Any,
+) -> HopperAttentionConfig:
+    """:func:`choose_config` without ``item_overlap``."""
     opts = dict(pingpong=pingpong, overlap=overlap, persistent=persistent,
                 tma_store=tma_store, split_kv=split_kv, split_release=split_release)
     for name, value in opts.items():  # before the cache, which takes 1 for True
@@ -470,7 +514,7 @@ def _prepare_outputs(out: Any, lse: Any, prep: tuple, lens: Any = None) -> tuple
     if cfg.tma_store:
         st = _tma_strides(oa, "out")
         if isinstance(st, str):  # TMA cannot write this out: the stores by ownership
-            cfg = replace(cfg, tma_store=False)
+            cfg = replace(cfg, tma_store=False, o_buffer=False)
         else:
             tmo = TensorMap(o_plan(cfg), DeviceArray(oa.ptr, (lq, h, b, d), (*st, 1), oa.dtype,
                                                      oa.device))  # fmt: skip
@@ -506,8 +550,8 @@ def hopper_attention(
     written in place (last dimension contiguous, other strides free). With
     ``cfg.tma_store`` O is written by TMA stores, which need ``out``'s other strides to be
     positive multiples of 16 bytes and its base 16-byte aligned (:func:`takes_tma_store`):
-    a given ``out`` that is not runs with ``tma_store=False`` (stores by ownership), with
-    the same result. The preparation (checks, configuration, grid, tensor maps) is
+    a given ``out`` that is not runs with ``tma_store=False`` (stores by ownership, and so
+    without ``o_buffer``), with the same result. The preparation (checks, configuration, grid, tensor maps) is
     remembered per combination of the arrays' addresses, shapes and strides, the mask, the
     scale and ``cfg``, for the last 64."""
     if type(causal) is not bool:

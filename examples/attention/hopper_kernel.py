@@ -140,7 +140,15 @@ class HopperAttentionConfig:
     with the 128-key tile; ``hopper_host.SCHEDULES``); ``consumers``: the
     consumer warpgroups, 2 (the config's default) or 3 (FlashAttention-3's 192-row tile at
     d = 64; :mod:`examples.attention.hopper_roles`; ``choose_config``'s default at d = 64
-    without a mask, and causal past 4096 keys, ``hopper_host.THREE_CONSUMER_SCHEDULES``)."""
+    without a mask, and causal past 4096 keys, ``hopper_host.THREE_CONSUMER_SCHEDULES``);
+    ``item_overlap`` (needs ``persistent`` and ``overlap``, not with three consumers and the
+    causal mask): a consumer issues the next work item's first ``S = Q Kᵀ`` together with
+    this item's last ``P V``, runs that tile's softmax while ``P V`` runs, and only then
+    stores this item's O (:mod:`examples.attention.hopper_persistent`); ``o_buffer`` (needs
+    ``persistent`` and ``tma_store``): the TMA-store epilogue stages O in a buffer of its
+    own instead of the Q buffer, so Q is released before the epilogue and the stores'
+    read of shared memory is waited for only before the next item's staging
+    (:mod:`examples.attention.hopper_epilogue`)."""
 
     d: int = 64
     dtype: Any = tylo.bf16
@@ -154,6 +162,8 @@ class HopperAttentionConfig:
     split_kv: bool = False
     split_release: bool = False
     consumers: int = 2
+    item_overlap: bool = False
+    o_buffer: bool = False
 
     def __post_init__(self) -> None:
         try:
@@ -177,7 +187,7 @@ class HopperAttentionConfig:
         if type(self.stages) is not int or not 1 <= self.stages <= 8:
             raise PlanError(f"HopperAttentionConfig: stages must be 1..8, got {self.stages!r}")
         for name in ("causal", "pingpong", "overlap", "persistent", "tma_store", "split_kv",
-                     "split_release"):  # fmt: skip
+                     "split_release", "item_overlap", "o_buffer"):  # fmt: skip
             if type(getattr(self, name)) is not bool:
                 raise PlanError(
                     f"HopperAttentionConfig: {name} must be a bool, got {getattr(self, name)!r}"
@@ -192,6 +202,21 @@ class HopperAttentionConfig:
                 "HopperAttentionConfig: split_release releases K and V of a stage on their "
                 "own, which needs them landing on full barriers of their own: pass "
                 "split_kv=True with it (choose_config(split_release=True) does)"
+            )
+        if self.item_overlap and not (self.persistent and self.overlap) or (
+                self.item_overlap and own_tiles(self)):  # fmt: skip
+            raise PlanError(
+                "HopperAttentionConfig: item_overlap issues a work item's first S = Q Kᵀ with "
+                "the previous item's last P V, so it needs persistent=True and overlap=True, "
+                "and every consumer computing every key tile (not three consumers with the "
+                f"causal mask); got persistent={self.persistent}, overlap={self.overlap}, "
+                f"consumers={self.consumers}, causal={self.causal}"
+            )
+        if self.o_buffer and not (self.persistent and self.tma_store):
+            raise PlanError(
+                "HopperAttentionConfig: o_buffer stages the persistent kernel's TMA-store "
+                "epilogue in a buffer of its own, so it needs persistent=True and "
+                f"tma_store=True; got persistent={self.persistent}, tma_store={self.tma_store}"
             )
         if self.overlap and self.stages < 2:
             raise PlanError(
@@ -259,10 +284,15 @@ class HopperAttentionConfig:
         in buffer ``i % 2``, so the next item's Q loads during this one), else one."""
         return 2 if self.persistent else 1
 
-    def ring_offset(self) -> int:
-        """The element offset of the K/V ring, after the Q buffers (1024-byte aligned: a Q
-        buffer is a multiple of 64 rows of 128 bytes)."""
+    def o_offset(self) -> int:
+        """With ``o_buffer``, the element offset of the O staging buffer (Q's shape), after
+        the Q buffers."""
         return self.q_buffers * self.q_elements()
+
+    def ring_offset(self) -> int:
+        """The element offset of the K/V ring, after the Q buffers and the O buffer, if any
+        (1024-byte aligned: a Q buffer is a multiple of 64 rows of 128 bytes)."""
+        return (self.q_buffers + self.o_buffer) * self.q_elements()
 
     def kv_elements(self) -> int:
         return self.bn * self.d
@@ -279,6 +309,8 @@ class HopperAttentionConfig:
             f"{', TMA-store epilogue' if self.tma_store else ''}"
             f"{', split K/V barriers' if self.split_kv else ''}"
             f"{', K released after S' if self.split_release else ''}"
+            f"{', items overlapped' if self.item_overlap else ''}"
+            f"{', O staged in a buffer of its own' if self.o_buffer else ''}"
         )
 # --8<-- [end:config]
 
@@ -415,22 +447,25 @@ def _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask, first=0)
 
 
 # --8<-- [start:overlap]
-def _overlapped_tile(cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mask, first=0):
-    """Key tile ``it >= 1`` (ring iteration ``first + it``) with the softmax overlapping the
-    tensor cores: issue ``S = Q K_itᵀ`` and then ``O += P_(it-1) V_(it-1)`` (the previous
-    tile's P, in registers), wait for S only, run the softmax of tile ``it`` while P V runs,
-    then wait for O, release the previous stage and rescale. Returns ``(o, pa, m2, lsum)``
-    with ``pa`` tile ``it``'s P. With ``split_kv`` both waits come before both issues: V of
-    tile ``it - 1`` (loaded before K of tile ``it``) and K of tile ``it``; a wait between
-    the two issues makes ptxas put a warpgroup arrive in a divergent path and serialize
-    every wgmma of the persistent kernel (info C7519)."""
+@tylo.inline
+def overlapped_step(cfg, bars, smem, pipe, qs, rings, o, pa, stats, scale2, soft):
+    """Issue ``S = Q Kᵀ`` for the K tile of ring iteration ``rings[0]`` (``qs``: this
+    consumer's Q blocks) and then ``O += P V`` for the V tile of ``rings[1]`` (``pa``: that
+    tile's P, in registers), wait for S only, run the online softmax on it from ``stats =
+    (m2, lsum)`` while P V runs (``soft = (it, mask, full)``: the tile's index in its item, the
+    mask, and the item's count of tiles that need none, or None to take ``mask`` as it
+    is), then wait for O, release V's stage and pack the new P. Returns ``(o, pa, m2,
+    lsum, alpha)``: O *not* rescaled by ``alpha``. With ``split_kv`` both waits come before
+    both issues: V of ``rings[1]`` (loaded before the K of a later iteration) and K of
+    ``rings[0]``; a wait between the two issues makes ptxas put a warpgroup arrive in a
+    divergent path and serialize every wgmma of the persistent kernel (info C7519)."""
     o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
-    ring = first + it
-    wait_v(cfg, pipe, ring - 1)  # split_kv: V of tile it - 1 (its stage is still held)
-    wait_k(cfg, pipe, ring)  # K of tile it
+    ring, pv_ring = rings
+    wait_v(cfg, pipe, pv_ring)  # split_kv: V of the P V tile (its stage is still held)
+    wait_k(cfg, pipe, ring)  # K of the S tile
     stage_elems = 2 * cfg.kv_elements()
     base = cfg.ring_offset() + pipe.stage(ring) * stage_elems
-    prev = cfg.ring_offset() + pipe.stage(ring - 1) * stage_elems
+    prev = cfg.ring_offset() + pipe.stage(pv_ring) * stage_elems
     if cfg.pingpong:
         turn_barrier("sync", bars[0])
     fence()
@@ -441,15 +476,100 @@ def _overlapped_tile(cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mas
     if cfg.pingpong:
         turn_barrier("arrive", bars[1])
     s = wait_group(1, s)  # S is complete; P V may still run
-    release_k(cfg, pipe, ring)  # split_release: K of tile it, free for a later tile
-    p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask, scale2)
+    release_k(cfg, pipe, ring)  # split_release: K of the S tile, free for a later tile
+    p, m2, lsum, alpha = tile_softmax(cfg, s, stats, scale2, soft)
     o = wait_group(0, o)
-    release_v(cfg, pipe, ring - 1)  # the previous stage (split_release: its V)
+    release_v(cfg, pipe, pv_ring)  # the P V tile's stage (split_release: its V)
     # packed only now: the previous P's registers are wgmma inputs until the wait, and
     # writing the new P into them earlier would make ptxas serialize every wgmma (C7513)
     pa = accumulator_as_register_a(p, o_atom)
+    return o, pa, m2, lsum, alpha
+
+
+def _overlapped_tile(cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mask, first=0):
+    """Key tile ``it >= 1`` (ring iteration ``first + it``) with the softmax overlapping the
+    tensor cores (:func:`overlapped_step`): ``S = Q K_itᵀ`` and ``O += P_(it-1) V_(it-1)``
+    (the previous tile's P, in registers) in flight together, the softmax of tile ``it``
+    while P V runs, then O rescaled. Returns ``(o, pa, m2, lsum)`` with ``pa`` tile ``it``'s
+    P."""
+    ring = first + it
+    o, pa, m2, lsum, alpha = overlapped_step(
+        cfg, bars, smem, pipe, qs, (ring, ring - 1), o, pa, (m2, lsum), scale2, (it, mask, None)
+    )
     return o * alpha, pa, m2, lsum
+
+
+@tylo.inline
+def tile_softmax(cfg, s, stats, scale2, soft):
+    """:func:`_online_softmax` of the S tile ``s`` from ``stats = (m2, lsum)``, ``soft = (it,
+    mask, n_full)``: tile ``it`` of its item, masked by ``mask`` unless ``it < n_full`` (a
+    runtime count of the item's tiles every row sees whole); ``n_full`` None takes ``mask``
+    as given (None: no mask)."""
+    it, mask, n_full = soft
+    m2, lsum = stats
+    if n_full is None:
+        p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask, scale2)
+    elif n_full > it:
+        p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, None, scale2)
+    else:
+        p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask, scale2)
+    return p, m2, lsum, alpha
 # --8<-- [end:overlap]
+
+
+@tylo.inline
+def first_tile(cfg, bars, smem, pipe, qs, stats, scale2, soft, first):
+    """The overlap schedule's first key tile (ring iteration ``first``): ``S = Q Kᵀ`` alone,
+    waited for, and the online softmax from ``stats = (m2, lsum)`` (``soft`` as
+    :func:`tile_softmax`'s). Returns ``(pa, m2, lsum)``: its P as the register A of the P V
+    that the next step issues."""
+    o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
+    wait_k(cfg, pipe, first)
+    if cfg.pingpong:
+        turn_barrier("sync", bars[0])
+    fence()
+    base = cfg.ring_offset() + pipe.stage(first) * 2 * cfg.kv_elements()
+    s = _issue_s(cfg, smem, qs, base)
+    commit_group()
+    if cfg.pingpong:
+        turn_barrier("arrive", bars[1])
+    s = wait_group(0, s)
+    release_k(cfg, pipe, first)  # split_release: the first tile's K
+    p, m2, lsum, _ = tile_softmax(cfg, s, stats, scale2, soft)
+    return accumulator_as_register_a(p, o_atom), m2, lsum
+
+
+@tylo.inline
+def overlapped_tiles(cfg, bars, smem, pipe, qs, tiles, state, scale2, mask, first):
+    """The overlap schedule's key tiles ``1 .. n_tiles - 1`` (``tiles = (n_full, n_tiles)``:
+    those below ``max(n_full, 1)`` without the mask, the rest with it) from ``state = (o, pa,
+    m2, lsum)``, tile 0's P in ``pa``. Returns the state with the last tile's P in ``pa``,
+    its P V not yet issued."""
+    n_full, n_tiles = tiles
+    o, pa, m2, lsum = state
+    n1 = tylo.maximum(n_full, 1)
+    for it in tylo.range(1, n1):
+        o, pa, m2, lsum = _overlapped_tile(
+            cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, None, first
+        )
+    for it in tylo.range(n1, n_tiles):
+        o, pa, m2, lsum = _overlapped_tile(
+            cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mask, first
+        )
+    return o, pa, m2, lsum
+
+
+def last_pv(cfg, smem, pipe, pa, o, last):
+    """The overlap schedule's last ``O += P V`` (ring iteration ``last``), waited for and its
+    stage released. Returns O."""
+    wait_v(cfg, pipe, last)  # split_kv: the last tile's V
+    fence()
+    base = cfg.ring_offset() + pipe.stage(last) * 2 * cfg.kv_elements()
+    o = _issue_pv(cfg, smem, pa, base, o)
+    commit_group()
+    o = wait_group(0, o)
+    release_v(cfg, pipe, last)
+    return o
 
 
 def _skipped_tile(cfg, bars, pipe, it, first=0):
@@ -466,6 +586,17 @@ def _skipped_tile(cfg, bars, pipe, it, first=0):
     release_k(cfg, pipe, first + it)
     wait_v(cfg, pipe, first + it)
     release_v(cfg, pipe, first + it)
+
+
+def consumer_q(cfg: Any, smem: Any, qbase: Any, c: Any) -> list[Any]:
+    """Consumer ``c``'s rows of the Q buffer at element ``qbase``: rows ``64c ..`` of each
+    64-column block ``j``, the same swizzled block 64 rows (8 swizzle periods) on: the A
+    operands of ``S = Q Kᵀ``."""
+    return [
+        SharedTile(smem, block_layout(64, cfg.dtype),
+                   base=qbase + j * cfg.bm * BLOCK + 64 * BLOCK * c)
+        for j in range(cfg.blocks)
+    ]
 
 
 # --8<-- [start:consumer]
@@ -486,12 +617,7 @@ def key_loop(cfg, c, bars, smem, pipe, qbase, tiles, mask, scale2, first=0):
         n_tiles = tylo.minimum(n_tiles, all_tiles)  # never more: its rows are the CTA's
     o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
     rows = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype).c.reduced(1)
-    # rows 64c.. of Q's block j: the same swizzled block, 64 rows (8 swizzle periods) on
-    qs = [
-        SharedTile(smem, block_layout(64, cfg.dtype),
-                   base=qbase + j * cfg.bm * BLOCK + 64 * BLOCK * c)
-        for j in range(cfg.blocks)
-    ]
+    qs = consumer_q(cfg, smem, qbase, c)
     o = zeros(o_atom.c)
     m2 = full(rows, NEG_INF, tylo.f32)  # running row maximum of the scores times log2(e)
     lsum = full(rows, 0.0, tylo.f32)  # running row sum of exp2(s2 - m2)
@@ -505,40 +631,13 @@ def key_loop(cfg, c, bars, smem, pipe, qbase, tiles, mask, scale2, first=0):
                 cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask, first
             )
     else:  # n_tiles >= 1 here (key_tiles gives an empty item one fully masked tile)
-        wait_k(cfg, pipe, first)
-        if cfg.pingpong:
-            turn_barrier("sync", bars[0])
-        fence()
-        base = cfg.ring_offset() + pipe.stage(first) * 2 * cfg.kv_elements()
-        s = _issue_s(cfg, smem, qs, base)
-        commit_group()
-        if cfg.pingpong:
-            turn_barrier("arrive", bars[1])
-        s = wait_group(0, s)
-        release_k(cfg, pipe, first)  # split_release: the first tile's K
-        if n_full > 0:  # the first tile is seen whole by every row: no mask
-            p, m2, lsum, _ = _online_softmax(cfg, s, m2, lsum, 0, None, scale2)
-        else:
-            p, m2, lsum, _ = _online_softmax(cfg, s, m2, lsum, 0, mask, scale2)
-        pa = accumulator_as_register_a(p, o_atom)
-        n1 = tylo.maximum(n_full, 1)
-        for it in tylo.range(1, n1):
-            o, pa, m2, lsum = _overlapped_tile(
-                cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, None, first
-            )
-        for it in tylo.range(n1, n_tiles):
-            o, pa, m2, lsum = _overlapped_tile(
-                cfg, bars, smem, pipe, qs, it, o, pa, m2, lsum, scale2, mask, first
-            )
+        pa, m2, lsum = first_tile(cfg, bars, smem, pipe, qs, (m2, lsum), scale2,
+                                  (0, mask, n_full), first)  # fmt: skip
+        o, pa, m2, lsum = overlapped_tiles(cfg, bars, smem, pipe, qs, (n_full, n_tiles),
+                                           (o, pa, m2, lsum), scale2, mask, first)  # fmt: skip
         # an index expression: layouts and the descriptor's alignment proof reason about it
         last = first + to_index(n_tiles - 1, "the last key tile")
-        wait_v(cfg, pipe, last)  # split_kv: the last tile's V
-        fence()
-        base = cfg.ring_offset() + pipe.stage(last) * 2 * cfg.kv_elements()
-        o = _issue_pv(cfg, smem, pa, base, o)
-        commit_group()
-        o = wait_group(0, o)
-        release_v(cfg, pipe, last)
+        o = last_pv(cfg, smem, pipe, pa, o, last)
     if own_tiles(cfg):
         for it in tylo.range(n_tiles, all_tiles):
             _skipped_tile(cfg, bars, pipe, it, first)
@@ -572,7 +671,7 @@ def _consume(cfg, wg, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid):
     o, m2, lsum = key_loop(cfg, c, bars, smem, pipe, 0, tiles, (me, r0, kv, lq), scale2)
     if cfg.tma_store:  # every wgmma is complete: the Q rows are free (hopper_epilogue)
         dst = (outs[2], outs[1], r0, outs[3], outs[4], lq)
-        tma_epilogue(cfg, o, m2, lsum, dst, smem, 0, c, me, False)
+        tma_epilogue(cfg, o, m2, lsum, dst, smem, 0, c, me, "written")
     else:
         epilogue(o, m2, lsum, outs[:2], me, r0)
 # --8<-- [end:consumer]

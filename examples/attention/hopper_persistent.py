@@ -26,6 +26,12 @@ items:
   they stage O in their rows of the Q buffer, store it by TMA and release the buffer only
   once the store has read it (:mod:`examples.attention.hopper_epilogue`).
 
+With ``item_overlap`` a consumer issues item ``i + 1``'s first ``S = Q Kᵀ`` together with item
+``i``'s last ``P V`` and finishes item ``i`` after that tile's softmax
+(:func:`_consume_items_overlapped`); with ``o_buffer`` the TMA-store epilogue stages O in a
+buffer of its own, so Q is released before it and the stores' read is waited for one item
+later (docs/attention_hopper.md, "Running on from one item into the next").
+
 Every item loads its Q and its consumers wait for and release it, even one whose rows see no
 key, so buffer ``i % 2`` is used in the same order by both roles. The ping-pong schedule's
 named barriers stay balanced across items: each consumer issues ``S = Q Kᵀ`` the same number
@@ -40,10 +46,16 @@ import tylo
 from examples.attention.hopper_epilogue import check_o_map, tma_epilogue
 from examples.attention.hopper_kernel import (
     BLOCK,
+    NEG_INF,
     Dim,
+    consumer_q,
     epilogue,
+    first_tile,
     key_loop,
     key_tiles,
+    last_pv,
+    overlapped_step,
+    overlapped_tiles,
 )
 from examples.attention.hopper_ring import load_kv_tile, ring_plan
 from examples.attention.hopper_roles import consumer_rows, turn_barrier
@@ -52,7 +64,9 @@ from tylo.layouts import Layout
 from tylo.nvgpu import tma
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.mbarrier import Pipeline, PipelinePlan
+from tylo.nvgpu.warpgroup.mma import WarpgroupMMAAtom
 from tylo.nvgpu.warpgroup.roles import set_max_registers
+from tylo.tile.fragment import full, zeros
 from tylo.tile.views import GlobalTile, SharedTile
 
 __all__ = [
@@ -147,12 +161,40 @@ def _produce(cfg, smem, pipe, qpipe, maps, sched, table, kv_lens, lq, lk):
 
 # --8<-- [start:consumer]
 @tylo.inline
+def _finish(cfg, i, item, state, smem, qpipe, outs, c, me, lq):
+    """Item ``i``'s end for consumer ``c``: its O and lse stored from ``state = (o, m2,
+    lsum)`` (every wgmma complete), ``item = (row0, head, batch)``, and its Q buffer
+    released (``tma_store``: O staged in the consumer's rows of that buffer, stored by TMA,
+    the buffer released once the store has read it; ``o_buffer``: the buffer released
+    first, O staged in the O buffer once the previous item's stores have read it)."""
+    acc, m2, lsum = state
+    row0, bh, bb = item
+    o, lse, osb, osh, osl, lsb, lsh, to = outs
+    r0 = row0 + 64 * c
+    if cfg.o_buffer:  # every wgmma that read this Q is complete; O goes through its own
+        qpipe.consumer_release(i)
+        l_tile = GlobalTile(lse, Layout((lq, 1), (1, 0)), base=bb * lsb + bh * lsh)
+        dst = (to, l_tile, r0, bh, bb, lq)
+        tma_epilogue(cfg, acc, m2, lsum, dst, smem, cfg.o_offset(), c, me, "before")
+    elif cfg.tma_store:  # every wgmma that read this Q is complete: its rows are free
+        l_tile = GlobalTile(lse, Layout((lq, 1), (1, 0)), base=bb * lsb + bh * lsh)
+        dst = (to, l_tile, r0, bh, bb, lq)
+        tma_epilogue(cfg, acc, m2, lsum, dst, smem, qpipe.stage(i) * cfg.q_elements(), c, me,
+                     "read")  # fmt: skip
+        # the elected thread waited for its stores to read the buffer before arriving:
+        # the producer's next TMA load into it cannot race them
+        qpipe.consumer_release(i)
+    else:
+        qpipe.consumer_release(i)  # every wgmma that read this Q is complete
+        o_tile = GlobalTile(o, Layout((lq, cfg.d), (osl, 1)), base=bb * osb + bh * osh)
+        l_tile = GlobalTile(lse, Layout((lq, 1), (1, 0)), base=bb * lsb + bh * lsh)
+        epilogue(acc, m2, lsum, (o_tile, l_tile), me, r0)
+
+
+@tylo.inline
 def _consume(cfg, wg, smem, pipe, qpipe, sched, table, kv_lens, lq, lk, outs, scale2, tid):
     """Consumer warpgroup ``wg`` (``1 .. cfg.consumers``, a runtime value): per item, wait for
-    its Q, run the key loop from the ring's running count, release the Q buffer, store O and lse
-    (``tma_store``: stage O in the consumer's rows of the Q buffer, store it by TMA, and
-    release the buffer once the store has read it)."""
-    o, lse, osb, osh, osl, lsb, lsh, to = outs
+    its Q, run the key loop from the ring's running count, then :func:`_finish` it."""
     c, bars, me = consumer_rows(cfg, wg, tid)
     if cfg.pingpong:  # noqa: SIM102 - a static choice around a runtime test
         if wg == cfg.consumers:  # the last gives consumer 0 the first turn, once per CTA
@@ -164,21 +206,65 @@ def _consume(cfg, wg, smem, pipe, qpipe, sched, table, kv_lens, lq, lk, outs, sc
         qpipe.consumer_wait(i)
         qbase = qpipe.stage(i) * cfg.q_elements()
         at = to_index(first, "ring iteration")
-        acc, m2, lsum = key_loop(cfg, c, bars, smem, pipe, qbase, tiles, (me, r0, kv, lq),
-                                 scale2, at)
-        if cfg.tma_store:  # every wgmma that read this Q is complete: its rows are free
-            l_tile = GlobalTile(lse, Layout((lq, 1), (1, 0)), base=bb * lsb + bh * lsh)
-            dst = (to, l_tile, r0, bh, bb, lq)
-            tma_epilogue(cfg, acc, m2, lsum, dst, smem, qbase, c, me, True)
-            # the elected thread waited for its stores to read the buffer before arriving:
-            # the producer's next TMA load into it cannot race them
-            qpipe.consumer_release(i)
-        else:
-            qpipe.consumer_release(i)  # every wgmma that read this Q is complete
-            o_tile = GlobalTile(o, Layout((lq, cfg.d), (osl, 1)), base=bb * osb + bh * osh)
-            l_tile = GlobalTile(lse, Layout((lq, 1), (1, 0)), base=bb * lsb + bh * lsh)
-            epilogue(acc, m2, lsum, (o_tile, l_tile), me, r0)
+        state = key_loop(cfg, c, bars, smem, pipe, qbase, tiles, (me, r0, kv, lq), scale2, at)
+        _finish(cfg, i, (row0, bh, bb), state, smem, qpipe, outs, c, me, lq)
         first = first + tylo.value(tiles[1], tylo.u32)
+
+
+@tylo.inline
+def _consume_items_overlapped(cfg, wg, smem, pipe, qpipe, sched, table, kv_lens, lq, lk, outs,
+                              scale2, tid):  # fmt: skip
+    """Consumer warpgroup ``wg`` with ``cfg.item_overlap``: the overlap schedule run across
+    the CTA's items as one stream of key tiles. Item ``i + 1``'s first ``S = Q Kᵀ`` is issued
+    with item ``i``'s last ``P V`` (:func:`~examples.attention.hopper_kernel.overlapped_step`
+    from fresh statistics), its softmax runs while that ``P V`` does, and item ``i`` is
+    finished only then. Every CTA has at least one item (``cta_shares``): the last item is
+    peeled, so no wgmma sits under a runtime branch."""
+    c, bars, me = consumer_rows(cfg, wg, tid)
+    if cfg.pingpong:  # noqa: SIM102 - a static choice around a runtime test
+        if wg == cfg.consumers:  # the last gives consumer 0 the first turn, once per CTA
+            turn_barrier("arrive", 1)
+    o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
+    row0, _, _, kv, tiles = _item(cfg, 0, sched, table, kv_lens, lq, lk)
+    qpipe.consumer_wait(0)
+    q0 = consumer_q(cfg, smem, qpipe.stage(0) * cfg.q_elements(), c)
+    pa, m2, lsum = first_tile(cfg, bars, smem, pipe, q0, _fresh(cfg), scale2,
+                              (0, (me, row0 + 64 * c, kv, lq), tiles[0]), 0)  # fmt: skip
+    o = zeros(o_atom.c)
+    first = tylo.value(0, tylo.u32)
+    for i in tylo.range(sched[2] - 1):  # the items with a next one
+        row0, bh, bb, kv, tiles = _item(cfg, i, sched, table, kv_lens, lq, lk)
+        at = to_index(first, "ring iteration")
+        qi = consumer_q(cfg, smem, qpipe.stage(i) * cfg.q_elements(), c)
+        o, pa, m2, lsum = overlapped_tiles(cfg, bars, smem, pipe, qi, tiles, (o, pa, m2, lsum),
+                                           scale2, (me, row0 + 64 * c, kv, lq), at)  # fmt: skip
+        last = at + to_index(tiles[1] - 1, "the last key tile")
+        first = first + tylo.value(tiles[1], tylo.u32)
+        nrow0, _nh, _nb, nkv, ntiles = _item(cfg, i + 1, sched, table, kv_lens, lq, lk)
+        qpipe.consumer_wait(i + 1)
+        nqs = consumer_q(cfg, smem, qpipe.stage(i + 1) * cfg.q_elements(), c)
+        soft = (0, (me, nrow0 + 64 * c, nkv, lq), ntiles[0])
+        acc, pa, nm2, nlsum, _alpha = overlapped_step(
+            cfg, bars, smem, pipe, nqs, (to_index(first, "ring iteration"), last), o, pa,
+            _fresh(cfg), scale2, soft,
+        )
+        _finish(cfg, i, (row0, bh, bb), (acc, m2, lsum), smem, qpipe, outs, c, me, lq)
+        o = zeros(o_atom.c)
+        m2, lsum = nm2, nlsum
+    i = to_index(sched[2] - 1, "the last item")
+    row0, bh, bb, kv, tiles = _item(cfg, i, sched, table, kv_lens, lq, lk)
+    at = to_index(first, "ring iteration")
+    qs = consumer_q(cfg, smem, qpipe.stage(i) * cfg.q_elements(), c)
+    o, pa, m2, lsum = overlapped_tiles(cfg, bars, smem, pipe, qs, tiles, (o, pa, m2, lsum),
+                                       scale2, (me, row0 + 64 * c, kv, lq), at)  # fmt: skip
+    o = last_pv(cfg, smem, pipe, pa, o, at + to_index(tiles[1] - 1, "the last key tile"))
+    _finish(cfg, i, (row0, bh, bb), (o, m2, lsum), smem, qpipe, outs, c, me, lq)
+
+
+def _fresh(cfg):
+    """A consumer's statistics before its first key tile: row maxima ``-inf``, sums 0."""
+    rows = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype).c.reduced(1)
+    return full(rows, NEG_INF, tylo.f32), full(rows, 0.0, tylo.f32)
 # --8<-- [end:consumer]
 
 
@@ -236,5 +322,8 @@ def hopper_attention_persistent_kernel(
         set_max_registers(cfg.consumer_registers, increase=True)
         outs = (o, lse, osb, osh, osl, lsb, lsh, to)
         wgv = tylo.value(wg, tylo.i32)
-        _consume(cfg, wgv, smem, pipe, qpipe, sched, table, kv_lens, lq, lk, outs, scale2, tid)
+        consume = _consume_items_overlapped if cfg.item_overlap else _consume
+        consume(cfg, wgv, smem, pipe, qpipe, sched, table, kv_lens, lq, lk, outs, scale2, tid)
+        if cfg.o_buffer and tid % 128 == 0:  # the last stores read the O buffer before exit
+            tma.wait_stores(0, read=True)
 # --8<-- [end:kernel]

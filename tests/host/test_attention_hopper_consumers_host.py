@@ -228,8 +228,10 @@ def test_choose_config_takes_three_consumers(d, persistent):
     two = choose_config(d, tylo.bf16, True, **kw)
     three = choose_config(d, tylo.bf16, True, consumers=3, **kw)
     bn, stages = THREE_CONSUMER_TILES[d]
+    # the item options' defaults are the two-consumer kernel's (ITEM_SCHEDULES): off
     assert three == HopperAttentionConfig(**{**two.__dict__, "consumers": 3, "bn": bn,
-                                             "stages": stages})  # fmt: skip
+                                             "stages": stages, "item_overlap": False,
+                                             "o_buffer": False})  # fmt: skip
     assert choose_config(d, tylo.bf16, True, consumers=3, bn=32, **kw).bn == 32
     pq, pk, _ = plans(three)
     assert pq.box == (192, 1, 1, 64) and pk.box == (bn, 1, 1, 64)

@@ -11,6 +11,7 @@ while a consumer reads it, every read sees the data of its own item and tile.
 from __future__ import annotations
 
 import random
+import sys
 
 import numpy as np
 import pytest
@@ -22,8 +23,8 @@ from examples.attention import hopper_host
 from examples.attention.hopper_host import choose_config, persistent_grid
 from examples.attention.hopper_kernel import HopperAttentionConfig, key_tiles, own_tiles
 from examples.attention.hopper_persistent import item_order, work_items
-from examples.attention.hopper_schedule import cta_shares, item_weights
 from examples.attention.hopper_roles import consumer_rows
+from examples.attention.hopper_schedule import cta_shares, item_weights
 from examples.attention.reference import AttentionInputError
 from tylo.arrays import DeviceArray
 from tylo.nvgpu.errors import PlanError
@@ -206,10 +207,14 @@ def open_turns(cfg, cons):
 def _ops(cfg, items, sms, c, lens, lq, lk):
     """The producer's and the consumers' operations for CTA ``c`` (``cfg.consumers`` of
     them; ping-pong: each waits on its own turn barrier and gives the next its turn, the
-    barriers the kernel's ``consumer_rows`` names)."""
+    barriers the kernel's ``consumer_rows`` names). Each consumer's item is a head (its Q
+    and, with overlap, its first tile's S), a body (the other tiles) and a tail (the last
+    P V's release, the skipped tiles, Q's release); with ``item_overlap`` the next item's
+    head comes between this item's body and its tail, as the kernel issues the next item's
+    first S with this item's last P V."""
     n = cfg.consumers
     ring, qp = PipelinePlan(cfg.stages, 128 * n), PipelinePlan(2, 128 * n)
-    prod, cons = [], [[] for _ in range(n)]
+    prod, parts = [], [[] for _ in range(n)]
     for i, item, n_tiles, first in cta_walk(cfg, items, sms, c, lens, lq, lk):
         qb = ("q", qp.stage(i))
         prod += [("wait", ("qempty", qp.stage(i)), 1 - qp.parity(i)), ("fill", qb, item),
@@ -221,11 +226,13 @@ def _ops(cfg, items, sms, c, lens, lq, lk):
                      ("fill", st_, (item, kt)),
                      ("arrive", ("full", ring.stage(it)), 1)]  # fmt: skip
         for w in range(n):
-            ops, mine = cons[w], consumer_tiles(cfg, item, n_tiles, w, lens, lq, lk)
-            ops += [("wait", ("qfull", qp.stage(i)), qp.parity(i)), ("hold", qb, item)]
+            mine = consumer_tiles(cfg, item, n_tiles, w, lens, lq, lk)
+            head = [("wait", ("qfull", qp.stage(i)), qp.parity(i)), ("hold", qb, item)]
+            body, tail = [], []
             for kt in range(mine):
                 it = first + kt
                 st_ = ("kv", ring.stage(it))
+                ops = head if cfg.overlap and kt == 0 else body
                 ops += [("wait", ("full", ring.stage(it)), ring.parity(it)),
                         ("hold", st_, (item, kt))]  # fmt: skip
                 ops += turn_ops(cfg, w)
@@ -237,15 +244,32 @@ def _ops(cfg, items, sms, c, lens, lq, lk):
                             ("arrive", ("empty", ring.stage(it - 1)), 128 * n)]  # fmt: skip
             if cfg.overlap:
                 last = first + mine - 1
-                ops += [("free", ("kv", ring.stage(last))),
-                        ("arrive", ("empty", ring.stage(last)), 128 * n)]  # fmt: skip
+                tail += [("free", ("kv", ring.stage(last))),
+                         ("arrive", ("empty", ring.stage(last)), 128 * n)]  # fmt: skip
             for kt in range(mine, n_tiles):  # _skipped_tile: wait, the turn, release
                 it = first + kt
-                ops += [("wait", ("full", ring.stage(it)), ring.parity(it))]
-                ops += turn_ops(cfg, w) + [("arrive", ("empty", ring.stage(it)), 128 * n)]
-            ops += [("free", qb), ("arrive", ("qempty", qp.stage(i)), 128 * n)]
+                tail += [("wait", ("full", ring.stage(it)), ring.parity(it))]
+                tail += turn_ops(cfg, w) + [("arrive", ("empty", ring.stage(it)), 128 * n)]
+            tail += [("free", qb), ("arrive", ("qempty", qp.stage(i)), 128 * n)]
+            parts[w].append((head, body, tail))
+    cons = [item_sequence(cfg, p) for p in parts]
     open_turns(cfg, cons)
     return prod, cons
+
+
+def item_sequence(cfg, parts):
+    """One consumer's operations from its items' ``(head, body, tail)``: in turn, or with
+    ``cfg.item_overlap`` each item's tail after the next item's head (the last item's at
+    the end)."""
+    ops = []
+    for i, (head, body, tail) in enumerate(parts):
+        if not cfg.item_overlap or i == 0:
+            ops += head
+        ops += body
+        if cfg.item_overlap and i + 1 < len(parts):
+            ops += parts[i + 1][0]
+        ops += tail
+    return ops
 
 
 def failing_seeds(run, prod, cons, seeds) -> int:
@@ -315,12 +339,14 @@ PROTOCOL_CASES = dict(
 )  # fmt: skip
 
 
-@settings(max_examples=100, deadline=None)
-@given(**PROTOCOL_CASES, consumers=st.sampled_from([2, 3]))
+@settings(max_examples=150, deadline=None)
+@given(**PROTOCOL_CASES, consumers=st.sampled_from([2, 3]), item_overlap=st.booleans())
 def test_protocol_model_never_deadlocks_or_races(lq, lk, heads, lens, causal, pingpong, overlap,
-                                                 stages, sms, seed, consumers):
+                                                 stages, sms, seed, consumers, item_overlap):
+    item_overlap = item_overlap and overlap and not (consumers == 3 and causal)
     cfg = HopperAttentionConfig(d=64, bn=64, stages=stages, causal=causal, pingpong=pingpong,
-                                overlap=overlap, persistent=True, consumers=consumers)  # fmt: skip
+                                overlap=overlap, persistent=True, consumers=consumers,
+                                item_overlap=item_overlap)  # fmt: skip
     items = work_items(-(-lq // cfg.bm), heads, len(lens))
     for c in range(min(items, sms)):
         prod, cons = _ops(cfg, items, sms, c, (lens, heads), lq, lk)
@@ -412,8 +438,9 @@ def test_benchmark_variants_are_choose_config_arguments():
                 continue  # d = 128's tiles
             try:
                 cfg = choose_config(64, tylo.bf16, causal, lk=lk, **kw)
-            except PlanError:  # a tile that does not fit: the benchmark skips it too
-                assert kw.get("consumers") == 3 and "stages" in kw, name
+            except PlanError:  # a tile that does not fit, or items overlapped where three
+                # consumers compute their own causal tiles: the benchmark skips it too
+                assert (kw.get("consumers") == 3 and "stages" in kw) or kw.get("item_overlap")
                 continue
             named = True if "persistent" in name else False if "one-item" in name else None
             assert kw.get("persistent") is named, name
@@ -426,4 +453,30 @@ def test_benchmark_variants_are_choose_config_arguments():
         assert sum(k.startswith("3 consumers") for k in bench.HOPPER_VARIANTS) >= 4
         for name, flag in (("persistent", True), ("one-item", False)):
             got = choose_config(64, tylo.bf16, causal, lk=lk, **bench.HOPPER_VARIANTS[name])
-            assert got == HopperAttentionConfig(**{**default.__dict__, "persistent": flag})
+            want = {**default.__dict__, "persistent": flag}
+            if not flag:  # the item options belong to the persistent kernel: off
+                want.update(item_overlap=False, o_buffer=False)
+            assert got == HopperAttentionConfig(**want)
+
+
+def test_item_overlap_model_catches_a_head_issued_too_early(monkeypatch):
+    """The item-overlap order is checked, not assumed: the next item's head (its Q and its
+    first tile's S) issued before this item's body, instead of after it, waits for a ring
+    stage that only this item's body releases (2 stages, 5 key tiles per item) and
+    deadlocks under every interleaving; the kernel's order never does."""
+    cfg = HopperAttentionConfig(d=64, bn=64, stages=2, persistent=True, overlap=True,
+                                pingpong=True, item_overlap=True)  # fmt: skip
+    shape = (2, 1, 0, ([300], 1), 256, 300)  # two items on one CTA
+    prod, cons = _ops(cfg, *shape)
+    assert failing_seeds(_run, prod, cons, range(20)) == 0
+
+    def early(cfg, parts):
+        ops = []
+        for i, (head, body, tail) in enumerate(parts):
+            ops += (head if i == 0 else []) + (parts[i + 1][0] if i + 1 < len(parts) else [])
+            ops += body + tail
+        return ops
+
+    monkeypatch.setattr(sys.modules[__name__], "item_sequence", early)
+    bad_prod, bad = _ops(cfg, *shape)
+    assert bad != cons and failing_seeds(_run, bad_prod, bad, range(20)) == 20

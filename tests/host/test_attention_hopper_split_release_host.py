@@ -149,6 +149,7 @@ def _ops(cfg, items, sms, c, lens, lq, lk, bug=None):
     ring = ring_plan(cfg, 128 * n)
     assert (ring.parts, ring.empty_parts) == (PARTS, PARTS)
     prod, cons = [], [[] for _ in range(n)]
+    pending = [None] * n  # item_overlap: the last P V each consumer issues with the next S
 
     def buf(part, it):
         return (part, ring.stage(it))
@@ -186,13 +187,22 @@ def _ops(cfg, items, sms, c, lens, lq, lk, bug=None):
                 if not cfg.overlap:  # _key_tile: K, S, the softmax, then V and P V
                     ops += read(K, it, kt) + turn + done_k(it)
                     ops += read(V, it, kt) + done_v(it)
+                elif kt == 0 and pending[w] is not None:  # item_overlap: this item's first
+                    # S issued with the previous item's last P V (overlapped_step)
+                    last, held = pending[w]
+                    ops += [("wait", ("full", V, ring.stage(last)), ring.parity(last))]
+                    ops += read(K, it, kt) + [("hold", buf(V, last), held)]
+                    ops += turn + done_k(it) + done_v(last)
                 elif kt == 0:  # the prologue: S of the first tile
                     ops += read(K, it, kt) + turn + done_k(it)
                 else:  # _overlapped_tile: both waits, S and P V issued, S done, P V done
                     ops += [("wait", ("full", V, ring.stage(it - 1)), ring.parity(it - 1))]
                     ops += read(K, it, kt) + [("hold", buf(V, it - 1), (item, kt - 1, V))]
                     ops += turn + done_k(it) + done_v(it - 1)
-            if cfg.overlap:  # P V of the last tile
+            pending[w] = None
+            if cfg.overlap and cfg.item_overlap:  # P V of the last tile: with the next S
+                pending[w] = (first + mine - 1, (item, mine - 1, V))
+            elif cfg.overlap:  # P V of the last tile
                 last = first + mine - 1
                 ops += read(V, last, mine - 1) + done_v(last)
             for kt in range(mine, n_tiles):  # _skipped_tile: wait K, turn, release K, then V
@@ -200,6 +210,11 @@ def _ops(cfg, items, sms, c, lens, lq, lk, bug=None):
                 ops += [("wait", ("full", K, ring.stage(it)), ring.parity(it))] + turn
                 ops += release(K, it) + [("wait", ("full", V, ring.stage(it)), ring.parity(it))]
                 ops += release(V, it)
+    for w in range(n):  # the last item's last P V (item_overlap: after the item loop)
+        if pending[w] is not None:
+            last, held = pending[w]
+            cons[w] += [("wait", ("full", V, ring.stage(last)), ring.parity(last)),
+                        ("hold", buf(V, last), held)] + done_v(last)  # fmt: skip
     model.open_turns(cfg, cons)
     return prod, cons
 
@@ -231,19 +246,22 @@ def _run(prod, cons, seed, monkeypatch):
         return model._run(prod, cons, seed)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(**{**model.PROTOCOL_CASES, "stages": st.integers(1, 4)},
-       consumers=st.sampled_from([2, 3]))
+       consumers=st.sampled_from([2, 3]), item_overlap=st.booleans())
 def test_release_protocol_never_deadlocks_or_races(lq, lk, heads, lens, causal, pingpong,
                                                    overlap, stages, sms, seed,
-                                                   consumers):  # fmt: skip
+                                                   consumers, item_overlap):  # fmt: skip
     """Many items per CTA (small ``sms``) carry the ring's count, hence every part's full
     and empty parities, across items; one item per CTA is the one-item kernel's ring. One
-    stage where the config allows it (not with overlap). Two or three consumers."""
+    stage where the config allows it (not with overlap). Two or three consumers; with
+    overlap, also the items overlapped (each item's first S with the last P V before it)."""
     stages = max(stages, 2) if overlap else stages
+    item_overlap = item_overlap and overlap and not (consumers == 3 and causal)
     cfg = HopperAttentionConfig(d=64, bn=64, stages=stages, causal=causal, pingpong=pingpong,
                                 overlap=overlap, persistent=True, split_kv=True,
-                                split_release=True, consumers=consumers)  # fmt: skip
+                                split_release=True, consumers=consumers,
+                                item_overlap=item_overlap)  # fmt: skip
     items = work_items(-(-lq // cfg.bm), heads, len(lens))
     mp = pytest.MonkeyPatch()
     for c in range(min(items, sms)):
