@@ -551,9 +551,9 @@ def hopper_attention(
     ``cfg.tma_store`` O is written by TMA stores, which need ``out``'s other strides to be
     positive multiples of 16 bytes and its base 16-byte aligned (:func:`takes_tma_store`):
     a given ``out`` that is not runs with ``tma_store=False`` (stores by ownership, and so
-    without ``o_buffer``), with the same result. The preparation (checks, configuration, grid, tensor maps) is
-    remembered per combination of the arrays' addresses, shapes and strides, the mask, the
-    scale and ``cfg``, for the last 64."""
+    without ``o_buffer``), with the same result. The preparation (checks, configuration,
+    grid, tensor maps) is remembered per combination of the arrays' addresses, shapes and
+    strides, the mask, the scale and ``cfg``, for the last 64."""
     if type(causal) is not bool:
         raise AttentionInputError(f"hopper_attention: causal must be a bool, got {causal!r}")
     if cfg is not None and not isinstance(cfg, HopperAttentionConfig):

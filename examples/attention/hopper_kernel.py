@@ -203,8 +203,7 @@ class HopperAttentionConfig:
                 "own, which needs them landing on full barriers of their own: pass "
                 "split_kv=True with it (choose_config(split_release=True) does)"
             )
-        if self.item_overlap and not (self.persistent and self.overlap) or (
-                self.item_overlap and own_tiles(self)):  # fmt: skip
+        if self.item_overlap and (not (self.persistent and self.overlap) or own_tiles(self)):
             raise PlanError(
                 "HopperAttentionConfig: item_overlap issues a work item's first S = Q Kᵀ with "
                 "the previous item's last P V, so it needs persistent=True and overlap=True, "
@@ -452,7 +451,7 @@ def overlapped_step(cfg, bars, smem, pipe, qs, rings, o, pa, stats, scale2, soft
     """Issue ``S = Q Kᵀ`` for the K tile of ring iteration ``rings[0]`` (``qs``: this
     consumer's Q blocks) and then ``O += P V`` for the V tile of ``rings[1]`` (``pa``: that
     tile's P, in registers), wait for S only, run the online softmax on it from ``stats =
-    (m2, lsum)`` while P V runs (``soft = (it, mask, full)``: the tile's index in its item, the
+    (m2, lsum)`` while P V runs (``soft = (it, mask, n_full)``: the tile's index in its item, the
     mask, and the item's count of tiles that need none, or None to take ``mask`` as it
     is), then wait for O, release V's stage and pack the new P. Returns ``(o, pa, m2,
     lsum, alpha)``: O *not* rescaled by ``alpha``. With ``split_kv`` both waits come before
