@@ -4,9 +4,10 @@ TMA-store epilogue staged in a buffer of its own). Typed refusals where they can
 the shared bytes of the O buffer (brute force over the tiles), ``describe``,
 ``choose_config``'s defaults (``ITEM_SCHEDULES``, only where the rest of the configuration
 is the measured one; a default O buffer that does not fit beside the stages given is left
-out, one given is refused), and ``tma_epilogue``'s wait modes. The barrier protocol with
-the items overlapped is modelled in ``test_attention_hopper_persistent_host.py`` and
-``test_attention_hopper_split_release_host.py``."""
+out, one given is refused; any combination of the options, by hypothesis: a valid
+configuration honouring each option given, or a PlanError), and ``tma_epilogue``'s wait
+modes. The barrier protocol with the items overlapped is modelled in
+``test_attention_hopper_persistent_host.py`` and ``test_attention_hopper_split_release_host.py``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from itertools import product
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tylo
 from examples.attention import hopper_epilogue
@@ -135,3 +138,39 @@ def test_tma_epilogue_refuses_an_unknown_wait():
     with pytest.raises(PlanError, match="wait must be one of"):
         hopper_epilogue.tma_epilogue.__wrapped__(None, None, None, None, None, None, 0, 0, 0,
                                                  True)  # fmt: skip
+
+
+OPTION = st.sampled_from([None, False, True])
+
+
+@settings(max_examples=50, deadline=None)
+@given(causal=st.booleans(), lk=st.sampled_from([None, 0, 1, 1024, 4096, 4097, 16384]),
+       pingpong=OPTION, overlap=OPTION, persistent=OPTION, tma_store=OPTION,
+       consumers=st.sampled_from([None, 2, 3]), stages=st.sampled_from([None, 2, 4, 6]),
+       item_overlap=OPTION, o_buffer=OPTION)  # fmt: skip
+def test_choose_config_any_options(causal, lk, pingpong, overlap, persistent, tma_store,
+                                   consumers, stages, item_overlap, o_buffer):  # fmt: skip
+    """Any combination of choose_config's options at D = 64 gives a valid configuration that
+    honours every option given, or a PlanError (the config's own refusal), never anything
+    else; the item options given as None are on only where ITEM_SCHEDULES names the case
+    and the rest is the measured configuration, and given as True they are on."""
+    kw = {"pingpong": pingpong, "overlap": overlap, "persistent": persistent,
+          "tma_store": tma_store, "consumers": consumers, "stages": stages, "lk": lk,
+          "item_overlap": item_overlap, "o_buffer": o_buffer}  # fmt: skip
+    try:
+        cfg = choose_config(64, tylo.bf16, causal, **kw)
+    except PlanError as err:
+        assert "HopperAttentionConfig" in str(err) or "choose_config" in str(err), err
+        return
+    assert HopperAttentionConfig(**cfg.__dict__) == cfg  # valid as it stands
+    for name in ("pingpong", "overlap", "persistent", "tma_store", "consumers", "stages",
+                 "item_overlap", "o_buffer"):  # fmt: skip
+        if kw[name] is not None:
+            assert getattr(cfg, name) == kw[name], name
+    if cfg.o_buffer and o_buffer is None:
+        long = lk is not None and lk > long_keys(64, causal)
+        assert ITEM_SCHEDULES.get((64, causal, long), (False, False))[1]
+        assert cfg.persistent and cfg.tma_store and cfg.consumers == 2
+    if cfg.item_overlap and item_overlap is None:
+        long = lk is not None and lk > long_keys(64, causal)
+        assert ITEM_SCHEDULES.get((64, causal, long), (False, False))[0] and cfg.overlap
