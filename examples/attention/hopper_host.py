@@ -254,40 +254,10 @@ def choose_config(
     persistent kernel and ``tma_store``); None: the measured choice (``ITEM_SCHEDULES``)
     where the rest of the configuration is the one measured (two consumers, persistent, O
     by TMA, and ``overlap`` for ``item_overlap``), else off."""
-    for name, value in (("item_overlap", item_overlap), ("o_buffer", o_buffer)):
-        if value is not None and type(value) is not bool:
-            raise PlanError(
-                f"choose_config: {name} must be a bool (or None: the default), got {value!r}"
-            )
-    cfg = _chosen(d, dtype, causal, pingpong=pingpong, overlap=overlap, persistent=persistent,
-                  tma_store=tma_store, split_kv=split_kv, split_release=split_release, bn=bn,
-                  stages=stages, lk=lk, consumers=consumers, target=target)  # fmt: skip
-    io, ob = False, False
-    if cfg.persistent and cfg.tma_store and cfg.consumers == 2:
-        long = lk is not None and lk > long_keys(d, causal)
-        io, ob = ITEM_SCHEDULES.get((d, bool(causal), long), (False, False))
-    extra = {"item_overlap": (io and cfg.overlap) if item_overlap is None else item_overlap,
-             "o_buffer": ob if o_buffer is None else o_buffer}  # fmt: skip
-    if (extra["item_overlap"], extra["o_buffer"]) == (cfg.item_overlap, cfg.o_buffer):
-        return cfg
-    try:
-        return replace(cfg, **extra)
-    except PlanError:  # the O buffer does not fit beside the stages given: as given only
-        given = {"item_overlap": item_overlap, "o_buffer": o_buffer}
-        return replace(cfg, **{f: bool(x) for f, x in given.items()})
-
-
-def _chosen(
-    d: int, dtype: Any, causal: bool, *, pingpong: bool | None, overlap: bool | None,
-    persistent: bool | None, tma_store: bool | None, split_kv: bool | None,
-    split_release: bool | None, bn: int | None, stages: int | None, lk: int | None,
-    consumers: int | None, target: Any,
-) -> HopperAttentionConfig:
-    """:func:`choose_config` without ``item_overlap``."""
     opts = dict(pingpong=pingpong, overlap=overlap, persistent=persistent,
                 tma_store=tma_store, split_kv=split_kv, split_release=split_release)
-    for name, value in opts.items():  # before the cache, which takes 1 for True
-        if value is not None and type(value) is not bool:
+    for name, value in (*opts.items(), ("item_overlap", item_overlap), ("o_buffer", o_buffer)):
+        if value is not None and type(value) is not bool:  # before the cache (1 for True)
             raise PlanError(
                 f"choose_config: {name} must be a bool (or None: the default), got {value!r}"
             )
@@ -300,14 +270,36 @@ def _chosen(
     long = lk is not None and lk > long_keys(d, causal)
     cfg = _choose_config(d, dtype, causal, long, consumers, target=target, **opts)
     tile = {f: x for f, x in (("bn", bn), ("stages", stages)) if x is not None}
-    if not tile:
+    if tile:
+        try:
+            cfg = replace(cfg, **tile)
+        except PlanError:  # three by default, but the tile given does not fit them: two
+            if consumers is not None or cfg.consumers == 2:
+                raise
+            two = _choose_config(d, dtype, causal, long, 2, target=target, **opts)
+            cfg = replace(two, **tile)
+    return _item_options(cfg, (d, bool(causal), long), item_overlap, o_buffer)
+
+
+def _item_options(
+    cfg: HopperAttentionConfig, case: tuple, item_overlap: bool | None, o_buffer: bool | None
+) -> HopperAttentionConfig:
+    """``cfg`` with the item options: as given, or for None ``ITEM_SCHEDULES``' choice for
+    ``case`` where ``cfg`` is the measured configuration (two consumers, persistent, O by
+    TMA, and ``overlap`` for ``item_overlap``), else off; a default O buffer that does not
+    fit beside the stages is left out."""
+    io, ob = False, False
+    if cfg.persistent and cfg.tma_store and cfg.consumers == 2:
+        io, ob = ITEM_SCHEDULES.get(case, (False, False))
+    extra = {"item_overlap": (io and cfg.overlap) if item_overlap is None else item_overlap,
+             "o_buffer": ob if o_buffer is None else o_buffer}  # fmt: skip
+    if (extra["item_overlap"], extra["o_buffer"]) == (cfg.item_overlap, cfg.o_buffer):
         return cfg
     try:
-        return replace(cfg, **tile)
-    except PlanError:  # three by default, but the tile given does not fit them: two
-        if consumers is not None or cfg.consumers == 2:
-            raise
-        return replace(_choose_config(d, dtype, causal, long, 2, target=target, **opts), **tile)
+        return replace(cfg, **extra)
+    except PlanError:  # the O buffer does not fit beside the stages given: as given only
+        given = {"item_overlap": item_overlap, "o_buffer": o_buffer}
+        return replace(cfg, **{f: bool(x) for f, x in given.items()})
 
 
 @cache

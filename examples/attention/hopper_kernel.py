@@ -415,14 +415,13 @@ def _online_softmax(cfg, s, m2, lsum, it, mask, scale2):
 
 
 # --8<-- [start:tile]
-def _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask, first=0):
-    """Key tile ``it``, ring iteration ``first + it``: ``S = Q Kᵀ``, the online softmax,
-    ``O = O · alpha + P V``, each wgmma group waited for before the next step (``bars``:
-    this consumer's scheduling barrier and the next one's, for ping-pong). Returns
-    ``(o, m2, lsum)``."""
-    o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
-    wait_k(cfg, pipe, first + it)
-    base = cfg.ring_offset() + pipe.stage(first + it) * 2 * cfg.kv_elements()
+def s_alone(cfg, bars, smem, pipe, qs, ring):
+    """``S = Q Kᵀ`` for the K tile of ring iteration ``ring``, with no other wgmma in flight:
+    wait for K, take the tensor cores in turn with the other consumers (ping-pong: ``bars``,
+    this consumer's scheduling barrier and the next one's), issue, give the turn on, wait
+    for S and release K (``split_release``). Returns S."""
+    wait_k(cfg, pipe, ring)
+    base = cfg.ring_offset() + pipe.stage(ring) * 2 * cfg.kv_elements()
     if cfg.pingpong:  # take the tensor cores in turn with the other consumers
         turn_barrier("sync", bars[0])
     fence()
@@ -431,17 +430,34 @@ def _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask, first=0)
     if cfg.pingpong:
         turn_barrier("arrive", bars[1])
     s = wait_group(0, s)
-    release_k(cfg, pipe, first + it)  # split_release: S has read K
-    p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask, scale2)
-    o = o * alpha
-    pa = accumulator_as_register_a(p, o_atom)
-    wait_v(cfg, pipe, first + it)  # split_kv: V, only now
+    release_k(cfg, pipe, ring)  # split_release: S has read K
+    return s
+
+
+def pv_alone(cfg, smem, pipe, pa, o, ring):
+    """``O += P V`` for the V tile of ring iteration ``ring`` (``pa``: P as the register A),
+    with no other wgmma in flight: wait for V (``split_kv``), issue, wait for O and release
+    the stage (``split_release``: its V). Returns O."""
+    wait_v(cfg, pipe, ring)  # split_kv: V, only now
     fence()  # O and P were written by the threads: order them before the wgmma reads
+    base = cfg.ring_offset() + pipe.stage(ring) * 2 * cfg.kv_elements()
     o = _issue_pv(cfg, smem, pa, base, o)
     commit_group()
     o = wait_group(0, o)
-    release_v(cfg, pipe, first + it)  # the stage (split_release: its V)
-    return o, m2, lsum
+    release_v(cfg, pipe, ring)  # the stage (split_release: its V)
+    return o
+
+
+def _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask, first=0):
+    """Key tile ``it``, ring iteration ``first + it``: ``S = Q Kᵀ``, the online softmax,
+    ``O = O · alpha + P V``, each wgmma group waited for before the next step. Returns
+    ``(o, m2, lsum)``."""
+    o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
+    s = s_alone(cfg, bars, smem, pipe, qs, first + it)
+    p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask, scale2)
+    o = o * alpha
+    pa = accumulator_as_register_a(p, o_atom)
+    return pv_alone(cfg, smem, pipe, pa, o, first + it), m2, lsum
 # --8<-- [end:tile]
 
 
@@ -518,22 +534,12 @@ def tile_softmax(cfg, s, stats, scale2, soft):
 
 @tylo.inline
 def first_tile(cfg, bars, smem, pipe, qs, stats, scale2, soft, first):
-    """The overlap schedule's first key tile (ring iteration ``first``): ``S = Q Kᵀ`` alone,
-    waited for, and the online softmax from ``stats = (m2, lsum)`` (``soft`` as
+    """The overlap schedule's first key tile (ring iteration ``first``): ``S = Q Kᵀ`` alone
+    (:func:`s_alone`) and the online softmax from ``stats = (m2, lsum)`` (``soft`` as
     :func:`tile_softmax`'s). Returns ``(pa, m2, lsum)``: its P as the register A of the P V
     that the next step issues."""
     o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
-    wait_k(cfg, pipe, first)
-    if cfg.pingpong:
-        turn_barrier("sync", bars[0])
-    fence()
-    base = cfg.ring_offset() + pipe.stage(first) * 2 * cfg.kv_elements()
-    s = _issue_s(cfg, smem, qs, base)
-    commit_group()
-    if cfg.pingpong:
-        turn_barrier("arrive", bars[1])
-    s = wait_group(0, s)
-    release_k(cfg, pipe, first)  # split_release: the first tile's K
+    s = s_alone(cfg, bars, smem, pipe, qs, first)
     p, m2, lsum, _ = tile_softmax(cfg, s, stats, scale2, soft)
     return accumulator_as_register_a(p, o_atom), m2, lsum
 
@@ -558,19 +564,6 @@ def overlapped_tiles(cfg, bars, smem, pipe, qs, tiles, state, scale2, mask, firs
     return o, pa, m2, lsum
 
 
-def last_pv(cfg, smem, pipe, pa, o, last):
-    """The overlap schedule's last ``O += P V`` (ring iteration ``last``), waited for and its
-    stage released. Returns O."""
-    wait_v(cfg, pipe, last)  # split_kv: the last tile's V
-    fence()
-    base = cfg.ring_offset() + pipe.stage(last) * 2 * cfg.kv_elements()
-    o = _issue_pv(cfg, smem, pa, base, o)
-    commit_group()
-    o = wait_group(0, o)
-    release_v(cfg, pipe, last)
-    return o
-
-
 def _skipped_tile(cfg, bars, pipe, it, first=0):
     """Key tile ``it`` (ring iteration ``first + it``) of the CTA that this consumer's rows do
     not see (:data:`OWN_TILES`): no wgmma, only its part of the protocol, as
@@ -585,6 +578,13 @@ def _skipped_tile(cfg, bars, pipe, it, first=0):
     release_k(cfg, pipe, first + it)
     wait_v(cfg, pipe, first + it)
     release_v(cfg, pipe, first + it)
+
+
+def fresh_stats(cfg: Any) -> tuple[Any, Any]:
+    """A consumer's row statistics before its first key tile: the running maximum of the
+    scores times log2(e), ``-inf``, and the running sum of ``exp2(s2 - m2)``, 0."""
+    rows = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype).c.reduced(1)
+    return full(rows, NEG_INF, tylo.f32), full(rows, 0.0, tylo.f32)
 
 
 def consumer_q(cfg: Any, smem: Any, qbase: Any, c: Any) -> list[Any]:
@@ -615,11 +615,9 @@ def key_loop(cfg, c, bars, smem, pipe, qbase, tiles, mask, scale2, first=0):
         n_full, n_tiles = key_tiles(cfg, r0, kv, lq, tylo.minimum, tylo.maximum, rows=64)
         n_tiles = tylo.minimum(n_tiles, all_tiles)  # never more: its rows are the CTA's
     o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
-    rows = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype).c.reduced(1)
     qs = consumer_q(cfg, smem, qbase, c)
     o = zeros(o_atom.c)
-    m2 = full(rows, NEG_INF, tylo.f32)  # running row maximum of the scores times log2(e)
-    lsum = full(rows, 0.0, tylo.f32)  # running row sum of exp2(s2 - m2)
+    m2, lsum = fresh_stats(cfg)
     if not cfg.overlap:
         for it in tylo.range(n_full):
             o, m2, lsum = _key_tile(
@@ -636,7 +634,7 @@ def key_loop(cfg, c, bars, smem, pipe, qbase, tiles, mask, scale2, first=0):
                                            (o, pa, m2, lsum), scale2, mask, first)  # fmt: skip
         # an index expression: layouts and the descriptor's alignment proof reason about it
         last = first + to_index(n_tiles - 1, "the last key tile")
-        o = last_pv(cfg, smem, pipe, pa, o, last)
+        o = pv_alone(cfg, smem, pipe, pa, o, last)  # the last tile's P V
     if own_tiles(cfg):
         for it in tylo.range(n_tiles, all_tiles):
             _skipped_tile(cfg, bars, pipe, it, first)

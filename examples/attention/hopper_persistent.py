@@ -46,16 +46,16 @@ import tylo
 from examples.attention.hopper_epilogue import check_o_map, tma_epilogue
 from examples.attention.hopper_kernel import (
     BLOCK,
-    NEG_INF,
     Dim,
     consumer_q,
     epilogue,
     first_tile,
+    fresh_stats,
     key_loop,
     key_tiles,
-    last_pv,
     overlapped_step,
     overlapped_tiles,
+    pv_alone,
 )
 from examples.attention.hopper_ring import load_kv_tile, ring_plan
 from examples.attention.hopper_roles import consumer_rows, turn_barrier
@@ -66,7 +66,7 @@ from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.mbarrier import Pipeline, PipelinePlan
 from tylo.nvgpu.warpgroup.mma import WarpgroupMMAAtom
 from tylo.nvgpu.warpgroup.roles import set_max_registers
-from tylo.tile.fragment import full, zeros
+from tylo.tile.fragment import zeros
 from tylo.tile.views import GlobalTile, SharedTile
 
 __all__ = [
@@ -171,14 +171,12 @@ def _finish(cfg, i, item, state, smem, qpipe, outs, c, me, lq):
     row0, bh, bb = item
     o, lse, osb, osh, osl, lsb, lsh, to = outs
     r0 = row0 + 64 * c
+    l_tile = GlobalTile(lse, Layout((lq, 1), (1, 0)), base=bb * lsb + bh * lsh)
+    dst = (to, l_tile, r0, bh, bb, lq)
     if cfg.o_buffer:  # every wgmma that read this Q is complete; O goes through its own
         qpipe.consumer_release(i)
-        l_tile = GlobalTile(lse, Layout((lq, 1), (1, 0)), base=bb * lsb + bh * lsh)
-        dst = (to, l_tile, r0, bh, bb, lq)
         tma_epilogue(cfg, acc, m2, lsum, dst, smem, cfg.o_offset(), c, me, "before")
     elif cfg.tma_store:  # every wgmma that read this Q is complete: its rows are free
-        l_tile = GlobalTile(lse, Layout((lq, 1), (1, 0)), base=bb * lsb + bh * lsh)
-        dst = (to, l_tile, r0, bh, bb, lq)
         tma_epilogue(cfg, acc, m2, lsum, dst, smem, qpipe.stage(i) * cfg.q_elements(), c, me,
                      "read")  # fmt: skip
         # the elected thread waited for its stores to read the buffer before arriving:
@@ -187,7 +185,6 @@ def _finish(cfg, i, item, state, smem, qpipe, outs, c, me, lq):
     else:
         qpipe.consumer_release(i)  # every wgmma that read this Q is complete
         o_tile = GlobalTile(o, Layout((lq, cfg.d), (osl, 1)), base=bb * osb + bh * osh)
-        l_tile = GlobalTile(lse, Layout((lq, 1), (1, 0)), base=bb * lsb + bh * lsh)
         epilogue(acc, m2, lsum, (o_tile, l_tile), me, r0)
 
 
@@ -228,7 +225,7 @@ def _consume_items_overlapped(cfg, wg, smem, pipe, qpipe, sched, table, kv_lens,
     row0, _, _, kv, tiles = _item(cfg, 0, sched, table, kv_lens, lq, lk)
     qpipe.consumer_wait(0)
     q0 = consumer_q(cfg, smem, qpipe.stage(0) * cfg.q_elements(), c)
-    pa, m2, lsum = first_tile(cfg, bars, smem, pipe, q0, _fresh(cfg), scale2,
+    pa, m2, lsum = first_tile(cfg, bars, smem, pipe, q0, fresh_stats(cfg), scale2,
                               (0, (me, row0 + 64 * c, kv, lq), tiles[0]), 0)  # fmt: skip
     o = zeros(o_atom.c)
     first = tylo.value(0, tylo.u32)
@@ -246,7 +243,7 @@ def _consume_items_overlapped(cfg, wg, smem, pipe, qpipe, sched, table, kv_lens,
         soft = (0, (me, nrow0 + 64 * c, nkv, lq), ntiles[0])
         acc, pa, nm2, nlsum, _alpha = overlapped_step(
             cfg, bars, smem, pipe, nqs, (to_index(first, "ring iteration"), last), o, pa,
-            _fresh(cfg), scale2, soft,
+            fresh_stats(cfg), scale2, soft,
         )
         _finish(cfg, i, (row0, bh, bb), (acc, m2, lsum), smem, qpipe, outs, c, me, lq)
         o = zeros(o_atom.c)
@@ -257,14 +254,9 @@ def _consume_items_overlapped(cfg, wg, smem, pipe, qpipe, sched, table, kv_lens,
     qs = consumer_q(cfg, smem, qpipe.stage(i) * cfg.q_elements(), c)
     o, pa, m2, lsum = overlapped_tiles(cfg, bars, smem, pipe, qs, tiles, (o, pa, m2, lsum),
                                        scale2, (me, row0 + 64 * c, kv, lq), at)  # fmt: skip
-    o = last_pv(cfg, smem, pipe, pa, o, at + to_index(tiles[1] - 1, "the last key tile"))
+    o = pv_alone(cfg, smem, pipe, pa, o, at + to_index(tiles[1] - 1, "the last key tile"))
     _finish(cfg, i, (row0, bh, bb), (o, m2, lsum), smem, qpipe, outs, c, me, lq)
 
-
-def _fresh(cfg):
-    """A consumer's statistics before its first key tile: row maxima ``-inf``, sums 0."""
-    rows = WarpgroupMMAAtom((64, cfg.bn, 16), cfg.dtype).c.reduced(1)
-    return full(rows, NEG_INF, tylo.f32), full(rows, 0.0, tylo.f32)
 # --8<-- [end:consumer]
 
 

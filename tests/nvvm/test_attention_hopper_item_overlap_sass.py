@@ -25,8 +25,8 @@ def _cfg(d, causal, pp, **kw):
 
 
 def _wgmma_issues(ptx):
-    """The number of places the PTX issues a run of wgmma (consecutive ``wgmma.mma_async``
-    lines count once)."""
+    """The number of places the PTX issues a run of wgmma: consecutive ``wgmma.mma_async``
+    lines count once, and so do those with only ``mov`` lines (register moves) between."""
     runs, prev = 0, False
     for line in ptx.splitlines():
         now = "wgmma.mma_async" in line
