@@ -47,8 +47,11 @@ CAUSAL_CTAS = 2**31 - 1  # a causal launch's CTAs, numbered in 32 bits (kernel.l
 # blocks in a row (group 1), ordering the whole launch measured 0.89x at D = 128, 1k (16 x 16
 # heads: 256 (batch, head)s in flight, one CTA each) and 1.03-1.15x at the other causal
 # shapes; with groups of 64, D = 128 at 1k measured 240 TFLOP/s (group 1: 237) and the
-# other shapes kept the gain (2026-12-02, H200, docs/attention.md).
-CAUSAL_GROUP = 64
+# other shapes kept the gain (2026-12-02, H200, docs/attention.md). At D = 128 a (batch,
+# head)'s K and V are twice D = 64's bytes; groups of 32 there (the K / V bytes of D = 64's
+# groups of 64) measured 1.01-1.02x groups of 64 at 1k, 4k and 16k, as did 8 and 16; at
+# D = 64, groups of 8 and 16 lost 4-5% at 1k and 32 matched 64 (2026-12-02, H200).
+CAUSAL_GROUPS = {64: 64, 128: 32}  # head dim D -> (batch, head)s per group
 _LOG2E = 1.4426950408889634
 
 
@@ -244,7 +247,7 @@ def plan_attention(
         "shape": (b, h, lq, lk, d),
         "strides": [s for st in strides for s in st],
         "c": float(sc) * _LOG2E,
-        "group": min(b * h, CAUSAL_GROUP),
+        "group": min(b * h, CAUSAL_GROUPS[d]),
     }
     return cfg, values
 

@@ -171,7 +171,7 @@ def longest_first(br, group):
     grid is unchanged (query blocks, heads, batch) and the mapping is a bijection of it:
     ``group = 1`` is each (batch, head)'s blocks longest first, one (batch, head) after the
     other; ``group`` >= B * H orders the whole launch. Groups keep the K and V of the
-    (batch, head)s in flight few enough to be read from L2 (host.CAUSAL_GROUP). The
+    (batch, head)s in flight few enough to be read from L2 (host.CAUSAL_GROUPS). The
     arithmetic is u32: the host launches no causal grid of 2**31 CTAs or more."""
     u32 = tylo.u32
     grid, idx = tylo.grid_dim, tylo.block_idx

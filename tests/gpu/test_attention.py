@@ -106,7 +106,7 @@ def test_causal_groups(gpu_runtime, monkeypatch, group, d):
     every CTA's rows are written once (outputs poisoned first), with every mask."""
     from examples.attention import host
 
-    monkeypatch.setattr(host, "CAUSAL_GROUP", group)
+    monkeypatch.setattr(host, "CAUSAL_GROUPS", {64: group, 128: group})
     monkeypatch.setattr(host, "_PLANS", host.Remembered(64))  # plans made with this group
     verify(5, 1, 300, d, lk=333, causal=True)
     verify(2, 3, 1000, d, causal=True, kv_lens=[0, 700])

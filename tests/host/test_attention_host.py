@@ -233,6 +233,18 @@ def test_plan_accepts_and_reads_strides():
     assert cfg1.aligned and val1["strides"][:3] == [0, 3 * 64, 0]
 
 
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize(("b", "h"), [(1, 1), (2, 3), (4, 16), (16, 16), (64, 16)])
+def test_plan_causal_group(d, b, h):
+    """The causal order's group is the head dim's (host.CAUSAL_GROUPS: the same K / V
+    bytes per group at D = 64 and 128), or all the (batch, head)s when there are fewer."""
+    from examples.attention.host import CAUSAL_GROUPS
+
+    assert CAUSAL_GROUPS == {64: 64, 128: 32}
+    _, val = plan_attention(*_args(b=b, h=h, d=d), causal=True)
+    assert val["group"] == min(b * h, 64 * 64 // d)
+
+
 def _bad_cases():
     q, k, v, o, lse = _args()
     lens = _arr((2,), tylo.i32)
