@@ -189,13 +189,22 @@ def _finish(cfg, i, item, state, smem, qpipe, outs, c, me, lq):
 
 
 @tylo.inline
+def _consumer_start(cfg, wg, tid):
+    """Consumer warpgroup ``wg``'s rows, turn barriers and thread index
+    (:func:`~examples.attention.hopper_roles.consumer_rows`); with ping-pong the last
+    consumer gives consumer 0 the first turn, once per CTA."""
+    c, bars, me = consumer_rows(cfg, wg, tid)
+    if cfg.pingpong:  # noqa: SIM102 - a static choice around a runtime test
+        if wg == cfg.consumers:
+            turn_barrier("arrive", 1)
+    return c, bars, me
+
+
+@tylo.inline
 def _consume(cfg, wg, smem, pipe, qpipe, sched, table, kv_lens, lq, lk, outs, scale2, tid):
     """Consumer warpgroup ``wg`` (``1 .. cfg.consumers``, a runtime value): per item, wait for
     its Q, run the key loop from the ring's running count, then :func:`_finish` it."""
-    c, bars, me = consumer_rows(cfg, wg, tid)
-    if cfg.pingpong:  # noqa: SIM102 - a static choice around a runtime test
-        if wg == cfg.consumers:  # the last gives consumer 0 the first turn, once per CTA
-            turn_barrier("arrive", 1)
+    c, bars, me = _consumer_start(cfg, wg, tid)
     first = tylo.value(0, tylo.u32)
     for i in tylo.range(sched[2]):
         row0, bh, bb, kv, tiles = _item(cfg, i, sched, table, kv_lens, lq, lk)
@@ -217,10 +226,8 @@ def _consume_items_overlapped(cfg, wg, smem, pipe, qpipe, sched, table, kv_lens,
     from fresh statistics), its softmax runs while that ``P V`` does, and item ``i`` is
     finished only then. Every CTA has at least one item (``cta_shares``): the last item is
     peeled, so no wgmma sits under a runtime branch."""
-    c, bars, me = consumer_rows(cfg, wg, tid)
-    if cfg.pingpong:  # noqa: SIM102 - a static choice around a runtime test
-        if wg == cfg.consumers:  # the last gives consumer 0 the first turn, once per CTA
-            turn_barrier("arrive", 1)
+    c, bars, me = _consumer_start(cfg, wg, tid)
+    loads = (sched, table, kv_lens, lq, lk)
     o_atom = WarpgroupMMAAtom((64, cfg.d, 16), cfg.dtype, a="registers")
     row0, _, _, kv, tiles = _item(cfg, 0, sched, table, kv_lens, lq, lk)
     qpipe.consumer_wait(0)
@@ -230,12 +237,9 @@ def _consume_items_overlapped(cfg, wg, smem, pipe, qpipe, sched, table, kv_lens,
     o = zeros(o_atom.c)
     first = tylo.value(0, tylo.u32)
     for i in tylo.range(sched[2] - 1):  # the items with a next one
-        row0, bh, bb, kv, tiles = _item(cfg, i, sched, table, kv_lens, lq, lk)
-        at = to_index(first, "ring iteration")
-        qi = consumer_q(cfg, smem, qpipe.stage(i) * cfg.q_elements(), c)
-        o, pa, m2, lsum = overlapped_tiles(cfg, bars, smem, pipe, qi, tiles, (o, pa, m2, lsum),
-                                           scale2, (me, row0 + 64 * c, kv, lq), at)  # fmt: skip
-        last = at + to_index(tiles[1] - 1, "the last key tile")
+        item, tiles, last, (o, pa, m2, lsum) = _item_tiles(
+            cfg, i, first, (o, pa, m2, lsum), smem, pipe, qpipe, loads, (c, bars, me), scale2
+        )
         first = first + tylo.value(tiles[1], tylo.u32)
         nrow0, _nh, _nb, nkv, ntiles = _item(cfg, i + 1, sched, table, kv_lens, lq, lk)
         qpipe.consumer_wait(i + 1)
@@ -245,17 +249,32 @@ def _consume_items_overlapped(cfg, wg, smem, pipe, qpipe, sched, table, kv_lens,
             cfg, bars, smem, pipe, nqs, (to_index(first, "ring iteration"), last), o, pa,
             fresh_stats(cfg), scale2, soft,
         )
-        _finish(cfg, i, (row0, bh, bb), (acc, m2, lsum), smem, qpipe, outs, c, me, lq)
+        _finish(cfg, i, item, (acc, m2, lsum), smem, qpipe, outs, c, me, lq)
         o = zeros(o_atom.c)
         m2, lsum = nm2, nlsum
     i = to_index(sched[2] - 1, "the last item")
+    item, _, last, (o, pa, m2, lsum) = _item_tiles(
+        cfg, i, first, (o, pa, m2, lsum), smem, pipe, qpipe, loads, (c, bars, me), scale2
+    )
+    o = pv_alone(cfg, smem, pipe, pa, o, last)
+    _finish(cfg, i, item, (o, m2, lsum), smem, qpipe, outs, c, me, lq)
+
+
+@tylo.inline
+def _item_tiles(cfg, i, first, carry, smem, pipe, qpipe, loads, rows, scale2):
+    """Item ``i``'s key tiles in the items-overlapped stream, from the ring's running count
+    ``first`` and ``carry = (o, pa, m2, lsum)`` (its first ``S`` already issued):
+    :func:`~examples.attention.hopper_kernel.overlapped_tiles` on the item's Q. Returns
+    ``((row0, head, batch), tiles, the ring iteration of its last tile, carry)``; its last
+    ``P V`` is still to issue."""
+    sched, table, kv_lens, lq, lk = loads
+    c, bars, me = rows
     row0, bh, bb, kv, tiles = _item(cfg, i, sched, table, kv_lens, lq, lk)
     at = to_index(first, "ring iteration")
-    qs = consumer_q(cfg, smem, qpipe.stage(i) * cfg.q_elements(), c)
-    o, pa, m2, lsum = overlapped_tiles(cfg, bars, smem, pipe, qs, tiles, (o, pa, m2, lsum),
-                                       scale2, (me, row0 + 64 * c, kv, lq), at)  # fmt: skip
-    o = pv_alone(cfg, smem, pipe, pa, o, at + to_index(tiles[1] - 1, "the last key tile"))
-    _finish(cfg, i, (row0, bh, bb), (o, m2, lsum), smem, qpipe, outs, c, me, lq)
+    qi = consumer_q(cfg, smem, qpipe.stage(i) * cfg.q_elements(), c)
+    carry = overlapped_tiles(cfg, bars, smem, pipe, qi, tiles, carry, scale2,
+                             (me, row0 + 64 * c, kv, lq), at)  # fmt: skip
+    return (row0, bh, bb), tiles, at + to_index(tiles[1] - 1, "the last key tile"), carry
 
 # --8<-- [end:consumer]
 
