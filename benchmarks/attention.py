@@ -56,8 +56,14 @@ VARIANTS = {
           "128x64-8w": {"block_m": 128, "block_n": 64, "warps": 8},
           "128x32-8w": {"block_m": 128, "block_n": 32, "warps": 8},
           # 32 rows per warp with Q in registers: 16 keys per block is what sm_90a fits without
-          # spilling; on the H200 (2026-12-02) 0.78-0.85x the default (a rescale per 16 keys)
-          "128x16": {"block_m": 128, "block_n": 16}},
+          # spilling; on the H200 (2026-12-02) 0.78-0.85x the 64x64 tile (a rescale per 16
+          # keys); the sm_90 default takes 64-key blocks in 16-key steps instead
+          "128x16": {"block_m": 128, "block_n": 16},
+          # the portable default (sm_80, and with masks on sm_90): 16 rows per warp
+          "64x64": {"block_m": 64, "block_n": 64},
+          # the sm_90 default's softmax steps (sub_n = 16, lazy rescale) on 32-key blocks
+          "128x32 s16 lazy": {"block_m": 128, "block_n": 32, "sub_n": 16, "lazy_rescale": True,
+                              "shared_bases": True}},
 }  # fmt: skip
 # --variants with --path hopper: the FlashAttention-3 schedules (choose_config's options;
 # its default, SCHEDULES, is one of them), and the persistent kernel (one CTA per SM walking

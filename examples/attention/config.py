@@ -127,7 +127,13 @@ class AttentionConfig:
     (before ``P V``) rather than first; ``shared_bases``: the ``ldmatrix`` k-steps of each
     operand share one per-thread base (:func:`~tylo.nvgpu.warp.ldmatrix.load_operand`'s
     ``share_bases``). Both lower the register pressure of the tiles at the register file's
-    edge (:func:`attention_config` sets them there).
+    edge (:func:`attention_config` sets them there). ``sub_n``: the keys of one softmax
+    step (None: the whole block), a divisor of ``block_n`` in (16, 32, 64, 128); each step
+    computes its S, softmax and ``P V`` in turn, so S holds ``sub_n`` keys while the stage
+    holds ``block_n`` (every step's window of the stage is proved a translate of the
+    first, so the first's ``ldmatrix`` proofs hold for all). ``lazy_rescale``: O is
+    rescaled only when a score passes its row's reference maximum by more than
+    ``2**LAZY_LIMIT`` (one warp vote per step; :func:`examples.attention.kernel.lazy_block`).
 
     >>> cfg = attention_config(64, "bf16")
     >>> cfg.block_m, cfg.block_n, cfg.chain.registers(0)
@@ -148,6 +154,8 @@ class AttentionConfig:
     warps: int = WARPS
     late_copies: bool = False
     shared_bases: bool = False
+    sub_n: int | None = None
+    lazy_rescale: bool = False
     proofs: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -181,8 +189,16 @@ class AttentionConfig:
                 f"which the {self.threads} threads of {self.warps} warps cannot share evenly; "
                 f"use block_n in {tuple(fits)} or fewer warps"
             )
+        if self.sub_n is not None and (
+            type(self.sub_n) is not int or self.sub_n not in BLOCK_NS
+            or self.block_n % self.sub_n
+        ):
+            raise PlanError(
+                f"AttentionConfig: sub_n = {self.sub_n!r}; the keys each softmax step takes "
+                f"must be 16, 32, 64 or 128 and divide block_n = {self.block_n} (or None)"
+            )
         for flag in ("causal", "padding", "aligned", "q_in_registers", "late_copies",
-                     "shared_bases"):  # fmt: skip
+                     "shared_bases", "lazy_rescale"):  # fmt: skip
             if type(getattr(self, flag)) is not bool:
                 raise PlanError(f"AttentionConfig: {flag} must be a bool")
         if self.shared_bytes > SHARED_LIMIT:
@@ -204,14 +220,24 @@ class AttentionConfig:
         return self.rows_per_warp // 16
 
     @property
+    def step_n(self) -> int:
+        """Keys per softmax step: ``sub_n``, or the whole block (``block_n``)."""
+        return self.block_n if self.sub_n is None else self.sub_n
+
+    @property
+    def steps(self) -> int:
+        """Softmax steps per key block (``block_n / step_n``)."""
+        return self.block_n // self.step_n
+
+    @property
     def s_plan(self) -> TiledMMA:
-        """``S = Q Kᵀ``: (Br, Bc) over K = D."""
-        return _plan(self.dtype, self.warps, self.rm, self.block_n // 8, self.d)
+        """``S = Q Kᵀ`` of one step: (Br, step_n) over K = D."""
+        return _plan(self.dtype, self.warps, self.rm, self.step_n // 8, self.d)
 
     @property
     def pv_plan(self) -> TiledMMA:
-        """``O += P V``: (Br, D) over K = Bc."""
-        return _plan(self.dtype, self.warps, self.rm, self.d // 8, self.block_n)
+        """``O += P V`` of one step: (Br, D) over K = step_n."""
+        return _plan(self.dtype, self.warps, self.rm, self.d // 8, self.step_n)
 
     @property
     def chain(self) -> ChainProof:
@@ -278,6 +304,8 @@ class AttentionConfig:
             f"Q {'in registers' if self.q_in_registers else 'from shared memory'}, "
             f"{'late copies, ' if self.late_copies else ''}"
             f"{'shared ldmatrix bases, ' if self.shared_bases else ''}"
+            f"{f'steps of {self.sub_n} keys, ' if self.sub_n is not None else ''}"
+            f"{'lazy rescale, ' if self.lazy_rescale else ''}"
             f"{self.shared_bytes // 1024} KiB smem"
         )
 
@@ -303,6 +331,33 @@ def _stage(layout: Any) -> Any:
     return composition(layout.outer, Layout(inner.shape[:2], inner.stride[:2]))
 
 
+def _step(layout: Any, n: int, axis: int) -> Any:
+    """The first softmax step's window of one stage of a staged swizzled layout: ``n``
+    keys along ``axis`` (0 for K as (Bc, D), 1 for V as (D, Bc))."""
+    inner = layout.inner
+    shape = tuple(n if a == axis else x for a, x in enumerate(inner.shape[:2]))
+    return composition(layout.outer, Layout(shape, inner.stride[:2]))
+
+
+def _prove_steps(cfg: AttentionConfig) -> bool:
+    """Every softmax step's window of a K / V stage is the first step's, moved by a
+    constant: the swizzle leaves the step's key offset alone (``sub_n`` a multiple of its
+    8-row period), so the first step's ``ldmatrix`` proofs and bank conflicts hold for
+    every step. Checked element by element; a :class:`PlanError` otherwise."""
+    stage, first = _stage(cfg.kv_smem), _step(cfg.kv_smem, cfg.step_n, 0)
+    sn, d = cfg.step_n, cfg.d
+    for j in range(cfg.steps):
+        shift = stage(j * sn, 0)
+        for r in range(sn):
+            for c in range(d):
+                if stage(j * sn + r, c) != shift + first(r, c):
+                    raise PlanError(
+                        f"attention_config: step {j} of {cfg.steps} ({sn} keys) is not a "
+                        f"translate of the first at key {r}, column {c}"
+                    )
+    return True
+
+
 # --8<-- [start:config]
 def attention_config(
     d: int,
@@ -317,6 +372,8 @@ def attention_config(
     warps: int | None = None,
     late_copies: bool | None = None,
     shared_bases: bool | None = None,
+    sub_n: int | None = None,
+    lazy_rescale: bool = False,
 ) -> AttentionConfig:
     """Plan the warp path on the host and prove what the kernel relies on (the module
     docstring lists it); the verdicts are in ``cfg.proofs``. ``warps``: None for the
@@ -340,7 +397,7 @@ def attention_config(
     cfg = AttentionConfig(
         d, dtype, br, bc, causal, padding, aligned, q_in_registers, warps,
         edge if late_copies is None else late_copies,
-        edge if shared_bases is None else shared_bases,
+        edge if shared_bases is None else shared_bases, sub_n, lazy_rescale,
     )  # fmt: skip
     return _prove(cfg)
 
@@ -388,14 +445,16 @@ def _prove(cfg: AttentionConfig) -> AttentionConfig:
         proofs[f"{name} cp.async bank conflicts"] = cp.bank_conflicts()
     for name, plan, op, layout, axis in (
         ("Q", s, "a", cfg.q_smem, 1),
-        ("K", s, "b", _stage(cfg.kv_smem), 1),
-        ("V", pv, "b", _stage(cfg.vt_smem), 0),
+        ("K", s, "b", _step(cfg.kv_smem, cfg.step_n, 0), 1),
+        ("V", pv, "b", _step(cfg.vt_smem, cfg.step_n, 1), 0),
     ):
         loads = operand_loads(plan, op, axis)
         form = "ldmatrix.trans" if loads.trans else "ldmatrix"
         for what, v in loads.prove(layout).items():
             proofs[f"{name} {what}"] = v
         proofs[f"{name} {form} bank conflicts"] = loads.bank_conflicts(layout)
+    if cfg.steps > 1:
+        proofs["K/V steps: translates of the first"] = _prove_steps(cfg)
     if operand_loads(pv, "b", 0).trans is not True:
         raise PlanError("attention_config: V must load with ldmatrix.trans")  # by construction
     for what, v in s.proofs.items():

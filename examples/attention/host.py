@@ -136,27 +136,55 @@ def _auto_path_of(q: Any, k: Any, v: Any, scale: Any) -> str:
     return _AUTO_PATHS.get(key, lambda: auto_path(q, k, v, scale=scale))
 
 
-def launch_blocks(d: int, *, causal: bool, padding: bool) -> tuple[Any, Any]:
-    """The (Br, Bc) :func:`attention` launches with when given none: at D = 64, 128 query
+# the sm_90 tile at D = 128 without masks (launch_options): 32 rows per warp with Q in
+# registers, the softmax in steps of 16 keys with the lazy rescale
+STEPPED_128 = {"block_m": 128, "block_n": 64, "sub_n": 16, "lazy_rescale": True,
+               "late_copies": True, "shared_bases": True}  # fmt: skip
+
+
+def launch_options(
+    d: int, *, causal: bool, padding: bool, aligned: bool = True, capability: Any = None
+) -> dict[str, Any]:
+    """The warp path's configuration :func:`attention` launches with when given none
+    (``capability``: the GPU's (major, minor), None when unknown). At D = 64, 128 query
     rows by 64 keys (1.04-1.21x faster than the 64x128 default of ``attention_config`` on
     an H200, 2026-12-01, ``benchmarks/attention.py --variants``, every length, causal or
-    not), except with both masks, where 128x64 spills on sm_80; otherwise (None, None):
-    ``attention_config``'s default."""
+    not), except with both masks, where 128x64 spills on sm_80. At D = 128 on sm_90 and
+    later, without masks and with 16-byte rows, :data:`STEPPED_128` (1.03-1.07x the 64x64
+    default on an H200, 2026-12-02; ptxas spills it on sm_80, and with the causal mask, key
+    lengths or element-wise copies). Otherwise ``attention_config``'s default (an empty
+    dict)."""
     if d == 64 and not (causal and padding):
-        return 128, 64
-    return None, None
+        return {"block_m": 128, "block_n": 64}
+    sm90 = capability is not None and tuple(capability) >= (9, 0)
+    if d == 128 and sm90 and not causal and not padding and aligned:
+        return dict(STEPPED_128)
+    return {}
+
+
+def _capability(a: Any) -> Any:
+    """The (major, minor) of the GPU holding array ``a``; None without one."""
+    if a.device is None:
+        return None
+    from tylo.backend.device import device_properties
+
+    try:
+        return device_properties(a.device).compute_capability
+    except tylo.NoDeviceError:
+        return None
 
 
 def plan_attention(
     q: Any, k: Any, v: Any, out: Any, lse: Any, *, causal: bool = False, kv_lens: Any = None,
     scale: float | None = None, block_m: int | None = None, block_n: int | None = None,
     q_in_registers: bool = True, warps: int | None = None, late_copies: bool | None = None,
-    shared_bases: bool | None = None,
+    shared_bases: bool | None = None, sub_n: int | None = None,
+    lazy_rescale: bool | None = None,
 ) -> tuple[AttentionConfig, dict[str, Any]]:  # fmt: skip
     """Check every argument of :func:`attention` (``out`` and ``lse`` given) and plan the
     warp path; returns the configuration and the launch's runtime values. Raises
     :class:`AttentionInputError` or :class:`PlanError`; launches nothing. Without blocks,
-    the default CTA (``warps`` None or 4) takes :func:`launch_blocks`; 8 warps take
+    the default CTA (``warps`` None or 4) takes :func:`launch_options`; 8 warps take
     ``attention_config``'s default for 8 warps (16 rows per warp)."""
     qa, ka, va = _array(q, "q"), _array(k, "k"), _array(v, "v")
     b, h, lq, d = _check_4d(qa, "q")
@@ -230,12 +258,22 @@ def plan_attention(
             raise AttentionInputError(f"attention: {what}'s strides {st} exceed 2**40 elements")
     aligned = all(a.ptr % 16 == 0 for a in arrays) and all(s % 8 == 0 for st in strides for s in st)
     default_cta = warps is None or (type(warps) is int and warps == WARPS)
-    if block_m is None and block_n is None and default_cta:  # launch_blocks are for 4 warps
-        block_m, block_n = launch_blocks(d, causal=bool(causal), padding=kv_lens is not None)
+    chosen = {"block_m": block_m, "block_n": block_n, "late_copies": late_copies,
+              "shared_bases": shared_bases, "sub_n": sub_n, "lazy_rescale": lazy_rescale}
+    if block_m is None and block_n is None and default_cta:  # launch_options: 4 warps
+        opts = launch_options(
+            d, causal=bool(causal), padding=kv_lens is not None, aligned=aligned,
+            capability=_capability(qa),
+        )  # fmt: skip
+        extras = [n for n in opts if n not in ("block_m", "block_n")]
+        if extras and (q_in_registers is not True or any(chosen[n] is not None for n in extras)):
+            opts = {}  # a stepped tile is taken whole, Q in registers, or not at all
+        chosen.update(opts)
+    if chosen["lazy_rescale"] is None:
+        chosen["lazy_rescale"] = False
     cfg = attention_config(
         d, qa.dtype, causal=bool(causal), padding=kv_lens is not None, aligned=aligned,
-        block_m=block_m, block_n=block_n, q_in_registers=q_in_registers, warps=warps,
-        late_copies=late_copies, shared_bases=shared_bases,
+        q_in_registers=q_in_registers, warps=warps, **chosen,
     )  # fmt: skip
     ctas = math.prod(cfg.grid(b, h, lq))
     if cfg.causal and ctas > CAUSAL_CTAS:
@@ -270,7 +308,8 @@ def attention(
     scale: float | None = None, out: Any = None, lse: Any = None, path: str = "auto",
     stream: Any = None, block_m: int | None = None, block_n: int | None = None,
     q_in_registers: bool = True, warps: int | None = None, late_copies: bool | None = None,
-    shared_bases: bool | None = None,
+    shared_bases: bool | None = None, sub_n: int | None = None,
+    lazy_rescale: bool | None = None,
 ) -> tuple[Any, Any]:  # fmt: skip
     """``(out, lse)``: ``out = softmax(q kᵀ · scale) v`` (B, H, Lq, D) in the input dtype and
     ``lse`` (B, H, Lq) f32, with the masks of :mod:`examples.attention.reference`
@@ -284,7 +323,8 @@ def attention(
     if path not in PATHS:
         raise AttentionPathError(f"attention: path must be one of {PATHS}, got {path!r}")
     options = (("block_m", block_m), ("block_n", block_n), ("warps", warps),
-               ("late_copies", late_copies), ("shared_bases", shared_bases))  # fmt: skip
+               ("late_copies", late_copies), ("shared_bases", shared_bases),
+               ("sub_n", sub_n), ("lazy_rescale", lazy_rescale))  # fmt: skip
     given = [n for n, x in options if x is not None] + ([] if q_in_registers else
                                                         ["q_in_registers"])  # fmt: skip
     if path == "auto" and not given:
@@ -306,12 +346,13 @@ def attention(
         return plan_attention(
             q, k, v, out, lse, causal=causal, kv_lens=kv_lens, scale=scale,
             block_m=block_m, block_n=block_n, q_in_registers=q_in_registers, warps=warps,
-            late_copies=late_copies, shared_bases=shared_bases,
+            late_copies=late_copies, shared_bases=shared_bases, sub_n=sub_n,
+            lazy_rescale=lazy_rescale,
         )  # fmt: skip
 
     key = _plan_key(
         q, k, v, out, lse, kv_lens, causal, scale, block_m, block_n, q_in_registers, warps,
-        late_copies, shared_bases,
+        late_copies, shared_bases, sub_n, lazy_rescale,
     )  # fmt: skip
     cfg, val = plan() if key is None else _PLANS.get(key, plan)
     launch(cfg, val, q, k, v, out, lse, kv_lens, stream)
@@ -421,6 +462,7 @@ def verify(
     tolerance: float = 1e-2, lse_tolerance: float = 1e-3, block_m: int | None = None,
     block_n: int | None = None, q_in_registers: bool = True, warps: int | None = None,
     late_copies: bool | None = None, shared_bases: bool | None = None,
+    sub_n: int | None = None, lazy_rescale: bool | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Run attention on fresh random data (``out`` and ``lse`` poisoned with NaN first) and
     compare with :func:`~examples.attention.reference.attention_reference`: the relative
@@ -448,7 +490,8 @@ def verify(
         lens = DeviceBuffer.from_numpy(kv_lens, dtype=tylo.i32)
     attention(q, k, v, causal=causal, kv_lens=lens, scale=scale, out=out, lse=lse, path=path,
               block_m=block_m, block_n=block_n, q_in_registers=q_in_registers,
-              warps=warps, late_copies=late_copies, shared_bases=shared_bases)  # fmt: skip
+              warps=warps, late_copies=late_copies, shared_bases=shared_bases, sub_n=sub_n,
+              lazy_rescale=lazy_rescale)  # fmt: skip
     driver.synchronize()
     ref_o, ref_lse = attention_reference(
         *(x for _, x in rounded), scale=scale, causal=causal, kv_lens=kv_lens

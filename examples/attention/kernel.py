@@ -24,7 +24,12 @@ barriers are CTA-wide. Per CTA:
    (:func:`~tylo.nvgpu.warp.chain.accumulator_as_a_operand`: proved, no shared memory) and
    V through ``ldmatrix.trans``. The running sum stays a per-thread partial (each thread's
    own columns, :func:`thread_partials`) until the end: one quad reduction after the loop
-   instead of one per block.
+   instead of one per block. With ``cfg.sub_n`` the block is taken in softmax steps of
+   ``sub_n`` keys (S, softmax and ``P V`` of each step in turn over the same stage: S of
+   one step is what fits beside Q and O at 32 rows per warp and D = 128), and with
+   ``cfg.lazy_rescale`` the rescale is :func:`lazy_block`'s: O is rescaled only when a
+   score passes the row's reference maximum by more than ``2**LAZY_LIMIT``, which one
+   warp vote decides.
 3. **Masks** cost nothing where they cannot apply: the key blocks split into a prefix that
    every row of the CTA sees whole (no element test) and the rest (the causal diagonal
    and the last partial block), which a second loop masks element-wise to ``-inf``;
@@ -50,6 +55,7 @@ from examples.attention.mask import score_mask
 from tylo.kernel.values import to_index
 from tylo.layouts import Layout
 from tylo.nvgpu.cpasync import commit_copies, copy_async, wait_copies
+from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.warp.chain import accumulator_as_a_operand
 from tylo.nvgpu.warp.ldmatrix import load_operand
 from tylo.nvgpu.warp.mma import mma_atoms, zero_accumulator
@@ -60,6 +66,7 @@ from tylo.tile.ownership import Ownership
 from tylo.tile.reduce import fold_pairwise, reduction_plan
 
 __all__ = [
+    "LAZY_LIMIT",
     "LN2",
     "LOG2E",
     "AttentionConfig",
@@ -67,9 +74,12 @@ __all__ = [
     "attention_kernel",
     "causal_order",
     "key_blocks",
+    "lazy_block",
     "online_block",
     "partial_ownership",
+    "passes",
     "thread_partials",
+    "warp_any",
 ]
 
 LOG2E = 1.4426950408889634  # exp(x) = 2 ** (x * log2(e))
@@ -135,6 +145,62 @@ def online_block(cfg, s, m, l_part, o, c):
 
 
 # --8<-- [end:online]
+
+
+# --8<-- [start:lazy]
+LAZY_LIMIT = 8.0  # P <= 2**8 between rescales (FlashAttention-4's threshold)
+
+
+def warp_any(x):
+    """Whether ``x`` (a bool Value) holds in any lane of the warp (``vote.sync.any``)."""
+    u = tylo.where(x, tylo.value(1, tylo.u32), tylo.value(0, tylo.u32))
+    r = tylo.ptx(
+        "{ .reg .pred %p<2>; setp.ne.u32 %p0, $1, 0; vote.sync.any.pred %p1, %p0, -1; "
+        "selp.u32 $0, 1, 0, %p1; }", u, out=tylo.u32,
+    )
+    return r != 0
+
+
+def passes(s, limit):
+    """Whether any score this thread holds exceeds its row's ``limit`` (one bool Value,
+    no shuffles): each row's own scores folded to their maximum (a tree of ``max``), one
+    compare per row, the rows' verdicts or-ed as a tree. ``limit``'s value slots are the
+    rows of ``s``'s (:meth:`Ownership.reduced`), checked here."""
+    own = s.ownership
+    groups = reduction_plan(own, 1).groups
+    if len(groups) != len(limit.values):
+        raise PlanError(f"passes: {len(groups)} rows of scores, {len(limit.values)} limits")
+    verdicts = []
+    for k, g in enumerate(groups):
+        if any(own.value_coord(i)[0] != limit.ownership.value_coord(k)[0] for i in g):
+            raise PlanError(f"passes: row slot {k} of the limits is not the scores' row")
+        top = fold_pairwise(tylo.maximum, [s.values[i] for i in g])
+        verdicts.append(top > limit.values[k])
+    return fold_pairwise(lambda a, b: a | b, verdicts)
+
+
+@tylo.inline
+def lazy_block(cfg, s, m, l_part, o, c):
+    """:func:`online_block` with FlashAttention-4's lazy rescale: ``m`` is a reference
+    maximum, raised (and O and the sums rescaled) only when a score of the block passes it
+    by more than ``LAZY_LIMIT`` in the exponent, anywhere in the warp; otherwise P is taken
+    against the old reference (``P <= 2**LAZY_LIMIT``). The test needs no shuffles: each
+    thread compares its own scores, one vote decides for the warp. A row whose reference
+    is still ``-inf`` passes with any finite score."""
+    if warp_any(passes(s, m + LAZY_LIMIT / c)):
+        m_new = tylo.maximum(m, s.max(axis=1))
+        base = tylo.where(m_new == NEG_INF, 0.0, m_new * c)
+        alpha = tylo.exp2(tylo.fma(m, c, -base))
+        l_part = l_part * alpha
+        o = o * alpha
+        m = m_new
+    base = tylo.where(m == NEG_INF, 0.0, m * c)
+    p = tylo.exp2(tylo.fma(s, c, -base))
+    l_part = l_part + thread_partials(p)
+    return m, l_part, o, accumulator_as_a_operand(p, cfg.pv_plan)
+
+
+# --8<-- [end:lazy]
 
 
 def _index(x):
@@ -221,6 +287,20 @@ def prefetch(cfg, K, V, sk, sv, tid, n, total):
     commit_copies()
 
 
+def scores(cfg, qf, kt, tid, j):
+    """``S = Q Kᵀ`` of softmax step ``j`` of the key block in stage ``kt``."""
+    s_plan, sb, sn = cfg.s_plan, cfg.shared_bases, cfg.step_n
+    kj = kt.window((j * sn, 0), (sn, cfg.d)) if cfg.steps > 1 else kt
+    s = zero_accumulator(s_plan)
+    for ks in range(s_plan.k_steps):
+        if cfg.q_in_registers:
+            qa = qf[ks]
+        else:
+            qa = load_operand(s_plan, "a", qf, tid, ks, share_bases=sb)
+        s = mma_atoms(s_plan, qa, load_operand(s_plan, "b", kj, tid, ks, share_bases=sb), s)
+    return s
+
+
 @tylo.inline
 def key_block(cfg, qf, K, V, sk, sv, svt, tid, n, total, m, l_part, o, c, m0, lq, kv, masked):
     """Iteration ``n`` of the key loop (see the module docstring)."""
@@ -231,25 +311,24 @@ def key_block(cfg, qf, K, V, sk, sv, svt, tid, n, total, m, l_part, o, c, m0, lq
         prefetch(cfg, K, V, sk, sv, tid, n + 1, total)
     st = n % 2
     kt = sk.select(2, st)
-    s = zero_accumulator(s_plan)
-    for ks in range(s_plan.k_steps):
-        if cfg.q_in_registers:
-            qa = qf[ks]
-        else:
-            qa = load_operand(s_plan, "a", qf, tid, ks, share_bases=sb)
-        s = mma_atoms(s_plan, qa, load_operand(s_plan, "b", kt, tid, ks, share_bases=sb), s)
-    if masked:  # one i32 compare per score (examples/attention/mask.py)
-        at = (m0, n * cfg.block_n)
-        keep = score_mask(s_plan.acc_ownership, tid, at, kv, lq, cfg.causal, cfg.block_n,
-                          split=True)
-        s = tylo.where(keep, s, NEG_INF)
-    m, l_part, o, p = online_block(cfg, s, m, l_part, o, c)
-    if copies and cfg.late_copies:  # after the softmax: fewer registers live
-        prefetch(cfg, K, V, sk, sv, tid, n + 1, total)
     vt = svt.select(2, st)
-    for ks in range(pv_plan.k_steps):
-        v_op = load_operand(pv_plan, "b", vt, tid, ks, share_bases=sb)
-        o = mma_atoms(pv_plan, p[ks], v_op, o)
+    sn = cfg.step_n
+    for j in range(cfg.steps):  # softmax steps of sn keys through the block
+        s = scores(cfg, qf, kt, tid, j)
+        if masked:  # one i32 compare per score (examples/attention/mask.py)
+            at = (m0, n * cfg.block_n + j * sn)
+            keep = score_mask(s_plan.acc_ownership, tid, at, kv, lq, cfg.causal, sn, split=True)
+            s = tylo.where(keep, s, NEG_INF)
+        if cfg.lazy_rescale:
+            m, l_part, o, p = lazy_block(cfg, s, m, l_part, o, c)
+        else:
+            m, l_part, o, p = online_block(cfg, s, m, l_part, o, c)
+        if copies and cfg.late_copies and j == 0:  # after the softmax: fewer registers live
+            prefetch(cfg, K, V, sk, sv, tid, n + 1, total)
+        vj = vt.window((0, j * sn), (cfg.d, sn)) if cfg.steps > 1 else vt
+        for ks in range(pv_plan.k_steps):
+            v_op = load_operand(pv_plan, "b", vj, tid, ks, share_bases=sb)
+            o = mma_atoms(pv_plan, p[ks], v_op, o)
     if copies:
         wait_copies(0)  # block n + 1 has landed (this thread's copies) ...
         tylo.sync_threads()  # ... and everyone's; everyone is done with stage n % 2

@@ -6,7 +6,9 @@ exactly where the reference has no visible key. L = 1, 17, 1000, 4097; Lq != Lk 
 D 64 and 128; bf16 and f16; causal (bottom-right aligned) and per-batch key lengths with
 some rows that see nothing; strided (B, L, H, D) storage and padded rows; rows whose stride
 is not a multiple of 8 elements (element-wise copies); torch tensors. The same for CTAs of 8
-warps (``warps=8``: Br = 128, and 256 with 32 rows per warp)."""
+warps (``warps=8``: Br = 128, and 256 with 32 rows per warp), and for the softmax in steps
+(``sub_n``) with and without the lazy rescale (``lazy_rescale``), the sm_90 default at D = 128
+among them, at scales that make the rescale's vote pass on most steps and on none."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from examples.attention.host import attention, verify  # noqa: E402
+from examples.attention.host import STEPPED_128, attention, verify  # noqa: E402
 
 
 @pytest.mark.parametrize("d", [64, 128])
@@ -98,6 +100,45 @@ def test_register_edge_tiles(gpu_runtime, bn):
     verify(1, 2, 4097, 128, dtype="f16", **kw)
 
 
+# the softmax in steps (sub_n) with the lazy rescale: the sm_90 default at D = 128 without
+# masks (host.STEPPED_128), and the same options on other tiles
+STEPPED = [
+    (128, STEPPED_128),
+    (128, {"block_m": 128, "block_n": 32, "sub_n": 16, "lazy_rescale": True,
+           "shared_bases": True}),
+    (64, {"block_m": 128, "block_n": 64, "sub_n": 32, "lazy_rescale": True}),
+    (64, {"block_m": 64, "block_n": 128, "sub_n": 32}),  # steps, each rescaling O
+    (128, {"block_m": 64, "block_n": 64, "lazy_rescale": True}),  # one step per block
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("d", "kw"), STEPPED)
+@pytest.mark.parametrize("length", [1, 17, 1000, 4097])
+def test_steps_lengths(gpu_runtime, d, kw, length):
+    verify(1 if length > 1000 else 2, 2, length, d, **kw)
+
+
+@pytest.mark.parametrize(("d", "kw"), STEPPED)
+@pytest.mark.parametrize("causal", [False, True])
+def test_steps_masks_and_shapes(gpu_runtime, d, kw, causal):
+    """Every mask (the steps of a masked block each take their own 16 / 32 keys of it), Lq
+    != Lk both ways, rows that see nothing, f16, element-wise copies."""
+    verify(2, 2, 1000, d, lk=4097, causal=causal, **kw)
+    verify(1, 2, 4097, d, lk=130, causal=causal, **kw)
+    verify(2, 3, 17, d, lk=1000, causal=causal, **kw)
+    verify(3, 2, 333, d, lk=500, kv_lens=[0, 17, 499], causal=causal, dtype="f16", **kw)
+    verify(1, 2, 130, d, lk=70, pad=1, causal=causal, **kw)  # row stride d + 1
+
+
+@pytest.mark.parametrize(("d", "kw"), STEPPED)
+@pytest.mark.parametrize("scale", [0.01, 3.0])
+def test_steps_scales(gpu_runtime, d, kw, scale):
+    """A scale of 3 (scores of several dozen in log2 units: the lazy rescale's vote passes
+    often, on most steps) and of 0.01 (never after the first step)."""
+    verify(1, 2, 257, d, lk=1000, scale=scale, **kw)
+    verify(1, 2, 257, d, lk=1000, scale=scale, causal=True, **kw)
+
+
 @pytest.mark.parametrize("group", [1, 2, 3, 64])
 @pytest.mark.parametrize("d", [64, 128])
 def test_causal_groups(gpu_runtime, monkeypatch, group, d):
@@ -163,8 +204,8 @@ def test_large_scores_stay_finite(gpu_runtime):
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
-@pytest.mark.parametrize("d", [64, 128])
-def test_rising_scores(gpu_runtime, dtype, d):
+@pytest.mark.parametrize(("d", "kw"), [(64, {}), (128, {}), (128, STEPPED_128)])
+def test_rising_scores(gpu_runtime, dtype, d, kw):
     """Scores that rise along the keys by about 87 log2 units over the sequence, so that
     every key block raises every row's running maximum and O is rescaled by a factor far
     from 1 at each (random data raises it rarely after the first blocks)."""
@@ -180,7 +221,7 @@ def test_rising_scores(gpu_runtime, dtype, d):
     ramp = torch.linspace(0.0, 80.0, lk, device="cuda")[None, None, :, None]
     k = (ramp * u).expand(1, 2, lk, d).to(tdt)  # q . k / sqrt(d) rises to ~ 60: ~ 87 in log2
     v = torch.randn((1, 2, lk, d), device="cuda", generator=g).to(tdt)
-    o, lse = attention(q, k, v, path="warp")
+    o, lse = attention(q, k, v, path="warp", **kw)
     torch.cuda.synchronize()
     ref_o, ref_lse = attention_reference(*(x.float().cpu().numpy() for x in (q, k, v)))
     got = o.float().cpu().numpy()

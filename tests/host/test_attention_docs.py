@@ -21,7 +21,7 @@ PAGE = ROOT / "docs" / "attention.md"
 INCLUDE = re.compile(r'^--8<-- "([^":]+):([\w-]+)"$', re.MULTILINE)
 SECTIONS = {
     "examples/attention/config.py": {"config"},
-    "examples/attention/kernel.py": {"kernel", "blocks", "iteration", "online", "partials"},
+    "examples/attention/kernel.py": {"kernel", "blocks", "iteration", "lazy", "online", "partials"},
 }
 MODULES = [
     "examples.attention.reference",

@@ -173,3 +173,32 @@ def test_register_edge_flags_cut_the_spills(compiled, causal):
     xor_imm = re.compile(r"xor\.b32\s+%r\d+,\s*%r\d+,\s*-?\d+;")
     # K and Q: 7 k-steps past the first share its base, per loop body
     assert len(xor_imm.findall(edge.ptx)) >= 2 * 7 > len(xor_imm.findall(off.ptx))
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_the_stepped_tile(compiled, dtype):
+    """The sm_90 default at D = 128 without masks (``host.STEPPED_128``: 32 rows per warp,
+    Q in registers, 64-key blocks in softmax steps of 16 keys, lazy rescale): no local
+    memory on sm_90a; per loop body 4 steps of 32 ``HMMA`` for S and 32 for P V, and one
+    ``VOTE.ANY`` per step (the lazy rescale's test; no other vote in the kernel); P still
+    packed in registers (no STS / LDS), V still through ``ldmatrix.trans``."""
+    from examples.attention.host import STEPPED_128
+
+    cfg, k = compiled(128, False, False, "sm_90a", dtype, **STEPPED_128)
+    seq = executed(k.sass)
+    ops = Counter(op.split(".")[0] for op in seq)
+    r = k.resources
+    assert r.registers <= 255 and (r.spill_stores, r.spill_loads, r.stack_bytes) == (0, 0, 0)
+    assert ops["LDL"] == 0 and ops["STL"] == 0 and ops["STS"] == 0 and ops["LDS"] == 0, ops
+    steps = cfg.steps * 2  # two loop bodies (whole blocks, masked blocks)
+    assert cfg.steps == 4 and ops["HMMA"] == steps * (32 + 32), ops["HMMA"]
+    assert ops["VOTE"] == steps, ops["VOTE"]
+    assert any(op.startswith("LDSM.16.MT88") for op in seq) and "MUFU.EX2" in seq
+
+
+def test_the_stepped_tile_is_not_for_sm80(compiled):
+    """Why ``launch_options`` keeps it to sm_90 and later: ptxas 13.0 spills it on sm_80."""
+    from examples.attention.host import STEPPED_128
+
+    _, k = compiled(128, False, False, "sm_80", **STEPPED_128)
+    assert k.resources.spill_stores > 0
