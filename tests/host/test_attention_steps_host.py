@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from attention_arrays import attention_args  # noqa: E402
+
 from examples.attention import host  # noqa: E402
 from examples.attention.config import (  # noqa: E402
     BLOCK_NS,
@@ -34,7 +36,6 @@ from examples.attention.config import (  # noqa: E402
     attention_config,
 )
 from examples.attention.kernel import LAZY_LIMIT  # noqa: E402
-from tylo.arrays import DeviceArray  # noqa: E402
 from tylo.layouts import Layout, Swizzle, composition  # noqa: E402
 from tylo.nvgpu.errors import PlanError  # noqa: E402
 
@@ -227,15 +228,8 @@ def test_d64_options_do_not_depend_on_the_gpu(cap):
     assert host.launch_options(64, causal=True, padding=True, capability=cap) == {}
 
 
-def _arr(shape, ptr, dtype=tylo.bf16):
-    strides = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
-    return DeviceArray(ptr, tuple(shape), strides, dtype, 0)
-
-
-def _args(d=128, lq=300, lk=333):
-    q = _arr((2, 3, lq, d), 1 << 30)
-    k, v = _arr((2, 3, lk, d), 2 << 30), _arr((2, 3, lk, d), 3 << 30)
-    return q, k, v, _arr((2, 3, lq, d), 4 << 30), _arr((2, 3, lq), 5 << 30, tylo.f32)
+def _args():
+    return attention_args(128)  # tests/host/attention_arrays.py
 
 
 def test_plan_attention_takes_the_stepped_tile_on_sm90(monkeypatch):

@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from attention_arrays import attention_args, device_array  # noqa: E402
+
 from examples.attention import host  # noqa: E402
 from examples.attention.config import (  # noqa: E402
     BLOCK_NS,
@@ -37,7 +39,6 @@ from examples.attention.config import (  # noqa: E402
 )
 from examples.attention.kernel import key_blocks, partial_ownership, thread_partials  # noqa: E402
 from examples.attention.reference import visible  # noqa: E402
-from tylo.arrays import DeviceArray  # noqa: E402
 from tylo.layouts import Layout, composition  # noqa: E402
 from tylo.nvgpu.cpasync import CopyPlan  # noqa: E402
 from tylo.nvgpu.errors import PlanError  # noqa: E402
@@ -252,15 +253,7 @@ def test_thread_partials_of_eight_warps_sum_to_the_row_sums(bm):
 # ---------------------------------------------------------------- plan_attention and attention()
 
 
-def _arr(shape, ptr, dtype=tylo.bf16):
-    strides = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
-    return DeviceArray(ptr, tuple(shape), strides, dtype, 0)
-
-
-def _args(d=64, lq=300, lk=333):
-    q = _arr((2, 3, lq, d), 1 << 30)
-    k, v = _arr((2, 3, lk, d), 2 << 30), _arr((2, 3, lk, d), 3 << 30)
-    return q, k, v, _arr((2, 3, lq, d), 4 << 30), _arr((2, 3, lq), 5 << 30, tylo.f32)
+_arr, _args = device_array, attention_args  # tests/host/attention_arrays.py
 
 
 @pytest.mark.parametrize("d", HEAD_DIMS)
