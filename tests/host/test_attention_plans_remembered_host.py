@@ -35,11 +35,12 @@ _FIELDS = (
     st.sampled_from([False, True]),  # causal
     st.sampled_from([None, 0.5, 0.125]),  # scale
     st.sampled_from([None, (64, 64)]),  # block_m, block_n
+    st.sampled_from([None, (16, True), (32, False)]),  # sub_n, lazy_rescale
 )
 
 
 def _call(fields):
-    qi, length, d, oi, li, causal, scale, blocks = fields
+    qi, length, d, oi, li, causal, scale, blocks, steps = fields
     q, k, v = (_arr((2, 3, length, d), (i << 30) + qi * (1 << 24)) for i in (1, 2, 3))
     base = (1 << 33) + oi * (1 << 24)
     out = [
@@ -52,6 +53,8 @@ def _call(fields):
     bm, bn = blocks or (None, None)
     args = (q, k, v)
     kw = dict(causal=causal, kv_lens=lens, scale=scale, out=out, lse=lse, block_m=bm, block_n=bn)
+    if steps is not None:
+        kw["sub_n"], kw["lazy_rescale"] = steps
     return args, kw
 
 
@@ -76,7 +79,7 @@ def test_every_launch_gets_the_calls_own_plan(calls):
 def test_refusals_are_refused_every_time(monkeypatch):
     monkeypatch.setattr(host, "launch", lambda *a: pytest.fail("launched"))
     monkeypatch.setattr(host, "_PLANS", Remembered(64))
-    (q, k, v), kw = _call((0, 17, 64, 0, None, False, None, None))
+    (q, k, v), kw = _call((0, 17, 64, 0, None, False, None, None, None))
     for _ in range(2):
         with pytest.raises(AttentionInputError, match="scale"):
             host.attention(q, k, v, path="warp", **{**kw, "scale": True})  # a bool, not 1.0
@@ -85,6 +88,12 @@ def test_refusals_are_refused_every_time(monkeypatch):
         with pytest.raises(PlanError, match="head dim"):
             bad = _arr((2, 3, 17, 96), 1 << 30)
             host.attention(bad, bad, bad, path="warp", **{**kw, "out": bad})
+        with pytest.raises(PlanError, match="lazy_rescale must be a bool"):
+            host.attention(q, k, v, path="warp", **{**kw, "lazy_rescale": 1})
+        with pytest.raises(PlanError, match="sub_n"):
+            host.attention(q, k, v, path="warp", **{**kw, "sub_n": "16"})
+        with pytest.raises(PlanError, match="sub_n"):  # 48 keys do not divide the block
+            host.attention(q, k, v, path="warp", **{**kw, "sub_n": 48})
     assert len(host._PLANS) == 0
     monkeypatch.setattr(host, "launch", lambda *a: None)
     host.attention(q, k, v, path="warp", **{**kw, "scale": 1})
