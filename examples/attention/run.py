@@ -51,13 +51,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="storage order of q, k, v (blhd: strided B, H, L views)")  # fmt: skip
 
 
-def _config(args: argparse.Namespace) -> Any:
+def _config(args: argparse.Namespace, capability: Any) -> Any:
+    """The warp path's configuration ``attention()`` launches for these arguments on a GPU
+    of ``capability`` ((major, minor), None when unknown): ``host.launch_options`` for the
+    default CTA (16-byte rows: the command line's arrays always have them)."""
     from examples.attention.config import attention_config
+    from examples.attention.host import launch_options
 
+    padding = args.kv_lens is not None
+    opts = {}
+    if args.warps in (None, 4):
+        opts = launch_options(args.d, causal=args.causal, padding=padding, capability=capability)
     return attention_config(
-        args.d, args.dtype, causal=args.causal, padding=args.kv_lens is not None,
-        warps=args.warps,
+        args.d, args.dtype, causal=args.causal, padding=padding, warps=args.warps, **opts
     )
+
+
+def _device_capability() -> Any:
+    """Device 0's (major, minor); None without a GPU."""
+    import tylo
+
+    try:
+        return tylo.device_properties(0).compute_capability
+    except tylo.NoDeviceError:
+        return None
 
 
 def _check_args(args: argparse.Namespace) -> None:
@@ -87,7 +104,7 @@ def kernels(args: argparse.Namespace, target: Any) -> dict[str, Any]:
                 "compile_kernels(args, target)"
             )
         return compile_kernels(args, target)
-    cfg = _config(args)
+    cfg = _config(args, (target.major, target.minor))
     if args.compile_only:
         _print_plan(cfg)
     return {"attention_kernel": compile_attention(cfg, target)}
@@ -106,7 +123,7 @@ def run(args: argparse.Namespace) -> str:
 
     _check_args(args)
     if args.path != "hopper":
-        _print_plan(_config(args))
+        _print_plan(_config(args, _device_capability()))
     res = verify(
         args.b, args.h, args.l, args.d, lk=args.lk, dtype=args.dtype, causal=args.causal,
         kv_lens=args.kv_lens, layout=args.layout, path=args.path, seed=args.seed,

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from attention_arrays import attention_args  # noqa: E402
+from attention_arrays import attention_args, device_array  # noqa: E402
 
 from examples.attention import host  # noqa: E402
 from examples.attention.config import (  # noqa: E402
@@ -268,3 +268,36 @@ def test_without_a_gpu_the_capability_is_unknown():
         assert (cfg.block_m, cfg.sub_n) == (64, None)
     else:
         pytest.skip("a GPU is present: the capability is known")
+
+
+@pytest.mark.parametrize(
+    ("argv", "cap", "want"),
+    [
+        (["1", "16", "4096", "128"], (9, 0), (128, 64, 16)),
+        (["1", "16", "4096", "128"], (8, 0), (64, 64, None)),
+        (["1", "16", "4096", "128"], None, (64, 64, None)),
+        (["1", "16", "4096", "128", "--causal"], (9, 0), (64, 64, None)),
+        (["2", "16", "4096", "128", "--kv-lens", "7,9"], (9, 0), (64, 64, None)),
+        (["1", "16", "4096", "128", "--warps", "8"], (9, 0), (128, 64, None)),
+        (["1", "16", "4096", "64"], (8, 0), (128, 64, None)),
+    ],
+)  # fmt: skip
+def test_cli_plans_what_attention_launches(monkeypatch, argv, cap, want):
+    """``run.py`` prints (and with ``--compile-only`` compiles) the configuration
+    ``attention()`` launches on a GPU of ``cap``: ``plan_attention``'s, not
+    ``attention_config``'s default."""
+    import argparse
+
+    from examples.attention.run import _config, add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    cfg = _config(args, cap)
+    assert (cfg.block_m, cfg.block_n, cfg.sub_n) == want
+    monkeypatch.setattr(host, "_capability", lambda a: cap)
+    lens = None if args.kv_lens is None else device_array((2,), 1 << 40, tylo.i32)
+    planned, _ = host.plan_attention(
+        *attention_args(args.d), causal=args.causal, warps=args.warps, kv_lens=lens
+    )
+    assert planned == cfg
