@@ -373,7 +373,7 @@ def attention_config(
     late_copies: bool | None = None,
     shared_bases: bool | None = None,
     sub_n: int | None = None,
-    lazy_rescale: bool = False,
+    lazy_rescale: bool | None = None,
 ) -> AttentionConfig:
     """Plan the warp path on the host and prove what the kernel relies on (the module
     docstring lists it); the verdicts are in ``cfg.proofs``. ``warps``: None for the
@@ -397,7 +397,8 @@ def attention_config(
     cfg = AttentionConfig(
         d, dtype, br, bc, causal, padding, aligned, q_in_registers, warps,
         edge if late_copies is None else late_copies,
-        edge if shared_bases is None else shared_bases, sub_n, lazy_rescale,
+        edge if shared_bases is None else shared_bases, sub_n,
+        False if lazy_rescale is None else lazy_rescale,
     )  # fmt: skip
     return _prove(cfg)
 

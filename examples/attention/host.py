@@ -162,16 +162,51 @@ def launch_options(
     return {}
 
 
-def _capability(a: Any) -> Any:
-    """The (major, minor) of the GPU holding array ``a``; None without one."""
-    if a.device is None:
+def device_capability(ordinal: Any) -> Any:
+    """The (major, minor) of CUDA device ``ordinal``; None for no device (``ordinal`` None)
+    or without a GPU."""
+    if ordinal is None:
         return None
     from tylo.backend.device import device_properties
 
     try:
-        return device_properties(a.device).compute_capability
+        return device_properties(ordinal).compute_capability
     except tylo.NoDeviceError:
         return None
+
+
+def _capability(a: Any) -> Any:
+    """The (major, minor) of the GPU holding array ``a``; None without one."""
+    return device_capability(a.device)
+
+
+def launch_config(
+    d: int, dtype: Any, *, causal: bool, padding: bool, aligned: bool, capability: Any,
+    q_in_registers: bool = True, warps: int | None = None, block_m: int | None = None,
+    block_n: int | None = None, late_copies: bool | None = None,
+    shared_bases: bool | None = None, sub_n: int | None = None,
+    lazy_rescale: bool | None = None,
+) -> AttentionConfig:  # fmt: skip
+    """The warp path's configuration for these arguments on a GPU of ``capability``: the
+    options given (None: not given) completed by :func:`launch_options` when no block size
+    is given and the CTA is the default one (a stepped tile is taken whole, with Q in
+    registers, or not at all), then by ``attention_config``'s defaults. What
+    :func:`plan_attention` plans and ``run.py`` prints."""
+    chosen = {"block_m": block_m, "block_n": block_n, "late_copies": late_copies,
+              "shared_bases": shared_bases, "sub_n": sub_n, "lazy_rescale": lazy_rescale}
+    default_cta = warps is None or (type(warps) is int and warps == WARPS)
+    if block_m is None and block_n is None and default_cta:
+        opts = launch_options(
+            d, causal=causal, padding=padding, aligned=aligned, capability=capability
+        )
+        extras = [n for n in opts if n not in ("block_m", "block_n")]
+        if extras and (q_in_registers is not True or any(chosen[n] is not None for n in extras)):
+            opts = {}  # a stepped tile is taken whole, Q in registers, or not at all
+        chosen.update(opts)
+    return attention_config(
+        d, dtype, causal=causal, padding=padding, aligned=aligned,
+        q_in_registers=q_in_registers, warps=warps, **chosen,
+    )  # fmt: skip
 
 
 def plan_attention(
@@ -183,9 +218,10 @@ def plan_attention(
 ) -> tuple[AttentionConfig, dict[str, Any]]:  # fmt: skip
     """Check every argument of :func:`attention` (``out`` and ``lse`` given) and plan the
     warp path; returns the configuration and the launch's runtime values. Raises
-    :class:`AttentionInputError` or :class:`PlanError`; launches nothing. Without blocks,
-    the default CTA (``warps`` None or 4) takes :func:`launch_options`; 8 warps take
-    ``attention_config``'s default for 8 warps (16 rows per warp)."""
+    :class:`AttentionInputError` or :class:`PlanError`; launches nothing. The configuration
+    is :func:`launch_config`'s: without blocks, the default CTA (``warps`` None or 4) takes
+    :func:`launch_options`; 8 warps take ``attention_config``'s default for 8 warps (16
+    rows per warp)."""
     qa, ka, va = _array(q, "q"), _array(k, "k"), _array(v, "v")
     b, h, lq, d = _check_4d(qa, "q")
     kb, kh, lk, kd = _check_4d(ka, "k")
@@ -257,23 +293,11 @@ def plan_attention(
         if max(st) >= 2**40:
             raise AttentionInputError(f"attention: {what}'s strides {st} exceed 2**40 elements")
     aligned = all(a.ptr % 16 == 0 for a in arrays) and all(s % 8 == 0 for st in strides for s in st)
-    default_cta = warps is None or (type(warps) is int and warps == WARPS)
-    chosen = {"block_m": block_m, "block_n": block_n, "late_copies": late_copies,
-              "shared_bases": shared_bases, "sub_n": sub_n, "lazy_rescale": lazy_rescale}
-    if block_m is None and block_n is None and default_cta:  # launch_options: 4 warps
-        opts = launch_options(
-            d, causal=bool(causal), padding=kv_lens is not None, aligned=aligned,
-            capability=_capability(qa),
-        )  # fmt: skip
-        extras = [n for n in opts if n not in ("block_m", "block_n")]
-        if extras and (q_in_registers is not True or any(chosen[n] is not None for n in extras)):
-            opts = {}  # a stepped tile is taken whole, Q in registers, or not at all
-        chosen.update(opts)
-    if chosen["lazy_rescale"] is None:
-        chosen["lazy_rescale"] = False
-    cfg = attention_config(
+    cfg = launch_config(
         d, qa.dtype, causal=bool(causal), padding=kv_lens is not None, aligned=aligned,
-        q_in_registers=q_in_registers, warps=warps, **chosen,
+        capability=_capability(qa), q_in_registers=q_in_registers, warps=warps,
+        block_m=block_m, block_n=block_n, late_copies=late_copies, shared_bases=shared_bases,
+        sub_n=sub_n, lazy_rescale=lazy_rescale,
     )  # fmt: skip
     ctas = math.prod(cfg.grid(b, h, lq))
     if cfg.causal and ctas > CAUSAL_CTAS:

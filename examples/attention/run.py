@@ -53,28 +53,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _config(args: argparse.Namespace, capability: Any) -> Any:
     """The warp path's configuration ``attention()`` launches for these arguments on a GPU
-    of ``capability`` ((major, minor), None when unknown): ``host.launch_options`` for the
-    default CTA (16-byte rows: the command line's arrays always have them)."""
-    from examples.attention.config import attention_config
-    from examples.attention.host import launch_options
+    of ``capability`` ((major, minor), None when unknown): ``host.launch_config``, with
+    16-byte rows (the command line's arrays always have them)."""
+    from examples.attention.host import launch_config
 
-    padding = args.kv_lens is not None
-    opts = {}
-    if args.warps in (None, 4):
-        opts = launch_options(args.d, causal=args.causal, padding=padding, capability=capability)
-    return attention_config(
-        args.d, args.dtype, causal=args.causal, padding=padding, warps=args.warps, **opts
+    return launch_config(
+        args.d, args.dtype, causal=args.causal, padding=args.kv_lens is not None,
+        aligned=True, capability=capability, warps=args.warps,
     )
-
-
-def _device_capability() -> Any:
-    """Device 0's (major, minor); None without a GPU."""
-    import tylo
-
-    try:
-        return tylo.device_properties(0).compute_capability
-    except tylo.NoDeviceError:
-        return None
 
 
 def _check_args(args: argparse.Namespace) -> None:
@@ -123,7 +109,9 @@ def run(args: argparse.Namespace) -> str:
 
     _check_args(args)
     if args.path != "hopper":
-        _print_plan(_config(args, _device_capability()))
+        from examples.attention.host import device_capability
+
+        _print_plan(_config(args, device_capability(0)))
     res = verify(
         args.b, args.h, args.l, args.d, lk=args.lk, dtype=args.dtype, causal=args.causal,
         kv_lens=args.kv_lens, layout=args.layout, path=args.path, seed=args.seed,
