@@ -9,7 +9,7 @@ Every implementation computes ``O = softmax(Q Kᵀ / sqrt(D)) V`` on the same (B
 contiguous bf16 tensors, causal or not. Shapes: D = 64 and 128, causal and not, L = 1k, 4k
 and 16k with B x H x L = 256k tokens (B = 256k / (16 L), H = 16), so that each call takes
 about a millisecond or more. TFLOP/s count ``4 B H L L D``, halved for causal
-(:func:`examples.attention.reference.attention_flops`); ratios > 1 mean tylo is faster. The
+(:func:`tylo.ops.attention.reference.attention_flops`); ratios > 1 mean tylo is faster. The
 Triton kernel is the fused-attention tutorial's algorithm (one program per block of 128
 query rows and one (batch, head), K / V blocks of 64, online softmax with exp2), written
 here; it is skipped, with the reason printed, when triton is missing or fails. Each sample
@@ -256,8 +256,8 @@ def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False, inner
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
 
-    from examples.attention.host import attention, launch, plan_attention
-    from examples.attention.reference import attention_flops
+    from tylo.ops.attention.host import attention, launch, plan_attention
+    from tylo.ops.attention.reference import attention_flops
     from tylo.nvgpu.errors import PlanError
 
     tdt = torch.bfloat16 if dtype == "bf16" else torch.float16
@@ -268,7 +268,7 @@ def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False, inner
     runs = {}
     if path == "hopper":
         runs["tylo"] = lambda: attention(q, k, v, causal=causal, out=o, lse=lse, path="hopper")
-        from examples.attention.hopper_host import choose_config, hopper_attention
+        from tylo.ops.attention.hopper_host import choose_config, hopper_attention
 
         for name, kw in (HOPPER_VARIANTS if variants else {}).items():
             if only is not None and not re.search(only, name):

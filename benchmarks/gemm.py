@@ -9,7 +9,7 @@ the time includes the packing, which is also timed alone) it checks
 every implementation against a float32 reference, then times them A, B, C, A, B, C, ...
 with CUDA events around each launch (inputs rotated through several copies when they would
 fit in L2) and prints medians, TFLOP/s, the ratio to cuBLAS, and registers, shared memory
-and occupancy. Storage as in examples/gemm: A (M, K) K-contiguous, B given K-contiguous as
+and occupancy. Storage as in tylo/ops/gemm: A (M, K) K-contiguous, B given K-contiguous as
 (N, K), D M-contiguous f32 for tylo; cuBLAS and Triton compute the same product (cuBLAS
 writes bf16, Triton f32 row-major). Needs a GPU and torch; Triton is optional.
 """
@@ -151,9 +151,9 @@ def occupancy(compiled: Any, threads: int, shared: int) -> int | None:
 
 def tylo_runner(cfg: Any, stream: Any) -> Callable[..., Any]:
     """A launcher of the GEMM for ``cfg`` on ``stream`` (torch's current stream); with
-    ``cfg`` None, ``examples.gemm.host.gemm`` (which packs unaligned operands first)."""
-    from examples.gemm.host import gemm
-    from examples.gemm.kernel import tiled_gemm_kernel
+    ``cfg`` None, ``tylo.ops.gemm.host.gemm`` (which packs unaligned operands first)."""
+    from tylo.ops.gemm.host import gemm
+    from tylo.ops.gemm.kernel import tiled_gemm_kernel
 
     def run(d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb: int, ldd: int) -> None:
         if cfg is None:
@@ -168,8 +168,8 @@ def tylo_runner(cfg: Any, stream: Any) -> Callable[..., Any]:
 
 def pack_runner(stream: Any) -> Callable[..., Any]:
     """The packing alone (both operands, into the scratch ``gemm`` uses)."""
-    from examples.gemm.host import _scratch
-    from examples.gemm.pack import pack_rows, packed_ld
+    from tylo.ops.gemm.host import _scratch
+    from tylo.ops.gemm.pack import pack_rows, packed_ld
 
     def run(a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb: int) -> None:
         ldp = packed_ld(k)
@@ -189,8 +189,8 @@ def tylo_dtype(x: Any) -> Any:
 
 def tylo_info(cfg: Any) -> dict[str, Any]:
     """Registers, spills, shared memory and resident blocks per SM of ``cfg``'s kernel."""
-    from examples.gemm.host import compile_gemm
-    from examples.gemm.kernel import sass_summary
+    from tylo.ops.gemm.host import compile_gemm
+    from tylo.ops.gemm.kernel import sass_summary
     from tylo.target import Target
 
     compiled = compile_gemm(cfg, Target.from_device(0))
@@ -268,8 +268,8 @@ def config_for(base: Any, m: int, n: int, k: int, lda: int, ldb: int, ldd: int) 
     swizzle, rasterization and epilogue adapted to the problem's edges, unless the
     edge-handling form of ``base`` would spill registers; None when the operands are not
     16-byte aligned (``gemm()`` then packs them)."""
-    from examples.gemm.host import choose_config, compile_gemm
-    from examples.gemm.kernel import gemm_config, sass_summary
+    from tylo.ops.gemm.host import choose_config, compile_gemm
+    from tylo.ops.gemm.kernel import gemm_config, sass_summary
 
     cfg = choose_config(m, n, k, lda, ldb, ldd=ldd)
     if not cfg.vector:
@@ -320,8 +320,8 @@ def bench_shape(
         "cuBLAS": lambda i: torch.matmul(sets[i % copies]["av"], sets[i % copies]["bv"].t()),
     }
     if cfg is None:  # unaligned: gemm() packs; the packing alone, too
-        from examples.gemm.host import choose_config
-        from examples.gemm.pack import packed_ld
+        from tylo.ops.gemm.host import choose_config
+        from tylo.ops.gemm.pack import packed_ld
 
         pack = pack_runner(stream)
         fns["tylo (pack only)"] = lambda i: pack(
@@ -403,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         "--variant",
         default=None,
         help="a benchmarks/gemm_variants.py variant name to use for tylo "
-        "(default: examples.gemm.kernel.choose_config)",
+        "(default: tylo.ops.gemm.kernel.choose_config)",
     )
     args = parser.parse_args(argv)
     import torch

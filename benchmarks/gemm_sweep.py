@@ -34,8 +34,8 @@ from benchmarks.gemm_variants import variants  # noqa: E402 - after the sys.path
 
 
 def compile_all(cfgs: dict[str, Any], target: Any) -> dict[str, Any]:
-    from examples.gemm.host import compile_gemm
-    from examples.gemm.kernel import sass_summary
+    from tylo.ops.gemm.host import compile_gemm
+    from tylo.ops.gemm.kernel import sass_summary
 
     info = {}
     print(

@@ -11,7 +11,7 @@ __all__ = ["variants"]
 def variants() -> dict[str, Any]:
     """name -> GemmConfig (full tiles, 16-byte copies: the square benchmark shapes)."""
     import tylo
-    from examples.gemm.kernel import gemm_config
+    from tylo.ops.gemm.kernel import gemm_config
     from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
 
     atom = MMAAtom((16, 8, 16), tylo.bf16)

@@ -119,7 +119,7 @@ def bench(m, n, k, reps, cfg, out, triton_mm, inner=1):
 
     import torch
 
-    from examples.hopper_gemm.host import chosen_config, gemm
+    from tylo.ops.gemm.hopper_host import chosen_config, gemm
 
     odt = torch.bfloat16 if out == "bf16" else torch.float32
     a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
@@ -189,7 +189,7 @@ def main(argv=None) -> int:
     p.add_argument("--m-atoms", type=int, choices=(1, 2), default=1)
     p.add_argument("--bn", type=int, choices=(128, 256), default=None,
                    help="tile columns; with it the flags below make an explicit config "
-                   "(default: gemm()'s own choice, examples.hopper_gemm.host.default_config)")
+                   "(default: gemm()'s own choice, tylo.ops.gemm.hopper_host.default_config)")
     p.add_argument("--stages", type=int, default=4)
     p.add_argument("--group", type=int, default=8, help="raster band height (tile-rows)")
     p.add_argument("--pingpong", action="store_true", help="consumers alternate tiles")
@@ -209,7 +209,7 @@ def main(argv=None) -> int:
         print("benchmarks/hopper_gemm.py needs a CUDA GPU and torch", file=sys.stderr)
         return 2
     import tylo
-    from examples.hopper_gemm.kernel import HopperGemmConfig
+    from tylo.ops.gemm.hopper_kernel import HopperGemmConfig
 
     if args.tma_store and args.out != "bf16":
         print("--tma-store writes 16-bit D (stmatrix): use --out bf16", file=sys.stderr)
@@ -224,7 +224,7 @@ def main(argv=None) -> int:
                                            "triton_tma": _triton_tma_matmul()}
     triton_mm = {name: fn for name, fn in triton_mm.items() if fn is not None}
     shapes = [tuple(map(int, s.split(","))) for s in args.shapes] if args.shapes else SHAPES
-    what = cfg.describe() if cfg else "tiles chosen by examples.hopper_gemm.host.gemm"
+    what = cfg.describe() if cfg else "tiles chosen by tylo.ops.gemm.hopper_host.gemm"
     print(f"device: {torch.cuda.get_device_name(0)}; tylo {what}; D {args.out}")
     print(f"{'shape':>18} {'path':>6} {'tylo ms':>8} {'cuBLAS':>8} {'ratio':>6} {'triton':>8} "
           f"{'vs tri':>6} {'vs tri-TMA':>10} {'tylo TF/s':>9} {'cuBLAS TF/s':>11} {'of ceiling':>10} "

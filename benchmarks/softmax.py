@@ -3,7 +3,7 @@
 ``python benchmarks/softmax.py`` times, for 32768x1024, 8192x8192 and 4096x32768 in f32
 and bf16 (output dtype = input dtype):
 
-- tylo's softmax with the configuration :func:`examples.softmax.host.softmax` picks
+- tylo's softmax with the configuration :func:`tylo.ops.softmax.host.softmax` picks
   (``--sweep`` adds variants: threads per row, rows per block, cache hints, other styles);
 - ``torch.softmax(x, dim=-1, out=...)`` on the same data;
 - ``dst.copy_(src)`` of the same bytes: the device copy bandwidth of this run.
@@ -40,7 +40,7 @@ ROTATE_BYTES = 4 * L2_BYTES  # total bytes of the rotated inputs (and as many ou
 
 def variants(rows: int, cols: int, dtype: str, sweep: bool) -> dict[str, Any]:
     """name -> configuration (None: the one softmax() picks)."""
-    from examples.softmax.plan import (
+    from tylo.ops.softmax.plan import (
         PREFETCH_SHARED,
         SoftmaxError,
         make_config,
@@ -106,7 +106,7 @@ def _torch_dtype(name: str) -> Any:
 def run_shape(rows: int, cols: int, dtype: str, reps: int, sweep: bool) -> list[dict[str, Any]]:
     import torch
 
-    from examples.softmax.host import softmax
+    from tylo.ops.softmax.host import softmax
 
     td = _torch_dtype(dtype)
     itemsize = torch.tensor([], dtype=td).element_size()

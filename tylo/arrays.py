@@ -145,12 +145,12 @@ class DeviceBuffer:
     @classmethod
     def empty(cls, shape: int | Sequence[int], dtype: Any, *, device: int = 0) -> DeviceBuffer:
         """An uninitialized buffer on device ``device``."""
-        from tylo.backend import driver
+        from tylo.backend import driver, memory
 
         dims = _normalize_shape(shape, "DeviceBuffer.empty")
         dt = _dtype(dtype, "DeviceBuffer.empty")
         driver.current_context(device)
-        return cls(driver.mem_alloc(math.prod(dims) * dt.nbytes), dims, dt, device)
+        return cls(memory.mem_alloc(math.prod(dims) * dt.nbytes), dims, dt, device)
 
     @classmethod
     def zeros(cls, shape: int | Sequence[int], dtype: Any, *, device: int = 0) -> DeviceBuffer:
@@ -169,9 +169,9 @@ class DeviceBuffer:
                 f"array's {a.dtype} ({a.dtype.itemsize} B)"
             )
         buf = cls.empty(a.shape, dt, device=device)
-        from tylo.backend import driver
+        from tylo.backend import memory
 
-        driver.memcpy_htod(buf.ptr, a.reshape(-1).view(np.uint8))  # any dtype, as bytes
+        memory.memcpy_htod(buf.ptr, a.reshape(-1).view(np.uint8))  # any dtype, as bytes
         return buf
 
     @property
@@ -190,26 +190,26 @@ class DeviceBuffer:
 
     def to_numpy(self) -> np.ndarray:
         """A host copy (bf16 comes back as ``uint16`` bits)."""
-        from tylo.backend import driver
+        from tylo.backend import memory
 
         out = np.empty(self.shape, dtype=self.dtype.numpy)
-        driver.memcpy_dtoh(out, self.ptr, self.nbytes)
+        memory.memcpy_dtoh(out, self.ptr, self.nbytes)
         return out
 
     def fill_bytes(self, value: int) -> DeviceBuffer:
         """Set every byte to ``value`` (0..255); returns self."""
-        from tylo.backend import driver
+        from tylo.backend import memory
 
-        driver.memset_d8(self.ptr, value, self.nbytes)
+        memory.memset_d8(self.ptr, value, self.nbytes)
         return self
 
     def close(self) -> None:
         """Free the memory now (idempotent)."""
         ptr, self._ptr = self._ptr, None
         if ptr:
-            from tylo.backend import driver
+            from tylo.backend import memory
 
-            driver.mem_free(ptr)
+            memory.mem_free(ptr)
 
     def __del__(self) -> None:
         # at interpreter shutdown or with a dead context there is nothing left to free

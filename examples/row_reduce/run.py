@@ -10,7 +10,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from examples._cli import Example, main, non_negative_int, positive_int
+from tylo.ops.cli import Example, main, non_negative_int, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from examples._cli import Example, main, positive_int
+from tylo.ops.cli import Example, main, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,11 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from examples.attention.hopper_host import compile_hopper_attention, verify
-from examples.attention.reference import attention_reference
+from tylo.ops.attention.hopper_host import compile_hopper_attention
+from tylo.ops.attention.hopper_verify import verify
+from tylo.ops.attention.reference import attention_reference
 
 # The configurations whose assembly may spill on the H200 (ptxas 13.0), and by how much:
-# since the score mask became one i32 compare per score (examples/attention/mask.py), which
+# since the score mask became one i32 compare per score (tylo/ops/attention/mask.py), which
 # removed the 12 bytes of the d = 128 persistent kernel without the mask and the 4 of three
 # consumers' at d = 64, only three consumers' persistent kernel with split K/V barriers at
 # d = 64 without the mask (not a default): 12 bytes (ptxas 13.0 here and on the H200).

@@ -1,5 +1,5 @@
 # TEST_TARGET: cc>=8.0
-"""examples/attention's warp path on the GPU against the float64 reference, on fresh random
+"""tylo/ops/attention's warp path on the GPU against the float64 reference, on fresh random
 data with ``out`` and ``lse`` poisoned with NaN first (an element never written fails):
 relative max-norm error of ``o`` <= 1e-2, ``lse`` within 1e-3 where finite and ``-inf``
 exactly where the reference has no visible key. L = 1, 17, 1000, 4097; Lq != Lk both ways;
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from examples.attention.host import STEPPED_128, attention, verify  # noqa: E402
+from tylo.ops.attention.host import STEPPED_128, attention, verify  # noqa: E402
 
 
 @pytest.mark.parametrize("d", [64, 128])
@@ -88,7 +88,7 @@ def test_other_block_sizes(gpu_runtime, d, blocks, q_regs):
 def test_register_edge_tiles(gpu_runtime, bn):
     """D = 128, 32 rows per warp, Q from shared memory: the tiles where ``late_copies`` and
     ``shared_bases`` are on (``config.register_edge``): every mask, Lq != Lk, f16."""
-    from examples.attention.config import attention_config
+    from tylo.ops.attention.config import attention_config
 
     kw = {"block_m": 128, "block_n": bn, "q_in_registers": False}
     cfg = attention_config(128, "bf16", **kw)
@@ -145,7 +145,7 @@ def test_causal_groups(gpu_runtime, monkeypatch, group, d):
     """The causal launch's longest-first order (kernel.causal_order) with groups of 1, 2
     and 3 (batch, head)s (5 and 6 of them: a smaller last group) and the whole launch:
     every CTA's rows are written once (outputs poisoned first), with every mask."""
-    from examples.attention import host
+    from tylo.ops.attention import host
 
     monkeypatch.setattr(host, "CAUSAL_GROUPS", {64: group, 128: group})
     monkeypatch.setattr(host, "_PLANS", host.Remembered(64))  # plans made with this group
@@ -210,7 +210,7 @@ def test_rising_scores(gpu_runtime, dtype, d, kw):
     every key block raises every row's running maximum and O is rescaled by a factor far
     from 1 at each (random data raises it rarely after the first blocks)."""
     torch = pytest.importorskip("torch", reason="torch is not installed")
-    from examples.attention.reference import attention_reference
+    from tylo.ops.attention.reference import attention_reference
 
     g = torch.Generator(device="cuda").manual_seed(1)
     tdt = torch.bfloat16 if dtype == "bf16" else torch.float16
@@ -232,7 +232,7 @@ def test_rising_scores(gpu_runtime, dtype, d, kw):
 
 def test_torch_tensors_and_allocated_outputs(gpu_runtime):
     torch = pytest.importorskip("torch", reason="torch is not installed")
-    from examples.attention.reference import attention_reference
+    from tylo.ops.attention.reference import attention_reference
 
     g = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (
@@ -258,7 +258,7 @@ def test_cli_runs_and_verifies(gpu_runtime):
     import subprocess
 
     out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "attention" / "run.py"), "2", "2", "300", "128",
+        [sys.executable, "-m", "tylo.ops.attention", "2", "2", "300", "128",
          "--lk", "200", "--causal", "--kv-lens", "150,0", "--dtype", "f16", "--layout", "blhd"],
         check=False, capture_output=True, text=True, timeout=600,
     )  # fmt: skip

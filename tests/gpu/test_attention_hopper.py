@@ -1,6 +1,6 @@
 # TEST_TARGET: cc>=9.0a
-"""The Hopper attention forward (examples/attention/hopper_host.py) on an sm_90a GPU, against
-the float64 reference of examples/attention/reference.py: fresh random data, outputs
+"""The Hopper attention forward (tylo/ops/attention/hopper_host.py) on an sm_90a GPU, against
+the float64 reference of tylo/ops/attention/reference.py: fresh random data, outputs
 poisoned with NaN first, o within 2e-2 of max |o| and lse within 2e-2 absolute. Shapes: L =
 1, 17, 1000, 4097, Lq != Lk both ways, D = 64 and 128, bf16 and f16, causal (bottom-right),
 per-batch key lengths including 0 (rows with nothing to attend to: o = 0, lse = -inf), and
@@ -20,14 +20,15 @@ from attention_cases import (  # tests/gpu/attention_cases.py
 )
 
 import tylo
-from examples.attention.hopper_host import choose_config, hopper_attention, verify
-from examples.attention.hopper_kernel import (
+from tylo.ops.attention.hopper_host import choose_config, hopper_attention
+from tylo.ops.attention.hopper_verify import verify
+from tylo.ops.attention.hopper_kernel import (
     BLOCK,
     HopperAttentionConfig,
     block_layout,
     v_operand_layout,
 )
-from examples.attention.reference import AttentionInputError, attention_reference
+from tylo.ops.attention.reference import AttentionInputError, attention_reference
 from tylo.nvgpu.warpgroup.chain import accumulator_as_register_a
 from tylo.nvgpu.warpgroup.mma import (
     WarpgroupMMAAtom,
@@ -254,7 +255,7 @@ def test_key_lengths_made_once_and_passed_through(gpu_runtime):
     are still right after a call with other lengths."""
     import torch
 
-    from examples.attention import hopper_host
+    from tylo.ops.attention import hopper_host
 
     q = torch.zeros((3, 2, 5, 64), device="cuda", dtype=torch.bfloat16)
     first = hopper_host._kv_lens(None, 3, 77, q, 0)

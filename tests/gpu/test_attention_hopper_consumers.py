@@ -1,8 +1,8 @@
 # TEST_TARGET: cc>=9.0a
 """Three consumer warpgroups in the Hopper attention forward (``HopperAttentionConfig(
 consumers=3)``: 512 threads, 192 query rows per CTA, setmaxnreg 32/160, the ping-pong turns a
-rotation of three named barriers; examples/attention/hopper_roles.py) on an sm_90a GPU,
-against the float64 reference with outputs poisoned with NaN first (``hopper_host.verify``):
+rotation of three named barriers; tylo/ops/attention/hopper_roles.py) on an sm_90a GPU,
+against the float64 reference with outputs poisoned with NaN first (``hopper_verify.verify``):
 D = 64 on the 128-key tile (4 stages) and D = 128 on the 64-key tile (3 stages)
 (``THREE_CONSUMER_TILES``), both kernels, causal and not, every schedule, the TMA-store
 epilogue and split_release; L = 1, 17, 1000 and 4097, Lq != Lk both ways, lengths around
@@ -23,8 +23,9 @@ from attention_cases import (  # tests/gpu/attention_cases.py
 )
 
 import tylo
-from examples.attention.hopper_host import THREE_CONSUMER_TILES, choose_config, verify
-from examples.attention.hopper_kernel import HopperAttentionConfig
+from tylo.ops.attention.hopper_host import THREE_CONSUMER_TILES, choose_config
+from tylo.ops.attention.hopper_verify import verify
+from tylo.ops.attention.hopper_kernel import HopperAttentionConfig
 
 SCHEDULES = {"plain": (False, False), "pp": (True, False), "ov": (False, True),
              "pp+ov": (True, True)}  # fmt: skip

@@ -3,8 +3,8 @@
 work item's first ``S = Q Kᵀ`` with this item's last ``P V`` and stores this item's O after
 that tile's softmax) and ``o_buffer`` (the TMA-store epilogue staged in a buffer of its own,
 Q released before it, the stores' read waited for before the next item's staging), alone and
-together (examples/attention/hopper_persistent.py, hopper_epilogue.py), on an sm_90a GPU,
-against the float64 reference with outputs poisoned with NaN first (``hopper_host.verify``):
+together (tylo/ops/attention/hopper_persistent.py, hopper_epilogue.py), on an sm_90a GPU,
+against the float64 reference with outputs poisoned with NaN first (``hopper_verify.verify``):
 D = 64 and 128, causal and not, with and without ping-pong; the standard shapes (L = 1, 17,
 1000, 4097, Lq != Lk, key lengths with zero-length entries), many items per CTA whose
 key-tile counts differ (causal and padding masks), a CTA with a single item, f16. The
@@ -20,7 +20,8 @@ from attention_cases import (  # tests/gpu/attention_cases.py
 )
 
 import tylo
-from examples.attention.hopper_host import choose_config, verify
+from tylo.ops.attention.hopper_host import choose_config
+from tylo.ops.attention.hopper_verify import verify
 
 # name -> choose_config options beyond persistent=True
 VARIANTS = {

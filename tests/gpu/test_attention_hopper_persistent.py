@@ -1,7 +1,7 @@
 # TEST_TARGET: cc>=9.0a
 """The persistent Hopper attention forward (``HopperAttentionConfig(persistent=True)``,
-examples/attention/hopper_persistent.py) on an sm_90a GPU, against the float64 reference
-with outputs poisoned with NaN first (``hopper_host.verify``): every schedule option (plain,
+tylo/ops/attention/hopper_persistent.py) on an sm_90a GPU, against the float64 reference
+with outputs poisoned with NaN first (``hopper_verify.verify``): every schedule option (plain,
 ping-pong, overlap, both) at D = 64 and 128, causal and not; L = 1, 17, 1000 and 4097 (one
 head: the reference is quadratic on the CPU), Lq != Lk both ways, per-batch key lengths with
 a zero-length entry, more work items than SMs (B·H = 64 at L = 1000: 512 items) and fewer,
@@ -19,11 +19,11 @@ from attention_cases import (  # tests/gpu/attention_cases.py
 )
 
 import tylo
-from examples.attention.hopper_host import (
+from tylo.ops.attention.hopper_host import (
     choose_config,
     hopper_attention,
-    verify,
 )
+from tylo.ops.attention.hopper_verify import verify
 
 SCHEDULES = [(False, False), (True, False), (False, True), (True, True)]
 

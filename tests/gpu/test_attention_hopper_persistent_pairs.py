@@ -1,7 +1,7 @@
 # TEST_TARGET: cc>=9.0a
 """The persistent Hopper attention's shares of work (the schedule table of
-examples/attention/hopper_schedule.py: whole rounds of mirrored pairs, then the tail dealt
-heaviest first) on an sm_90a GPU, against the float64 reference (``hopper_host.verify``):
+tylo/ops/attention/hopper_schedule.py: whole rounds of mirrored pairs, then the tail dealt
+heaviest first) on an sm_90a GPU, against the float64 reference (``hopper_verify.verify``):
 shapes with enough items per CTA for rounds of pairs, with an odd number of q-tiles and of
 (batch, head)s (the last one pairs its own q-tiles, its middle one alone), per-batch key
 lengths with a zero-length entry, few items (the tail alone: one or two per CTA), and the
@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 import tylo
-from examples.attention.hopper_host import choose_config, verify
+from tylo.ops.attention.hopper_host import choose_config
+from tylo.ops.attention.hopper_verify import verify
 
 SCHEDULES = [(False, False), (True, True)]
 

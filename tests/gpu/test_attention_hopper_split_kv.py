@@ -1,7 +1,7 @@
 # TEST_TARGET: cc>=9.0a
 """Separate K and V barriers in the Hopper attention forward (``HopperAttentionConfig(
-split_kv=True)``, examples/attention/hopper_ring.py) on an sm_90a GPU, against the float64
-reference with outputs poisoned with NaN first (``hopper_host.verify``): a representative
+split_kv=True)``, tylo/ops/attention/hopper_ring.py) on an sm_90a GPU, against the float64
+reference with outputs poisoned with NaN first (``hopper_verify.verify``): a representative
 product of D = 64 and 128, causal and not, every schedule (plain, ping-pong, overlap, both),
 persistent and not, the TMA-store epilogue on and off (each option in several combinations
 with the others); L = 1, 17, 1000 and 4097 (one head), Lq != Lk both ways, per-batch key
@@ -20,7 +20,8 @@ from attention_cases import (  # tests/gpu/attention_cases.py
 )
 
 import tylo
-from examples.attention.hopper_host import choose_config, verify
+from tylo.ops.attention.hopper_host import choose_config
+from tylo.ops.attention.hopper_verify import verify
 
 # (d, causal, pingpong, overlap, persistent, tma_store): every schedule with each kernel,
 # each d, causal and tma_store on both sides of every other option

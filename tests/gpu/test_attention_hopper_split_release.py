@@ -1,8 +1,8 @@
 # TEST_TARGET: cc>=9.0a
 """K released early in the Hopper attention forward (``HopperAttentionConfig(split_release=
 True)``: K and V of a ring stage on full and empty barriers of their own, K freed once
-``S = Q Kᵀ`` of its tile completed; examples/attention/hopper_ring.py) on an sm_90a GPU,
-against the float64 reference with outputs poisoned with NaN first (``hopper_host.verify``):
+``S = Q Kᵀ`` of its tile completed; tylo/ops/attention/hopper_ring.py) on an sm_90a GPU,
+against the float64 reference with outputs poisoned with NaN first (``hopper_verify.verify``):
 the tiles the option is for, D = 64 (128 keys, 4 stages) and D = 128 (128 keys and 2 stages,
 FlashAttention-3's tile, with ping-pong and overlap; 64 keys and 3 stages), both kernels,
 causal and not, every schedule at the default tiles, the TMA-store epilogue on and off; L =
@@ -25,8 +25,9 @@ from attention_cases import (  # tests/gpu/attention_cases.py
 )
 
 import tylo
-from examples.attention.hopper_host import choose_config, verify
-from examples.attention.hopper_kernel import HopperAttentionConfig
+from tylo.ops.attention.hopper_host import choose_config
+from tylo.ops.attention.hopper_verify import verify
+from tylo.ops.attention.hopper_kernel import HopperAttentionConfig
 
 # (d, bn, stages, pingpong, overlap, persistent, tma_store): the three tiles with both
 # kernels, every schedule on the default tiles, tma_store on both sides of the others

@@ -1,7 +1,7 @@
 # TEST_TARGET: cc>=9.0a
 """The TMA-store epilogue of the Hopper attention forward (``HopperAttentionConfig(
-tma_store=True)``, examples/attention/hopper_epilogue.py) on an sm_90a GPU, against the
-float64 reference with outputs poisoned with NaN first (``hopper_host.verify``): D = 64 and
+tma_store=True)``, tylo/ops/attention/hopper_epilogue.py) on an sm_90a GPU, against the
+float64 reference with outputs poisoned with NaN first (``hopper_verify.verify``): D = 64 and
 128, causal and not, every schedule option, persistent and not; L = 1, 17, 1000 and 4097 (one
 head), Lq != Lk both ways, per-batch key lengths with zero-length entries (o = 0, lse =
 -inf), f16; given outputs that TMA can write (rows past Lq of a padded buffer stay
@@ -20,12 +20,12 @@ from attention_cases import (  # tests/gpu/attention_cases.py
 )
 
 import tylo
-from examples.attention.hopper_host import (
+from tylo.ops.attention.hopper_host import (
     choose_config,
     hopper_attention,
     takes_tma_store,
-    verify,
 )
+from tylo.ops.attention.hopper_verify import verify
 
 SCHEDULES = [(False, False), (True, False), (False, True), (True, True)]
 

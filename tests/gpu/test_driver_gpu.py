@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tylo.backend import compile_ir, driver
+from tylo.backend import compile_ir, driver, memory
 from tylo.backend.driver import F32, F64, I32, I64, PTR, U32, ArgPack, Module, launch, raw
 from tylo.backend.errors import CudaError, LaunchError, NoDeviceError
 from tylo.target import Target
@@ -333,14 +333,14 @@ def _load(ir: str, target: Target, entry: str) -> driver.Function:
 
 
 def _device_array(host: np.ndarray) -> int:
-    ptr = driver.mem_alloc(host.nbytes)
-    driver.memcpy_htod(ptr, host)
+    ptr = memory.mem_alloc(host.nbytes)
+    memory.memcpy_htod(ptr, host)
     return ptr
 
 
 def _to_host(ptr: int, like: np.ndarray) -> np.ndarray:
     out = np.empty_like(like)
-    driver.memcpy_dtoh(out, ptr)
+    memory.memcpy_dtoh(out, ptr)
     return out
 
 
@@ -348,7 +348,7 @@ def test_vector_add(gpu_runtime: Target) -> None:
     n = 1000
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
-    pa, pb, pc = _device_array(a), _device_array(b), driver.mem_alloc(n * 4)
+    pa, pb, pc = _device_array(a), _device_array(b), memory.mem_alloc(n * 4)
     try:
         fn = _load(vector_add_ir(), gpu_runtime, "vadd")
         launch(fn, math.ceil(n / 256), 256, ArgPack([PTR, PTR, PTR, I32]).pack(pa, pb, pc, n))
@@ -358,13 +358,13 @@ def test_vector_add(gpu_runtime: Target) -> None:
         assert fn.max_threads_per_block >= 256
     finally:
         for p in (pa, pb, pc):
-            driver.mem_free(p)
+            memory.mem_free(p)
 
 
 def test_every_scalar_kind(gpu_runtime: Target) -> None:
     n = 300
     x = np.linspace(-3, 3, n, dtype=np.float32)
-    px, pout = _device_array(x), driver.mem_alloc(n * 4)
+    px, pout = _device_array(x), memory.mem_alloc(n * 4)
     try:
         fn = _load(add_scaled_ir(), gpu_runtime, "add_scaled")
         alpha, beta = np.float32(1.5), 0.25
@@ -376,40 +376,40 @@ def test_every_scalar_kind(gpu_runtime: Target) -> None:
         )
         np.testing.assert_allclose(_to_host(pout, x), expected, rtol=1e-6)
     finally:
-        driver.mem_free(px)
-        driver.mem_free(pout)
+        memory.mem_free(px)
+        memory.mem_free(pout)
 
 
 def test_raw_bytes_parameter(gpu_runtime: Target) -> None:
     words = np.array([7, -1, 123456789, 42], dtype=np.int32)
-    pout = driver.mem_alloc(16)
+    pout = memory.mem_alloc(16)
     try:
         fn = _load(raw_param_ir(), gpu_runtime, "raw_param")
         launch(fn, 1, 1, ArgPack([raw(16, 8), PTR]).pack(words.tobytes(), pout))
         driver.synchronize()
         np.testing.assert_array_equal(_to_host(pout, words), words)
     finally:
-        driver.mem_free(pout)
+        memory.mem_free(pout)
 
 
 def test_inline_ptx_shuffle(gpu_runtime: Target) -> None:
     x = np.arange(64, dtype=np.float32)
-    px, pout = _device_array(x), driver.mem_alloc(x.nbytes)
+    px, pout = _device_array(x), memory.mem_alloc(x.nbytes)
     try:
         fn = _load(shuffle_add_ir(), gpu_runtime, "shfl_add")
         launch(fn, 2, 32, ArgPack([PTR, PTR]).pack(px, pout))
         driver.synchronize()
         np.testing.assert_array_equal(_to_host(pout, x), x + x[np.arange(64) ^ 1])
     finally:
-        driver.mem_free(px)
-        driver.mem_free(pout)
+        memory.mem_free(px)
+        memory.mem_free(pout)
 
 
 def test_dynamic_shared_memory_above_48k(gpu_runtime: Target) -> None:
     threads, nbytes = 256, 64 * 1024
     offset = nbytes // 4 - threads  # the last 1 KB of a 64 KB dynamic allocation
     x = np.arange(threads, dtype=np.float32)
-    px, pout = _device_array(x), driver.mem_alloc(x.nbytes)
+    px, pout = _device_array(x), memory.mem_alloc(x.nbytes)
     try:
         fn = _load(dynamic_smem_ir(), gpu_runtime, "dyn_smem")
         args = ArgPack([PTR, PTR, I32]).pack(px, pout, offset)
@@ -421,8 +421,8 @@ def test_dynamic_shared_memory_above_48k(gpu_runtime: Target) -> None:
         driver.synchronize()
         np.testing.assert_array_equal(_to_host(pout, x), x[np.arange(threads) ^ 1])
     finally:
-        driver.mem_free(px)
-        driver.mem_free(pout)
+        memory.mem_free(px)
+        memory.mem_free(pout)
 
 
 def test_cuda_errors_name_the_call(gpu_runtime: Target) -> None:
@@ -451,10 +451,10 @@ def test_argument_mismatch_is_caught(gpu_runtime: Target) -> None:
 
 def test_streams_events_and_launch_overhead(gpu_runtime: Target, record_property) -> None:
     n = 256
-    pa, pb, pc = (driver.mem_alloc(n * 4) for _ in range(3))
+    pa, pb, pc = (memory.mem_alloc(n * 4) for _ in range(3))
     try:
         for p in (pa, pb, pc):
-            driver.memset_d8(p, 0, n * 4)
+            memory.memset_d8(p, 0, n * 4)
         fn = _load(vector_add_ir(), gpu_runtime, "vadd")
         args = ArgPack([PTR, PTR, PTR, I32]).pack(pa, pb, pc, n)
         d = driver._cuda()
@@ -484,4 +484,4 @@ def test_streams_events_and_launch_overhead(gpu_runtime: Target, record_property
         end.close()
     finally:
         for p in (pa, pb, pc):
-            driver.mem_free(p)
+            memory.mem_free(p)

@@ -1,5 +1,5 @@
 # TEST_TARGET: cc>=8.0
-"""examples/gemm on the GPU: relative error <= 1e-2 against float64 on fresh random data
+"""tylo/ops/gemm on the GPU: relative error <= 1e-2 against float64 on fresh random data
 (outputs poisoned first) for the issue's shapes, padded leading dimensions, partial tiles at
 every edge combination, many K-tiles through every pipeline depth, both epilogues (by
 ownership and staged through shared memory), unaligned leading dimensions both packed and
@@ -19,11 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from examples.gemm.host import choose_config, verify
-from examples.gemm.kernel import DEFAULT_PLAN, SMALL_PLAN, gemm_config
+from tylo.ops.gemm.host import choose_config, verify
+from tylo.ops.gemm.kernel import DEFAULT_PLAN, SMALL_PLAN, gemm_config
 from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
 
-RUN = [sys.executable, str(ROOT / "examples" / "gemm" / "run.py")]
+RUN = [sys.executable, "-m", "tylo.ops.gemm"]
 
 
 def test_cli_without_running():

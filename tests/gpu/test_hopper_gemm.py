@@ -1,5 +1,5 @@
 # TEST_TARGET: cc>=9.0a
-"""The warp-specialized Hopper GEMM (examples/hopper_gemm): its SASS has wgmma, TMA loads and
+"""The warp-specialized Hopper GEMM (tylo/ops/gemm, the Hopper path): its SASS has wgmma, TMA loads and
 mbarrier operations and no local memory; on an H200 it matches float64 (poisoned output,
 fresh random data) at every edge combination, with operands TMA cannot read routed to the
 warp-MMA GEMM. The TMA-store epilogue likewise (stmatrix and TMA stores in the SASS; edges
@@ -12,8 +12,8 @@ import warnings
 import pytest
 
 import tylo
-from examples.hopper_gemm.host import SMALL_K, compile_hopper_gemm, default_config, verify
-from examples.hopper_gemm.kernel import HopperGemmConfig
+from tylo.ops.gemm.hopper_host import SMALL_K, compile_hopper_gemm, default_config, verify
+from tylo.ops.gemm.hopper_kernel import HopperGemmConfig
 
 
 @pytest.mark.parametrize("bn,m_atoms,out", [(128, 1, "f32"), (256, 1, "bf16"), (128, 2, "f16")])
@@ -132,7 +132,7 @@ def test_configs_that_do_not_fit_are_refused(bad):
 
 def test_cluster_grid_is_what_fits(gpu_runtime):
     # a persistent cluster grid never exceeds the clusters the device runs at once
-    from examples.hopper_gemm.host import _resident_clusters, _sm_count
+    from tylo.ops.gemm.hopper_host import _resident_clusters, _sm_count
 
     cfg = HopperGemmConfig(bn=128, m_atoms=2, pingpong=True, stages=5, cluster=2)
     n = _resident_clusters(cfg, 0)
@@ -245,7 +245,7 @@ def _run_in(storage_cols, offset, m, n, k, out="bf16"):
     import numpy as np
     import torch
 
-    from examples.hopper_gemm.host import _prepared, gemm
+    from tylo.ops.gemm.hopper_host import _prepared, gemm
 
     odt = {"bf16": torch.bfloat16, "f16": torch.float16}[out]
     g = torch.Generator(device="cuda")

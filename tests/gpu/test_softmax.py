@@ -1,5 +1,5 @@
 # TEST_TARGET: cc>=8.0
-"""examples/softmax on the GPU: every ownership style (lane-local, warp-striped one-pass and
+"""tylo/ops/softmax on the GPU: every ownership style (lane-local, warp-striped one-pass and
 online, MMA-layout one-pass and two-pass), f32 and bf16 in and out, every mask kind, against
 a float64 reference on fresh random data with ``-inf`` entries, fully masked and all
 ``-inf`` rows, rows of length 1, lengths not a multiple of 32, padded rows; launched from tylo
@@ -20,10 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from examples.softmax.host import softmax, verify
-from examples.softmax.plan import PREFETCH_MIN_CC, SoftmaxError, make_config, vector_width
+from tylo.ops.softmax.host import softmax, verify
+from tylo.ops.softmax.plan import PREFETCH_MIN_CC, SoftmaxError, make_config, vector_width
 
-RUN = [sys.executable, str(ROOT / "examples" / "softmax" / "run.py")]
+RUN = [sys.executable, "-m", "tylo.ops.softmax"]
 MASKS = ("none", "length", "bool")
 
 

@@ -1,11 +1,11 @@
-"""path="auto" routing (examples.attention.host.auto_path) without a GPU: fake device arrays
+"""path="auto" routing (tylo.ops.attention.host.auto_path) without a GPU: fake device arrays
 (__cuda_array_interface__) and a faked device; the thresholds are HOPPER_FROM's."""
 
 from __future__ import annotations
 
 import pytest
 
-from examples.attention import host
+from tylo.ops.attention import host
 from tylo.remembered import Remembered
 
 PTR = 0x7F00_0000_0000
@@ -27,7 +27,7 @@ class Props:
 @pytest.fixture
 def hopper(monkeypatch):
     """A device of compute capability 9.0 whose Hopper kernel takes every input."""
-    from examples.attention import hopper_host
+    from tylo.ops.attention import hopper_host
     from tylo.backend import device
 
     monkeypatch.setattr(device, "device_properties", lambda dev: Props((9, 0)))
@@ -59,7 +59,7 @@ def test_measured_choices(hopper):
 
 
 def test_other_devices_scales_and_refusals_take_the_warp_path(monkeypatch, hopper):
-    from examples.attention import hopper_host
+    from tylo.ops.attention import hopper_host
     from tylo.backend import device
     from tylo.errors import TyloError
 

@@ -1,5 +1,5 @@
 """docs/attention.md: its examples run (doctest, no GPU), the code it shows is included from
-examples/attention (every marked section exists and is used), and the example modules'
+tylo/ops/attention (every marked section exists and is used), and the example modules'
 docstring examples run and their ``__all__`` resolve."""
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 PAGE = ROOT / "docs" / "attention.md"
 INCLUDE = re.compile(r'^--8<-- "([^":]+):([\w-]+)"$', re.MULTILINE)
 SECTIONS = {
-    "examples/attention/config.py": {"config"},
-    "examples/attention/kernel.py": {"kernel", "blocks", "iteration", "lazy", "online", "partials"},
+    "tylo/ops/attention/config.py": {"config"},
+    "tylo/ops/attention/kernel.py": {"kernel", "blocks", "iteration", "lazy", "online", "partials"},
 }
 MODULES = [
-    "examples.attention.reference",
-    "examples.attention.config",
-    "examples.attention.kernel",
-    "examples.attention.host",
+    "tylo.ops.attention.reference",
+    "tylo.ops.attention.config",
+    "tylo.ops.attention.kernel",
+    "tylo.ops.attention.host",
 ]
 
 

@@ -1,5 +1,5 @@
 """The persistent Hopper attention's shares of work per CTA
-(examples/attention/hopper_schedule.py) without a GPU: the mirrored order is a bijection
+(tylo/ops/attention/hopper_schedule.py) without a GPU: the mirrored order is a bijection
 of pairs whose causal key tiles sum to ``q_tiles + 1``; the shares partition the items,
 open with whole rounds of mirrored pairs (pair ``c + r grid`` to CTA ``c``) and end with
 the tail dealt heaviest first to the least-loaded CTA; no CTA's load passes the mean by
@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from examples.attention.hopper_kernel import HopperAttentionConfig, key_tiles
-from examples.attention.hopper_persistent import item_order
-from examples.attention.hopper_schedule import (
+from tylo.ops.attention.hopper_kernel import HopperAttentionConfig, key_tiles
+from tylo.ops.attention.hopper_persistent import item_order
+from tylo.ops.attention.hopper_schedule import (
     TAIL_ROUNDS,
     cta_shares,
     item_weights,

@@ -1,5 +1,5 @@
 """Three consumer warpgroups (``HopperAttentionConfig(consumers=3)``, 192 query rows per CTA;
-examples/attention/hopper_roles.py) without a GPU: the count's refusals (brute force over
+tylo/ops/attention/hopper_roles.py) without a GPU: the count's refusals (brute force over
 hostile values), the tile's rows, threads and shared bytes, the register budget of every
 accepted configuration against the SM's register file, the named barriers' ids (distinct,
 below 16) and the rotation of the ping-pong turns, ``choose_config(consumers=...)``, the
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import tylo
-from examples.attention import hopper_host
-from examples.attention.hopper_host import (
+from tylo.ops.attention import hopper_host
+from tylo.ops.attention.hopper_host import (
     SCHEDULES,
     THREE_CONSUMER_SCHEDULES,
     THREE_CONSUMER_TILES,
@@ -27,7 +27,7 @@ from examples.attention.hopper_host import (
     persistent_grid,
     plans,
 )
-from examples.attention.hopper_kernel import (
+from tylo.ops.attention.hopper_kernel import (
     CONSUMER_REGISTERS,
     CONSUMERS,
     HEADROOM,
@@ -36,7 +36,7 @@ from examples.attention.hopper_kernel import (
     THREADS,
     HopperAttentionConfig,
 )
-from examples.attention.hopper_roles import (
+from tylo.ops.attention.hopper_roles import (
     CONSUMER_COUNTS,
     REGISTER_FILE,
     TURN_THREADS,
@@ -46,7 +46,7 @@ from examples.attention.hopper_roles import (
     next_turn,
     registers,
 )
-from examples.attention.reference import AttentionInputError
+from tylo.ops.attention.reference import AttentionInputError
 from tylo.nvgpu.errors import PlanError
 
 HOSTILE = (0, 1, 4, -1, -3, 2**63, -(2**63), True, False, 2.0, 3.0, "3", None, np.int64(3),
@@ -258,7 +258,7 @@ def test_item_checks_follow_bm():
 def _compile(cfg):
     import warnings
 
-    from examples.attention.hopper_host import compile_hopper_attention
+    from tylo.ops.attention.hopper_host import compile_hopper_attention
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # nvJitLink here drops setmaxnreg, and says so

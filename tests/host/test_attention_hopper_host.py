@@ -20,15 +20,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
-from examples.attention.hopper_host import check_inputs, choose_config, plans
-from examples.attention.hopper_kernel import (
+from tylo.ops.attention.hopper_host import check_inputs, choose_config, plans
+from tylo.ops.attention.hopper_kernel import (
     BLOCK,
     HopperAttentionConfig,
     block_layout,
     box_layout,
     v_operand_layout,
 )
-from examples.attention.reference import AttentionInputError
+from tylo.ops.attention.reference import AttentionInputError
 from tylo.arrays import DeviceArray
 from tylo.layouts import Layout
 from tylo.layouts.tv import MMA_M16N8K16_C_TV, wgmma_m64_c_tv
@@ -351,7 +351,7 @@ def test_doc_page_example_and_snippets():
     ids=["three", "floats", "2-d"],
 )
 def test_key_lengths_that_do_not_fit_are_refused_before_launch(lens, match):
-    from examples.attention.hopper_host import hopper_attention
+    from tylo.ops.attention.hopper_host import hopper_attention
 
     q = _arr((2, 1, 8, 64))
     with pytest.raises(AttentionInputError, match=match):
@@ -359,7 +359,7 @@ def test_key_lengths_that_do_not_fit_are_refused_before_launch(lens, match):
 
 
 def test_options_that_do_not_fit_are_refused_before_launch():
-    from examples.attention.hopper_host import hopper_attention
+    from tylo.ops.attention.hopper_host import hopper_attention
 
     q = _arr((2, 1, 8, 64))
     wide = _arr((70000, 1, 8, 64))
@@ -391,11 +391,11 @@ MASK_CASES = dict(
 @given(**MASK_CASES, overlap=st.booleans(), consumers=st.sampled_from([2, 3]))
 def test_key_tiles_cover_exactly_what_the_rows_see(lq, lk, kv_frac, causal, overlap, bn,
                                                    consumers):  # fmt: skip
-    """The kernel's loop bounds against the reference's mask (examples/attention/reference.py):
+    """The kernel's loop bounds against the reference's mask (tylo/ops/attention/reference.py):
     tiles past n_tiles hold no visible key of any row of the CTA, tiles before n_full are
     visible whole to every row, and n_full <= n_tiles."""
-    from examples.attention.hopper_kernel import key_tiles
-    from examples.attention.reference import visible
+    from tylo.ops.attention.hopper_kernel import key_tiles
+    from tylo.ops.attention.reference import visible
 
     kv = lk if kv_frac is None else min(int(kv_frac * lk), lk)
     cfg = HopperAttentionConfig(d=64, bn=bn, stages=2, causal=causal, overlap=overlap,
@@ -417,14 +417,14 @@ def test_key_tiles_cover_exactly_what_the_rows_see(lq, lk, kv_frac, causal, over
 @settings(max_examples=80, deadline=None)
 @given(**MASK_CASES, tc=st.integers(0, 7))
 def test_the_score_mask_is_the_references(lq, lk, kv_frac, causal, bn, tc):
-    """The kernels' mask (``examples.attention.mask.score_mask``): per row a limit
+    """The kernels' mask (``tylo.ops.attention.mask.score_mask``): per row a limit
     (``row_limit``), taken relative to a thread's first column ``base`` of key tile ``it``
     and clamped (``tile_limit``), against
     each slot's column offset ``c``; ``c < tile_limit`` is the reference's mask at key
     ``base + c`` for every row below Lq, every tile and offset, by brute force (``tc``:
     the thread's first column within the tile)."""
-    from examples.attention.mask import row_limit, split_limit, tile_limit
-    from examples.attention.reference import visible
+    from tylo.ops.attention.mask import row_limit, split_limit, tile_limit
+    from tylo.ops.attention.reference import visible
 
     kv = lk if kv_frac is None else min(int(kv_frac * lk), lk)
     want = visible(lq, lk, causal=causal, kv_len=kv)
@@ -447,7 +447,7 @@ def test_the_clamp_keeps_any_limit_in_i32():
     """``tile_limit`` is in [0, bn] for limits and bases anywhere in i64, so the kernel's
     conversion to i32 loses nothing; the predicate ``c < tile_limit`` is ``c < limit - base``
     for every offset ``0 <= c < bn``."""
-    from examples.attention.mask import tile_limit
+    from tylo.ops.attention.mask import tile_limit
 
     for limit in (-(2**63), -(2**31) - 5, -1, 0, 1, 63, 64, 65, 2**31 + 7, 2**63 - 1):
         for base in (0, 1, 64, 2**31 - 1, 2**32):
@@ -469,11 +469,11 @@ def _i32(x: int) -> int:
        c0=st.integers(0, 2**31 - 1), col=st.integers(0, 127),
        width=st.sampled_from([16, 32, 64, 128]), causal=st.booleans())  # fmt: skip
 def test_the_split_limit_is_the_one_step_limit(kv, lq, row, c0, col, width, causal):
-    """``score_mask(split=True)``'s arithmetic (``examples.attention.mask.split_limit``),
+    """``score_mask(split=True)``'s arithmetic (``tylo.ops.attention.mask.split_limit``),
     emulated step by step with every 32-bit intermediate checked for overflow, equals the
     one-step ``tile_limit(limit, c0 + col, width)`` over the kernel's whole domain: lengths
     and keys below 2**31 (``kernel.Dim``), any row, any first key and first column."""
-    from examples.attention.mask import row_limit, split_limit, tile_limit
+    from tylo.ops.attention.mask import row_limit, split_limit, tile_limit
 
     col %= width
     limit = row_limit(causal, row, kv, lq)
@@ -493,7 +493,7 @@ def test_the_split_limit_at_the_edges():
     """The cases hypothesis may miss: a limit exactly ``width`` and ``2 * width`` past the
     first key or column, negative limits (a causal row before the diagonal's start), and
     the largest first keys; each against the one-step form."""
-    from examples.attention.mask import split_limit, tile_limit
+    from tylo.ops.attention.mask import split_limit, tile_limit
 
     width = 64
     for c0 in (0, 64, 2**31 - 65, 2**31 - 1):
@@ -512,8 +512,8 @@ def test_a_consumers_key_tiles_are_what_its_rows_see(lq, lk, kv_frac, causal, ov
     rows below Lq, tiles before ``n_full`` are visible whole to them, a consumer whose rows
     all lie past Lq has no tile (one masked tile with overlap), and the bounds never pass
     the CTA's (the kernel clamps to them anyway)."""
-    from examples.attention.hopper_kernel import key_tiles
-    from examples.attention.reference import visible
+    from tylo.ops.attention.hopper_kernel import key_tiles
+    from tylo.ops.attention.reference import visible
 
     kv = lk if kv_frac is None else min(int(kv_frac * lk), lk)
     cfg = HopperAttentionConfig(d=64, bn=bn, stages=2, causal=causal, overlap=overlap,
@@ -538,7 +538,7 @@ def test_choose_config_takes_a_tile():
     with overlap but without split_release at d = 128 the default is the 64-key tile while
     WIDE_OVERLAP is off, though the 128-key tile fits (S, O and one packed P: 160
     registers)."""
-    from examples.attention import hopper_host
+    from tylo.ops.attention import hopper_host
 
     for d, causal in itertools.product((64, 128), (False, True)):
         base = choose_config(d, tylo.bf16, causal, overlap=True, split_release=False)

@@ -1,4 +1,4 @@
-"""The persistent schedule of the Hopper attention forward (examples/attention/hopper_persistent.py)
+"""The persistent schedule of the Hopper attention forward (tylo/ops/attention/hopper_persistent.py)
 without a GPU: the item order is a bijection with the q-tiles of one (batch, head)
 consecutive (heaviest first with causal), u32 arithmetic gives the same items as Python's up
 to 2**32 - 1 items, the CTAs' item sets partition the items, the host's grid and refusals
@@ -19,13 +19,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
-from examples.attention import hopper_host
-from examples.attention.hopper_host import choose_config, persistent_grid
-from examples.attention.hopper_kernel import HopperAttentionConfig, key_tiles, own_tiles
-from examples.attention.hopper_persistent import item_order, work_items
-from examples.attention.hopper_roles import consumer_rows
-from examples.attention.hopper_schedule import cta_shares, item_weights
-from examples.attention.reference import AttentionInputError
+from tylo.ops.attention import hopper_host
+from tylo.ops.attention.hopper_host import choose_config, persistent_grid
+from tylo.ops.attention.hopper_kernel import HopperAttentionConfig, key_tiles, own_tiles
+from tylo.ops.attention.hopper_persistent import item_order, work_items
+from tylo.ops.attention.hopper_roles import consumer_rows
+from tylo.ops.attention.hopper_schedule import cta_shares, item_weights
+from tylo.ops.attention.reference import AttentionInputError
 from tylo.arrays import DeviceArray
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.mbarrier import PipelinePlan
@@ -99,7 +99,7 @@ def test_shapes_past_the_u32_arithmetic_are_refused(lq, lk, h, b, what):
 
 
 def test_launch_refuses_before_touching_a_device():
-    from examples.attention.hopper_host import hopper_attention
+    from tylo.ops.attention.hopper_host import hopper_attention
 
     q = DeviceArray(1 << 20, (2**16, 2**16, 8, 64), (2**25, 2**9, 64, 1), tylo.bf16, 0)
     walk = HopperAttentionConfig(d=64, stages=4, persistent=True)

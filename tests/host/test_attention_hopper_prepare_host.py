@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
-from examples.attention import hopper_host
-from examples.attention.hopper_kernel import HopperAttentionConfig
-from examples.attention.reference import AttentionInputError
+from tylo.ops.attention import hopper_host
+from tylo.ops.attention.hopper_kernel import HopperAttentionConfig
+from tylo.ops.attention.reference import AttentionInputError
 from tylo.arrays import DeviceArray
 from tylo.remembered import Remembered
 

@@ -1,5 +1,5 @@
 """Separate K and V barriers in the Hopper attention kernels (``HopperAttentionConfig(
-split_kv=True)``, examples/attention/hopper_ring.py) without a GPU: the configuration (a
+split_kv=True)``, tylo/ops/attention/hopper_ring.py) without a GPU: the configuration (a
 typed refusal of anything but a bool, off by default and in ``choose_config``, the shared
 bytes unchanged: barriers are static shared memory), the benchmark's variants, and a model of
 the barrier protocol with K's and V's full barriers (every schedule, the persistent kernel's
@@ -28,10 +28,10 @@ from test_attention_hopper_persistent_host import (  # the mbarrier model and th
 )
 
 import tylo
-from examples.attention.hopper_host import SCHEDULES, choose_config
-from examples.attention.hopper_kernel import HopperAttentionConfig
-from examples.attention.hopper_persistent import work_items
-from examples.attention.hopper_ring import PARTS, K, V
+from tylo.ops.attention.hopper_host import SCHEDULES, choose_config
+from tylo.ops.attention.hopper_kernel import HopperAttentionConfig
+from tylo.ops.attention.hopper_persistent import work_items
+from tylo.ops.attention.hopper_ring import PARTS, K, V
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.mbarrier import PipelinePlan
 

@@ -1,5 +1,5 @@
 """K released early in the Hopper attention kernels (``HopperAttentionConfig(split_release=
-True)``, examples/attention/hopper_ring.py) without a GPU: the configuration (typed refusals,
+True)``, tylo/ops/attention/hopper_ring.py) without a GPU: the configuration (typed refusals,
 off by default and in ``choose_config``, which makes ``split_kv`` follow it, the shared bytes
 within the limit with the extra barriers), the benchmark's variants, and a model of the
 barrier protocol with K's and V's full *and* empty barriers (every schedule, the persistent
@@ -23,10 +23,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
-from examples.attention.hopper_host import SCHEDULES, choose_config
-from examples.attention.hopper_kernel import SHARED_LIMIT, HopperAttentionConfig
-from examples.attention.hopper_persistent import work_items
-from examples.attention.hopper_ring import PARTS, K, V, ring_plan
+from tylo.ops.attention.hopper_host import SCHEDULES, choose_config
+from tylo.ops.attention.hopper_kernel import SHARED_LIMIT, HopperAttentionConfig
+from tylo.ops.attention.hopper_persistent import work_items
+from tylo.ops.attention.hopper_ring import PARTS, K, V, ring_plan
 from tylo.nvgpu.errors import PlanError
 
 

@@ -1,5 +1,5 @@
 """The TMA-store epilogue of the Hopper attention forward (``HopperAttentionConfig(
-tma_store=True)``, examples/attention/hopper_epilogue.py) on the host: the staging layout is
+tma_store=True)``, tylo/ops/attention/hopper_epilogue.py) on the host: the staging layout is
 exactly the consumer's rows of the Q buffer as TMA loaded them, the O plan's boxes read
 exactly the staged blocks (brute force over every element), which ``out`` arrays TMA can
 write (brute force over strides and addresses against the rule), and the typed refusals."""
@@ -11,15 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
-from examples.attention.hopper_epilogue import check_o_map, staging_layout, staging_offset
-from examples.attention.hopper_host import (
+from tylo.ops.attention.hopper_epilogue import check_o_map, staging_layout, staging_offset
+from tylo.ops.attention.hopper_host import (
     choose_config,
     compile_hopper_attention,
     o_plan,
     plans,
     takes_tma_store,
 )
-from examples.attention.hopper_kernel import (
+from tylo.ops.attention.hopper_kernel import (
     BLOCK,
     THREADS,
     HopperAttentionConfig,
@@ -27,7 +27,7 @@ from examples.attention.hopper_kernel import (
     box_layout,
     hopper_attention_kernel,
 )
-from examples.attention.hopper_persistent import hopper_attention_persistent_kernel
+from tylo.ops.attention.hopper_persistent import hopper_attention_persistent_kernel
 from tylo.arrays import DeviceArray
 from tylo.nvgpu.errors import PlanError
 
@@ -101,7 +101,7 @@ def test_tma_store_must_be_a_bool(bad):
 
 
 def test_choose_config_takes_the_measured_epilogue_by_default():
-    from examples.attention.hopper_host import SCHEDULES, THREE_CONSUMER_SCHEDULES, long_keys
+    from tylo.ops.attention.hopper_host import SCHEDULES, THREE_CONSUMER_SCHEDULES, long_keys
 
     for d in (64, 128):
         for causal in (False, True):

@@ -1,4 +1,4 @@
-"""examples/attention on the host: the proofs the warp path relies on for its exact plans, the
+"""tylo/ops/attention on the host: the proofs the warp path relies on for its exact plans, the
 block arithmetic of the masks, the per-thread partial sums, the typed refusals of every bad
 argument (checked before anything compiles or launches), and the float64 reference itself
 against a naive per-row loop."""
@@ -20,15 +20,15 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from examples.attention.config import (  # noqa: E402
+from tylo.ops.attention.config import (  # noqa: E402
     HEAD_DIMS,
     AttentionConfig,
     attention_config,
     default_blocks,
 )
-from examples.attention.host import AttentionPathError, attention, plan_attention  # noqa: E402
-from examples.attention.kernel import key_blocks, partial_ownership, thread_partials  # noqa: E402
-from examples.attention.reference import (  # noqa: E402
+from tylo.ops.attention.host import AttentionPathError, attention, plan_attention  # noqa: E402
+from tylo.ops.attention.kernel import key_blocks, partial_ownership, thread_partials  # noqa: E402
+from tylo.ops.attention.reference import (  # noqa: E402
     AttentionInputError,
     attention_flops,
     attention_reference,
@@ -238,7 +238,7 @@ def test_plan_accepts_and_reads_strides():
 def test_plan_causal_group(d, b, h):
     """The causal order's group is the head dim's (host.CAUSAL_GROUPS: the same K / V
     bytes per group at D = 64 and 128), or all the (batch, head)s when there are fewer."""
-    from examples.attention.host import CAUSAL_GROUPS
+    from tylo.ops.attention.host import CAUSAL_GROUPS
 
     assert CAUSAL_GROUPS == {64: 64, 128: 32}
     _, val = plan_attention(*_args(b=b, h=h, d=d), causal=True)
@@ -337,7 +337,7 @@ def test_unknown_and_missing_paths_are_typed():
     with pytest.raises(AttentionPathError, match="path must be one of"):
         attention(q, k, v, out=o, lse=lse, path="cuda")
     try:
-        import examples.attention.hopper_host  # noqa: F401
+        import tylo.ops.attention.hopper_host  # noqa: F401
     except ModuleNotFoundError:
         with pytest.raises(AttentionPathError, match="hopper_host.py"):
             attention(q, k, v, out=o, lse=lse, path="hopper")
@@ -418,7 +418,7 @@ def test_flops_count_halves_for_causal():
     ],
 )
 def test_cli_refusals_are_one_line(capsys, argv, status, says):
-    from examples.attention.run import run_main
+    from tylo.ops.attention.cli import run_main
 
     try:
         rc = run_main(argv)
@@ -426,14 +426,14 @@ def test_cli_refusals_are_one_line(capsys, argv, status, says):
         rc = stop.code
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == status and len(err) == 1 and says in err[0], (rc, err)
-    assert err[0].startswith("examples/attention/run.py: error: ")
+    assert err[0].startswith("python -m tylo.ops.attention: error: ")
 
 
 def test_cli_hopper_path_without_its_module_is_typed(capsys):
-    from examples.attention.run import run_main
+    from tylo.ops.attention.cli import run_main
 
     try:
-        import examples.attention.hopper_host  # noqa: F401
+        import tylo.ops.attention.hopper_host  # noqa: F401
     except ModuleNotFoundError:
         assert run_main(["1", "1", "1", "64", "--path", "hopper", "--compile-only"]) == 1
         assert "AttentionPathError" in capsys.readouterr().err
@@ -441,7 +441,7 @@ def test_cli_hopper_path_without_its_module_is_typed(capsys):
 
 def test_cli_eight_warps_compile_only(capsys):
     """--warps 8 reaches the warp path's configuration (and its plan printout)."""
-    from examples.attention.run import run_main
+    from tylo.ops.attention.cli import run_main
 
     assert run_main(["1", "1", "200", "64", "--warps", "8", "--compile-only"]) == 0
     out = capsys.readouterr().out
@@ -453,7 +453,7 @@ def test_cli_eight_warps_compile_only(capsys):
                                     {"shared_bases": False}])  # fmt: skip
 def test_warp_options_are_refused_on_the_hopper_path(option):
     """A warp-path option given with path='hopper' is refused, not ignored."""
-    from examples.attention.host import AttentionPathError, attention
+    from tylo.ops.attention.host import AttentionPathError, attention
 
     q = DeviceArray(1 << 20, (1, 1, 8, 64), (512, 512, 64, 1), tylo.bf16, 0)
     with pytest.raises(AttentionPathError, match=f"{next(iter(option))} configure the warp"):
@@ -468,7 +468,7 @@ def test_register_edge_sets_late_copies_and_shared_bases(d, bm, bn, q_regs):
     """``late_copies`` and ``shared_bases`` default to ``register_edge``'s verdict, which
     is true exactly for D = 128, 32 rows per warp, Q from shared memory, Bc <= 64; given
     explicitly, they are kept."""
-    from examples.attention.config import attention_config, register_edge
+    from tylo.ops.attention.config import attention_config, register_edge
 
     want = d == 128 and bm == 128 and not q_regs and bn <= 64
     assert register_edge(d, bm, bn, q_regs, 4) is want
@@ -486,7 +486,7 @@ def test_register_edge_sets_late_copies_and_shared_bases(d, bm, bn, q_regs):
 @pytest.mark.parametrize("flag", ["late_copies", "shared_bases"])
 @pytest.mark.parametrize("bad", [1, "yes", None])
 def test_late_copies_and_shared_bases_must_be_bools(flag, bad):
-    from examples.attention.config import AttentionConfig
+    from tylo.ops.attention.config import AttentionConfig
 
     with pytest.raises(PlanError, match=f"{flag} must be a bool"):
         AttentionConfig(128, "bf16", 128, 64, q_in_registers=False, **{flag: bad})
@@ -494,7 +494,7 @@ def test_late_copies_and_shared_bases_must_be_bools(flag, bad):
 
 def test_register_edge_refuses_nothing():
     """Odd arguments (the refusals are AttentionConfig's): not an edge tile, no exception."""
-    from examples.attention.config import register_edge
+    from tylo.ops.attention.config import register_edge
 
     assert register_edge(128, None, 64, False, 4) is False
     assert register_edge("128", 128, 64, False, 4) is False

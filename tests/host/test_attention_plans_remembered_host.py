@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
-from examples.attention import host
-from examples.attention.reference import AttentionInputError
+from tylo.ops.attention import host
+from tylo.ops.attention.reference import AttentionInputError
 from tylo.arrays import DeviceArray
 from tylo.nvgpu.errors import PlanError
 from tylo.remembered import Remembered

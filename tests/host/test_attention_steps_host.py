@@ -1,4 +1,4 @@
-"""examples/attention's softmax steps (``AttentionConfig.sub_n``) and lazy rescale
+"""tylo/ops/attention's softmax steps (``AttentionConfig.sub_n``) and lazy rescale
 (``lazy_rescale``) on the host: the typed refusals of every hostile ``sub_n`` (each
 checked against the block sizes it stands for), the plans of one step, the proof that
 every step's window of a K / V stage is a translate of the first (and that the check
@@ -26,8 +26,8 @@ if str(ROOT) not in sys.path:
 
 from attention_arrays import attention_args, device_array  # noqa: E402
 
-from examples.attention import host  # noqa: E402
-from examples.attention.config import (  # noqa: E402
+from tylo.ops.attention import host  # noqa: E402
+from tylo.ops.attention.config import (  # noqa: E402
     BLOCK_NS,
     HEAD_DIMS,
     AttentionConfig,
@@ -35,7 +35,7 @@ from examples.attention.config import (  # noqa: E402
     _swizzle,
     attention_config,
 )
-from examples.attention.kernel import LAZY_LIMIT  # noqa: E402
+from tylo.ops.attention.kernel import LAZY_LIMIT  # noqa: E402
 from tylo.layouts import Layout, Swizzle, composition  # noqa: E402
 from tylo.nvgpu.errors import PlanError  # noqa: E402
 
@@ -288,7 +288,7 @@ def test_cli_plans_what_attention_launches(monkeypatch, argv, cap, want):
     ``attention_config``'s default."""
     import argparse
 
-    from examples.attention.run import _config, add_arguments
+    from tylo.ops.attention.cli import _config, add_arguments
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

@@ -1,4 +1,4 @@
-"""examples/attention's warp path with a CTA of 8 warps (``AttentionConfig.warps``): the
+"""tylo/ops/attention's warp path with a CTA of 8 warps (``AttentionConfig.warps``): the
 typed refusals of every hostile ``warps`` / ``block_m`` / ``block_n`` (each refusal's claim
 checked by brute force against the plans it stands for), the proofs for the new shapes
 (the chain, the rows each warp owns, every copy covering its tile once, the bank
@@ -26,8 +26,8 @@ if str(ROOT) not in sys.path:
 
 from attention_arrays import attention_args, device_array  # noqa: E402
 
-from examples.attention import host  # noqa: E402
-from examples.attention.config import (  # noqa: E402
+from tylo.ops.attention import host  # noqa: E402
+from tylo.ops.attention.config import (  # noqa: E402
     BLOCK_NS,
     HEAD_DIMS,
     WARP_COUNTS,
@@ -37,8 +37,8 @@ from examples.attention.config import (  # noqa: E402
     attention_config,
     default_blocks,
 )
-from examples.attention.kernel import key_blocks, partial_ownership, thread_partials  # noqa: E402
-from examples.attention.reference import visible  # noqa: E402
+from tylo.ops.attention.kernel import key_blocks, partial_ownership, thread_partials  # noqa: E402
+from tylo.ops.attention.reference import visible  # noqa: E402
 from tylo.layouts import Layout, composition  # noqa: E402
 from tylo.nvgpu.cpasync import CopyPlan  # noqa: E402
 from tylo.nvgpu.errors import PlanError  # noqa: E402
@@ -328,7 +328,7 @@ def test_causal_launches_number_their_ctas_in_32_bits():
     """kernel.longest_first numbers a causal launch's CTAs in 32 bits: a causal grid past
     2**31 - 1 CTAs is refused with a typed error; the same shape without the mask, and the
     largest causal grid that fits, are planned."""
-    from examples.attention.host import CAUSAL_CTAS, AttentionInputError
+    from tylo.ops.attention.host import CAUSAL_CTAS, AttentionInputError
 
     b, h = 65535, 64
 
@@ -353,7 +353,7 @@ def test_causal_order_is_a_longest_first_bijection(blocks, nbh, group):
     the longest, (batch, head)); within a group of ``group`` (batch, head)s the index goes
     query-block-slowest (all the longest blocks first); group 1 is each (batch, head)'s
     blocks in a row (the order before groups), a group past B * H orders the whole launch."""
-    from examples.attention.kernel import causal_order
+    from tylo.ops.attention.kernel import causal_order
 
     got = [causal_order(lin, blocks, nbh, group) for lin in range(blocks * nbh)]
     assert sorted(got) == [(x, bh) for x in range(blocks) for bh in range(nbh)]

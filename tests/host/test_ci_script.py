@@ -37,7 +37,7 @@ def test_print_extracts_both_readme_commands() -> None:
     assert r.returncode == 0, r.stderr
     assert r.stdout == f"main-command: {main[0]}\ntest-command: {tests[0]}\n"
     # the main command needs only the base install; the tests need the test extra
-    assert "pip install -q -e . " in main[0] and "examples/gemm/run.py 65 97 73" in main[0]
+    assert "pip install -q -e . " in main[0] and "-m tylo.ops.gemm 65 97 73" in main[0]
     assert "'.[test]'" in tests[0] and "pytest" in tests[0]
     for cmd in (main[0], tests[0]):
         assert cmd.startswith("python3 -m venv .venv && ")

@@ -2,8 +2,8 @@
 
 Each example's ``run.py`` runs in a subprocess exactly as a user runs it; a usage error
 (a size below 1 in any mode, a negative seed, ``--torch`` without torch, an unknown target)
-exits 2 with one line ``examples/<name>/run.py: error: ...`` and no traceback, before any
-compiling. The typed-error and SASS-optional paths of :mod:`examples._cli` and the GEMM
+exits 2 with one line ``<prog>: error: ...`` (``python -m tylo.ops.gemm: error: ...``) and no traceback, before any
+compiling. The typed-error and SASS-optional paths of :mod:`tylo.ops.cli` and the GEMM
 example are checked in-process with stand-ins (no compiler, no GPU).
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from examples import _cli
+from tylo.ops import cli as _cli
 from tylo.backend.errors import CompileError, NoDeviceError, ToolchainError
 
 SIZES = {  # valid positional sizes of each example
@@ -36,8 +37,18 @@ SIZES = {  # valid positional sizes of each example
 # run as if torch were not installed, whether or not it is: `import torch` fails
 NO_TORCH = (
     "import runpy, sys; sys.modules['torch'] = None; sys.argv = sys.argv[1:]; "
-    "runpy.run_path(sys.argv[0], run_name='__main__')"
+    "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True) "
+    "if sys.argv[0] == '-m' else runpy.run_path(sys.argv[0], run_name='__main__')"
 )
+# the ops' command lines are modules of the package (`python -m tylo.ops.gemm`); the
+# examples' are scripts
+MODULES = {"softmax": "tylo.ops.softmax", "gemm": "tylo.ops.gemm",
+           "hopper_gemm": "tylo.ops.gemm.hopper_cli"}
+
+
+def prog(name: str) -> str:
+    """What the command's errors start with."""
+    return f"python -m {MODULES[name]}" if name in MODULES else f"examples/{name}/run.py"
 
 
 def _bad_sizes(name: str) -> list[tuple[list[str], str]]:
@@ -69,10 +80,16 @@ CASES = [
 
 
 def _run(name: str, argv: list[str], *, no_torch: bool = False) -> subprocess.CompletedProcess:
-    script = str(ROOT / "examples" / name / "run.py")
-    cmd = [sys.executable, "-c", NO_TORCH, script] if no_torch else [sys.executable, script]
+    if name in MODULES:
+        target = ["-m", MODULES[name]]
+    else:
+        target = [str(ROOT / "examples" / name / "run.py")]
+    cmd = [sys.executable, "-c", NO_TORCH, *target] if no_torch else [sys.executable, *target]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     return subprocess.run(
-        [*cmd, *argv], capture_output=True, text=True, timeout=120, check=False, cwd="/"
+        [*cmd, *argv], capture_output=True, text=True, timeout=120, check=False, cwd="/",
+        env=env,
     )
 
 
@@ -80,7 +97,7 @@ def _check_one_line(r: subprocess.CompletedProcess, name: str, says: str, status
     lines = r.stderr.splitlines()
     assert r.returncode == status, (r.returncode, r.stdout, r.stderr)
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    assert lines[0].startswith(f"examples/{name}/run.py: error: "), lines[0]
+    assert lines[0].startswith(f"{prog(name)}: error: "), lines[0]
     assert says in lines[0], lines[0]
     assert r.stdout == ""  # refused before printing (or compiling) anything
 
@@ -228,8 +245,8 @@ def test_emit_error_prints_no_partial_output(capsys, monkeypatch) -> None:
 
 
 def test_gemm_sass_checks_print_or_say_how_to_enable(capsys, monkeypatch) -> None:
-    import examples.gemm.kernel as gemm_kernel
-    from examples.gemm import run as gemm_run
+    import tylo.ops.gemm.kernel as gemm_kernel
+    from tylo.ops.gemm import cli as gemm_run
     from tylo.backend import sass
 
     def no_disassembly(compiled):

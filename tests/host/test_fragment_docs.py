@@ -28,8 +28,8 @@ MODULES = [
     "tylo.nvgpu.cpasync",
     "tylo.tile.access",
     "tylo.nvgpu.instructions",
-    "examples.gemm.kernel",
-    "examples.gemm.sass",
+    "tylo.ops.gemm.kernel",
+    "tylo.ops.gemm.sass",
 ]
 
 
@@ -55,7 +55,7 @@ def test_included_sections_exist(page):
 
 def test_gemm_page_includes_the_whole_walkthrough():
     text = (ROOT / "docs" / "gemm.md").read_text()
-    got = {s for p, s in INCLUDE.findall(text) if p == "examples/gemm/kernel.py"}
+    got = {s for p, s in INCLUDE.findall(text) if p == "tylo/ops/gemm/kernel.py"}
     assert got == {"config", "setup", "prefetch", "pipeline", "epilogue"}
 
 

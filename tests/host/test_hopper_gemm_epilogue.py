@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
-from examples.hopper_gemm import host
-from examples.hopper_gemm.kernel import HopperGemmConfig, hopper_gemm_kernel
+from tylo.ops.gemm import hopper_host as host
+from tylo.ops.gemm.hopper_kernel import HopperGemmConfig, hopper_gemm_kernel
 from tylo.arrays import DeviceArray
 from tylo.kernel.errors import TraceError
 from tylo.layouts import ComposedLayout, Layout, Swizzle
@@ -182,7 +182,7 @@ def test_kernel_refuses_a_tensor_map_that_does_not_match_the_config():
 
 
 def test_run_flag_sets_the_config():
-    from examples.hopper_gemm import run
+    from tylo.ops.gemm import hopper_cli as run
 
     p = argparse.ArgumentParser()
     run.add_arguments(p)

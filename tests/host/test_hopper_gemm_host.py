@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
-from examples.hopper_gemm import host
+from tylo.ops.gemm import hopper_host as host
 from tylo.arrays import DeviceArray
 from tylo.nvgpu.errors import PlanError
 
@@ -81,7 +81,7 @@ def test_operands_on_different_devices_are_refused(where):
 def test_a_d_sharing_memory_with_a_or_b_is_refused(d_at, shares):
     """D written while other CTAs read A and B: refused where it certainly shares memory
     with either (the Hopper path and the warp-MMA GEMM's default path alike)."""
-    from examples.gemm.host import refuse_shared_memory
+    from tylo.ops.gemm.host import refuse_shared_memory
 
     a = DeviceArray(1 << 20, (4096,), (1,), tylo.bf16, 0)
     b = DeviceArray((1 << 20) + 8192, (4096,), (1,), tylo.bf16, 0)

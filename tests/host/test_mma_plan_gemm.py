@@ -1,4 +1,4 @@
-"""The GEMM's host planning (examples/gemm): configurations, proofs, typed rejections, and
+"""The GEMM's host planning (tylo/ops/gemm): configurations, proofs, typed rejections, and
 the grouped rasterization visiting every tile exactly once."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import tylo
-from examples.gemm.host import choose_config
-from examples.gemm.kernel import DEFAULT_PLAN, SMALL_PLAN, gemm_config
+from tylo.ops.gemm.host import choose_config
+from tylo.ops.gemm.kernel import DEFAULT_PLAN, SMALL_PLAN, gemm_config
 from tylo.nvgpu.warp.mma import MMAAtom, PlanError, TiledMMA
 
 
@@ -74,7 +74,7 @@ def test_rasterization_is_a_bijection(group_m, m, n):
 
 
 def test_staged_store_plan():
-    from examples.gemm.epilogue import StagedStore
+    from tylo.ops.gemm.epilogue import StagedStore
 
     st = StagedStore(DEFAULT_PLAN)
     statuses = {k: getattr(v, "status", v) for k, v in st.proofs.items()}
@@ -91,7 +91,7 @@ def test_staged_store_plan():
 
 
 @pytest.mark.parametrize(
-    "name", ["examples.gemm.epilogue", "examples.gemm.host", "examples.gemm.pack"]
+    "name", ["tylo.ops.gemm.epilogue", "tylo.ops.gemm.host", "tylo.ops.gemm.pack"]
 )
 def test_module_doctests_and_all(name):
     import doctest
@@ -104,7 +104,7 @@ def test_module_doctests_and_all(name):
 
 
 def test_packed_leading_dimension():
-    from examples.gemm.pack import packed_ld
+    from tylo.ops.gemm.pack import packed_ld
 
     assert [packed_ld(k) for k in (1, 8, 9, 4097)] == [8, 8, 16, 4104]
 
@@ -112,7 +112,7 @@ def test_packed_leading_dimension():
 def test_choose_config_plans_each_configuration_once():
     # gemm() calls choose_config on every launch: planning (which proves the layouts)
     # must not run again for a configuration already planned.
-    from examples.gemm.host import choose_config
+    from tylo.ops.gemm.host import choose_config
 
     first = choose_config(4099, 4103, 4097, 4104, 4104, ldd=4099)
     assert choose_config(4099, 4103, 4097, 4104, 4104, ldd=4099) is first

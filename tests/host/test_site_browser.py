@@ -1,7 +1,7 @@
 """The built manual in a real browser (tylo issue 15, item 3): Playwright drives Debian's
 ``chromium`` (``executable_path``; Playwright's own browser download is never used), over a
 localhost ``http.server``. On the GEMM page it finds the kernel's source, rendered as
-highlighted code from ``examples/gemm/kernel.py``; on the pictures page, the layout picture
+highlighted code from ``tylo/ops/gemm/kernel.py``; on the pictures page, the layout picture
 as an ``<svg>`` whose cells carry the layout's offsets; and on every page it opens, no
 console error, page error or failed request.
 
@@ -122,10 +122,10 @@ def test_gemm_page_shows_the_kernel_source(browser, base_url) -> None:
         texts = blocks.all_inner_texts()
         assert not any("--8<--" in t for t in texts), "a snippet marker rendered as text"
         for section in ("config", "setup", "pipeline", "epilogue"):
-            lines = _section("examples/gemm/kernel.py", section)
+            lines = _section("tylo/ops/gemm/kernel.py", section)
             shown = [t for t in texts if all(ln in t for ln in lines)]
             assert shown, f"the GEMM kernel's {section!r} section is not shown on the page"
-        kernel = blocks.filter(has_text=_section("examples/gemm/kernel.py", "pipeline")[0])
+        kernel = blocks.filter(has_text=_section("tylo/ops/gemm/kernel.py", "pipeline")[0])
         assert kernel.first.is_visible()
         # highlighted by Pygments: keywords are spans with a class, not plain text
         assert kernel.first.locator("span.k, span.kn").count() > 0

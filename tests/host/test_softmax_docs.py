@@ -1,5 +1,5 @@
 """docs/softmax.md: its examples run (doctest, no GPU) and the kernel code it shows is
-included from examples/softmax/kernel.py (every marked section exists and is used), never
+included from tylo/ops/softmax/kernel.py (every marked section exists and is used), never
 copied."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ if str(ROOT) not in sys.path:
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 PAGE = ROOT / "docs" / "softmax.md"
 INCLUDE = re.compile(r'^--8<-- "([^":]+):([\w-]+)"$', re.MULTILINE)
-KERNEL = "examples/softmax/kernel.py"
+KERNEL = "tylo/ops/softmax/kernel.py"
 SECTIONS = {
     "load",
     "normalize",
@@ -30,7 +30,7 @@ SECTIONS = {
     "online_kernel",
     "mma_kernel",
 }
-MODULES = ["examples.softmax.plan", "examples.softmax.kernel", "examples.softmax.host"]
+MODULES = ["tylo.ops.softmax.plan", "tylo.ops.softmax.kernel", "tylo.ops.softmax.host"]
 
 
 def _section(path: str, name: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""examples/softmax on the host: configurations for the issue's shapes, typed errors before
+"""tylo/ops/softmax on the host: configurations for the issue's shapes, typed errors before
 launch, each style's ownership and the reductions derived from it (simulated on the host
 against numpy), and the float64 reference's masking rules."""
 
@@ -17,8 +17,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import tylo
-from examples.softmax.host import plan_launch, reference
-from examples.softmax.plan import (
+from tylo.ops.softmax.host import plan_launch, reference
+from tylo.ops.softmax.plan import (
     SoftmaxConfig,
     SoftmaxError,
     choose_config,
@@ -161,7 +161,7 @@ def test_online_thread_ownership_combines_the_threads_of_a_row():
 
 
 def _simulate_softmax(cfg, x):
-    """normalize() of examples/softmax/kernel.py, run on the host with the reduction
+    """normalize() of tylo/ops/softmax/kernel.py, run on the host with the reduction
     recipes derived from cfg's ownership (in-thread folds, butterflies, scratch)."""
     own = cfg.ownership
     table = own.table()

@@ -8,8 +8,8 @@ import warnings
 from typing import Any
 
 import tylo
-from examples.attention.hopper_host import compile_hopper_attention
-from examples.attention.hopper_kernel import HopperAttentionConfig
+from tylo.ops.attention.hopper_host import compile_hopper_attention
+from tylo.ops.attention.hopper_kernel import HopperAttentionConfig
 
 SERIALIZATION_NOTES = ("C7509", "C7519", "C7513", "serialized")
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from attention_sass import SERIALIZATION_NOTES, assert_not_serialized, compile_quiet, live_lines
 
-from examples.attention.hopper_kernel import HopperAttentionConfig
+from tylo.ops.attention.hopper_kernel import HopperAttentionConfig
 from tylo.backend.sass import disassemble
 
 PTXAS = Path("/usr/local/cuda-13.0/bin/ptxas")

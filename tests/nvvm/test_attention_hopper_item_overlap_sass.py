@@ -1,5 +1,5 @@
 """The persistent Hopper attention kernel with ``item_overlap`` and ``o_buffer``
-(examples/attention/hopper_persistent.py, hopper_epilogue.py) compiled for sm_90a without a
+(tylo/ops/attention/hopper_persistent.py, hopper_epilogue.py) compiled for sm_90a without a
 GPU, on the tiles that fit the 168 registers a thread keeps where the linker drops
 ``setmaxnreg`` (nvJitLink here): D = 64 (128 keys, 4 stages) and D = 128 (64 keys, 3
 stages), causal and not, with and without ping-pong. Every case: both products' wgmma in the

@@ -1,4 +1,4 @@
-"""The Hopper attention kernel (examples/attention/hopper_kernel.py) compiled for sm_90a without
+"""The Hopper attention kernel (tylo/ops/attention/hopper_kernel.py) compiled for sm_90a without
 a GPU: S = Q Kᵀ is a shared-memory wgmma (``HGMMA.64x<bn>``), P V a register-A wgmma reading V
 transposed (``HGMMA.64x<d>`` with a register A and ``tnspB``), Q, K and V arrive by 4-D TMA
 (``UTMALDG.4D``) on mbarriers (``SYNCS``), P becomes the A operand by ``F2FP`` packs alone
@@ -15,8 +15,8 @@ from attention_sass import assert_not_serialized, fitting_config, live_lines, wg
 from attention_sass import compile_quiet as _compile
 
 import tylo
-from examples.attention.hopper_host import compile_hopper_attention
-from examples.attention.hopper_kernel import HopperAttentionConfig
+from tylo.ops.attention.hopper_host import compile_hopper_attention
+from tylo.ops.attention.hopper_kernel import HopperAttentionConfig
 
 
 @pytest.mark.parametrize(
@@ -71,7 +71,7 @@ def test_needs_sm90a():
         compile_hopper_attention(HopperAttentionConfig(d=64, stages=2), target="sm_90")
 
 
-# -- the persistent schedule (examples/attention/hopper_persistent.py) ---------------------
+# -- the persistent schedule (tylo/ops/attention/hopper_persistent.py) ---------------------
 
 
 @pytest.mark.parametrize(
@@ -122,9 +122,9 @@ def test_persistent_assembly(d, causal, dtype, pingpong, overlap):
 
 
 def test_each_kernel_refuses_the_other_schedule():
-    from examples.attention.hopper_host import plans
-    from examples.attention.hopper_kernel import THREADS, hopper_attention_kernel
-    from examples.attention.hopper_persistent import hopper_attention_persistent_kernel
+    from tylo.ops.attention.hopper_host import plans
+    from tylo.ops.attention.hopper_kernel import THREADS, hopper_attention_kernel
+    from tylo.ops.attention.hopper_persistent import hopper_attention_persistent_kernel
 
     one = HopperAttentionConfig(d=64, stages=2)
     walk = HopperAttentionConfig(d=64, stages=2, persistent=True)
@@ -143,7 +143,7 @@ def test_each_kernel_refuses_the_other_schedule():
 @pytest.mark.parametrize("causal", [False, True], ids=["padding", "causal"])
 def test_the_mask_is_one_32_bit_compare_per_score(causal):
     """The masked tile compares each score's static column offset with its row's i32 limit
-    (``examples.attention.mask.score_mask``): a ``setp.gt.s32`` per score of the (64, bn)
+    (``tylo.ops.attention.mask.score_mask``): a ``setp.gt.s32`` per score of the (64, bn)
     S fragment a thread holds (``bn / 2``) in a masked tile body (LLVM may fold the
     prologue's), and none of the 64-bit compares (two ISETP in SASS each) the fragment's
     coordinates took: those were about three per score (198 at bn = 128 with the causal

@@ -1,5 +1,5 @@
 """Separate K and V barriers in the Hopper attention kernels (``split_kv=True``,
-examples/attention/hopper_ring.py) compiled for sm_90a without a GPU: the same instructions
+tylo/ops/attention/hopper_ring.py) compiled for sm_90a without a GPU: the same instructions
 as without (``HGMMA`` from descriptors and with a register A, 4-D TMA loads), nothing spills
 (no ``LDL``/``STL``) in the configurations the other assembly tests check for it, no
 serialization note in the link log, a second array of full barriers (``pipe_full1``) beside
@@ -22,7 +22,7 @@ from attention_sass import (
 from attention_sass import compile_quiet as _compile
 
 import tylo
-from examples.attention.hopper_kernel import HopperAttentionConfig
+from tylo.ops.attention.hopper_kernel import HopperAttentionConfig
 
 
 def _consumer(ptx):

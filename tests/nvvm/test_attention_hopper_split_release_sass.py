@@ -1,5 +1,5 @@
 """K released early in the Hopper attention kernels (``split_release=True``,
-examples/attention/hopper_ring.py) compiled for sm_90a without a GPU, at the tiles the option
+tylo/ops/attention/hopper_ring.py) compiled for sm_90a without a GPU, at the tiles the option
 is for: D = 64 (128 keys, 4 stages) and D = 128 (128 keys and 2 stages with ping-pong and
 overlap; 64 keys and 3 stages), causal and not, one-item and persistent (a pairwise cover:
 each tile causal and not, one-item and persistent, and each pair of those two; every compile
@@ -28,7 +28,7 @@ from attention_sass import (
 )
 from attention_sass import compile_quiet as _compile
 
-from examples.attention.hopper_kernel import HopperAttentionConfig
+from tylo.ops.attention.hopper_kernel import HopperAttentionConfig
 
 TILES = {"d64": (64, 128, 4), "d128-wide": (128, 128, 2), "d128": (128, 64, 3)}
 

@@ -1,5 +1,5 @@
 """The TMA-store epilogue of the Hopper attention kernels (``tma_store=True``,
-examples/attention/hopper_epilogue.py) compiled for sm_90a without a GPU: O is staged with
+tylo/ops/attention/hopper_epilogue.py) compiled for sm_90a without a GPU: O is staged with
 ``stmatrix`` (``STSM``) and leaves by 4-D TMA stores (``UTMASTG.4D``), nothing spills (no
 ``LDL``/``STL``), no store of O by the threads (no ``STG.E.U16``), the wgmma are not
 serialized (nothing about it in the link log), a consumer's named barriers count its own 128
@@ -15,7 +15,7 @@ from attention_sass import assert_not_serialized, fitting_config, live_lines
 from attention_sass import compile_quiet as _compile
 
 import tylo
-from examples.attention.hopper_kernel import HopperAttentionConfig
+from tylo.ops.attention.hopper_kernel import HopperAttentionConfig
 
 # configurations that fit the 168 registers a thread keeps where the linker drops
 # setmaxnreg (nvJitLink here); under ptxas 13.0 (the H200's) every schedule fits

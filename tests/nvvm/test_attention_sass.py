@@ -1,4 +1,4 @@
-"""The warp path of examples/attention compiled for sm_80 and sm_90a without a GPU, every
+"""The warp path of tylo/ops/attention compiled for sm_80 and sm_90a without a GPU, every
 configuration it ships (D 64 and 128, causal or not, per-batch key lengths or not): the
 assembly has tensor-core ``HMMA`` for both products, ``LDSM`` in the transposed form
 (``LDSM.16.MT88``: V through ``ldmatrix.trans``) beside the plain one (Q and K), ``SHFL`` (the
@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from examples.attention.config import attention_config  # noqa: E402
-from examples.attention.host import compile_attention  # noqa: E402
+from tylo.ops.attention.config import attention_config  # noqa: E402
+from tylo.ops.attention.host import compile_attention  # noqa: E402
 
 _LINE = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", re.MULTILINE)
 TARGETS = ("sm_80", "sm_90a")
@@ -139,7 +139,7 @@ def test_exp2_is_the_approximate_unit_with_the_scale_folded(compiled):
 
 def test_cli_compile_only_prints_the_proofs():
     out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "attention" / "run.py"), "2", "3", "100", "64",
+        [sys.executable, "-m", "tylo.ops.attention", "2", "3", "100", "64",
          "--lk", "37", "--causal", "--kv-lens", "5,0", "--compile-only", "--target", "sm_80"],
         check=False, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -151,7 +151,7 @@ def test_cli_compile_only_prints_the_proofs():
 
 def test_cli_refuses_wrong_key_lengths_in_one_line():
     out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "attention" / "run.py"), "2", "1", "8", "64",
+        [sys.executable, "-m", "tylo.ops.attention", "2", "1", "8", "64",
          "--kv-lens", "5", "--compile-only"],
         check=False, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -182,7 +182,7 @@ def test_the_stepped_tile(compiled, dtype):
     memory on sm_90a; per loop body 4 steps of 32 ``HMMA`` for S and 32 for P V, and one
     ``VOTE.ANY`` per step (the lazy rescale's test; no other vote in the kernel); P still
     packed in registers (no STS / LDS), V still through ``ldmatrix.trans``."""
-    from examples.attention.host import STEPPED_128
+    from tylo.ops.attention.host import STEPPED_128
 
     cfg, k = compiled(128, False, False, "sm_90a", dtype, **STEPPED_128)
     seq = executed(k.sass)
@@ -198,7 +198,7 @@ def test_the_stepped_tile(compiled, dtype):
 
 def test_the_stepped_tile_is_not_for_sm80(compiled):
     """Why ``launch_options`` keeps it to sm_90 and later: ptxas 13.0 spills it on sm_80."""
-    from examples.attention.host import STEPPED_128
+    from tylo.ops.attention.host import STEPPED_128
 
     _, k = compiled(128, False, False, "sm_80", **STEPPED_128)
     assert k.resources.spill_stores > 0

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from examples.gemm.host import compile_gemm
-from examples.gemm.kernel import DEFAULT_PLAN, gemm_config, sass_summary
+from tylo.ops.gemm.host import compile_gemm
+from tylo.ops.gemm.kernel import DEFAULT_PLAN, gemm_config, sass_summary
 from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
 
 SEED = TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(2, 2), repeat=(2, 4), k=32)
@@ -105,7 +105,7 @@ def test_f16_single_stage_and_relu():
 
 
 def test_pack_kernel_writes_16_bytes():
-    from examples.gemm.pack import BLOCK, pack_rows_kernel
+    from tylo.ops.gemm.pack import BLOCK, pack_rows_kernel
 
     k = pack_rows_kernel.compile(
         tylo.pointer(tylo.bf16, align=16), tylo.bf16, int, int, int, block=BLOCK, target="sm_90a"
@@ -118,7 +118,7 @@ def test_pack_kernel_writes_16_bytes():
 def test_compile_is_fast_from_the_disk_cache():
     cfg = gemm_config(SEED, stages=2)
     compile_gemm(cfg, "sm_90a")
-    from examples.gemm.kernel import tiled_gemm_kernel
+    from tylo.ops.gemm.kernel import tiled_gemm_kernel
 
     tiled_gemm_kernel._built.clear()
     k = compile_gemm(cfg, "sm_90a")

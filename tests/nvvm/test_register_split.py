@@ -44,7 +44,7 @@ def test_kept_or_dropped_follows_the_sass():
 
 def test_hopper_gemm_compile_only_reports_the_split():
     out = subprocess.run(
-        [sys.executable, "examples/hopper_gemm/run.py", "64", "128", "64", "--compile-only"],
+        [sys.executable, "-m", "tylo.ops.gemm.hopper_cli", "64", "128", "64", "--compile-only"],
         check=False, cwd=ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr

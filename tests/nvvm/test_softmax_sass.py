@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from examples.softmax.host import compile_softmax
-from examples.softmax.plan import SoftmaxError, make_config, vector_width
+from tylo.ops.softmax.host import compile_softmax
+from tylo.ops.softmax.plan import SoftmaxError, make_config, vector_width
 
 TARGETS = ["sm_80", "sm_90a"]
 _OPCODE = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", re.MULTILINE)
@@ -141,7 +141,7 @@ def test_ptx_uses_ex2_approx_and_vectors():
     ],
 )
 def test_command_line_compiles_without_a_gpu(argv):
-    run = [sys.executable, str(ROOT / "examples" / "softmax" / "run.py"), *argv]
+    run = [sys.executable, "-m", "tylo.ops.softmax", *argv]
     r = subprocess.run(run, check=False, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     if "--compile-only" in argv:

@@ -44,6 +44,7 @@ from tylo.kernel.launch import (
     make_reader,
 )
 from tylo.kernel.readers import tensor_map_device
+from tylo.kernel.torch_streams import note_type
 from tylo.kernel.spec import Float, Int, ParamKind, Ptr, Static, classify
 from tylo.kernel.trace import Binding, TraceResult, trace_kernel
 
@@ -165,6 +166,7 @@ class Kernel:
     def reader(self, i: int, arg: Any) -> Any:
         """The reader for ``type(arg)`` at parameter ``i`` (made once per type)."""
         _, r = make_reader(self.annotations[i], arg, self.param_names[i])
+        note_type(type(arg))
         self.readers[i][type(arg)] = r
         return r
 

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tylo.errors import TyloError
 from tylo.kernel import fastpath
 from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
 from tylo.kernel.fastpath import Hot
@@ -388,8 +389,9 @@ class Launcher(_LauncherBase):  # type: ignore[misc]
         cluster = "" if self.cluster is None else f", {self.cluster}"
         return f"{self.kernel.name}[{self.grid}, {self.block}{cluster}]"
 
-    def _miss(self, args: Sequence[Any], spec: tuple[Any, ...]) -> Hot:
+    def _miss(self, args: Sequence[Any], spec: tuple[Any, ...], stream: Any = None) -> Hot:
         k = self.kernel
+        refuse_compile_in_capture(k.name, stream)
         try:
             hot = k.cache[spec] = Hot(
                 *k.specialize_for(args, spec[1:], self.block, self.cluster)
@@ -400,6 +402,24 @@ class Launcher(_LauncherBase):  # type: ignore[misc]
                 raise blamed from None
             raise err.with_traceback(user_frames(err.__traceback__)) from None
         return hot
+
+
+def refuse_compile_in_capture(name: str, stream: Any) -> None:
+    """Raise :class:`~tylo.backend.capture.CaptureError` before specializing ``name`` (a
+    trace, a compile or a module load) while ``stream`` is captured into a CUDA graph."""
+    from tylo.backend.capture import CaptureError, forbid_in_capture
+    from tylo.backend.driver import stream_is_capturing
+
+    forbid_in_capture(f"specializing kernel {name} (trace, compile, module load)")
+    if stream is None or stream == 0:
+        return  # the legacy default stream is never captured
+    try:
+        capturing = stream_is_capturing(stream)
+    except TyloError:  # no driver: the launch itself will say so
+        return
+    if capturing:
+        raise CaptureError(f"specializing kernel {name} during CUDA-graph capture: launch "
+                           "it once with the same argument types before capturing")
 
 
 def none_arguments_blamed(kernel: Any, args: Sequence[Any], err: TraceError) -> Any:
@@ -434,6 +454,8 @@ def none_arguments_blamed(kernel: Any, args: Sequence[Any], err: TraceError) -> 
 
 _CALL_TEMPLATE = """
 def _launch(self, *args, shared=0, stream=None, **kwargs):
+    if stream is None and TORCH_SEEN[0]:
+        stream = torch_stream(args, kwargs)
     inline = self.inline
     if inline is not None and not kwargs and inline(self.dims, args, shared, stream):
         return
@@ -446,7 +468,7 @@ def _launch(self, *args, shared=0, stream=None, **kwargs):
     spec = (self.shape, {keys})
     hot = k.cache.get(spec)
     if hot is None:
-        hot = self._miss(args, spec)
+        hot = self._miss(args, spec, stream)
     v = ({values})
     record = hot.records.get(get_ident())
     if (record is not None and (stream is None or type(stream) is int)
@@ -459,13 +481,15 @@ def _launch(self, *args, shared=0, stream=None, **kwargs):
         err = hot.launch(record.config, hot.handle, record.params, None)
         if err:
             hot.failed(err)
-        self.inline = hot.inline_launch(readers, args)
+        self.inline = torch_inline(hot.inline_launch(readers, args), args)
     else:
         hot.slow(self.grid, v, shared, stream)
 """
 _READ_TEMPLATE = """    r = readers[{i}].get(type(a{i}))
     if r is None:
         r = k.reader({i}, a{i})
+        if stream is None and TORCH_SEEN[0]:  # the first torch tensor any kernel reads
+            stream = torch_stream(args, None)
     k{i}, v{i} = r(a{i})
 """
 
@@ -477,6 +501,7 @@ def launcher_class(nparams: int) -> type[Launcher]:
     cls = _LAUNCHERS.get(nparams)
     if cls is None:
         from tylo.backend import driver
+        from tylo.kernel import torch_streams
 
         n = nparams
         source = _CALL_TEMPLATE.format(
@@ -490,6 +515,9 @@ def launcher_class(nparams: int) -> type[Launcher]:
             "get_ident": threading.get_ident,
             "tls": driver._tls,
             "struct_error": struct.error,
+            "TORCH_SEEN": torch_streams.SEEN,
+            "torch_stream": torch_streams.torch_stream,
+            "torch_inline": torch_streams.torch_inline,
         }
         exec(compile(source, f"<tylo launcher/{n}>", "exec"), namespace)  # noqa: S102
         body = {"_launch": namespace["_launch"], "__slots__": ()}

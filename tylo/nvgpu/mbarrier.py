@@ -393,7 +393,7 @@ class Pipeline:
         from phase n + 2, so a consumer that skips to an iteration a whole ring pass ahead
         (two consumers taking turns, say) sees an old phase complete and reads a stage
         before it is filled; order such consumers with barriers of their own (see
-        ``examples/hopper_gemm``'s ping-pong consumers). With parts, wait for part ``part``
+        ``tylo/ops/gemm` (its Hopper path)`'s ping-pong consumers). With parts, wait for part ``part``
         alone (same parity: each part's barrier completes once per use of the stage)."""
         self._part(part, "consumer_wait")
         if part not in self._armed:

@@ -1,1 +1,0 @@
-"""The Hopper GEMM: TMA into a multi-stage shared ring, wgmma consumers, warp-specialized."""
