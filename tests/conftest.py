@@ -6,6 +6,8 @@
   need and what was found, or failed under ``TYLO_REQUIRE_GPU_RUNTIME=1``.
 * Tests that use ``gpu_runtime`` get the ``gpu`` marker (``-m "not gpu"`` leaves them out).
 * ``TYLO_EVIDENCE=<dir>`` is honoured by :func:`tylo.backend.pipeline.compile_ir` itself.
+* ``--shard I/N`` keeps shard I of N of the collected tests (``tests/sharding.py``): the N
+  shards partition the collection; ``tools/gpu_tier.py`` runs every shard of ``tests/gpu``.
 * Tests never touch the user's disk cache: at session start ``TYLO_CACHE_DIR`` points at a
   fresh temporary directory (removed at the end); subprocesses inherit it.
 
@@ -27,7 +29,25 @@ from tylo.target import Target
 _SESSION_CACHE: list[str] = []
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--shard",
+        default=None,
+        metavar="I/N",
+        help="run only shard I of N (1 <= I <= N): the tests at positions I-1, I-1+N, ... "
+        "of the collection sorted by node id; the N shards partition the tests",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    from sharding import parse_shard
+
+    if config.getoption("shard") is not None:
+        try:
+            i, n = parse_shard(config.getoption("shard"))
+        except ValueError as err:
+            raise pytest.UsageError(str(err)) from None
+        config.pluginmanager.register(_Shard(i, n), "tylo-shard")
     # before any test or collection compiles: the user's real cache stays untouched
     _SESSION_CACHE.append(tempfile.mkdtemp(prefix="tylo-test-cache-"))
     os.environ["TYLO_CACHE_DIR"] = _SESSION_CACHE[-1]
@@ -42,6 +62,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu_runtime" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.gpu)
+
+
+class _Shard:
+    """Keeps shard I of N; runs after every other collection hook (``-k``, ``-m``)."""
+
+    def __init__(self, i: int, n: int) -> None:
+        self.i, self.n = i, n
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]):
+        from sharding import shard_members
+
+        keep = shard_members([item.nodeid for item in items], self.i, self.n)
+        dropped = [item for item, k in zip(items, keep) if not k]
+        items[:] = [item for item, k in zip(items, keep) if k]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+
+    def pytest_report_header(self, config: pytest.Config) -> str:
+        return f"tylo: shard {self.i}/{self.n} of the collected tests"
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
