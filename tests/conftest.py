@@ -4,6 +4,9 @@
   ``# TEST_TARGET: cc>=...`` banner and returns the device's :class:`tylo.target.Target`
   when the device satisfies it; otherwise the test is skipped with a reason naming the
   need and what was found, or failed under ``TYLO_REQUIRE_GPU_RUNTIME=1``.
+* The C inline launch path's tests call ``tylo.testing.require_c_launch``: skipped where
+  ``tylo._launch`` is not built, failed instead under ``TYLO_REQUIRE_C_LAUNCH=1`` (CI).
+  The test extra's packages are never a skip reason (``tests/extras.py``).
 * Tests that use ``gpu_runtime`` get the ``gpu`` marker (``-m "not gpu"`` leaves them out).
 * ``TYLO_EVIDENCE=<dir>`` is honoured by :func:`tylo.backend.pipeline.compile_ir` itself.
 * ``--shard I/N`` keeps shard I of N of the collected tests (``tests/sharding.py``): the N
@@ -85,11 +88,17 @@ class _Shard:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    from tylo.testing import gpu_runtime_required, runtime_target
+    from tylo.kernel import fastpath
+    from tylo.testing import c_launch_required, gpu_runtime_required, runtime_target
 
     _, found = runtime_target()
     require = "1" if gpu_runtime_required() else "0"
-    lines = [f"tylo: runtime device: {found}; TYLO_REQUIRE_GPU_RUNTIME={require}"]
+    built = "built" if fastpath._accel is not None else "not built"
+    lines = [
+        f"tylo: runtime device: {found}; TYLO_REQUIRE_GPU_RUNTIME={require}",
+        f"tylo: C inline launch (tylo._launch): {built}; "
+        f"TYLO_REQUIRE_C_LAUNCH={'1' if c_launch_required() else '0'}",
+    ]
     if os.environ.get("TYLO_EVIDENCE"):
         lines.append(f"tylo: saving evidence to {os.environ['TYLO_EVIDENCE']}")
     return lines
