@@ -205,6 +205,17 @@ def write_summary(out: Path, summary: dict[str, Any]) -> Path:
     return path
 
 
+def ranges(numbers: list[int]) -> str:
+    """``[1, 2, 3, 5, 7, 8]`` -> ``"1..3, 5, 7..8"``."""
+    runs: list[list[int]] = []
+    for k in sorted(numbers):
+        if runs and k == runs[-1][1] + 1:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k])
+    return ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in runs)
+
+
 def report(summary: dict[str, Any]) -> int:
     """Print the summary's head and its line; the exit status it calls for."""
     dirty = {True: "dirty", False: "clean", None: "unknown state"}[summary["dirty"]]
@@ -212,7 +223,7 @@ def report(summary: dict[str, Any]) -> int:
     print(f"gpu_tier: commit {summary['commit'] or 'unknown'} ({dirty}); "
           f"{len(summary['shards'])} of {summary['of']} shards; {state}")
     if summary["missing"]:
-        print(f"gpu_tier: shards not run: {summary['missing']} of {summary['of']}")
+        print(f"gpu_tier: shards not run: {ranges(summary['missing'])} of {summary['of']}")
     if summary["unfinished"]:
         print(f"gpu_tier: shards that did not run to their end: {summary['unfinished']}")
     print(summary["line"])

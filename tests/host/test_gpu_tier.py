@@ -78,7 +78,7 @@ def test_every_shard_runs_and_the_merge_adds_up(suite, tmp_path) -> None:
     assert names == ["shard-1-of-2.log", "shard-1-of-2.xml", "summary.json"]
     part = json.loads((a / "summary.json").read_text())
     assert part["missing"] == [2] and part["complete"] is False
-    assert "INCOMPLETE" in ra.stdout and "shards not run: [2] of 2" in ra.stdout
+    assert "INCOMPLETE" in ra.stdout and "shards not run: 2 of 2" in ra.stdout
     assert part["env"]["TYLO_REQUIRE_GPU_RUNTIME"] == "1" and part["of"] == 2
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
                           text=True, check=False).stdout.strip()
@@ -221,3 +221,12 @@ def test_junit_verdicts_one_per_test_case(tmp_path) -> None:
                                "t.m::setup: failed on setup",
                                "tests.gpu.test_x: collection failure"]
     assert tier.summary_line(got) == "2 passed, 4 failed, 2 skipped"
+
+
+@pytest.mark.parametrize(
+    "numbers, text",
+    [([], ""), ([4], "4"), ([3, 1, 2], "1..3"), ([1, 2, 3, 5, 7, 8], "1..3, 5, 7..8"),
+     ([2, 4, 6], "2, 4, 6")],
+)
+def test_missing_shards_print_as_ranges(numbers, text) -> None:
+    assert tier.ranges(numbers) == text
