@@ -4,8 +4,13 @@
   ``# TEST_TARGET: cc>=...`` banner and returns the device's :class:`tylo.target.Target`
   when the device satisfies it; otherwise the test is skipped with a reason naming the
   need and what was found, or failed under ``TYLO_REQUIRE_GPU_RUNTIME=1``.
+* The C inline launch path's tests call ``tylo.testing.require_c_launch``: skipped where
+  ``tylo._launch`` is not built, failed instead under ``TYLO_REQUIRE_C_LAUNCH=1`` (CI).
+  The test extra's packages are never a skip reason (``tests/extras.py``).
 * Tests that use ``gpu_runtime`` get the ``gpu`` marker (``-m "not gpu"`` leaves them out).
 * ``TYLO_EVIDENCE=<dir>`` is honoured by :func:`tylo.backend.pipeline.compile_ir` itself.
+* ``--shard I/N`` keeps shard I of N of the collected tests (``tests/sharding.py``): the N
+  shards partition the collection; ``tools/gpu_tier.py`` runs every shard of ``tests/gpu``.
 * Tests never touch the user's disk cache: at session start ``TYLO_CACHE_DIR`` points at a
   fresh temporary directory (removed at the end); subprocesses inherit it.
 
@@ -27,7 +32,25 @@ from tylo.target import Target
 _SESSION_CACHE: list[str] = []
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--shard",
+        default=None,
+        metavar="I/N",
+        help="run only shard I of N (1 <= I <= N): the tests at positions I-1, I-1+N, ... "
+        "of the collection sorted by node id; the N shards partition the tests",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    from sharding import parse_shard
+
+    if config.getoption("shard") is not None:
+        try:
+            i, n = parse_shard(config.getoption("shard"))
+        except ValueError as err:
+            raise pytest.UsageError(str(err)) from None
+        config.pluginmanager.register(_Shard(i, n), "tylo-shard")
     # before any test or collection compiles: the user's real cache stays untouched
     _SESSION_CACHE.append(tempfile.mkdtemp(prefix="tylo-test-cache-"))
     os.environ["TYLO_CACHE_DIR"] = _SESSION_CACHE[-1]
@@ -44,12 +67,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.gpu)
 
 
+class _Shard:
+    """Keeps shard I of N; runs after every other collection hook (``-k``, ``-m``)."""
+
+    def __init__(self, i: int, n: int) -> None:
+        self.i, self.n = i, n
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]):
+        from sharding import shard_members
+
+        keep = shard_members([item.nodeid for item in items], self.i, self.n)
+        dropped = [item for item, k in zip(items, keep) if not k]
+        items[:] = [item for item, k in zip(items, keep) if k]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+
+    def pytest_report_header(self, config: pytest.Config) -> str:
+        return f"tylo: shard {self.i}/{self.n} of the collected tests"
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    from tylo.testing import gpu_runtime_required, runtime_target
+    from tylo.kernel import fastpath
+    from tylo.testing import c_launch_required, gpu_runtime_required, runtime_target
 
     _, found = runtime_target()
     require = "1" if gpu_runtime_required() else "0"
-    lines = [f"tylo: runtime device: {found}; TYLO_REQUIRE_GPU_RUNTIME={require}"]
+    built = "built" if fastpath._accel is not None else "not built"
+    lines = [
+        f"tylo: runtime device: {found}; TYLO_REQUIRE_GPU_RUNTIME={require}",
+        f"tylo: C inline launch (tylo._launch): {built}; "
+        f"TYLO_REQUIRE_C_LAUNCH={'1' if c_launch_required() else '0'}",
+    ]
     if os.environ.get("TYLO_EVIDENCE"):
         lines.append(f"tylo: saving evidence to {os.environ['TYLO_EVIDENCE']}")
     return lines

@@ -12,6 +12,11 @@ banner and otherwise skips with a reason naming the need and what was found
 (``"needs a GPU with cc>=9.0a (found: none)"``), or fails instead of skipping when
 ``TYLO_REQUIRE_GPU_RUNTIME=1``.
 
+Tests of the optional C inline launch path (``tylo._launch``, built by ``pip install``
+where a C compiler and Python's headers are present) call :func:`require_c_launch`, which
+skips them where the extension is not built, or fails them under ``TYLO_REQUIRE_C_LAUNCH=1``
+(CI sets it, so a failed build never silently drops their coverage).
+
 The sample kernels are plain llvmlite NVVM IR, independent of tylo's IR builder, so the
 toolchain can be tested on its own.
 """
@@ -30,10 +35,12 @@ __all__ = [
     "BANNER_KEY",
     "NVVM_DATALAYOUT",
     "add_scaled_ir",
+    "c_launch_required",
     "dynamic_smem_ir",
     "gpu_runtime_required",
     "raw_param_ir",
     "read_banner",
+    "require_c_launch",
     "require_gpu_runtime",
     "runtime_target",
     "shuffle_add_ir",
@@ -104,6 +111,31 @@ def require_gpu_runtime(spec: str) -> Target:
     reason = f"needs a GPU with {spec} (found: {found})"
     if gpu_runtime_required():
         pytest.fail(f"TYLO_REQUIRE_GPU_RUNTIME=1: {reason}", pytrace=False)
+    pytest.skip(reason)
+    raise AssertionError("unreachable")  # pragma: no cover - pytest.skip raises
+
+
+def c_launch_required() -> bool:
+    """True when ``TYLO_REQUIRE_C_LAUNCH`` asks to fail rather than skip where the C
+    inline launch extension (``tylo._launch``) is not built."""
+    return os.environ.get("TYLO_REQUIRE_C_LAUNCH", "").strip().lower() in _TRUE
+
+
+def require_c_launch() -> object:
+    """The C inline launch module ``tylo._launch`` when it is built; otherwise skip the
+    calling test (or fail it under ``TYLO_REQUIRE_C_LAUNCH=1``)."""
+    import pytest
+
+    from tylo.kernel import fastpath
+
+    if fastpath._accel is not None:
+        return fastpath._accel
+    reason = (
+        "needs the C inline launch path (tylo._launch), which is not built here "
+        "(pip install -e . builds it where a C compiler and Python's headers are present)"
+    )
+    if c_launch_required():
+        pytest.fail(f"TYLO_REQUIRE_C_LAUNCH=1: {reason}", pytrace=False)
     pytest.skip(reason)
     raise AssertionError("unreachable")  # pragma: no cover - pytest.skip raises
 

@@ -133,3 +133,20 @@ def test_a_missing_or_ambiguous_command_is_refused(tmp_path: Path, readme: str) 
         r"README\.md\n",
         r.stderr,
     ), r.stderr
+
+
+def test_the_test_command_runs_with_the_c_launch_required(tmp_path: Path) -> None:
+    """CI sets TYLO_REQUIRE_C_LAUNCH=1 for the test command (a C launch extension that
+    failed to build fails its tests), and not for the main command."""
+    if shutil.which("git") is None:
+        pytest.skip("needs git (found: none)")
+    log = tmp_path / "log"
+    probe = 'echo "WHO=${TYLO_REQUIRE_C_LAUNCH:-unset}" >> ' + str(log)
+    repo = _scratch(tmp_path, _readme(probe.replace("WHO", "main"), probe.replace("WHO", "tests")))
+    env = {k: v for k, v in os.environ.items() if k != "TYLO_REQUIRE_C_LAUNCH"}
+    r = subprocess.run(
+        [str(repo / ".ci" / "run")], capture_output=True, text=True, timeout=60, check=False,
+        env=env,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert log.read_text().splitlines() == ["main=unset", "tests=1"]

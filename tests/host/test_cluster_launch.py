@@ -16,6 +16,7 @@ from tylo.backend import launchex
 from tylo.backend.argpack import I32, PTR
 from tylo.kernel import clusters
 from tylo.kernel.clusters import ClusterError, check_grid, check_target, cluster_dims
+from tylo.testing import require_c_launch
 
 SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -134,7 +135,7 @@ def test_cluster_attribute_is_the_driver_struct(cluster):
 def test_cluster_attribute_matches_cuda_bindings():
     """Independently: cuda.bindings' own CUlaunchAttribute for the same shape has the same
     leading bytes (its id, padding and clusterDim)."""
-    cu = pytest.importorskip("cuda.bindings.driver")
+    from cuda.bindings import driver as cu  # a dependency of tylo: never a skip
     a = cu.CUlaunchAttribute()
     a.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
     a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z = 2, 3, 1
@@ -169,11 +170,8 @@ def test_the_c_inline_launch_takes_attrs_and_count_together(attrs, n, ok):
     """The C InlineLaunch's optional (attrs, num_attrs) must both be set or both be zero."""
     from tylo.arrays import DeviceArray
     from tylo.backend import driver
-    from tylo.kernel import fastpath
 
-    accel = fastpath._accel
-    if accel is None:
-        pytest.skip("the C inline launch path (tylo._launch) is not built here")
+    accel = require_c_launch()
     noop = ctypes.cast(ctypes.pythonapi.PyGILState_Check, ctypes.c_void_p).value
     address = launchex.cluster_attribute((2, 1, 1))[0] if attrs is None else attrs
     args = (

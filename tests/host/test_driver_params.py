@@ -13,6 +13,7 @@ import struct
 import threading
 
 import pytest
+from cuda.bindings import driver as cu  # a dependency of tylo: never a skip
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,8 +26,6 @@ from tylo.backend.resources import (
     CubinFormatError,
     cubin_param_sizes,
 )
-
-cu = pytest.importorskip("cuda.bindings.driver")
 
 
 # ---------------------------------------------------------------- cubins built in memory

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from doc_examples import check_page
+
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -35,8 +37,7 @@ MODULES = [
 
 @pytest.mark.parametrize("page", PAGES)
 def test_page_examples_run(page):
-    result = doctest.testfile(str(ROOT / "docs" / page), module_relative=False, optionflags=FLAGS)
-    assert result.failed == 0 and result.attempted > 0
+    check_page(ROOT / "docs" / page, FLAGS)
 
 
 @pytest.mark.parametrize("page", PAGES)

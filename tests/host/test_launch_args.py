@@ -32,6 +32,7 @@ from tylo.kernel.launch import Alignment, CompiledKernel
 from tylo.kernel.readers import inline_spec, make_reader
 from tylo.kernel.spec import ParamKind, Ptr, classify
 from tylo.kernel.trace import Binding
+from tylo.testing import require_c_launch
 
 
 @pytest.fixture(autouse=True)
@@ -324,8 +325,8 @@ def test_alignment_messages_say_which_assumption_fails():
 def inline_factory(request, monkeypatch):
     """``make(annotation, warm)``: the inline launch function of a one-pointer kernel,
     made from argument ``warm`` as the launcher would, with the driver call recorded."""
-    if request.param == "c" and fastpath._accel is None:
-        pytest.skip("the C inline launch path (tylo._launch) is not built here")
+    if request.param == "c":
+        require_c_launch()
     monkeypatch.setattr(fastpath, "ACCELERATED", request.param == "c")
     monkeypatch.setattr(driver._tls, "ordinal", 0)
     calls: list[int] = []
@@ -400,9 +401,7 @@ def test_inline_launches_refuse_other_dtypes_and_devices(inline_factory):
 
 
 def test_the_c_inline_launch_rejects_unknown_refusal_bits():
-    accel = fastpath._accel
-    if accel is None:
-        pytest.skip("the C inline launch path (tylo._launch) is not built here")
+    accel = require_c_launch()
     noop = ctypes.cast(ctypes.pythonapi.PyGILState_Check, ctypes.c_void_p).value
     with pytest.raises(ValueError, match="malformed"):
         accel.InlineLaunch(

@@ -31,6 +31,7 @@ from tylo.kernel.launch import CompiledKernel
 from tylo.kernel.spec import ParamKind
 from tylo.layouts import Layout, dim
 from tylo.nvgpu import tma
+from tylo.testing import require_c_launch
 
 F32 = tylo.f32
 HANDLE = 0x1000  # the function handle on device 0 (1 on device 1)
@@ -111,8 +112,8 @@ def recorder(monkeypatch, request):
     """The driver replaced: ``calls`` holds ``(path, values as bytes)`` per launch, path
     "checked" (driver.launch) or "direct" (cuLaunchKernelEx from a fast path); ``slow``
     counts Hot.slow calls."""
-    if request.param == "c" and fastpath._accel is None:
-        pytest.skip("the C inline launch path (tylo._launch) is not built here")
+    if request.param == "c":
+        require_c_launch()
     monkeypatch.setattr(fastpath, "ACCELERATED", request.param == "c")
     monkeypatch.setattr(driver, "device_count", lambda: 0)  # made-up addresses
     monkeypatch.setattr(driver._tls, "ordinal", None, raising=False)
@@ -418,9 +419,7 @@ def test_the_inline_launch_declines_maps_it_was_not_made_for(recorder):
 
 
 def test_the_c_inline_launch_rejects_malformed_tensor_map_slots():
-    accel = fastpath._accel
-    if accel is None:
-        pytest.skip("the C inline launch path (tylo._launch) is not built here")
+    accel = require_c_launch()
     noop = ctypes.cast(ctypes.pythonapi.PyGILState_Check, ctypes.c_void_p).value
     tmap = (6, Map, None, 0, PLANS[0], 0)
     ptr = (0, DeviceArray, F32, 0, None, 0)

@@ -5,14 +5,13 @@ from __future__ import annotations
 import doctest
 from pathlib import Path
 
+from doc_examples import check_page
+
 DOC = Path(__file__).resolve().parents[2] / "docs" / "pictures.md"
 
 
 def test_pictures_manual_examples_run() -> None:
-    result = doctest.testfile(
-        str(DOC), module_relative=False, optionflags=doctest.ELLIPSIS, verbose=False
-    )
-    assert result.attempted >= 20 and result.failed == 0, result
+    check_page(DOC, doctest.ELLIPSIS)
 
 
 def test_module_doctests_run() -> None:

@@ -5,8 +5,9 @@ highlighted code from ``tylo/ops/gemm/kernel.py``; on the pictures page, the lay
 as an ``<svg>`` whose cells carry the layout's offsets; and on every page it opens, no
 console error, page error or failed request.
 
-Skips with a reason where playwright, chromium or the docs extra is missing (``.ci/run``
-installs chromium; the test extra installs the rest). ``TYLO_CHROMIUM=PATH`` names another
+Skips with its reason where Debian's chromium is missing (``.ci/run`` installs it); fails
+where playwright or the manual's packages are missing, since the test extra installs them.
+``TYLO_CHROMIUM=PATH`` names another
 chromium binary (default ``/usr/bin/chromium``).
 """
 
@@ -26,24 +27,39 @@ from pathlib import Path
 
 import pytest
 
+from extras import require_module
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("TYLO_CHROMIUM", "/usr/bin/chromium")
 PAGES = ("", "status/", "api/tylo/")  # gemm/ and pictures/ are checked by their own tests
 
 
-def _needs() -> str | None:
-    if importlib.util.find_spec("playwright") is None:
-        return "needs playwright (pip install -e '.[test]'; found: not installed)"
+EXTRA = {  # module: its package in the test extra
+    "playwright": "playwright",
+    "mkdocs": "mkdocs",
+    "material": "mkdocs-material",
+    "mkdocstrings_handlers": "mkdocstrings-python",
+    "pymdownx": "pymdown-extensions",
+}
+
+
+def _missing_chromium() -> str | None:
+    """The skip reason where Debian's chromium (not a Python package) is absent."""
     if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
         found = shutil.which("chromium") or "none"
         return f"needs Debian's chromium at {CHROMIUM} (apt-get install chromium; found: {found})"
-    for mod in ("mkdocs", "material", "mkdocstrings_handlers", "pymdownx"):
-        if importlib.util.find_spec(mod) is None:
-            return f"needs the docs extra (pip install -e '.[docs]'; found no {mod})"
     return None
 
 
-pytestmark = pytest.mark.skipif(_needs() is not None, reason=_needs() or "")
+@pytest.fixture(scope="module", autouse=True)
+def _needs() -> None:
+    """The test extra's packages fail the tests where missing; chromium skips them."""
+    for mod, package in EXTRA.items():
+        if importlib.util.find_spec(mod) is None:
+            require_module(mod, package)
+    reason = _missing_chromium()
+    if reason is not None:
+        pytest.skip(reason)
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):

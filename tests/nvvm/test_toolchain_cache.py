@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from extras import require_nvdisasm
 
 import tylo
 from tylo.backend import CompileOptions, compile_ir
@@ -17,7 +18,6 @@ from tylo.backend import cache as C
 from tylo.backend import pipeline as P
 from tylo.backend.cache import DiskCache
 from tylo.backend.errors import CompileWarning
-from tylo.backend.sass import find_nvdisasm
 from tylo.kernel import diskcache
 from tylo.testing import vector_add_ir
 
@@ -114,9 +114,9 @@ def test_evidence(cache_dir, tmp_path, monkeypatch) -> None:
     m = compile_ir(vector_add_ir(), "sm_80")
     stem = f"vadd-sm_80-{m.key[:12]}"
     names = {p.name for p in evidence.iterdir()}
-    expected = {f"{stem}{s}" for s in (".ll", ".ptx", ".cubin", ".resources.txt")}
-    if find_nvdisasm() is not None:
-        expected.add(f"{stem}.sass")
+    # nvdisasm is in the test extra: the SASS file is always expected
+    require_nvdisasm()
+    expected = {f"{stem}{s}" for s in (".ll", ".ptx", ".cubin", ".resources.txt", ".sass")}
     assert names == expected
     assert (evidence / f"{stem}.ll").read_text() == m.llvm
     assert (evidence / f"{stem}.ptx").read_text() == m.ptx

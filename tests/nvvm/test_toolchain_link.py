@@ -8,6 +8,7 @@ import warnings
 from dataclasses import replace
 
 import pytest
+from extras import require_nvdisasm
 
 from tylo.backend import LinkError, Resources, compile_ir, compile_nvvm, link_cubin
 from tylo.backend.errors import CompileWarning, ToolchainError
@@ -22,14 +23,16 @@ from tylo.backend.resources import (
     parse_ptxas_log,
     read_cubin_resources,
 )
-from tylo.backend.sass import SassError, find_nvdisasm, opcodes, sass_for, sass_functions
+from tylo.backend.sass import SassError, opcodes, sass_for, sass_functions
 from tylo.testing import raw_param_ir, shuffle_add_ir, spill_ir, vector_add_ir
 
 TARGETS = ["sm_80", "sm_90a"]
-needs_nvdisasm = pytest.mark.skipif(
-    find_nvdisasm() is None,
-    reason="needs nvdisasm (found: none; pip install nvidia-cuda-nvdisasm)",
-)
+needs_nvdisasm = pytest.mark.usefixtures("nvdisasm")  # in the test extra: never a skip
+
+
+@pytest.fixture
+def nvdisasm() -> str:
+    return require_nvdisasm()
 
 
 @pytest.fixture(autouse=True)

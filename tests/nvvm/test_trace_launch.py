@@ -15,6 +15,7 @@ from tylo.arrays import DeviceArray
 from tylo.backend import driver, launchex
 from tylo.kernel import fastpath
 from tylo.kernel import launch as launch_mod
+from tylo.testing import require_c_launch
 
 F32, F16 = tylo.f32, tylo.f16
 
@@ -38,8 +39,8 @@ class Calls(list):
 def recorder(monkeypatch, request):
     """Replace the driver: checked launches and direct cuLaunchKernelEx calls are recorded
     with the launch configuration and the argument bytes the driver would read."""
-    if request.param == "c" and fastpath._accel is None:
-        pytest.skip("the C inline launch path (tylo._launch) is not built here")
+    if request.param == "c":
+        require_c_launch()
     monkeypatch.setattr(fastpath, "ACCELERATED", request.param == "c")
     calls = Calls()
     sizes: dict[int, tuple[int, ...]] = {}  # kernelParams address -> parameter sizes
@@ -292,9 +293,7 @@ def test_large_dynamic_shared_memory_takes_the_fast_path_once_allowed(recorder):
 
 
 def test_the_c_inline_launch_rejects_malformed_input():
-    accel = fastpath._accel
-    if accel is None:
-        pytest.skip("the C inline launch path (tylo._launch) is not built here")
+    accel = require_c_launch()
     noop = ctypes.cast(ctypes.pythonapi.PyGILState_Check, ctypes.c_void_p).value
 
     def make(args=((2, int, None, None, None),), slots=((0, "q", 56),), size=64, launch=noop):

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from doc_examples import check_page
+
 ROOT = Path(__file__).resolve().parents[3]
 MODULES = [
     "tylo.layouts",
@@ -38,6 +40,4 @@ def test_module_doctests(name):
 
 
 def test_manual_doctests():
-    path = ROOT / "docs" / "layouts.md"
-    result = doctest.testfile(str(path), module_relative=False, optionflags=FLAGS)
-    assert result.failed == 0 and result.attempted >= 20
+    check_page(ROOT / "docs" / "layouts.md", FLAGS)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from doc_examples import check_page
+
 ROOT = Path(__file__).resolve().parents[3]
 MODULES = [
     "tylo.layouts.proofs",
@@ -45,9 +47,7 @@ def test_every_module_is_listed() -> None:
 
 
 def test_manual_doctests() -> None:
-    path = ROOT / "docs" / "proofs.md"
-    result = doctest.testfile(str(path), module_relative=False, optionflags=FLAGS)
-    assert result.failed == 0 and result.attempted >= 30
+    check_page(ROOT / "docs" / "proofs.md", FLAGS)
 
 
 @pytest.mark.parametrize("name", MODULES)
