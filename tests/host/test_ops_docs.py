@@ -8,14 +8,13 @@ import inspect
 from pathlib import Path
 
 import tylo.ops
+from doc_examples import check_page
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "ops.md"
 
 
 def test_page_examples_run():
-    result = doctest.testfile(str(PAGE), module_relative=False, optionflags=doctest.ELLIPSIS)
-    n = PAGE.read_text().count("\n>>> ")
-    assert result.failed == 0 and result.attempted == n > 0
+    check_page(PAGE, doctest.ELLIPSIS)
 
 
 def test_page_shows_each_ops_signature():
