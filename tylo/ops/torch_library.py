@@ -12,9 +12,8 @@ private pool) and launches on torch's current stream. Gradients are not implemen
 a backward through any of them raises :class:`NotDifferentiableError`.
 """
 
-from __future__ import annotations
-
-from typing import Optional  # torch's schema inference reads typing.Optional
+# no `from __future__ import annotations`: torch.library reads these annotations as types
+from typing import Optional, Tuple
 
 import torch
 
@@ -65,7 +64,7 @@ def _(a, b, alpha=1.0, relu=False, out_dtype=None):  # noqa: ANN001, ANN202
 @torch.library.custom_op("tylo::attention", mutates_args=())
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
               kv_lens: Optional[torch.Tensor] = None,
-              scale: Optional[float] = None) -> tuple[torch.Tensor, torch.Tensor]:
+              scale: Optional[float] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """``(out, lse)`` of :func:`tylo.ops.attention`, as a custom op."""
     from tylo.ops.attention.api import attention as run
 
