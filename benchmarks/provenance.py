@@ -332,3 +332,154 @@ def write_json(
     with open(path, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1, default=str)
         f.write("\n")
+
+
+# ---------------------------------------------------------------- is a record current?
+
+
+class HistoryError(Exception):
+    """A git command that should have answered did not (the verdict becomes unknown)."""
+
+
+class Git:
+    """The history of the checkout at ``root``, through the ``git`` command. :meth:`at`
+    returns None where git or the checkout is absent: then nothing is judged."""
+
+    def __init__(self, root: Path, head: str) -> None:
+        self.root = root
+        self.head = head
+
+    def _run(self, *args: str) -> str | None:
+        out = _run_git(*args, root=self.root)
+        return None if out is None else out.strip()
+
+    def _answer(self, *args: str) -> str:
+        out = self._run(*args)
+        if out is None:
+            raise HistoryError(f"`git {' '.join(args)}` failed in {self.root}")
+        return out
+
+    @classmethod
+    def at(cls, root: Path = ROOT) -> Git | None:
+        """The checkout at ``root``, or None when git cannot read it."""
+        head = cls(root, "")._run("rev-parse", "--verify", "-q", "HEAD^{commit}")
+        return cls(root, head) if head and _SHA.fullmatch(head) else None
+
+    def has(self, commit: str) -> bool:
+        """Whether ``commit`` names a commit of this repository."""
+        return self._run("cat-file", "-e", f"{commit}^{{commit}}") is not None
+
+    def shallow(self) -> bool:
+        """Whether this is a shallow clone (older commits may be missing)."""
+        return self._run("rev-parse", "--is-shallow-repository") == "true"
+
+    def changed_since(self, commit: str, paths: list[str]) -> str | None:
+        """The newest commit of HEAD's history that ``commit``'s lacks and that changes one
+        of ``paths``, or None when there is none."""
+        return self._answer("rev-list", "-1", f"{commit}..HEAD", "--", *paths) or None
+
+    def uncommitted(self, paths: list[str]) -> bool:
+        """Whether the work tree differs from HEAD under ``paths`` (untracked files that
+        git does not ignore included)."""
+        return bool(self._answer("status", "--porcelain", "--", *paths))
+
+    def last_change(self, paths: list[str]) -> tuple[str, str] | None:
+        """(commit, committer date ``YYYY-MM-DD``) of the newest change to ``paths``."""
+        out = self._answer("log", "-1", "--format=%H %cs", "--", *paths)
+        if not out:
+            return None
+        sha, date = out.split()
+        return sha, date
+
+
+def short(sha: str) -> str:
+    """A commit's first 10 hex digits, as the status page shows it."""
+    return sha[:10]
+
+
+def _history_verdict(git: Git, commit: str, paths: list[str]) -> tuple[str, str]:
+    """("current" | "stale" | "unknown", why) of ``commit`` against HEAD for ``paths``."""
+    where = " or ".join(f"`{p}`" for p in paths)
+    if not git.has(commit):
+        if git.shallow():
+            return "unknown", f"commit `{short(commit)}` is not in this shallow clone"
+        return "stale", f"commit `{short(commit)}` is not in this repository's history"
+    later = git.changed_since(commit, paths)
+    if later is not None:
+        return "stale", f"{where} changed after `{short(commit)}` (latest: `{short(later)}`)"
+    if git.uncommitted(paths):
+        return "stale", f"{where} has uncommitted changes"
+    return "current", f"no change to {where} since `{short(commit)}`"
+
+
+def table_verdict(meta: dict[str, Any] | None, git: Git | None) -> tuple[str, str, bool]:
+    """(``current`` | ``stale`` | ``unknown``, why, whether the answer read the history).
+
+    The rule: a table is **current** when its file has metadata with every field of
+    :data:`REQUIRED`, ``dirty`` is false (not true, not unknown), its ``commit`` is a
+    commit of this repository, and no commit after it in HEAD's history, nor an uncommitted
+    change in the work tree, touches ``tylo/`` or the benchmark's ``script``. Otherwise it
+    is **stale**; **unknown** when only the history could tell and git is unavailable (or
+    a shallow clone lacks the commit).
+    """
+    if meta is None:
+        return "stale", "no metadata: an old-format file (a bare list of rows)", False
+    missing = [f for f in REQUIRED if f not in meta]
+    if missing:
+        return "stale", f"its metadata lacks {missing}", False
+    if meta["dirty"] is not False:
+        state = "modified" if meta["dirty"] is True else f"of unknown state ({meta['dirty']})"
+        return "stale", f"measured on a work tree {state}, not a commit", False
+    commit = meta["commit"]
+    if not isinstance(commit, str) or not _SHA.fullmatch(commit):
+        return "stale", f"its commit is {commit!r}, not a commit", False
+    if git is None:
+        return "unknown", "git cannot read this tree's history", True
+    script = meta["script"] if isinstance(meta["script"], str) else ""
+    paths = ["tylo/"] + ([script] if script.startswith("benchmarks/") else [])
+    try:
+        return (*_history_verdict(git, commit, paths), True)
+    except HistoryError as err:
+        return "unknown", str(err), True
+
+
+def suite_verdict(run: dict[str, Any], git: Git | None) -> tuple[str, str]:
+    """(``current`` | ``older`` | ``unknown``, why): whether a whole-suite run's tests are
+    today's. With a ``commit``: current when no later commit (nor an uncommitted change)
+    touches the ``suite`` folder. Without one: older when the folder's latest change was
+    committed on a later day than the run's ``date``; else unknown."""
+    suite = run["suite"]
+    if git is None:
+        return "unknown", "git cannot read this tree's history"
+    try:
+        return _suite_verdict(run, suite + "/", git)
+    except HistoryError as err:
+        return "unknown", str(err)
+
+
+def _suite_verdict(run: dict[str, Any], folder: str, git: Git) -> tuple[str, str]:
+    if "commit" in run:
+        commit = run["commit"]
+        if not git.has(commit):
+            return "unknown", f"commit `{short(commit)}` is not in this repository's history"
+        later = git.changed_since(commit, [folder])
+        if later is not None:
+            return "older", f"`{folder}` changed after `{short(commit)}` (latest: `{short(later)}`)"
+        if git.uncommitted([folder]):
+            return "older", f"`{folder}` has uncommitted changes"
+        code = git.changed_since(commit, ["tylo/"])
+        on = (
+            "the current code" if code is None else f"older code (`tylo/` changed: `{short(code)}`)"
+        )
+        return "current", f"no change to `{folder}` since `{short(commit)}`; ran on {on}"
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", run["date"]):
+        return "unknown", f"no commit recorded, and the date {run['date']!r} is not YYYY-MM-DD"
+    last = git.last_change([folder])
+    if last is None:
+        return "unknown", f"`{folder}` has no history here"
+    if last[1] > run["date"]:
+        return "older", (
+            f"no commit recorded; `{folder}` changed on {last[1]} (`{short(last[0])}`), "
+            "after the run's date"
+        )
+    return "unknown", f"no commit recorded; `{folder}` last changed on {last[1]}"
