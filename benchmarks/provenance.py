@@ -428,8 +428,9 @@ def table_verdict(meta: dict[str, Any] | None, git: Git | None) -> tuple[str, st
     if missing:
         return "stale", f"its metadata lacks {missing}", False
     if meta["dirty"] is not False:
-        state = "modified" if meta["dirty"] is True else f"of unknown state ({meta['dirty']})"
-        return "stale", f"measured on a work tree {state}, not a commit", False
+        if meta["dirty"] is True:
+            return "stale", "measured on a modified work tree (dirty), not on its commit", False
+        return "stale", f"measured on a work tree of unknown state (dirty: {meta['dirty']})", False
     commit = meta["commit"]
     if not isinstance(commit, str) or not _SHA.fullmatch(commit):
         return "stale", f"its commit is {commit!r}, not a commit", False

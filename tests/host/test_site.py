@@ -100,8 +100,12 @@ def test_status_page_is_what_the_data_says(site: Path) -> None:
     """The committed page, and the built one, equal the page rendered from the data."""
     data = status_page.load()
     text = status_page.render(data)
-    assert (DOCS / "status.md").read_text() == text, "run `python tools/status_page.py`"
+    committed = (DOCS / "status.md").read_text()
+    assert status_page.same_page(committed, text), "run `python tools/status_page.py`"
+    # apart from the lines judged against the git history, equal line for line
+    assert status_page.comparable(committed) == status_page.comparable(text)
     built = page_text(site, "status")
+    assert "Judged against" in built and "Staleness: stale:" in built
     for run in data["runs"]:
         for field in status_page.RUN_FIELDS:
             assert run[field] in built, (field, run[field])
@@ -175,6 +179,34 @@ def test_benchmark_rows_become_tables(tmp_path: Path) -> None:
     assert "| 8192x8192x8192 | cuBLAS | 1.5 | 784 |  |" in text
     assert "r \\| s" in text  # a "|" in a value does not split the cell
     assert "nested" not in text
+    assert "Staleness: **stale**: no metadata: an old-format file" in text
+    assert "Metadata: none" in text
+    # the new format: the same table, with its metadata beside it
+    meta = {
+        "provenance": 1,
+        "script": "benchmarks/gemm.py",
+        "command": "python benchmarks/gemm.py --reps 3",
+        "date": "2026-12-08T00:00:00Z",
+        "commit": "f" * 40,
+        "commit_from": "--commit",
+        "dirty": True,
+        "tylo": "0.1.0",
+        "python": "3.11.7",
+        "gpu": "NVIDIA H200",
+        "driver": "580.159.04",
+        "cuda": "13.0",
+        "libnvvm": "13.0.88 (PTX ISA 9.0)",
+        "torch": "2.9.1",
+        "cudnn": "9.10.2",
+        "triton": "3.5.1",
+    }
+    path = _write(tmp_path, data, {"gemm.json": {"metadata": meta, "rows": rows, "best": "x"}})
+    new = status_page.render(status_page.load(path), git=None)
+    assert "| 64x64x64 | tylo | 0.01235 | 123.5 |  |" in new
+    assert "| commit | tylo | GPU | driver | CUDA (driver API) | libNVVM | torch | cuDNN |" in new
+    assert "| ffffffffff (dirty; from --commit) | 0.1.0 | NVIDIA H200 | 580.159.04 | 13.0 |" in new
+    assert "Metadata command line: `python benchmarks/gemm.py --reps 3`" in new
+    assert "Staleness: **stale**: measured on a modified work tree (dirty), not on its" in new
 
 
 @pytest.mark.parametrize(
@@ -210,8 +242,52 @@ def test_benchmark_rows_become_tables(tmp_path: Path) -> None:
                     {"name": "g", "file": "g.json", "date": "d", "gpu": "g", "command": "c"}
                 ],
             },
-            {"g.json": {"rows": []}},
-            "is not a list of rows",
+            {"g.json": {"rows": 5}},
+            "is neither a list of rows nor",
+        ),
+        (
+            {
+                "schema": 1,
+                "runs": [],
+                "benchmarks": [
+                    {"name": "g", "file": "g.json", "date": "d", "gpu": "g", "command": "c"}
+                ],
+            },
+            {"g.json": {"metadata": [1], "rows": []}},
+            "metadata is a list",
+        ),
+        (
+            {"schema": 1, "runs": [{**GOOD["runs"][0], "commit": "xyz"}], "benchmarks": []},
+            {},
+            "runs[0].commit 'xyz' is not 7 to 64 lowercase hex digits",
+        ),
+        (
+            {"schema": 1, "runs": [{**GOOD["runs"][0], "commit": 7}], "benchmarks": []},
+            {},
+            "runs[0].commit is 7, not a str",
+        ),
+        (
+            {
+                "schema": 1,
+                "runs": [{**GOOD["runs"][0], "suite": "tests/host", "complete": True}],
+                "benchmarks": [],
+            },
+            {},
+            "runs[0].suite 'tests/host' is not one of",
+        ),
+        (
+            {
+                "schema": 1,
+                "runs": [{**GOOD["runs"][0], "suite": "tests", "complete": "yes"}],
+                "benchmarks": [],
+            },
+            {},
+            "runs[0].complete is 'yes', not a bool",
+        ),
+        (
+            {"schema": 1, "runs": [{**GOOD["runs"][0], "suite": "tests"}], "benchmarks": []},
+            {},
+            "has only one of suite and complete",
         ),
     ],
 )
@@ -227,6 +303,14 @@ def test_stale_status_page_is_a_build_warning(tmp_path, monkeypatch, caplog) -> 
     page = tmp_path / "status.md"
     monkeypatch.setattr(status_page, "PAGE", page)
     page.write_text(status_page.render(status_page.load()))
+    with caplog.at_level("WARNING", logger="mkdocs"):
+        status_page.on_config({})
+    assert caplog.records == []
+    # a verdict judged against another commit's history is not a difference
+    text = page.read_text()
+    judged = [ln for ln in text.splitlines() if ln.lstrip().startswith("Judged against ")]
+    assert judged
+    page.write_text(text.replace(judged[0], judged[0].split(":", 1)[0] + ": anything else."))
     with caplog.at_level("WARNING", logger="mkdocs"):
         status_page.on_config({})
     assert caplog.records == []
