@@ -398,3 +398,87 @@ def test_each_doctest_page_states_its_flags_on_the_built_page(site: Path) -> Non
         expected = f"Running the examples on this page {test} runs them with the doctest flags "
         assert expected + flags.replace("`", "").strip() + "; they" in built, md.name
         assert ("examples.*" in built.split(expected, 1)[1][:200]) is (needs.strip() == "checkout")
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout.strip()
+
+
+def _touch(repo: Path, rel: str) -> str:
+    (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+    with open(repo / rel, "a") as f:
+        f.write("x\n")
+    _git(repo, "add", rel)
+    _git(repo, "commit", "-q", "-m", rel)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+def test_planted_table_older_than_a_tylo_change_renders_stale(tmp_path: Path) -> None:
+    """A table measured at a commit before a change to ``tylo/`` is marked stale on the
+    page; the same table at the newest commit is current; the whole-suite section names the
+    latest complete GPU-tier run and says whether it is of the current suite."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    before = _touch(repo, "tylo/a.py")
+    suite_at = _touch(repo, "tests/gpu/t.py")
+    after = _touch(repo, "tylo/a.py")
+    git = status_page.Git.at(repo)
+    meta = {f: "v" for f in ("tylo", "python", "gpu", "driver", "cuda", "libnvvm")}
+    meta.update(provenance=1, script="benchmarks/gemm.py", command="c", date="d")
+    meta.update(commit_from="git", dirty=False)
+    run = {**GOOD["runs"][0], "suite": "tests/gpu", "complete": True, "commit": suite_at}
+    data = {
+        "schema": 1,
+        "runs": [run],
+        "benchmarks": [
+            {"name": n, "file": f"{n}.json", "date": "d", "gpu": "g", "command": "c"}
+            for n in ("old", "new")
+        ],
+    }
+    files = {
+        "old.json": {"metadata": {**meta, "commit": before}, "rows": [{"a": 1}]},
+        "new.json": {"metadata": {**meta, "commit": after}, "rows": [{"a": 2}]},
+    }
+    text = status_page.render(status_page.load(_write(tmp_path, data, files)), git=git)
+    old = text.split("### old", 1)[1].split("###", 1)[0]
+    new = text.split("### new", 1)[1]
+    head = f"Judged against `{after[:10]}` (HEAD where this page was rendered): "
+    assert f"{head}**stale**: `tylo/` or `benchmarks/gemm.py` changed after `{before[:10]}`" in old
+    assert f"{head}current: no change to" in new
+    assert (
+        f"the latest complete GPU-tier run of the current suite is the one of 2026-12-01 at `{suite_at[:10]}`"
+        in text
+    )
+    assert "ran on older code (`tylo/` changed" in text
+    # the suite changes: no complete run of the current suite is left
+    _touch(repo, "tests/gpu/t.py")
+    text = status_page.render(status_page.load(tmp_path / "runs.json"), git=git)
+    assert "no complete run of the current GPU tier is recorded yet." in text
+    assert "**an older suite**" in text
+    # without git: no verdict that needs history
+    text = status_page.render(status_page.load(tmp_path / "runs.json"), git=None)
+    assert "Judged against no history (git unavailable): staleness unknown" in text
+    assert "**stale**" not in text.split("## Performance", 1)[1]
+
+
+def test_the_old_whole_suite_row_is_shown_as_an_older_suite() -> None:
+    """The 2936-test run of the whole suite predates the current suite (issue 36): with this
+    checkout's history the page says so, and never that it is a run of the current suite."""
+    data = status_page.load()
+    [first] = [r for r in data["runs"] if r["result"].startswith("2936 passed")]
+    assert first["suite"] == "tests" and "commit" not in first
+    git = status_page.Git.at(status_page.ROOT)
+    if git is None:
+        pytest.fail("this test reads the checkout's git history; run it in a git checkout")
+    text = status_page.render(data, git=git)
+    line = text.split("`tests` (complete), commit not recorded: 2936 passed", 1)[1]
+    assert line.splitlines()[1].strip().startswith("Judged against ")
+    assert "**an older suite**" in line.splitlines()[1]
