@@ -362,13 +362,16 @@ def _judged_head(git: Git | None) -> str:
 
 
 RULES = (
-    "Each performance table shows the metadata its benchmark recorded "
-    "(`benchmarks/provenance.py`). A table is **stale** when its file has no metadata or "
-    "lacks a field of it, when it was measured on a modified work tree (or one whose state "
-    "is unknown), or when its commit is older than the latest change to what it measures: "
-    "a commit after it in HEAD's history, or an uncommitted change, touches `tylo/` or the "
-    "benchmark's script (`git rev-list -1 COMMIT..HEAD -- tylo/ SCRIPT`). Where git cannot "
-    "read the history the page says so (staleness unknown). Lines starting "
+    "Each performance table shows the metadata its benchmark recorded with `--json` "
+    "(`benchmarks/provenance.py`: commit and whether the work tree was modified, tylo, GPU, "
+    "driver, CUDA driver API, libNVVM, and torch, cuDNN and Triton where the benchmark uses "
+    "them). A table is **stale** when its file has no metadata or lacks a field of it, when "
+    "it was measured on a modified work tree (or one whose state is unknown), or when its "
+    "commit is older than the latest change to what it measures: a commit after it in "
+    "HEAD's history, or an uncommitted change, touches `tylo/` or the benchmark's script "
+    "(`git rev-list -1 COMMIT..HEAD -- tylo/ SCRIPT`). Where git cannot read the history "
+    "the page says so (staleness unknown). A tree copied without `.git` records its commit "
+    "from `--commit SHA --dirty no` (or `TYLO_COMMIT`, `TYLO_DIRTY`). Lines starting "
     f"\u201c{JUDGED.strip()}\u201d depend on the history: the built site judges against the "
     "commit it is built from."
 )
