@@ -266,7 +266,7 @@ _META_SHOWN = (
 
 def _commit_cell(meta: dict[str, Any]) -> str:
     commit, dirty = meta.get("commit"), meta.get("dirty")
-    state = {True: "dirty", False: "clean"}.get(dirty, f"dirty: {dirty}")
+    state = "dirty" if dirty is True else "clean" if dirty is False else f"dirty: {dirty}"
     text = f"{short(commit)}" if isinstance(commit, str) and _HEX.fullmatch(commit) else commit
     return f"{text} ({state}; from {meta.get('commit_from', '?')})"
 

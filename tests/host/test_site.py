@@ -207,6 +207,11 @@ def test_benchmark_rows_become_tables(tmp_path: Path) -> None:
     assert "| ffffffffff (dirty; from --commit) | 0.1.0 | NVIDIA H200 | 580.159.04 | 13.0 |" in new
     assert "Metadata command line: `python benchmarks/gemm.py --reps 3`" in new
     assert "Staleness: **stale**: measured on a modified work tree (dirty), not on its" in new
+    # hostile metadata values render (and are stale); they never crash the page
+    for dirty, commit in (([1], {"a": 1}), (None, 7), ("yes", "f" * 40)):
+        bad = {**meta, "dirty": dirty, "commit": commit, "script": None, "gpu": ["x|y"]}
+        path = _write(tmp_path, data, {"gemm.json": {"metadata": bad, "rows": rows}})
+        assert "Staleness: **stale**" in status_page.render(status_page.load(path), git=None)
 
 
 @pytest.mark.parametrize(
