@@ -487,3 +487,24 @@ def test_the_old_whole_suite_row_is_shown_as_an_older_suite() -> None:
     line = text.split("`tests` (complete), commit not recorded: 2936 passed", 1)[1]
     assert line.splitlines()[1].strip().startswith("Judged against ")
     assert "**an older suite**" in line.splitlines()[1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_only_judged_lines_may_differ(data) -> None:
+    """The freshness check ignores exactly the lines that start ``Judged against``: any other
+    line of the page changed is a difference, any judged line changed is not."""
+    text = (DOCS / "status.md").read_text()
+    lines = text.splitlines()
+    judged = [i for i, ln in enumerate(lines) if ln.lstrip().startswith("Judged against ")]
+    other = [i for i, ln in enumerate(lines) if i not in judged]
+    assert judged and other
+    i = data.draw(st.sampled_from(other))
+    edit = data.draw(st.text(st.characters(blacklist_characters="\n"), min_size=1, max_size=5))
+    changed = lines.copy()
+    changed[i] = lines[i] + edit
+    assert not status_page.same_page(text, "\n".join(changed) + "\n")
+    j = data.draw(st.sampled_from(judged))
+    changed = lines.copy()
+    changed[j] = lines[j].split(":", 1)[0] + ": " + edit
+    assert status_page.same_page(text, "\n".join(changed) + "\n")
