@@ -22,7 +22,6 @@ beside, measured with the GPU idle.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import statistics
@@ -32,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from benchmarks import provenance
 
 TOKENS = 256 * 1024
 SHAPES = [(d, causal, length) for d in (64, 128) for causal in (False, True)
@@ -367,6 +368,7 @@ def main(argv=None) -> int:
     p.add_argument("--path", choices=("warp", "hopper"), default="warp")
     p.add_argument("--dtype", choices=("bf16", "f16"), default="bf16")
     p.add_argument("--json", default=None, help="write the rows to this file")
+    provenance.add_arguments(p)
     p.add_argument("--inner", type=int, default=3,
                    help="calls per timed sample, back to back (1: include the host's launch time)")
     p.add_argument("--d", type=int, choices=(64, 128), default=None,
@@ -447,8 +449,10 @@ def main(argv=None) -> int:
             if name != "triton" or callable(triton_fn):
                 print(f"    {name} skipped: {why}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        meta = provenance.run_metadata(("torch", "triton", "cudnn"),
+                                       script="benchmarks/attention.py", argv=argv,
+                                       commit=args.commit, dirty=args.dirty)
+        provenance.write_json(args.json, rows, meta)
     return 0
 
 

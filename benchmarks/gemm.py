@@ -17,7 +17,6 @@ writes bf16, Triton f32 row-major). Needs a GPU and torch; Triton is optional.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -27,6 +26,8 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+from benchmarks import provenance
 
 DEFAULT_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (4099, 4103, 4097))
 L2_BYTES = 60 * 2**20
@@ -399,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--no-triton", action="store_true")
     parser.add_argument("--json", default=None, help="write the rows here")
+    provenance.add_arguments(parser)
     parser.add_argument(
         "--variant",
         default=None,
@@ -442,8 +444,11 @@ def main(argv: list[str] | None = None) -> int:
         os.path.join(os.environ["OUT"], "gemm.json") if os.environ.get("OUT") else None
     )
     if out:
-        with open(out, "w") as f:
-            json.dump(rows, f, indent=1, default=str)
+        meta = provenance.run_metadata(
+            ("torch", "triton"), script="benchmarks/gemm.py", argv=argv,
+            commit=args.commit, dirty=args.dirty,
+        )  # fmt: skip
+        provenance.write_json(out, rows, meta)
     return 0
 
 

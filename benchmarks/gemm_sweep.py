@@ -15,7 +15,6 @@ the whole sweep takes about a minute on an H200.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -29,6 +28,7 @@ if ROOT not in sys.path:
 
 SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192))
 
+from benchmarks import provenance
 from benchmarks.gemm_variants import variants  # noqa: E402 - after the sys.path set-up
 
 
@@ -162,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="then run benchmarks/gemm.py with the best variant",
     )
+    provenance.add_arguments(parser)
     args = parser.parse_args(argv)
     from tylo.target import Target
 
@@ -185,8 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     best = print_table(rows)
     out = os.environ.get("OUT")
     if out:
-        with open(os.path.join(out, "gemm_sweep.json"), "w") as f:
-            json.dump({"rows": rows, "best": best}, f, indent=1, default=str)
+        meta = provenance.run_metadata(
+            ("torch",), script="benchmarks/gemm_sweep.py", argv=argv,
+            commit=args.commit, dirty=args.dirty,
+        )  # fmt: skip
+        provenance.write_json(os.path.join(out, "gemm_sweep.json"), rows, meta, best=best)
     if args.then_benchmark and best:
         from benchmarks.gemm import main as benchmark
 

@@ -19,7 +19,6 @@ time); ``host us`` is the host's time per tylo ``gemm()`` call.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -28,6 +27,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+from benchmarks import provenance
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 512), (16384, 1024, 4096),
           (4099, 4103, 4097)]
@@ -202,6 +203,7 @@ def main(argv=None) -> int:
                    help="launches per timed sample, back to back (1: include launch gaps)")
     p.add_argument("--no-triton", action="store_true")
     p.add_argument("--json", default=None, help="write the rows to this file")
+    provenance.add_arguments(p)
     args = p.parse_args(argv)
     import torch
 
@@ -242,8 +244,9 @@ def main(argv=None) -> int:
               flush=True)
     path = args.json or (os.path.join(os.environ["OUT"], "hopper_gemm.json") if os.environ.get("OUT") else None)
     if path:
-        with open(path, "w") as f:
-            json.dump(rows, f, indent=1)
+        meta = provenance.run_metadata(("torch", "triton"), script="benchmarks/hopper_gemm.py",
+                                       argv=argv, commit=args.commit, dirty=args.dirty)
+        provenance.write_json(path, rows, meta)
     return 0
 
 

@@ -18,6 +18,9 @@
 
 Targets (ISSUE 4): cold compile <= 0.5 s, cache hit <= 10 ms, launch <= 5 us,
 row_reduce >= 1.0x torch.sum and >= 0.85x copy bandwidth.
+
+``--json FILE`` also writes every table's rows with the run's metadata
+(``benchmarks/provenance.py``).
 """
 
 from __future__ import annotations
@@ -55,7 +58,12 @@ def have_gpu() -> bool:
     return driver.device_count() > 0
 
 
+# every table printed, as rows of {"section": title, column: value}: --json writes them
+TABLES: list[dict[str, Any]] = []
+
+
 def table(title: str, header: list[str], rows: list[list[Any]]) -> None:
+    TABLES.extend({"section": title, **dict(zip(header, row))} for row in rows)
     print(f"\n## {title}")
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     for line in [header, ["-" * w for w in widths], *rows]:
@@ -430,6 +438,10 @@ def main() -> None:
         action="append",
         help="run only these sections (repeatable; default: all)",
     )
+    parser.add_argument("--json", default=None, help="also write every table's rows here")
+    from benchmarks import provenance
+
+    provenance.add_arguments(parser)
     args = parser.parse_args()
     only = set(args.only or ["compile", "cache", "launch", "bandwidth"])
     gpu = have_gpu()
@@ -453,6 +465,11 @@ def main() -> None:
         row_reduce_bandwidth(args.rows, args.cols, args.reps)
     else:
         print("\n## row_reduce bandwidth: needs a GPU; skipped")
+    if args.json:
+        meta = provenance.run_metadata(
+            ("torch",), script="benchmarks/launch.py", commit=args.commit, dirty=args.dirty
+        )
+        provenance.write_json(args.json, TABLES, meta)
 
 
 if __name__ == "__main__":

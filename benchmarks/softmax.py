@@ -21,7 +21,6 @@ The table is printed last; ``--json PATH`` also writes every number.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import statistics
@@ -30,6 +29,8 @@ from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from benchmarks import provenance
 
 SHAPES = ((32768, 1024), (8192, 8192), (4096, 32768))
 DTYPES = ("f32", "bf16")
@@ -203,6 +204,7 @@ def main() -> None:
         "--shapes", nargs="+", default=[f"{r}x{c}" for r, c in SHAPES], help="ROWSxCOLS ..."
     )
     parser.add_argument("--json", default=None, help="also write every number here")
+    provenance.add_arguments(parser)
     args = parser.parse_args()
     import torch
 
@@ -227,8 +229,10 @@ def main() -> None:
                     flush=True,
                 )
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=1)
+        meta = provenance.run_metadata(
+            ("torch",), script="benchmarks/softmax.py", commit=args.commit, dirty=args.dirty
+        )
+        provenance.write_json(args.json, results, meta)
     print_table(results)
     print()
     ok_all = True

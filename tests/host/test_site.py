@@ -100,8 +100,12 @@ def test_status_page_is_what_the_data_says(site: Path) -> None:
     """The committed page, and the built one, equal the page rendered from the data."""
     data = status_page.load()
     text = status_page.render(data)
-    assert (DOCS / "status.md").read_text() == text, "run `python tools/status_page.py`"
+    committed = (DOCS / "status.md").read_text()
+    assert status_page.same_page(committed, text), "run `python tools/status_page.py`"
+    # apart from the lines judged against the git history, equal line for line
+    assert status_page.comparable(committed) == status_page.comparable(text)
     built = page_text(site, "status")
+    assert "Judged against" in built and "Staleness: stale:" in built
     for run in data["runs"]:
         for field in status_page.RUN_FIELDS:
             assert run[field] in built, (field, run[field])
@@ -175,6 +179,39 @@ def test_benchmark_rows_become_tables(tmp_path: Path) -> None:
     assert "| 8192x8192x8192 | cuBLAS | 1.5 | 784 |  |" in text
     assert "r \\| s" in text  # a "|" in a value does not split the cell
     assert "nested" not in text
+    assert "Staleness: **stale**: no metadata: an old-format file" in text
+    assert "Metadata: none" in text
+    # the new format: the same table, with its metadata beside it
+    meta = {
+        "provenance": 1,
+        "script": "benchmarks/gemm.py",
+        "command": "python benchmarks/gemm.py --reps 3",
+        "date": "2026-12-08T00:00:00Z",
+        "commit": "f" * 40,
+        "commit_from": "--commit",
+        "dirty": True,
+        "tylo": "0.1.0",
+        "python": "3.11.7",
+        "gpu": "NVIDIA H200",
+        "driver": "580.159.04",
+        "cuda": "13.0",
+        "libnvvm": "13.0.88 (PTX ISA 9.0)",
+        "torch": "2.9.1",
+        "cudnn": "9.10.2",
+        "triton": "3.5.1",
+    }
+    path = _write(tmp_path, data, {"gemm.json": {"metadata": meta, "rows": rows, "best": "x"}})
+    new = status_page.render(status_page.load(path), git=None)
+    assert "| 64x64x64 | tylo | 0.01235 | 123.5 |  |" in new
+    assert "| commit | tylo | GPU | driver | CUDA (driver API) | libNVVM | torch | cuDNN |" in new
+    assert "| ffffffffff (dirty; from --commit) | 0.1.0 | NVIDIA H200 | 580.159.04 | 13.0 |" in new
+    assert "Metadata command line: `python benchmarks/gemm.py --reps 3`" in new
+    assert "Staleness: **stale**: measured on a modified work tree (dirty), not on its" in new
+    # hostile metadata values render (and are stale); they never crash the page
+    for dirty, commit in (([1], {"a": 1}), (None, 7), ("yes", "f" * 40)):
+        bad = {**meta, "dirty": dirty, "commit": commit, "script": None, "gpu": ["x|y"]}
+        path = _write(tmp_path, data, {"gemm.json": {"metadata": bad, "rows": rows}})
+        assert "Staleness: **stale**" in status_page.render(status_page.load(path), git=None)
 
 
 @pytest.mark.parametrize(
@@ -210,8 +247,52 @@ def test_benchmark_rows_become_tables(tmp_path: Path) -> None:
                     {"name": "g", "file": "g.json", "date": "d", "gpu": "g", "command": "c"}
                 ],
             },
-            {"g.json": {"rows": []}},
-            "is not a list of rows",
+            {"g.json": {"rows": 5}},
+            "is neither a list of rows nor",
+        ),
+        (
+            {
+                "schema": 1,
+                "runs": [],
+                "benchmarks": [
+                    {"name": "g", "file": "g.json", "date": "d", "gpu": "g", "command": "c"}
+                ],
+            },
+            {"g.json": {"metadata": [1], "rows": []}},
+            "metadata is a list",
+        ),
+        (
+            {"schema": 1, "runs": [{**GOOD["runs"][0], "commit": "xyz"}], "benchmarks": []},
+            {},
+            "runs[0].commit 'xyz' is not 7 to 64 lowercase hex digits",
+        ),
+        (
+            {"schema": 1, "runs": [{**GOOD["runs"][0], "commit": 7}], "benchmarks": []},
+            {},
+            "runs[0].commit is 7, not a str",
+        ),
+        (
+            {
+                "schema": 1,
+                "runs": [{**GOOD["runs"][0], "suite": "tests/host", "complete": True}],
+                "benchmarks": [],
+            },
+            {},
+            "runs[0].suite 'tests/host' is not one of",
+        ),
+        (
+            {
+                "schema": 1,
+                "runs": [{**GOOD["runs"][0], "suite": "tests", "complete": "yes"}],
+                "benchmarks": [],
+            },
+            {},
+            "runs[0].complete is 'yes', not a bool",
+        ),
+        (
+            {"schema": 1, "runs": [{**GOOD["runs"][0], "suite": "tests"}], "benchmarks": []},
+            {},
+            "has only one of suite and complete",
         ),
     ],
 )
@@ -227,6 +308,14 @@ def test_stale_status_page_is_a_build_warning(tmp_path, monkeypatch, caplog) -> 
     page = tmp_path / "status.md"
     monkeypatch.setattr(status_page, "PAGE", page)
     page.write_text(status_page.render(status_page.load()))
+    with caplog.at_level("WARNING", logger="mkdocs"):
+        status_page.on_config({})
+    assert caplog.records == []
+    # a verdict judged against another commit's history is not a difference
+    text = page.read_text()
+    judged = [ln for ln in text.splitlines() if ln.lstrip().startswith("Judged against ")]
+    assert judged
+    page.write_text(text.replace(judged[0], judged[0].split(":", 1)[0] + ": anything else."))
     with caplog.at_level("WARNING", logger="mkdocs"):
         status_page.on_config({})
     assert caplog.records == []
@@ -314,3 +403,108 @@ def test_each_doctest_page_states_its_flags_on_the_built_page(site: Path) -> Non
         expected = f"Running the examples on this page {test} runs them with the doctest flags "
         assert expected + flags.replace("`", "").strip() + "; they" in built, md.name
         assert ("examples.*" in built.split(expected, 1)[1][:200]) is (needs.strip() == "checkout")
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout.strip()
+
+
+def _touch(repo: Path, rel: str) -> str:
+    (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+    with open(repo / rel, "a") as f:
+        f.write("x\n")
+    _git(repo, "add", rel)
+    _git(repo, "commit", "-q", "-m", rel)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+def test_planted_table_older_than_a_tylo_change_renders_stale(tmp_path: Path) -> None:
+    """A table measured at a commit before a change to ``tylo/`` is marked stale on the
+    page; the same table at the newest commit is current; the whole-suite section names the
+    latest complete GPU-tier run and says whether it is of the current suite."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    before = _touch(repo, "tylo/a.py")
+    suite_at = _touch(repo, "tests/gpu/t.py")
+    after = _touch(repo, "tylo/a.py")
+    git = status_page.Git.at(repo)
+    meta = {f: "v" for f in ("tylo", "python", "gpu", "driver", "cuda", "libnvvm")}
+    meta.update(provenance=1, script="benchmarks/gemm.py", command="c", date="d")
+    meta.update(commit_from="git", dirty=False)
+    run = {**GOOD["runs"][0], "suite": "tests/gpu", "complete": True, "commit": suite_at}
+    data = {
+        "schema": 1,
+        "runs": [run],
+        "benchmarks": [
+            {"name": n, "file": f"{n}.json", "date": "d", "gpu": "g", "command": "c"}
+            for n in ("old", "new")
+        ],
+    }
+    files = {
+        "old.json": {"metadata": {**meta, "commit": before}, "rows": [{"a": 1}]},
+        "new.json": {"metadata": {**meta, "commit": after}, "rows": [{"a": 2}]},
+    }
+    text = status_page.render(status_page.load(_write(tmp_path, data, files)), git=git)
+    old = text.split("### old", 1)[1].split("###", 1)[0]
+    new = text.split("### new", 1)[1]
+    head = f"Judged against `{after[:10]}` (HEAD where this page was rendered): "
+    assert f"{head}**stale**: `tylo/` or `benchmarks/gemm.py` changed after `{before[:10]}`" in old
+    assert f"{head}current: no change to" in new
+    assert (
+        f"the latest complete GPU-tier run of the current suite is the one of 2026-12-01 at `{suite_at[:10]}`"
+        in text
+    )
+    assert "ran on older code (`tylo/` changed" in text
+    # the suite changes: no complete run of the current suite is left
+    _touch(repo, "tests/gpu/t.py")
+    text = status_page.render(status_page.load(tmp_path / "runs.json"), git=git)
+    assert "no complete run of the current GPU tier is recorded yet." in text
+    assert "**an older suite**" in text
+    # without git: no verdict that needs history
+    text = status_page.render(status_page.load(tmp_path / "runs.json"), git=None)
+    assert "Judged against no history (git unavailable): staleness unknown" in text
+    assert "**stale**" not in text.split("## Performance", 1)[1]
+
+
+def test_the_old_whole_suite_row_is_shown_as_an_older_suite() -> None:
+    """The 2936-test run of the whole suite predates the current suite (issue 36): with this
+    checkout's history the page says so, and never that it is a run of the current suite."""
+    data = status_page.load()
+    [first] = [r for r in data["runs"] if r["result"].startswith("2936 passed")]
+    assert first["suite"] == "tests" and "commit" not in first
+    git = status_page.Git.at(status_page.ROOT)
+    if git is None:
+        pytest.fail("this test reads the checkout's git history; run it in a git checkout")
+    text = status_page.render(data, git=git)
+    line = text.split("`tests` (complete), commit not recorded: 2936 passed", 1)[1]
+    assert line.splitlines()[1].strip().startswith("Judged against ")
+    assert "**an older suite**" in line.splitlines()[1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_only_judged_lines_may_differ(data) -> None:
+    """The freshness check ignores exactly the lines that start ``Judged against``: any other
+    line of the page changed is a difference, any judged line changed is not."""
+    text = (DOCS / "status.md").read_text()
+    lines = text.splitlines()
+    judged = [i for i, ln in enumerate(lines) if ln.lstrip().startswith("Judged against ")]
+    other = [i for i, ln in enumerate(lines) if i not in judged]
+    assert judged and other
+    i = data.draw(st.sampled_from(other))
+    edit = data.draw(st.text(st.characters(blacklist_characters="\n"), min_size=1, max_size=5))
+    changed = lines.copy()
+    changed[i] = lines[i] + edit
+    assert not status_page.same_page(text, "\n".join(changed) + "\n")
+    j = data.draw(st.sampled_from(judged))
+    changed = lines.copy()
+    changed[j] = lines[j].split(":", 1)[0] + ": " + edit
+    assert status_page.same_page(text, "\n".join(changed) + "\n")
