@@ -367,7 +367,9 @@ def test_owned_buffers_on_the_inline_path(recorder, monkeypatch):
     path raises the buffer's own error, as the reader path does."""
     from tylo.arrays import DeviceBuffer
 
-    monkeypatch.setattr(driver, "mem_free", lambda ptr: None)
+    from tylo.backend import memory
+
+    monkeypatch.setattr(memory, "mem_free", lambda ptr: None)
 
     def buffer(ptr):
         b = DeviceBuffer.__new__(DeviceBuffer)
