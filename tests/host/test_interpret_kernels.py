@@ -1,0 +1,236 @@
+"""Kernels run in the CPU interpreter (tylo.interpret) give the answers their definitions
+give: element-wise maps, loops and branches, shuffles, shared memory with barriers,
+atomics, local arrays, bf16 conversions; and the TYLO_INTERPRET=1 switch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tylo
+from tylo.interpret import UnsupportedOperation
+
+
+@tylo.kernel
+def add(c, a, b, n):
+    i = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x
+    if i < n:
+        c[i] = a[i] + b[i]
+
+
+@tylo.kernel
+def trips(out, x, n):
+    """A loop with a data-dependent trip count per thread, and a branch inside."""
+    i = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x
+    if i < n:
+        acc = tylo.value(0, tylo.i64)
+        for k in tylo.range(x[i]):
+            if k % 3 == 0:
+                acc = acc + k
+            else:
+                acc = acc - 1
+        out[i] = acc
+
+
+@tylo.kernel
+def shuffles(out, x, mode: tylo.Static, k: tylo.Static):
+    t = tylo.thread_idx.x
+    v = x[t]
+    if mode == "xor":
+        r = tylo.shfl_xor(v, k)
+    elif mode == "up":
+        r = tylo.shfl_up(v, k)
+    elif mode == "down":
+        r = tylo.shfl_down(v, k)
+    else:
+        r = tylo.shfl_idx(v, k)
+    out[t] = r
+
+
+@tylo.kernel
+def block_sum(out, x, n):
+    """One block per 256 elements: warp shuffles, then the warps meet in shared memory."""
+    t = tylo.thread_idx.x
+    i = tylo.block_idx.x * 256 + t
+    acc = tylo.value(0.0)
+    if i < n:
+        acc = x[i]
+    for off in (16, 8, 4, 2, 1):
+        acc = acc + tylo.shfl_xor(acc, off)
+    part = tylo.shared(tylo.f32, 8)
+    if tylo.lane_id() == 0:
+        part[tylo.warp_id()] = acc
+    tylo.sync_threads()
+    if t == 0:
+        s = part[0]
+        for w in range(1, 8):
+            s = s + part[w]
+        out[tylo.block_idx.x] = s
+
+
+@tylo.kernel
+def histogram(bins, x, n):
+    i = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x
+    if i < n:
+        tylo.atomic_add(bins, x[i], 1)
+
+
+@tylo.kernel
+def to_bf16(out: tylo.Ptr(tylo.bf16), x, n):
+    i = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x
+    if i < n:
+        out[i] = x[i].to(tylo.bf16)
+
+
+def _launch(k, n, *args, block=128):
+    k.interpret[(n + block - 1) // block, block](*args)
+
+
+def test_vector_add_matches_numpy_exactly() -> None:
+    rng = np.random.default_rng(1)
+    for n in (1, 127, 128, 1000):
+        a, b = rng.standard_normal((2, n)).astype(np.float32)
+        c = np.full(n, np.nan, np.float32)
+        _launch(add, n, c, a, b, n)
+        assert np.array_equal(c, a + b)
+
+
+def test_vector_add_example_kernel() -> None:
+    from examples.vector_add.kernel import vector_add
+
+    n = 3000
+    a = np.arange(n, dtype=np.float32)
+    c = np.zeros(n, np.float32)
+    vector_add.interpret[(n + 255) // 256, 256](c, a, a, n)
+    assert np.array_equal(c, 2 * a)
+
+
+def test_int_wraparound() -> None:
+    a = np.array([2**31 - 1, -(2**31), 5], dtype=np.int32)
+    b = np.array([1, -1, 7], dtype=np.int32)
+    c = np.zeros(3, np.int32)
+    _launch(add, 3, c, a, b, 3)
+    assert c.tolist() == [-(2**31), 2**31 - 1, 12]
+
+
+def _trips(v: int) -> int:
+    return sum(k if k % 3 == 0 else -1 for k in range(v))
+
+
+def test_divergent_loop_with_branch() -> None:
+    x = np.random.default_rng(5).integers(0, 40, 300).astype(np.int64)
+    out = np.zeros(len(x), np.int64)
+    _launch(trips, len(x), out, x, len(x), block=64)
+    assert out.tolist() == [_trips(int(v)) for v in x]
+
+
+def _shfl_reference(x: np.ndarray, mode: str, k: int) -> np.ndarray:
+    lane = np.arange(32)
+    if mode == "xor":
+        j = lane ^ k
+    elif mode == "up":
+        j = np.where(lane - k >= 0, lane - k, lane)
+    elif mode == "down":
+        j = np.where(lane + k <= 31, lane + k, lane)
+    else:
+        j = np.full(32, k % 32)
+    return x.reshape(-1, 32)[:, j].reshape(-1)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    mode=st.sampled_from(["xor", "up", "down", "idx"]),
+    k=st.integers(0, 31),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_shuffles_match_their_definition(mode: str, k: int, seed: int) -> None:
+    x = np.random.default_rng(seed).standard_normal(64).astype(np.float32)
+    out = np.zeros(64, np.float32)
+    shuffles.interpret[1, 64](out, x, mode, k)
+    assert np.array_equal(out, _shfl_reference(x, mode, k))
+
+
+def test_shared_memory_and_barrier_reduction() -> None:
+    rng = np.random.default_rng(2)
+    n = 1000
+    x = rng.standard_normal(n).astype(np.float32)
+    out = np.zeros(4, np.float32)
+    block_sum.interpret[4, 256](out, x, n)
+    want = [x[b * 256 : (b + 1) * 256].astype(np.float64).sum() for b in range(4)]
+    assert np.allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_row_reduce_example_kernel() -> None:
+    from examples.row_reduce.kernel import row_reduce_kernel
+
+    rng = np.random.default_rng(3)
+    rows, cols = 9, 1000
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    out = np.full(rows, np.nan, np.float32)
+    row_reduce_kernel.interpret[(rows + 1) // 2, 256](out, x, rows, cols, cols, 1, "max", 4, 4,
+                                                      4, None)  # fmt: skip
+    assert np.array_equal(out, x.max(axis=1))
+
+
+def test_atomic_histogram() -> None:
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 10, 2000).astype(np.int64)
+    bins = np.zeros(10, np.int32)
+    _launch(histogram, len(x), bins, x, len(x))
+    assert bins.tolist() == np.bincount(x, minlength=10).tolist()
+
+
+def test_bf16_store_rounds_to_nearest_even() -> None:
+    from tylo.interpret.numerics import f32_to_bf16
+
+    x = np.array([1.0, 1.00390625, 1.01171875, -3.5e-39, np.inf, 65504.0], np.float32)
+    out = np.zeros(len(x), np.uint16)
+    to_bf16.interpret[1, 32](out, x, len(x))
+    assert out.tolist() == f32_to_bf16(x).view(np.uint16).tolist()
+    assert out[1] == 0x3F80 and out[2] == 0x3F82  # ties to even: down, then up
+
+
+def test_environment_switch_runs_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TYLO_INTERPRET", "1")
+    a = np.ones(5, np.float32)
+    c = np.zeros(5, np.float32)
+    add[1, 32](c, a, a, 5)
+    assert c.tolist() == [2.0] * 5
+
+
+def test_unsupported_instruction_is_refused_by_name() -> None:
+    @tylo.kernel
+    def clock(out):
+        out[0] = tylo.ptx("popc.b32", tylo.value(7, tylo.u32), out=tylo.u32)
+
+    out = np.zeros(1, np.uint32)
+    with pytest.raises(UnsupportedOperation) as info:
+        clock.interpret[1, 32](out)
+    assert info.value.operation == "popc.b32"
+
+
+def test_ptx_fma_and_vote_run() -> None:
+    @tylo.kernel
+    def k(out, x):
+        t = tylo.thread_idx.x
+        f = tylo.ptx("fma.rn.f32", x[t], x[t], x[t])
+        out[t] = f
+
+    # fma is not interpreted as inline PTX: refused by name rather than guessed
+    out = np.zeros(32, np.float32)
+    with pytest.raises(UnsupportedOperation) as info:
+        k.interpret[1, 32](out, np.ones(32, np.float32))
+    assert info.value.operation == "fma.rn.f32"
+
+
+def test_refused_hopper_instruction_names_it() -> None:
+    @tylo.kernel
+    def k(out):
+        tylo.ptx("setmaxnreg.inc.sync.aligned.u32 240;", out=None)
+        out[0] = 1
+
+    with pytest.raises(UnsupportedOperation) as info:
+        k.interpret[1, 128](np.zeros(1, np.int32))
+    assert info.value.operation == "setmaxnreg"

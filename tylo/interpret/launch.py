@@ -1,0 +1,267 @@
+"""Launching a kernel in the interpreter: ``kern.interpret[grid, block](*args)``, or any
+``kern[grid, block](*args)`` with ``TYLO_INTERPRET=1``.
+
+The kernel is traced for the arguments exactly as a GPU launch would trace it (the same
+bindings, so the same IR), for the target ``TYLO_INTERPRET_TARGET`` (default ``sm_80``);
+the launch's checks run (int facts, guards, dynamic shared memory); then the CTAs of the
+grid run in batches of up to ``TYLO_INTERPRET_LANES`` threads (default 65536).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from tylo import dtypes as dt
+from tylo.interpret.calls import compile_call
+from tylo.interpret.errors import InterpretError, UnsupportedOperation
+from tylo.interpret.irtypes import align_of, size_of
+from tylo.interpret.machine import Program, State, run_blocks
+from tylo.interpret.memory import Allocation, Memory
+from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
+from tylo.kernel.spec import Int, ParamKind, Ptr, classify
+from tylo.kernel.trace import Binding, trace_kernel
+
+__all__ = ["Interpreted", "InterpretedLaunch"]
+
+
+class InterpretArgumentError(InterpretError, KernelArgumentError):
+    """An argument the interpreter cannot take (a GPU-only array, a non-contiguous one)."""
+
+
+def _host_bytes(a: Any, name: str) -> np.ndarray:
+    """The bytes of array argument ``a`` as a writable uint8 view of its memory."""
+    if type(a).__module__.startswith("torch"):
+        if a.device.type != "cpu":
+            raise InterpretArgumentError(
+                f"argument {name!r}: a torch tensor on {a.device}; the interpreter runs on "
+                "the CPU: pass a CPU tensor (t.cpu()) or a numpy array"
+            )
+        a = a.detach().numpy()
+    if not isinstance(a, np.ndarray):
+        raise InterpretArgumentError(
+            f"argument {name!r}: the interpreter takes numpy arrays and torch CPU tensors as "
+            f"arrays, got {type(a).__name__} (copy a device array to the host first)"
+        )
+    if not (a.flags.c_contiguous or a.flags.f_contiguous):
+        raise InterpretArgumentError(
+            f"argument {name!r}: a non-contiguous array (strides {a.strides}); pass "
+            "np.ascontiguousarray(a) and describe its layout with strides in the kernel"
+        )
+    return a.ravel(order="K").view(np.uint8)
+
+
+def _is_array(a: Any) -> bool:
+    return isinstance(a, np.ndarray) or (
+        type(a).__module__.startswith("torch") and hasattr(a, "data_ptr")
+    )
+
+
+def _dims(x: Any, what: str) -> tuple[int, int, int]:
+    dims = (x,) if isinstance(x, int) else tuple(x) if isinstance(x, (tuple, list)) else None
+    if dims is None or not 1 <= len(dims) <= 3 or not all(type(d) is int and d >= 1 for d in dims):
+        raise InterpretArgumentError(f"{what} {x!r} must be a positive int or 1-3 positive ints")
+    return (*dims, 1, 1)[:3]  # type: ignore[return-value]
+
+
+class Interpreted:
+    """``kern.interpret``: index it with ``[grid, block]`` to get a launcher."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+
+    def __getitem__(self, config: Any) -> InterpretedLaunch:
+        if not isinstance(config, tuple) or len(config) != 2:
+            raise InterpretArgumentError(
+                f"{self.kernel.name}.interpret[...]: give a grid and a block, e.g. "
+                f"[blocks, 256] (clusters are not interpreted)"
+            )
+        from tylo.kernel.decorator import _block3
+
+        return InterpretedLaunch(self.kernel, _dims(config[0], "grid"), _block3(config[1]))
+
+
+class InterpretedLaunch:
+    """One ``kern.interpret[grid, block]``; call it with the kernel's arguments."""
+
+    def __init__(self, kernel: Any, grid: tuple[int, int, int],
+                 block: tuple[int, int, int]) -> None:  # fmt: skip
+        self.kernel = kernel
+        self.grid = grid
+        self.block = block
+
+    def __call__(self, *args: Any, shared: int = 0, stream: Any = None, **kwargs: Any) -> None:
+        k = self.kernel
+        values = k.bind(args, kwargs)
+        bindings, memory_args = [], []
+        for name, ann, a in zip(k.param_names, k.annotations, values):
+            if _is_array(a) and ann is not dt.DType:
+                data = _host_bytes(a, name)
+                want = ann.dtype if isinstance(ann, Ptr) else None
+                got = dt.dtype_of(a)
+                if want is not None and want.nbytes != got.nbytes:
+                    raise InterpretArgumentError(
+                        f"argument {name!r}: the kernel takes {want} elements, got a {got} array"
+                    )
+                bindings.append(Binding(name, ParamKind.POINTER, want or got,
+                                        check=ann if isinstance(ann, Ptr) else None))  # fmt: skip
+                memory_args.append((name, data))
+            else:
+                kind = classify(ann, a, name)
+                if kind in (ParamKind.POINTER, ParamKind.TENSOR_MAP):
+                    raise InterpretArgumentError(
+                        f"argument {name!r}: {type(a).__name__} is not an array the "
+                        "interpreter can read (numpy arrays and torch CPU tensors; TMA tensor "
+                        "maps are not interpreted)"
+                    )
+                bindings.append(k._binding(name, ann, kind, a))
+        program, result = self._program(tuple(bindings))
+        runtime = list(result.runtime)
+        addresses = iter(Allocation.address(j, d.ctypes.data % 4096)
+                         for j, (_, d) in enumerate(memory_args))  # fmt: skip
+        checked = tuple(next(addresses) if b.kind is ParamKind.POINTER else v
+                        for b, v in zip(bindings, values))  # fmt: skip
+        self._check(bindings, checked, result, shared)
+        allocs = [Allocation(n, d, d.ctypes.data % 4096) for n, d in memory_args]
+        params = []
+        ptr = 0
+        for i in runtime:
+            b = bindings[i]
+            if b.kind is ParamKind.POINTER:
+                params.append(np.int64(Allocation.address(ptr, allocs[ptr].skew)))
+                ptr += 1
+            elif b.kind is ParamKind.INT:
+                params.append((np.int64 if k.index_bits == 64 else np.int32)(values[i]))
+            else:
+                params.append((np.float64 if b.dtype.bits == 64 else np.float32)(values[i]))
+        static = program.static_shared
+        total = static + shared
+        _run(program, params, allocs, self.grid, self.block, total)
+
+    def _program(self, bindings: tuple[Binding, ...]) -> tuple[Program, Any]:
+        from tylo.target import Target
+
+        k = self.kernel
+        target = Target.parse(os.environ.get("TYLO_INTERPRET_TARGET", "sm_80"))
+        cache = k.__dict__.setdefault("_interpreted", {})
+        key = (bindings, self.block, target)
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+        try:
+            result = trace_kernel(k.rewritten(), name=k.name, bindings=bindings,
+                                  block=self.block, target=target, index_bits=k.index_bits,
+                                  max_registers=k._max_registers())  # fmt: skip
+        except TraceError as err:
+            raise err.with_traceback(user_frames(err.__traceback__)) from None
+        fn = result.module.get_global(result.entry)
+        layout, static = _shared_layout(result.module)
+        dyn_name = next((n for n, (_, dyn) in layout.items() if dyn), None)
+
+        def address(name: str) -> int:
+            if name not in layout:
+                raise UnsupportedOperation(
+                    f"global {name}",
+                    f"kernel {k.name}: global {name!r} outside shared "
+                    "memory (printf format strings and constant data are not interpreted)",
+                )
+            return layout[name][0]
+
+        program = Program(k.name, fn, address, compile_call)
+        program.static_shared = static
+        program.dynamic_name = dyn_name
+        cache[key] = (program, result)
+        return program, result
+
+    def _check(self, bindings: list[Binding], values: tuple, result: Any, shared: int) -> None:
+        k = self.kernel
+        for i in result.runtime:
+            b = bindings[i]
+            if b.kind is ParamKind.INT:
+                (b.check or Int()).check(b.name, values[i], k.index_bits)
+        if result.guards:
+            from tylo.kernel.guards import check_guards
+
+            check_guards([(g, g.compile()) for g in result.guards], values, k.name)
+        if type(shared) is not int or shared < result.dynamic_shared_bytes:
+            raise InterpretArgumentError(
+                f"{k.name}: the kernel's dynamic shared memory views need "
+                f"{result.dynamic_shared_bytes} bytes, but the launch gives shared={shared!r}"
+            )
+
+
+def _shared_layout(module: Any) -> tuple[dict[str, tuple[int, bool]], int]:
+    """Offsets of the shared globals (static ones in module order, the dynamic one after
+    them), and the static bytes."""
+    from llvmlite import ir
+
+    layout: dict[str, tuple[int, bool]] = {}
+    off = 0
+    dynamic = None
+    for g in module.global_values:
+        if not isinstance(g, ir.GlobalVariable) or g.type.addrspace != 3:
+            continue
+        if g.linkage == "external":
+            dynamic = g
+            continue
+        align = max(g.align or 1, align_of(g.value_type))
+        off = (off + align - 1) // align * align
+        layout[g.name] = (off, False)
+        off += size_of(g.value_type)
+    if dynamic is not None:
+        align = max(dynamic.align or 16, 16)
+        off = (off + align - 1) // align * align
+        layout[dynamic.name] = (off, True)
+    return layout, off
+
+
+def _run(program: Program, params: list[Any], allocs: list[Allocation],
+         grid: tuple[int, int, int], block: tuple[int, int, int], shared: int) -> None:  # fmt: skip
+    threads = block[0] * block[1] * block[2]
+    padded = (threads + 31) // 32 * 32
+    ctas = grid[0] * grid[1] * grid[2]
+    per = max(1, int(os.environ.get("TYLO_INTERPRET_LANES", "65536")) // padded)
+    strict = os.environ.get("TYLO_INTERPRET_STRICT") == "1"
+    races = os.environ.get("TYLO_INTERPRET_RACES", "1") != "0"
+    arg_slots = [program.slot(a) for a in program.fn.args]
+    with np.errstate(all="ignore"):
+        for start in range(0, ctas, per):
+            nb = min(per, ctas - start)
+            lanes = nb * padded
+            st = State(program, lanes)
+            lane = np.arange(lanes)
+            t = lane % padded
+            c = start + lane // padded
+            real = t < threads
+
+            def where(k: int, start: int = start) -> str:
+                tt, cc = k % padded, start + k // padded
+                b = (cc % grid[0], cc // grid[0] % grid[1], cc // (grid[0] * grid[1]))
+                th = (tt % block[0], tt // block[0] % block[1], tt // (block[0] * block[1]))
+                return f"block {b} thread {th}"
+
+            st.where = where
+            st.memory = Memory(allocs, shared, program.local_bytes, ctas=nb, threads=padded,
+                               where=where, strict=strict, races=races)  # fmt: skip
+            i32 = np.int32
+            st.sreg = {
+                "tid.x": (t % block[0]).astype(i32),
+                "tid.y": (t // block[0] % block[1]).astype(i32),
+                "tid.z": (t // (block[0] * block[1])).astype(i32),
+                "ctaid.x": (c % grid[0]).astype(i32),
+                "ctaid.y": (c // grid[0] % grid[1]).astype(i32),
+                "ctaid.z": (c // (grid[0] * grid[1])).astype(i32),
+                "laneid": (t % 32).astype(i32),
+                "warpid": (t // 32).astype(i32),
+                "nwarpid": i32(padded // 32),
+                **{f"ntid.{a}": i32(n) for a, n in zip("xyz", block)},
+                **{f"nctaid.{a}": i32(n) for a, n in zip("xyz", grid)},
+            }
+            for s, v in zip(arg_slots, params):
+                st.regs[s] = v
+            st.live = real.copy()
+            st.pc = np.where(real, 0, program.exit).astype(np.int32)
+            st.mask = real
+            run_blocks(program, st)
