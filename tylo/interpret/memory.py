@@ -377,7 +377,7 @@ class Memory:
         lane = row * self.threads + thr
         who = self.where(lane)
         if other >= 0:
-            them = self.where(row * self.threads + other).split(", ")[-1]
+            them = "thread " + self.where(row * self.threads + other).split(" thread ")[-1]
         else:
             them = "several other threads"
         raise SharedRace(
