@@ -1,0 +1,77 @@
+"""Times of the CPU interpreter (tylo.interpret) on vector_add (1M f32) and a row softmax
+(512 x 4096 f32, one warp per row); Triton's interpreter beside it when importable.
+
+``python -m benchmarks.interpret`` prints one line per problem (the first launch, which
+traces, is timed apart from a second one). The warp-MMA GEMM is not benchmarked yet.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+import tylo
+
+
+@tylo.kernel
+def vector_add(c, a, b, n):
+    i = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x
+    if i < n:
+        c[i] = a[i] + b[i]
+
+
+@tylo.kernel
+def softmax_rows(out, x, rows, cols):
+    """One warp per row: max and sum by butterfly shuffles, exp via ex2."""
+    t = tylo.thread_idx.x
+    row = tylo.block_idx.x * (tylo.block_dim.x // 32) + t // 32
+    lane = t % 32
+    if row < rows:
+        m = tylo.value(-float("inf"))
+        for c in tylo.range(lane, cols, 32):
+            m = tylo.maximum(m, x[row * cols + c])
+        for off in (16, 8, 4, 2, 1):
+            m = tylo.maximum(m, tylo.shfl_xor(m, off))
+        s = tylo.value(0.0)
+        for c in tylo.range(lane, cols, 32):
+            s = s + tylo.exp(x[row * cols + c] - m)
+        for off in (16, 8, 4, 2, 1):
+            s = s + tylo.shfl_xor(s, off)
+        for c in tylo.range(lane, cols, 32):
+            out[row * cols + c] = tylo.exp(x[row * cols + c] - m) / s
+
+
+def _time(f) -> float:
+    t = time.perf_counter()
+    f()
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    """Run and print the benchmark."""
+    rng = np.random.default_rng(0)
+    n = 1 << 20
+    a, b = rng.standard_normal((2, n)).astype(np.float32)
+    c = np.zeros(n, np.float32)
+    run = lambda: vector_add.interpret[n // 256, 256](c, a, b, n)
+    first, second = _time(run), _time(run)
+    assert np.array_equal(c, a + b)
+    print(f"vector_add n=2^20: {second:.2f} s (first launch, with tracing: {first:.2f} s)")
+    rows, cols = 512, 4096
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    out = np.zeros_like(x)
+    run = lambda: softmax_rows.interpret[rows // 8, 256](out, x, rows, cols)
+    first, second = _time(run), _time(run)
+    e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+    err = np.abs(out - e / e.sum(1, keepdims=True)).max()
+    print(f"softmax {rows}x{cols}: {second:.2f} s (first: {first:.2f} s), max error {err:.1e}")
+    print("gemm 256^3 (warp MMA): not benchmarked (the interpreter's mma path is untested)")
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        print("Triton's interpreter: triton is not installed here; no comparison")
+
+
+if __name__ == "__main__":
+    main()
