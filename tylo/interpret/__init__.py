@@ -28,11 +28,12 @@ from tylo.interpret.errors import (
     UnsupportedOperation,
     WarpDivergence,
 )
-from tylo.interpret.launch import Interpreted, InterpretedLaunch
+from tylo.interpret.launch import HostArray, Interpreted, InterpretedLaunch
 
 __all__ = [
     "AsyncMisuse",
     "BarrierDivergence",
+    "HostArray",
     "InterpretError",
     "Interpreted",
     "InterpretedLaunch",

@@ -24,7 +24,22 @@ from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
 from tylo.kernel.spec import Int, ParamKind, Ptr, classify
 from tylo.kernel.trace import Binding, trace_kernel
 
-__all__ = ["Interpreted", "InterpretedLaunch"]
+__all__ = ["HostArray", "Interpreted", "InterpretedLaunch"]
+
+
+class HostArray:
+    """A host array seen as elements of tylo dtype ``dtype`` (same element size): bf16
+    data held in a numpy ``uint16`` array, for instance, without ml_dtypes."""
+
+    def __init__(self, data: Any, dtype: Any) -> None:
+        d = dt.dtype_of(dtype)
+        if not isinstance(data, np.ndarray) or data.dtype.itemsize != d.nbytes:
+            raise InterpretArgumentError(
+                f"HostArray: give a numpy array with {d.nbytes}-byte elements for {d}, got "
+                f"{type(data).__name__} {getattr(data, 'dtype', '')}"
+            )
+        self.data = data
+        self.dtype = d
 
 
 class InterpretArgumentError(InterpretError, KernelArgumentError):
@@ -33,6 +48,8 @@ class InterpretArgumentError(InterpretError, KernelArgumentError):
 
 def _host_bytes(a: Any, name: str) -> np.ndarray:
     """The bytes of array argument ``a`` as a writable uint8 view of its memory."""
+    if isinstance(a, HostArray):
+        a = a.data
     if type(a).__module__.startswith("torch"):
         if a.device.type != "cpu":
             raise InterpretArgumentError(
@@ -54,7 +71,7 @@ def _host_bytes(a: Any, name: str) -> np.ndarray:
 
 
 def _is_array(a: Any) -> bool:
-    return isinstance(a, np.ndarray) or (
+    return isinstance(a, (np.ndarray, HostArray)) or (
         type(a).__module__.startswith("torch") and hasattr(a, "data_ptr")
     )
 
@@ -100,7 +117,7 @@ class InterpretedLaunch:
             if _is_array(a) and ann is not dt.DType:
                 data = _host_bytes(a, name)
                 want = ann.dtype if isinstance(ann, Ptr) else None
-                got = dt.dtype_of(a)
+                got = a.dtype if isinstance(a, HostArray) else dt.dtype_of(a)
                 if want is not None and want.nbytes != got.nbytes:
                     raise InterpretArgumentError(
                         f"argument {name!r}: the kernel takes {want} elements, got a {got} array"

@@ -46,7 +46,11 @@ def parse(text: str) -> list[tuple[str | None, bool, str, list[str]]]:
     ``$``; declarations and braces dropped)."""
     out = []
     for raw in re.split(r"[;\n]", _unescape(text)):
-        s = raw.strip().strip("{}").strip()
+        s = raw.strip()
+        while s.startswith("{") and not re.match(r"\{\s*[$%]", s):  # a scope, not operands
+            s = s[1:].strip()
+        while s.endswith("}") and s.count("}") > s.count("{"):
+            s = s[:-1].strip()
         if not s or s.startswith((".reg", "//")):
             continue
         guard, neg = None, False
@@ -377,9 +381,10 @@ def _matrix(env: _Env, op: str, o: list[str], sel: Any, site: str) -> None:
     if sel is not None:
         raise UnsupportedOperation(op, f"{site}: a predicated {op.split('.')[0]}")
     st = env.st
-    base, off = _addr(o[1] if op.startswith("ldmatrix") else o[0])
-    a = _full(st, env.get(base, np.int64) + off, sel, env)
     trans = ".trans" in op
+    if not op.startswith("mma"):
+        base, off = _addr(o[1] if op.startswith("ldmatrix") else o[0])
+        a = _full(st, env.get(base, np.int64) + off, sel, env)
     if op.startswith("ldmatrix"):
         num = int(re.search(r"\.x(\d)", op).group(1))  # type: ignore[union-attr]
         outs = warp.ldmatrix(st, num, trans, a, site)
