@@ -25,6 +25,8 @@ _UNSIGNED = {np.dtype(np.int8): np.uint8, np.dtype(np.int16): np.uint16,
 def unsigned(x: Any) -> Any:
     """The same bits as an unsigned integer array."""
     x = np.asarray(x)
+    if x.dtype.kind in "uf":
+        return x
     return x.view(_UNSIGNED[x.dtype])
 
 
