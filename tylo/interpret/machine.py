@@ -241,7 +241,8 @@ class Program:
     def _load(self, inst: Any, d: int, p: int) -> Step:
         t = inst.type
         space = inst.operands[0].type.addrspace
-        n = t.count if isinstance(t, ir.VectorType) else 1
+        vector = isinstance(t, ir.VectorType)
+        n = t.count if vector else 1
         dt = np_dtype(t)
         bool_ = dt == np.bool_
         mem_dt = np.int8 if bool_ else dt
@@ -251,7 +252,9 @@ class Program:
             vals = st.memory.load(st.idx, st.lane_values(st.regs[p]), space, mem_dt, n, site)
             if bool_:
                 vals = vals != 0
-            st.set_lanes(d, vals, m, n > 1)
+            if vector and n == 1:  # <1 x T>: keep the element axis
+                vals = vals[:, None]
+            st.set_lanes(d, vals, m, vector)
 
         return load
 
