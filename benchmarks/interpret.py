@@ -1,8 +1,9 @@
 """Times of the CPU interpreter (tylo.interpret) on vector_add (1M f32) and a row softmax
-(512 x 4096 f32, one warp per row); Triton's interpreter beside it when importable.
+(512 x 4096 f32, one warp per row) and the warp-MMA GEMM of examples/gemm at 256^3;
+Triton's interpreter beside them when importable.
 
 ``python -m benchmarks.interpret`` prints one line per problem (the first launch, which
-traces, is timed apart from a second one). The warp-MMA GEMM is not benchmarked yet.
+traces, is timed apart from a second one).
 """
 
 from __future__ import annotations
@@ -48,6 +49,32 @@ def _time(f) -> float:
     return time.perf_counter() - t
 
 
+def gemm(m: int = 256, n: int = 256, k: int = 256) -> None:
+    """The warp-MMA GEMM of examples/gemm (bf16 in, f32 out) at m x n x k."""
+    from examples.gemm.host import choose_config
+    from examples.gemm.kernel import tiled_gemm_kernel
+    from tylo.interpret import HostArray
+    from tylo.interpret.numerics import bf16_to_f32, f32_to_bf16
+
+    rng = np.random.default_rng(1)
+    a = f32_to_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = f32_to_bf16(rng.standard_normal((n, k)).astype(np.float32))
+    cfg = choose_config(m, n, k, k, k, dtype=tylo.bf16, ldd=m)
+    d = np.full((n, m), np.nan, np.float32)
+
+    def run() -> None:
+        tiled_gemm_kernel.interpret[cfg.grid(m, n), cfg.plan.threads](
+            cfg, d, HostArray(a, tylo.bf16), HostArray(b, tylo.bf16), m, n, k, k, k, m, 1.0,
+            False, shared=cfg.shared_bytes,
+        )  # fmt: skip
+
+    first, second = _time(run), _time(run)
+    want = bf16_to_f32(a).astype(np.float64) @ bf16_to_f32(b).astype(np.float64).T
+    err = np.abs(d.T - want).max() / np.abs(want).max()
+    print(f"gemm {m}x{n}x{k} (warp MMA, bf16): {second:.2f} s (first: {first:.2f} s), "
+          f"max relative error {err:.1e}")  # fmt: skip
+
+
 def main() -> None:
     """Run and print the benchmark."""
     rng = np.random.default_rng(0)
@@ -66,7 +93,7 @@ def main() -> None:
     e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
     err = np.abs(out - e / e.sum(1, keepdims=True)).max()
     print(f"softmax {rows}x{cols}: {second:.2f} s (first: {first:.2f} s), max error {err:.1e}")
-    print("gemm 256^3 (warp MMA): not benchmarked (the interpreter's mma path is untested)")
+    gemm()
     try:
         import triton  # noqa: F401
     except ImportError:
