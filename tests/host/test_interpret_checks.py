@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tylo
 from tylo.interpret import (
@@ -143,3 +145,68 @@ def test_every_planted_overrun_is_caught(n: int) -> None:
     grid = (n + 1 + 63) // 64
     with pytest.raises(OutOfBounds):
         copy.interpret[grid, 64](out, x, n, 1)
+
+
+@tylo.kernel
+def shifted(out, x, n, fwd: tylo.Int(min=0), back: tylo.Int(min=0)):
+    i = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x
+    if i < n:
+        out[i] = x[i + fwd - back]
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 300), off=st.integers(-40, 40), block=st.sampled_from([32, 64, 96]))
+def test_out_of_bounds_exactly_when_an_index_leaves_the_array(n: int, off: int, block: int) -> None:
+    """Every thread i < n reads x[i + off]: reported iff some i + off is outside [0, n)."""
+    x = np.arange(n, dtype=np.float32)
+    out = np.zeros(n, np.float32)
+    bad = off < 0 or n - 1 + off >= n
+    if bad:
+        with pytest.raises(OutOfBounds) as info:
+            shifted.interpret[(n + block - 1) // block, block](out, x, n, max(off, 0), max(-off, 0))
+        first = 0 if off < 0 else max(0, n - off)  # the first lane out of bounds
+        assert f"element {first + off}" in str(info.value)
+    else:
+        shifted.interpret[(n + block - 1) // block, block](out, x, n, max(off, 0), max(-off, 0))
+        assert np.array_equal(out, x)
+
+
+def test_barrier_inside_a_divergent_loop() -> None:
+    @tylo.kernel
+    def loop(out, trips):
+        t = tylo.thread_idx.x
+        s = tylo.shared(tylo.i32, 64)
+        acc = tylo.value(0, tylo.i32)
+        for k in tylo.range(trips[t]):
+            s[t] = k
+            tylo.sync_threads()
+            acc = acc + s[(t + 1) % 64]
+            tylo.sync_threads()
+        out[t] = acc
+
+    out = np.zeros(64, np.int32)
+    loop.interpret[1, 64](out, np.full(64, 3, np.int64))
+    assert out.tolist() == [3] * 64
+    trips = np.full(64, 3, np.int64)
+    trips[5] = 4  # one thread loops once more: its barrier is reached by nobody else
+    with pytest.raises(BarrierDivergence) as info:
+        loop.interpret[1, 64](out, trips)
+    assert "thread (5, 0, 0)" in str(info.value)
+
+
+def test_strict_uninitialized_local_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    @tylo.kernel
+    def part(out, k):
+        t = tylo.thread_idx.x
+        a = tylo.local(tylo.f32, 4)
+        for j in range(3):
+            a[j] = 1.0
+        out[t] = a[k]
+
+    out = np.zeros(32, np.float32)
+    monkeypatch.setenv("TYLO_INTERPRET_STRICT", "1")
+    part.interpret[1, 32](out, 2)
+    assert (out == 1.0).all()
+    with pytest.raises(UninitializedRead) as info:
+        part.interpret[1, 32](out, 3)
+    assert "local" in str(info.value)

@@ -234,3 +234,23 @@ def test_refused_hopper_instruction_names_it() -> None:
     with pytest.raises(UnsupportedOperation) as info:
         k.interpret[1, 128](np.zeros(1, np.int32))
     assert info.value.operation == "setmaxnreg"
+
+
+def test_print_formats_like_c(capsys: pytest.CaptureFixture[str]) -> None:
+    @tylo.kernel
+    def say(x, n):
+        t = tylo.thread_idx.x
+        if t < n:
+            big = tylo.value(2**40 + 3, tylo.i64)
+            tylo.print_(
+                "b%d t%d x=%.2f big=%lld hex=%x%%\n", tylo.block_idx.x, t, x[t], big, t + 250
+            )
+
+    say.interpret[2, 32](np.array([0.5, -1.25], np.float32), 2)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "b0 t0 x=0.50 big=1099511627779 hex=fa%",
+        "b0 t1 x=-1.25 big=1099511627779 hex=fb%",
+        "b1 t0 x=0.50 big=1099511627779 hex=fa%",
+        "b1 t1 x=-1.25 big=1099511627779 hex=fb%",
+    ]

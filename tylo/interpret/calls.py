@@ -70,6 +70,11 @@ def compile_call(program: Any, inst: Any) -> Any:
             st.set(d, warp.shuffle(st, mode, r[x], r[b], r[c], r[mk], site), m)
 
         return shuffle
+    if name == "vprintf":
+        from tylo.interpret.printf import vprintf
+
+        fmt, buf = args
+        return lambda st, m: st.set_lanes(d, vprintf(st, st.regs[fmt], st.regs[buf], site), m)
     f = MATH.get(name)
     if f is not None:
         dt = np_dtype(inst.type)

@@ -19,7 +19,7 @@ from tylo.interpret.calls import compile_call
 from tylo.interpret.errors import InterpretError, UnsupportedOperation
 from tylo.interpret.irtypes import align_of, size_of
 from tylo.interpret.machine import Program, State, run_blocks
-from tylo.interpret.memory import Allocation, Memory
+from tylo.interpret.memory import CONSTANT_BASE, Allocation, Memory
 from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
 from tylo.kernel.spec import Int, ParamKind, Ptr, classify
 from tylo.kernel.trace import Binding, trace_kernel
@@ -142,6 +142,9 @@ class InterpretedLaunch:
                         for b, v in zip(bindings, values))  # fmt: skip
         self._check(bindings, checked, result, shared)
         allocs = [Allocation(n, d, d.ctypes.data % 4096) for n, d in memory_args]
+        memory: dict[int, Allocation] = dict(enumerate(allocs))
+        for name, (window, data) in program.constants.items():
+            memory[window] = Allocation(name, np.frombuffer(data, np.uint8).copy())
         params = []
         ptr = 0
         for i in runtime:
@@ -155,7 +158,7 @@ class InterpretedLaunch:
                 params.append((np.float64 if b.dtype.bits == 64 else np.float32)(values[i]))
         static = program.static_shared
         total = static + shared
-        _run(program, params, allocs, self.grid, self.block, total)
+        _run(program, params, memory, self.grid, self.block, total)
 
     def _program(self, bindings: tuple[Binding, ...]) -> tuple[Program, Any]:
         from tylo.target import Target
@@ -176,19 +179,23 @@ class InterpretedLaunch:
         fn = result.module.get_global(result.entry)
         layout, static = _shared_layout(result.module)
         dyn_name = next((n for n, (_, dyn) in layout.items() if dyn), None)
+        constants = _constants(result.module)
 
         def address(name: str) -> int:
+            if name in constants:
+                return Allocation.address(constants[name][0], 0)
             if name not in layout:
                 raise UnsupportedOperation(
                     f"global {name}",
-                    f"kernel {k.name}: global {name!r} outside shared "
-                    "memory (printf format strings and constant data are not interpreted)",
+                    f"kernel {k.name}: global {name!r} is neither shared memory nor "
+                    "constant bytes (not interpreted)",
                 )
             return layout[name][0]
 
         program = Program(k.name, fn, address, compile_call)
         program.static_shared = static
         program.dynamic_name = dyn_name
+        program.constants = constants
         cache[key] = (program, result)
         return program, result
 
@@ -207,6 +214,22 @@ class InterpretedLaunch:
                 f"{k.name}: the kernel's dynamic shared memory views need "
                 f"{result.dynamic_shared_bytes} bytes, but the launch gives shared={shared!r}"
             )
+
+
+def _constants(module: Any) -> dict[str, tuple[int, bytes]]:
+    """The module's constant byte arrays (printf formats): name -> (window, bytes)."""
+    from llvmlite import ir
+
+    out = {}
+    for g in module.global_values:
+        init = getattr(g, "initializer", None)
+        if (
+            isinstance(g, ir.GlobalVariable)
+            and g.type.addrspace != 3
+            and isinstance(getattr(init, "constant", None), bytearray)
+        ):
+            out[g.name] = (CONSTANT_BASE + len(out), bytes(init.constant))
+    return out
 
 
 def _shared_layout(module: Any) -> tuple[dict[str, tuple[int, bool]], int]:
@@ -234,7 +257,7 @@ def _shared_layout(module: Any) -> tuple[dict[str, tuple[int, bool]], int]:
     return layout, off
 
 
-def _run(program: Program, params: list[Any], allocs: list[Allocation],
+def _run(program: Program, params: list[Any], allocs: dict[int, Allocation],
          grid: tuple[int, int, int], block: tuple[int, int, int], shared: int) -> None:  # fmt: skip
     threads = block[0] * block[1] * block[2]
     padded = (threads + 31) // 32 * 32
@@ -254,6 +277,7 @@ def _run(program: Program, params: list[Any], allocs: list[Allocation],
             real = t < threads
 
             def where(k: int, start: int = start) -> str:
+                k = int(k)
                 tt, cc = k % padded, start + k // padded
                 b = (cc % grid[0], cc // grid[0] % grid[1], cc // (grid[0] * grid[1]))
                 th = (tt % block[0], tt // block[0] % block[1], tt // (block[0] * block[1]))

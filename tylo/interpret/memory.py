@@ -31,10 +31,11 @@ from tylo.interpret.errors import (
     UnsupportedOperation,
 )
 
-__all__ = ["GLOBAL_STRIDE", "LOCAL_WINDOW", "SHARED_WINDOW", "Allocation", "Memory",
+__all__ = ["CONSTANT_BASE", "GLOBAL_STRIDE", "LOCAL_WINDOW", "SHARED_WINDOW", "Allocation", "Memory",
            "cast_address"]  # fmt: skip
 
 GLOBAL_STRIDE = 1 << 40
+CONSTANT_BASE = 4096  # window index of the module's first constant global (format strings)
 SHARED_WINDOW = 1 << 60
 LOCAL_WINDOW = 1 << 61
 _OFFSET = GLOBAL_STRIDE - 1
@@ -43,10 +44,10 @@ GLOBAL, SHARED, LOCAL = "global", "shared", "local"
 
 def cast_address(a: Any, src: int, dst: int) -> Any:
     """An address converted from address space ``src`` to ``dst`` (0 generic, 1 global,
-    3 shared, 5 local), as ``cvta`` does."""
+    3 shared, 4 constant, 5 local), as ``cvta`` does."""
     if src == dst:
         return a
-    if src in (0, 1) and dst in (0, 1):
+    if src in (0, 1, 4) and dst in (0, 1, 4):  # constant data lives in global windows
         return a
     if src == 3 and dst in (0, 1):
         return a + np.int64(SHARED_WINDOW)
@@ -89,7 +90,7 @@ class Memory:
 
     def __init__(
         self,
-        allocations: Sequence[Allocation],
+        allocations: Sequence[Allocation] | dict[int, Allocation],
         shared_bytes: int,
         local_bytes: int,
         *,
@@ -99,7 +100,10 @@ class Memory:
         strict: bool,
         races: bool,
     ) -> None:
-        self.allocations = list(allocations)
+        # window index -> allocation (arguments first; constant data from CONSTANT_BASE)
+        self.allocations = (
+            dict(allocations) if isinstance(allocations, dict) else dict(enumerate(allocations))
+        )
         self.shared_size = shared_bytes
         self.threads = threads
         self.where = where
@@ -141,10 +145,10 @@ class Memory:
             return [(SHARED, lanes, addr, None)]
         if space == 5:
             return [(LOCAL, lanes, addr, None)]
-        if space not in (0, 1):
+        if space not in (0, 1, 4):
             raise UnsupportedOperation(f"addrspace({space})", f"memory in address space {space}")
         kind = np.where(addr >= LOCAL_WINDOW, 2, np.where(addr >= SHARED_WINDOW, 1, 0))
-        if space == 1:
+        if space in (1, 4):
             kind[:] = 0
         groups = []
         for k, name in ((0, GLOBAL), (1, SHARED), (2, LOCAL)):
@@ -165,7 +169,8 @@ class Memory:
                 off = np.where(neg, off - GLOBAL_STRIDE, off)
                 for w in np.unique(which):
                     s = which == w
-                    skew = self.allocations[w].skew if 0 <= w < len(self.allocations) else 0
+                    a_w = self.allocations.get(int(w))
+                    skew = a_w.skew if a_w is not None else 0
                     groups.append((GLOBAL, ln[s], off[s] - skew, int(w)))
         return groups
 
@@ -174,7 +179,7 @@ class Memory:
 
     def _global(self, w: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, item: int,
                 access: str, site: str) -> Allocation:  # fmt: skip
-        if not 0 <= w < len(self.allocations):
+        if w not in self.allocations:
             k = int(np.argmax(np.ones(len(lanes), bool)))
             raise self._fail(
                 int(lanes[k]), f"out-of-bounds {access}: address outside every array", site
