@@ -255,6 +255,8 @@ class Memory:
     def store(self, lanes: np.ndarray, addr: np.ndarray, space: int, value: np.ndarray,
               site: str, atomic: bool = False) -> None:  # fmt: skip
         """Store ``value`` (one row per lane of ``lanes``; 2-D for vectors)."""
+        if value.ndim == 2 and value.shape[1] == 1:  # a <1 x T> vector
+            value = value[:, 0]
         dtype = value.dtype
         n = value.shape[1] if value.ndim == 2 else 1
         item = dtype.itemsize
