@@ -17,6 +17,7 @@ from tylo.interpret import (
     UninitializedRead,
     WarpDivergence,
 )
+from tylo.interpret.globalrace import GlobalRace
 
 
 @tylo.kernel
@@ -210,3 +211,70 @@ def test_strict_uninitialized_local_read(monkeypatch: pytest.MonkeyPatch) -> Non
     with pytest.raises(UninitializedRead) as info:
         part.interpret[1, 32](out, 3)
     assert "local" in str(info.value)
+
+
+@tylo.kernel
+def scatter(out, x, n, stride: tylo.Static):
+    i = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x
+    if i < n:
+        out[i // stride] = x[i]  # stride > 1: several threads write one element
+
+
+def test_global_write_write_race_between_blocks() -> None:
+    x = np.arange(128, dtype=np.float32)
+    out = np.zeros(128, np.float32)
+    scatter.interpret[2, 64](out, x, 128, 1)  # fixed: one writer per element
+    assert np.array_equal(out, x)
+    with pytest.raises(GlobalRace) as info:
+        scatter.interpret[2, 64](out, x, 128, 2)
+    msg = str(info.value)
+    assert "array 'out'" in msg and "thread (0, 0, 0)" in msg and "thread (1, 0, 0)" in msg
+
+
+@tylo.kernel
+def neighbours(out, x, sync: tylo.Static):
+    t = tylo.thread_idx.x
+    out[t] = x[t] * 2.0
+    if sync:
+        tylo.sync_threads()
+    x[t] = out[(t + 1) % 64]  # reads a neighbour's output, then overwrites the input
+
+
+def test_global_read_after_write_needs_a_barrier() -> None:
+    x = np.arange(64, dtype=np.float32)
+    neighbours.interpret[1, 64](np.zeros(64, np.float32), x.copy(), True)  # clean
+    with pytest.raises(GlobalRace) as info:
+        neighbours.interpret[1, 64](np.zeros(64, np.float32), x.copy(), False)
+    assert "array 'out'" in str(info.value)
+
+
+def test_many_readers_then_a_writer_after_a_barrier_is_no_race() -> None:
+    @tylo.kernel
+    def bcast(out, x):
+        t = tylo.thread_idx.x
+        v = x[0]  # every thread reads element 0
+        tylo.sync_threads()
+        if t == 0:
+            x[0] = v + 1.0
+        out[t] = v
+
+    x = np.array([5.0], np.float32)
+    out = np.zeros(64, np.float32)
+    bcast.interpret[1, 64](out, x)
+    assert x[0] == 6.0 and (out == 5.0).all()
+
+
+def test_readers_in_another_block_race_with_a_writer() -> None:
+    @tylo.kernel
+    def cross(out, x):
+        t = tylo.thread_idx.x
+        if tylo.block_idx.x == 0:
+            out[t] = x[0]
+        else:
+            tylo.sync_threads()
+            x[0] = 1.0
+        if tylo.block_idx.x == 0:
+            tylo.sync_threads()
+
+    with pytest.raises(GlobalRace):
+        cross.interpret[2, 32](np.zeros(32, np.float32), np.zeros(1, np.float32))

@@ -9,7 +9,8 @@ uninitialized shared or local memory. ``docs/interpret.md`` says what is covered
 Modules: :mod:`~tylo.interpret.errors` (the typed reports), :mod:`~tylo.interpret.numerics`
 (16-bit float conversions), :mod:`~tylo.interpret.irtypes` (IR types and constants),
 :mod:`~tylo.interpret.cfg` (block order), :mod:`~tylo.interpret.ops` (instruction
-semantics), :mod:`~tylo.interpret.memory` (memory and its checks),
+semantics), :mod:`~tylo.interpret.memory` (memory and its checks), :mod:`~tylo.interpret.globalrace`
+(races in global arrays),
 :mod:`~tylo.interpret.machine` (compiled program, scheduler), :mod:`~tylo.interpret.calls`
 (intrinsics, atomics), :mod:`~tylo.interpret.warp` (barriers and warp operations),
 :mod:`~tylo.interpret.ptx` (inline PTX), :mod:`~tylo.interpret.launch` (entry points).

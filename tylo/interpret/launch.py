@@ -9,6 +9,7 @@ grid run in batches of up to ``TYLO_INTERPRET_LANES`` threads (default 65536).
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -17,6 +18,7 @@ import numpy as np
 from tylo import dtypes as dt
 from tylo.interpret.calls import compile_call
 from tylo.interpret.errors import InterpretError, UnsupportedOperation
+from tylo.interpret.globalrace import GlobalRaces
 from tylo.interpret.irtypes import align_of, size_of
 from tylo.interpret.machine import Program, State, run_blocks
 from tylo.interpret.memory import CONSTANT_BASE, Allocation, Memory
@@ -141,7 +143,9 @@ class InterpretedLaunch:
         checked = tuple(next(addresses) if b.kind is ParamKind.POINTER else v
                         for b, v in zip(bindings, values))  # fmt: skip
         self._check(bindings, checked, result, shared)
-        allocs = [Allocation(n, d, d.ctypes.data % 4096) for n, d in memory_args]
+        sizes = [b.dtype.nbytes for b in bindings if b.kind is ParamKind.POINTER]
+        allocs = [Allocation(n, d, d.ctypes.data % 4096, g)
+                  for (n, d), g in zip(memory_args, sizes)]  # fmt: skip
         memory: dict[int, Allocation] = dict(enumerate(allocs))
         for name, (window, data) in program.constants.items():
             memory[window] = Allocation(name, np.frombuffer(data, np.uint8).copy())
@@ -266,6 +270,15 @@ def _run(program: Program, params: list[Any], allocs: dict[int, Allocation],
     strict = os.environ.get("TYLO_INTERPRET_STRICT") == "1"
     races = os.environ.get("TYLO_INTERPRET_RACES", "1") != "0"
     arg_slots = [program.slot(a) for a in program.fn.args]
+
+    def where(k: int, start: int = 0) -> str:
+        k = int(k)
+        tt, cc = k % padded, start + k // padded
+        b = (cc % grid[0], cc // grid[0] % grid[1], cc // (grid[0] * grid[1]))
+        th = (tt % block[0], tt // block[0] % block[1], tt // (block[0] * block[1]))
+        return f"block {b} thread {th}"
+
+    tracker = GlobalRaces(padded, where) if races else None
     with np.errstate(all="ignore"):
         for start in range(0, ctas, per):
             nb = min(per, ctas - start)
@@ -275,17 +288,12 @@ def _run(program: Program, params: list[Any], allocs: dict[int, Allocation],
             t = lane % padded
             c = start + lane // padded
             real = t < threads
-
-            def where(k: int, start: int = start) -> str:
-                k = int(k)
-                tt, cc = k % padded, start + k // padded
-                b = (cc % grid[0], cc // grid[0] % grid[1], cc // (grid[0] * grid[1]))
-                th = (tt % block[0], tt // block[0] % block[1], tt // (block[0] * block[1]))
-                return f"block {b} thread {th}"
-
-            st.where = where
+            st.where = functools.partial(where, start=start)
+            if tracker is not None:
+                tracker.batch(start, nb)
             st.memory = Memory(allocs, shared, program.local_bytes, ctas=nb, threads=padded,
-                               where=where, strict=strict, races=races)  # fmt: skip
+                               where=st.where, strict=strict, races=races,
+                               global_races=tracker)  # fmt: skip
             i32 = np.int32
             st.sreg = {
                 "tid.x": (t % block[0]).astype(i32),

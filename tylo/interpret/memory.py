@@ -68,6 +68,7 @@ class Allocation:
     name: str
     data: np.ndarray  # uint8, 1-D, shares memory with the caller's array
     skew: int = 0  # the address starts this far into its window: the caller's address % 4096
+    granule: int = 1  # bytes per element, the unit of the global race check
 
     @staticmethod
     def address(k: int, skew: int) -> int:
@@ -99,6 +100,7 @@ class Memory:
         where: Callable[[int], str],
         strict: bool,
         races: bool,
+        global_races: Any = None,
     ) -> None:
         # window index -> allocation (arguments first; constant data from CONSTANT_BASE)
         self.allocations = (
@@ -109,6 +111,7 @@ class Memory:
         self.where = where
         self.strict = strict
         self.races = races
+        self.global_races = global_races  # a GlobalRaces tracker, or None
         self.sites: list[str] = ["?"]
         self._site_ids: dict[str, int] = {}
         padded = max(16, (shared_bytes + 15) // 16 * 16)
@@ -165,6 +168,11 @@ class Memory:
                 off = a & _OFFSET
                 # far past an allocation's end reads as before the next one
                 neg = off > (_OFFSET >> 1)
+                w0 = int(which[0]) if len(which) else 0
+                if not neg.any() and bool((which == w0).all()):  # one array: the usual case
+                    a_w = self.allocations.get(w0)
+                    groups.append((GLOBAL, ln, off - (a_w.skew if a_w else 0), w0))
+                    continue
                 which = np.where(neg, which + 1, which)
                 off = np.where(neg, off - GLOBAL_STRIDE, off)
                 for w in np.unique(which):
@@ -237,6 +245,9 @@ class Memory:
             sel = slice(None) if len(ln) == len(lanes) else np.isin(lanes, ln)
             if kind == GLOBAL:
                 alloc = self._global(w, ln, off, item * n, item, "load", site)
+                if self.global_races is not None and not atomic:
+                    self.global_races.access(w, alloc.name, alloc.data.size, alloc.granule,
+                                             ln, off, item * n, False, site)  # fmt: skip
                 idx = off // item
                 view = alloc.view(dtype)
                 out[sel] = view[idx[:, None] + np.arange(n)] if n > 1 else view[idx]
@@ -265,6 +276,9 @@ class Memory:
             idx = off // item
             if kind == GLOBAL:
                 alloc = self._global(w, ln, off, item * n, item, "store", site)
+                if self.global_races is not None and not atomic:
+                    self.global_races.access(w, alloc.name, alloc.data.size, alloc.granule,
+                                             ln, off, item * n, True, site)  # fmt: skip
                 view = alloc.view(dtype)
                 if n > 1:
                     view[idx[:, None] + np.arange(n)] = v
@@ -395,6 +409,8 @@ class Memory:
 
     def barrier(self, ctas: np.ndarray) -> None:
         """A CTA-wide barrier in CTAs ``ctas`` (batch rows): a new race epoch."""
+        if self.global_races is not None:
+            self.global_races.barrier(ctas)
         if self.races:
             self.w_thr[ctas] = -1
             self.r_thr[ctas] = -1
