@@ -35,17 +35,19 @@ def trips(out, x, n):
 
 
 @tylo.kernel
-def shuffles(out, x, mode: tylo.Static, k: tylo.Static):
+def shuffles(out, x, mode: tylo.Static, k: tylo.Static, width: tylo.Static):
     t = tylo.thread_idx.x
     v = x[t]
     if mode == "xor":
-        r = tylo.shfl_xor(v, k)
+        r = tylo.shfl_xor(v, k, width=width)
     elif mode == "up":
-        r = tylo.shfl_up(v, k)
+        r = tylo.shfl_up(v, k, width=width)
     elif mode == "down":
-        r = tylo.shfl_down(v, k)
-    else:
-        r = tylo.shfl_idx(v, k)
+        r = tylo.shfl_down(v, k, width=width)
+    elif mode == "idx":
+        r = tylo.shfl_idx(v, k, width=width)
+    else:  # a source lane computed per lane at run time
+        r = tylo.shfl_idx(v, (tylo.lane_id() * 7 + k) % 32, width=width)
     out[t] = r
 
 
@@ -126,30 +128,55 @@ def test_divergent_loop_with_branch() -> None:
     assert out.tolist() == [_trips(int(v)) for v in x]
 
 
-def _shfl_reference(x: np.ndarray, mode: str, k: int) -> np.ndarray:
+def _shfl_reference(x: np.ndarray, mode: str, k: int, width: int) -> np.ndarray:
+    """CUDA C++ Programming Guide, "Warp Shuffle Functions": lanes form groups of
+    ``width``; up/down/xor past their group (xor: into a later group) keep their own
+    value; idx reads lane ``k % width`` of the group."""
     lane = np.arange(32)
+    start = lane // width * width
+    end = start + width
     if mode == "xor":
         j = lane ^ k
+        j = np.where(j >= end, lane, j)
     elif mode == "up":
-        j = np.where(lane - k >= 0, lane - k, lane)
+        j = np.where(lane - k >= start, lane - k, lane)
     elif mode == "down":
-        j = np.where(lane + k <= 31, lane + k, lane)
+        j = np.where(lane + k < end, lane + k, lane)
+    elif mode == "idx":
+        j = start + k % width
     else:
-        j = np.full(32, k % 32)
+        j = start + (lane * 7 + k) % 32 % width
     return x.reshape(-1, 32)[:, j].reshape(-1)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(
-    mode=st.sampled_from(["xor", "up", "down", "idx"]),
+    mode=st.sampled_from(["xor", "up", "down", "idx", "lane"]),
     k=st.integers(0, 31),
+    width=st.sampled_from([1, 2, 4, 8, 16, 32]),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_shuffles_match_their_definition(mode: str, k: int, seed: int) -> None:
+def test_shuffles_match_their_definition(mode: str, k: int, width: int, seed: int) -> None:
     x = np.random.default_rng(seed).standard_normal(64).astype(np.float32)
     out = np.zeros(64, np.float32)
-    shuffles.interpret[1, 64](out, x, mode, k)
-    assert np.array_equal(out, _shfl_reference(x, mode, k))
+    shuffles.interpret[1, 64](out, x, mode, k, width)
+    assert np.array_equal(out, _shfl_reference(x, mode, k, width))
+
+
+def test_shuffle_with_a_partial_member_mask() -> None:
+    @tylo.kernel
+    def low(out, x):
+        t = tylo.thread_idx.x
+        out[t] = x[t]
+        if t % 32 < 16:
+            out[t] = tylo.shfl_xor(x[t], 5, mask=0xFFFF)
+
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    low.interpret[1, 64](out, x)
+    lane = np.arange(64) % 32
+    want = np.where(lane < 16, (np.arange(64) // 32) * 32 + (lane ^ 5), np.arange(64))
+    assert out.tolist() == want.astype(np.float32).tolist()
 
 
 def test_shared_memory_and_barrier_reduction() -> None:
