@@ -278,3 +278,31 @@ def test_readers_in_another_block_race_with_a_writer() -> None:
 
     with pytest.raises(GlobalRace):
         cross.interpret[2, 32](np.zeros(32, np.float32), np.zeros(1, np.float32))
+
+
+@pytest.mark.parametrize(
+    "config",
+    [(0, 32), (1, 0), (-1, 32), (1, 1025), (1, (32, 32, 2)), (1.5, 32), ("1", 32), (1, True),
+     (2**40, 32)],
+)  # fmt: skip
+def test_bad_launch_shapes_are_refused(config: tuple) -> None:
+    from tylo.interpret import InterpretError
+
+    x = np.zeros(4, np.float32)
+    with pytest.raises(InterpretError):
+        copy.interpret[config](x, x, 4, 0)
+
+
+def test_hostile_arguments_are_refused() -> None:
+    from tylo.interpret import HostArray, InterpretError
+    from tylo.kernel.errors import KernelArgumentError
+
+    x = np.zeros(8, np.float32)
+    with pytest.raises(InterpretError):
+        copy.interpret[1, 32](x[::2], x, 4, 0)  # a non-contiguous array
+    with pytest.raises(KernelArgumentError):
+        copy.interpret[1, 32](x, x, 0, 0)  # n must be >= 1 (the kernel's Int facts)
+    with pytest.raises(KernelArgumentError):
+        copy.interpret[1, 32](x, x, 2**63, 0)
+    with pytest.raises(InterpretError):
+        HostArray(np.zeros(4, np.float32), tylo.bf16)  # 4-byte elements for a 2-byte dtype

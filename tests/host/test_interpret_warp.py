@@ -164,3 +164,33 @@ def test_warp_mma_gemm_against_float64(shape: tuple[int, int, int]) -> None:
     want = bf16_to_f32(a).astype(np.float64) @ bf16_to_f32(b).astype(np.float64).T
     # products exact, sums of k terms in f32 with f64 inside each mma: relative 1e-6
     assert np.abs(d.T - want).max() <= 1e-6 * np.abs(want).max() * np.sqrt(k)
+
+
+@tylo.kernel
+def st_matrix(out, x, trans: tylo.Static):
+    lane = tylo.thread_idx.x
+    s = tylo.shared(tylo.u32, 128)
+    t = ".trans" if trans else ""
+    regs = [x[lane * 4 + r] for r in range(4)]
+    tylo.ptx(f"stmatrix.sync.aligned.m8n8.x4{t}.shared.b16 [$0], {{$1, $2, $3, $4}};",
+             s.address(lane * 4), *regs, out=None)  # fmt: skip
+    tylo.sync_warp()
+    for r in range(4):
+        out[lane * 4 + r] = s[lane * 4 + r]
+
+
+@pytest.mark.parametrize("trans", [False, True])
+def test_stmatrix_is_the_inverse_of_ldmatrix(trans: bool) -> None:
+    x = np.random.default_rng(9).integers(0, 2**32, 128, dtype=np.uint64).astype(np.uint32)
+    out = np.zeros(128, np.uint32)
+    st_matrix.interpret[1, 32](out, x, trans)
+    regs = x.reshape(32, 4)
+    rows = out.view(np.uint16).reshape(32, 8)  # row q of matrix q // 8, from lane q's address
+    for q in range(32):
+        i, r = q // 8, q % 8
+        for col in range(8):
+            if trans:  # lane l holds (rows 2t, 2t+1 ; column g) of matrix i
+                lane, half = 4 * col + r // 2, r % 2
+            else:
+                lane, half = 4 * r + col // 2, col % 2
+            assert rows[q, col] == (int(regs[lane, i]) >> (16 * half)) & 0xFFFF

@@ -97,9 +97,18 @@ class Interpreted:
                 f"{self.kernel.name}.interpret[...]: give a grid and a block, e.g. "
                 f"[blocks, 256] (clusters are not interpreted)"
             )
-        from tylo.kernel.decorator import _block3
-
-        return InterpretedLaunch(self.kernel, _dims(config[0], "grid"), _block3(config[1]))
+        block = _dims(config[1], "block")
+        if block[0] * block[1] * block[2] > 1024:
+            raise InterpretArgumentError(
+                f"block {config[1]!r} has {block[0] * block[1] * block[2]} threads; a block "
+                "holds at most 1024"
+            )
+        grid = _dims(config[0], "grid")
+        if grid[0] >= 2**31 or grid[1] > 65535 or grid[2] > 65535:
+            raise InterpretArgumentError(
+                f"grid {config[0]!r} exceeds CUDA's limits (2**31 - 1, 65535, 65535)"
+            )
+        return InterpretedLaunch(self.kernel, grid, block)
 
 
 class InterpretedLaunch:
@@ -170,7 +179,9 @@ class InterpretedLaunch:
         k = self.kernel
         target = Target.parse(os.environ.get("TYLO_INTERPRET_TARGET", "sm_80"))
         cache = k.__dict__.setdefault("_interpreted", {})
-        key = (bindings, self.block, target)
+        from tylo.kernel.debug import key_text
+
+        key = (bindings, self.block, target, key_text())  # the bounds-debug mode changes the IR
         hit = cache.get(key)
         if hit is not None:
             return hit
