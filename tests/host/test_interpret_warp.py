@@ -129,21 +129,35 @@ def test_cp_async_waited_and_not() -> None:
 
 
 @tylo.kernel
-def ballot(out, x):
+def votes(out, x, member: tylo.Static, mode: tylo.Static):
     t = tylo.thread_idx.x
-    positive = tylo.where(x[t] > 0, tylo.value(1, tylo.u32), tylo.value(0, tylo.u32))
-    text = ("{ .reg .pred %p; setp.ne.u32 %p, $1, 0; "
-            "vote.sync.ballot.b32 $0, %p, $2; }")  # fmt: skip
-    out[t] = tylo.ptx(text, positive, tylo.value(-1, tylo.i32), out=tylo.u32)
+    out[t] = 7
+    if ((tylo.value(member, tylo.u32) >> tylo.value(t, tylo.u32)) & 1) != 0:  # members vote
+        flag = tylo.where(x[t] > 0, tylo.value(1, tylo.u32), tylo.value(0, tylo.u32))
+        if mode == "ballot":
+            text = ("{ .reg .pred %p; setp.ne.u32 %p, $1, 0; "
+                    "vote.sync.ballot.b32 $0, %p, $2; }")  # fmt: skip
+        else:
+            text = ("{ .reg .pred %p, %q; setp.ne.u32 %p, $1, 0; "
+                    f"vote.sync.{mode}.pred %q, %p, $2; selp.u32 $0, 1, 0, %q; }}")  # fmt: skip
+        out[t] = tylo.ptx(text, flag, tylo.value(member, tylo.u32), out=tylo.u32)
 
 
-def test_vote_ballot() -> None:
-    x = np.random.default_rng(7).standard_normal(64).astype(np.float32)
-    out = np.zeros(64, np.uint32)
-    ballot.interpret[1, 64](out, x)
-    for w in range(2):
-        bits = sum(1 << k for k in range(32) if x[32 * w + k] > 0)
-        assert (out[32 * w : 32 * w + 32] == bits).all()
+@settings(max_examples=20, deadline=None)
+@given(
+    mode=st.sampled_from(["ballot", "any", "all", "uni"]),
+    member=st.integers(1, 2**32 - 1),
+    preds=st.integers(0, 2**32 - 1),
+)
+def test_vote_matches_its_definition(mode: str, member: int, preds: int) -> None:
+    x = np.array([1.0 if preds >> k & 1 else -1.0 for k in range(32)], np.float32)
+    out = np.zeros(32, np.uint32)
+    votes.interpret[1, 32](out, x, member, mode)
+    ballot = preds & member
+    want = {"ballot": ballot, "any": int(ballot != 0), "all": int(ballot == member),
+            "uni": int(ballot in (0, member))}[mode]  # fmt: skip
+    for lane in range(32):
+        assert out[lane] == (want if member >> lane & 1 else 7)
 
 
 @pytest.mark.parametrize("shape", [(65, 97, 73), (128, 256, 64)])
