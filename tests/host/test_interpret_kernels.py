@@ -252,15 +252,27 @@ def test_ptx_fma_and_vote_run() -> None:
     assert info.value.operation == "fma.rn.f32"
 
 
-def test_refused_hopper_instruction_names_it() -> None:
-    @tylo.kernel
-    def k(out):
-        tylo.ptx("setmaxnreg.inc.sync.aligned.u32 240;", out=None)
-        out[0] = 1
+@tylo.kernel
+def hopper(out, text: tylo.Static):
+    tylo.ptx(text, out=None)
+    out[0] = 1
 
+
+@pytest.mark.parametrize(
+    ("text", "operation"),
+    [
+        ("setmaxnreg.inc.sync.aligned.u32 240;", "setmaxnreg"),
+        ("wgmma.fence.sync.aligned;", "wgmma"),
+        ("fence.proxy.async.shared::cta;", "fence.proxy.async"),
+        ("griddepcontrol.wait;", "griddepcontrol"),
+        ("{ .reg .pred %e; elect.sync _|%e, 0xffffffff; }", "elect"),
+    ],
+)
+def test_refused_hopper_instruction_names_it(text: str, operation: str) -> None:
     with pytest.raises(UnsupportedOperation) as info:
-        k.interpret[1, 128](np.zeros(1, np.int32))
-    assert info.value.operation == "setmaxnreg"
+        hopper.interpret[1, 128](np.zeros(1, np.int32), text)
+    assert info.value.operation == operation
+    assert operation in str(info.value)
 
 
 def test_print_formats_like_c(capsys: pytest.CaptureFixture[str]) -> None:
