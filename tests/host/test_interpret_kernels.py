@@ -293,3 +293,27 @@ def test_print_formats_like_c(capsys: pytest.CaptureFixture[str]) -> None:
         "b1 t0 x=0.50 big=1099511627779 hex=fa%",
         "b1 t1 x=-1.25 big=1099511627779 hex=fb%",
     ]
+
+
+@tylo.kernel
+def atoms(ticket, mx, mn, fsum, slot, cas_out, x):
+    t = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x
+    tylo.atomic_add(ticket, 0, 1)
+    tylo.atomic_max(mx, 0, x[t])
+    tylo.atomic_min(mn, 0, x[t])
+    tylo.atomic_add(fsum, 0, x[t])
+    tylo.atomic_exch(slot, 0, t)
+    cas_out[t] = tylo.atomic_cas(ticket, 1, 0, t + 1)
+
+
+def test_atomics_apply_one_after_another_in_lane_order() -> None:
+    x = np.random.default_rng(6).standard_normal(128).astype(np.float32)
+    ticket = np.zeros(2, np.int32)
+    mx, mn = np.full(1, -np.inf, np.float32), np.full(1, np.inf, np.float32)
+    fsum, slot, cas = np.zeros(1, np.float32), np.full(1, -1, np.int64), np.zeros(128, np.int32)
+    atoms.interpret[2, 64](ticket, mx, mn, fsum, slot, cas, x)
+    assert ticket.tolist() == [128, 1]  # the first CAS (thread 0) swapped 0 for 1
+    assert mx[0] == x.max() and mn[0] == x.min()
+    assert fsum[0] == np.add.accumulate(x, dtype=np.float32)[-1]  # f32 adds in lane order
+    assert slot[0] == 127  # the last exchange stays
+    assert (cas == 0).sum() == 1 and (cas[1:] == 1).all()
