@@ -201,6 +201,23 @@ def test_row_reduce_example_kernel() -> None:
     assert np.array_equal(out, x.max(axis=1))
 
 
+@pytest.mark.parametrize("view", ["columns", "transpose"])
+def test_row_reduce_example_through_strided_views(view: str) -> None:
+    """Every other column of a matrix (a strided numpy view), or a transposed one: the
+    kernel reads through the strides it is given, and only inside the view's span."""
+    from examples.row_reduce.kernel import row_reduce_kernel
+
+    rng = np.random.default_rng(13)
+    base = rng.standard_normal((8, 300)).astype(np.float32)
+    x = base[:, ::2] if view == "columns" else base.T[:150]
+    rows, cols = x.shape
+    ld, cs = (s // 4 for s in x.strides)
+    out = np.full(rows, np.nan, np.float32)
+    row_reduce_kernel.interpret[(rows + 1) // 2, 256](out, x, rows, cols, ld, cs, "sum", 1, 4,
+                                                      4, None)  # fmt: skip
+    assert np.allclose(out, x.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-4)
+
+
 def test_atomic_histogram() -> None:
     rng = np.random.default_rng(4)
     x = rng.integers(0, 10, 2000).astype(np.int64)

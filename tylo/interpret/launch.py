@@ -64,12 +64,29 @@ def _host_bytes(a: Any, name: str) -> np.ndarray:
             f"argument {name!r}: the interpreter takes numpy arrays and torch CPU tensors as "
             f"arrays, got {type(a).__name__} (copy a device array to the host first)"
         )
-    if not (a.flags.c_contiguous or a.flags.f_contiguous):
+    if a.flags.c_contiguous or a.flags.f_contiguous:
+        return a.ravel(order="K").view(np.uint8)
+    if any(st < 0 for st in a.strides) or a.size == 0:
         raise InterpretArgumentError(
-            f"argument {name!r}: a non-contiguous array (strides {a.strides}); pass "
-            "np.ascontiguousarray(a) and describe its layout with strides in the kernel"
+            f"argument {name!r}: an array with negative strides {a.strides} (or empty and "
+            "strided); pass np.ascontiguousarray(a)"
         )
-    return a.ravel(order="K").view(np.uint8)
+    # a strided view: its bytes from its first element to its last, as on the GPU
+    span = sum((n - 1) * st for n, st in zip(a.shape, a.strides)) + a.itemsize
+    return np.asarray(_Span(a, span))
+
+
+class _Span:
+    """``span`` bytes from array ``a``'s first element (keeps ``a`` alive)."""
+
+    def __init__(self, a: np.ndarray, span: int) -> None:
+        self.a = a
+        self.__array_interface__ = {
+            "data": (a.ctypes.data, not a.flags.writeable),
+            "shape": (span,),
+            "typestr": "|u1",
+            "version": 3,
+        }
 
 
 def _is_array(a: Any) -> bool:
