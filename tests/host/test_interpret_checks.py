@@ -306,3 +306,27 @@ def test_hostile_arguments_are_refused() -> None:
         copy.interpret[1, 32](x, x, 2**63, 0)
     with pytest.raises(InterpretError):
         HostArray(np.zeros(4, np.float32), tylo.bf16)  # 4-byte elements for a 2-byte dtype
+
+
+def test_bounds_debug_mode_traps_with_its_message(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """TYLO_DEBUG_BOUNDS=1 traces a check before the access (vprintf, then trap): the
+    interpreter runs it as traced, so the view's bound (32, inside the 33-element array)
+    is what fails, not the array's end."""
+    from tylo.interpret import Trap
+    from tylo.layouts import Layout
+
+    @tylo.kernel
+    def viewed(out, x):
+        t = tylo.thread_idx.x
+        v = tylo.view(x, Layout((32,), (1,)))
+        out[t] = v[t + 1]
+
+    out, x = np.zeros(32, np.float32), np.zeros(33, np.float32)
+    viewed.interpret[1, 32](out, x)  # without the mode: in the array, no report
+    monkeypatch.setenv("TYLO_DEBUG_BOUNDS", "1")
+    with pytest.raises(Trap) as info:
+        viewed.interpret[1, 32](out, x)
+    assert "thread (31, 0, 0)" in str(info.value)
+    assert "index 32, bound 32" in capsys.readouterr().out
