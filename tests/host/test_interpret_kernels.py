@@ -334,3 +334,19 @@ def test_atomics_apply_one_after_another_in_lane_order() -> None:
     assert fsum[0] == np.add.accumulate(x, dtype=np.float32)[-1]  # f32 adds in lane order
     assert slot[0] == 127  # the last exchange stays
     assert (cas == 0).sum() == 1 and (cas[1:] == 1).all()
+
+
+def test_one_threads_steps_are_printed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TYLO_INTERPRET_THREAD", "1/3")
+    a = np.arange(300, dtype=np.float32)
+    c = np.zeros(300, np.float32)
+    add.interpret[3, 128](c, a, a, 300)
+    err = capsys.readouterr().err
+    assert "[block (1, 0, 0) thread (3, 0, 0)] block entry" in err
+    assert "fadd float" in err and "-> 262.0" in err  # 2 * a[128 + 3]
+    assert "thread (4, 0, 0)" not in err
+    monkeypatch.setenv("TYLO_INTERPRET_THREAD", "one/two")
+    with pytest.raises(tylo.TyloError):
+        add.interpret[3, 128](c, a, a, 300)

@@ -248,6 +248,28 @@ class InterpretedLaunch:
             )
 
 
+def _watch_lane(block: tuple, grid: tuple, padded: int, start: int, nb: int) -> int | None:
+    """The batch lane of ``TYLO_INTERPRET_THREAD="bx,by,bz/tx,ty,tz"`` (or linear
+    ``"b/t"``), when that thread is in this batch."""
+    text = os.environ.get("TYLO_INTERPRET_THREAD")
+    if not text:
+        return None
+    try:
+        b_text, t_text = text.replace(" ", "").strip("()").split("/")
+        b = [int(v) for v in b_text.strip("()").split(",")] + [0, 0]
+        t = [int(v) for v in t_text.strip("()").split(",")] + [0, 0]
+    except ValueError:
+        raise InterpretArgumentError(
+            f"TYLO_INTERPRET_THREAD={text!r}: write the block and the thread as "
+            "'bx,by,bz/tx,ty,tz' (or '0/5')"
+        ) from None
+    cta = b[0] + grid[0] * (b[1] + grid[1] * b[2])
+    thread = t[0] + block[0] * (t[1] + block[1] * t[2])
+    if not start <= cta < start + nb:
+        return None
+    return (cta - start) * padded + thread
+
+
 def _constants(module: Any) -> dict[str, tuple[int, bytes]]:
     """The module's constant byte arrays (printf formats): name -> (window, bytes)."""
     from llvmlite import ir
@@ -338,6 +360,8 @@ def _run(program: Program, params: list[Any], allocs: dict[int, Allocation],
             }
             for s, v in zip(arg_slots, params):
                 st.regs[s] = v
+            watch = _watch_lane(block, grid, padded, start, nb)
+            st.watch = watch
             st.live = real.copy()
             st.pc = np.where(real, 0, program.exit).astype(np.int32)
             st.mask = real

@@ -42,6 +42,7 @@ class State:
         self.live: np.ndarray = np.ones(lanes, dtype=bool)
         self.pc: np.ndarray = np.zeros(lanes, dtype=np.int32)
         self.where: Callable[[int], str] = str
+        self.watch: int | None = None  # a lane whose steps are printed
 
     def set(self, slot: int, value: Any, m: Any, vector: bool = False) -> None:
         """Write ``value`` to ``slot`` in the lanes of mask ``m`` (None: every lane)."""
@@ -96,6 +97,7 @@ class Program:
         for a in fn.args:
             self.slot(a)
         self.blocks = []
+        self.named: dict[str, int] = {}  # '%"name"' -> slot, for TYLO_INTERPRET_THREAD
         for b in self.order:
             steps: list[tuple[Step, str]] = []
             for inst in b.instructions:
@@ -103,6 +105,8 @@ class Program:
                     self.slot(inst)
                 elif inst is not b.terminator:
                     steps.append((self._compile(inst, calls), str(inst).strip()))
+                    if inst.name and id(inst) in self.slots:
+                        self.named[f"%{_quoted(inst.name)}"] = self.slots[id(inst)]
             self.blocks.append((b.name, steps, self._terminator(b)))
 
     # ------------------------------------------------------------------ slots
@@ -303,6 +307,10 @@ class Program:
         return out
 
 
+def _quoted(name: str) -> str:
+    return f'"{name}"'
+
+
 def _extract(v: Any, k: Any) -> Any:
     v = np.asarray(v)
     k = np.asarray(k)
@@ -345,9 +353,12 @@ def run_blocks(program: Program, st: State, on_step: Any = None) -> None:
             m = mask
             st.idx = np.flatnonzero(mask)
         st.mask = mask
-        _, steps, term = blocks[b]
-        for step, _text in steps:
-            step(st, m)
+        name, steps, term = blocks[b]
+        if st.watch is not None and mask[st.watch]:
+            _watched(program, st, name, steps, m)
+        else:
+            for step, _text in steps:
+                step(st, m)
         kind = term[0]
         if kind == "ret":
             pc[mask] = exit_
@@ -378,6 +389,30 @@ def run_blocks(program: Program, st: State, on_step: Any = None) -> None:
         else:
             raise UnsupportedOperation("unreachable", f"kernel {program.kernel} reached "
                                                       "`unreachable`")  # fmt: skip
+
+
+def _watched(program: Program, st: State, name: str, steps: list, m: Any) -> None:
+    """Run a block's steps, printing each instruction and the watched thread's result
+    (``TYLO_INTERPRET_THREAD``) to stderr."""
+    import sys
+
+    lane = st.watch
+    sys.stderr.write(f"[{st.where(lane)}] block {name}\n")
+    for step, text in steps:
+        step(st, m)
+        value = ""
+        lhs = text.split(" = ", 1)[0] if " = " in text else None
+        slot = None if lhs is None else program.named.get(lhs)
+        if slot is not None:
+            value = f" -> {_lane_value(st.regs[slot], lane)}"
+        sys.stderr.write(f"  {text}{value}\n")
+
+
+def _lane_value(r: Any, lane: int) -> Any:
+    if isinstance(r, tuple):
+        return tuple(_lane_value(x, lane) for x in r)
+    a = np.asarray(r)
+    return a[lane].tolist() if a.ndim >= 1 and a.shape[0] > lane else a.tolist()
 
 
 def _phi(st: State, phis: list, m: Any) -> None:
