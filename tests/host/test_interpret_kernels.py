@@ -247,26 +247,75 @@ def test_environment_switch_runs_the_interpreter(monkeypatch: pytest.MonkeyPatch
 def test_unsupported_instruction_is_refused_by_name() -> None:
     @tylo.kernel
     def clock(out):
-        out[0] = tylo.ptx("popc.b32", tylo.value(7, tylo.u32), out=tylo.u32)
+        out[0] = tylo.ptx("bfind.u32", tylo.value(7, tylo.u32), out=tylo.u32)
 
     out = np.zeros(1, np.uint32)
     with pytest.raises(UnsupportedOperation) as info:
         clock.interpret[1, 32](out)
-    assert info.value.operation == "popc.b32"
+    assert info.value.operation == "bfind.u32"
 
 
-def test_ptx_fma_and_vote_run() -> None:
-    @tylo.kernel
-    def k(out, x):
-        t = tylo.thread_idx.x
-        f = tylo.ptx("fma.rn.f32", x[t], x[t], x[t])
-        out[t] = f
+@tylo.kernel
+def alu(out, a, b, c, op: tylo.Static, dt: tylo.Static):
+    t = tylo.thread_idx.x
+    if op in ("fma.rn.f32", "mad.lo.s32", "mad.lo.u32"):
+        out[t] = tylo.ptx(op, a[t], b[t], c[t])
+    elif op.split(".")[0] in ("neg", "abs", "not", "popc", "clz", "brev", "rcp", "sqrt"):
+        out[t] = tylo.ptx(op, a[t], out=dt)
+    else:
+        out[t] = tylo.ptx(op, a[t], b[t], out=dt)
 
-    # fma is not interpreted as inline PTX: refused by name rather than guessed
+
+def _u32(x: int) -> int:
+    return x % 2**32
+
+
+def _s32(x: int) -> int:
+    x %= 2**32
+    return x - 2**32 if x >= 2**31 else x
+
+
+_INT_OPS = {
+    "add.s32": lambda a, b, c: _s32(a + b), "sub.s32": lambda a, b, c: _s32(a - b),
+    "mul.lo.s32": lambda a, b, c: _s32(a * b), "mul.hi.s32": lambda a, b, c: (a * b) >> 32,
+    "mul.hi.u32": lambda a, b, c: (_u32(a) * _u32(b)) >> 32,
+    "mad.lo.s32": lambda a, b, c: _s32(a * b + c), "min.s32": lambda a, b, c: min(a, b),
+    "max.u32": lambda a, b, c: max(_u32(a), _u32(b)), "and.b32": lambda a, b, c: _u32(a & b),
+    "xor.b32": lambda a, b, c: _u32(a ^ b), "shl.b32": lambda a, b, c: _u32(a << (b % 40))
+    if b % 40 < 32 else 0, "shr.u32": lambda a, b, c: _u32(a) >> (b % 40)
+    if b % 40 < 32 else 0, "shr.s32": lambda a, b, c: a >> min(b % 40, 31),
+    "popc.b32": lambda a, b, c: _u32(a).bit_count(),
+    "clz.b32": lambda a, b, c: 32 - _u32(a).bit_length(),
+    "brev.b32": lambda a, b, c: int(f"{_u32(a):032b}"[::-1], 2),
+    "neg.s32": lambda a, b, c: _s32(-a), "not.b32": lambda a, b, c: _u32(~a),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("op", sorted(_INT_OPS))
+@settings(max_examples=3, deadline=None)
+@given(vals=st.lists(st.integers(-(2**31), 2**31 - 1), min_size=96, max_size=96))
+def test_ptx_integer_alu_against_python(op: str, vals: list[int]) -> None:
+    unsigned = op.endswith(("u32", "b32"))
+    dt = tylo.u32 if unsigned else tylo.i32
+    a, b, c = (np.array(vals[k::3][:32], np.int64) for k in range(3))
+    if op.startswith(("shl", "shr")):
+        b = b % 40
+    conv = (lambda x: np.array(x % 2**32, np.uint32)) if unsigned else (
+        lambda x: np.array(x, np.int32))  # fmt: skip
+    out = np.zeros(32, np.uint32 if unsigned else np.int32)
+    alu.interpret[1, 32](out, conv(a), conv(b), conv(c), op, dt)
+    for k in range(32):
+        want = _INT_OPS[op](int(a[k]), int(b[k]), int(c[k]))
+        assert int(out[k]) == (_u32(want) if unsigned else _s32(want)), (op, k)
+
+
+def test_ptx_fma_rounds_once_mostly() -> None:
+    rng = np.random.default_rng(14)
+    a, b, c = rng.standard_normal((3, 32)).astype(np.float32)
     out = np.zeros(32, np.float32)
-    with pytest.raises(UnsupportedOperation) as info:
-        k.interpret[1, 32](out, np.ones(32, np.float32))
-    assert info.value.operation == "fma.rn.f32"
+    alu.interpret[1, 32](out, a, b, c, "fma.rn.f32", tylo.f32)
+    exact = a.astype(np.float64) * b + c  # the f32 product is exact in f64
+    assert np.array_equal(out, exact.astype(np.float32))
 
 
 @tylo.kernel

@@ -23,6 +23,7 @@ from tylo.interpret.errors import Trap, UnsupportedOperation
 from tylo.interpret.irtypes import np_dtype
 from tylo.interpret.numerics import bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16
 from tylo.interpret.ops import fcmp, icmp
+from tylo.interpret.ptx_alu import ALU
 
 __all__ = ["compile_asm", "parse"]
 
@@ -226,6 +227,19 @@ def _with_lanes(env: _Env, sel: Any, f: Any) -> Any:
 
 def _mov(env: _Env, op: str, o: list[str], sel: Any, site: str) -> None:
     t = _suffix_type(op)
+    if o[0].startswith("{") or o[1].startswith("{"):  # mov.bN {lo, hi}, x or x, {lo, hi}
+        half = {np.dtype(np.int64): np.uint32, np.dtype(np.int32): np.uint16}.get(np.dtype(t))
+        if half is None:
+            raise UnsupportedOperation(op, f"{site}: {op} with a vector operand")
+        if o[0].startswith("{"):
+            parts = np.ascontiguousarray(env.get(o[1], t)).view(half).reshape(env.n, -1)
+            for k, dst in enumerate(_vec(o[0])):
+                env.put(dst, parts[:, k], sel)
+        else:
+            cols = [np.broadcast_to(env.get(r, half), (env.n,)) for r in _vec(o[1])]
+            both = np.ascontiguousarray(np.stack(cols, axis=1).astype(half))
+            env.put(o[0], both.view(t).reshape(env.n), sel)
+        return
     if op.startswith("selp"):
         p = env.get(o[3], np.bool_)
         env.put(o[0], np.where(p, env.get(o[1], t), env.get(o[2], t)), sel)
@@ -435,3 +449,4 @@ _HANDLERS = {
     "fence": _nop, "membar": _nop, "trap": _trap, "ldmatrix": _matrix, "stmatrix": _matrix,
     "mma": _matrix, "shfl": _shfl_vote, "vote": _shfl_vote,
 }  # fmt: skip
+_HANDLERS.update(ALU)
