@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -171,6 +172,8 @@ class Kernel:
         return r
 
     def __getitem__(self, config: Any) -> Launcher:
+        if os.environ.get("TYLO_INTERPRET") == "1":  # run on the CPU (tylo.interpret)
+            return self.interpret[config]
         try:
             launcher = self._launchers.get(config)
             cacheable = True
@@ -190,6 +193,14 @@ class Kernel:
                     self._launchers.clear()
                 self._launchers[config] = launcher
         return launcher
+
+    @property
+    def interpret(self) -> Any:
+        """``kern.interpret[grid, block](*args)`` runs the kernel's traced IR on the CPU
+        (:mod:`tylo.interpret`); ``TYLO_INTERPRET=1`` makes ``kern[grid, block]`` do so."""
+        from tylo.interpret import Interpreted
+
+        return Interpreted(self)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TraceError(

@@ -69,6 +69,8 @@ class TraceResult:
     timings: dict[str, float] = field(default_factory=dict)
     deps: Any = None
     guards: tuple[Any, ...] = ()
+    # the llvmlite module whose text is ``llvm`` (read by the CPU interpreter, tylo.interpret)
+    module: Any = field(default=None, repr=False, compare=False)
 
 
 def _entry_name(name: str) -> str:
@@ -217,6 +219,7 @@ def trace_kernel(
         timings={"trace_s": t1 - t0, "ir_s": t2 - t1},
         deps=deps,
         guards=tuple(ctx.guards),
+        module=module.module,
     )
 
 
