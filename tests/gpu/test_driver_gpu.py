@@ -138,7 +138,7 @@ def test_launch_dimension_errors() -> None:
 
 def test_host_buffers_for_copies() -> None:
     from tylo.arrays import ArrayError
-    from tylo.backend.driver import _host_view
+    from tylo.backend.memory import _host_view
 
     for host in (np.arange(12, dtype=np.float32).reshape(3, 4), np.ones(5, np.float16), b"xyz"):
         _keep, address, n = _host_view(host, "copy", None, writable=False)

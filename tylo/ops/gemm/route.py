@@ -8,12 +8,25 @@ from typing import Any
 
 from tylo.ops.args import OpArgumentError
 
-__all__ = ["kernel_call", "launch_gemm", "takes_hopper"]
+__all__ = ["flat", "kernel_call", "launch_gemm", "takes_hopper"]
+
+
+def flat(x: Any) -> Any:
+    """``x`` as the 1-D run of elements its strides span, from its first element: the
+    kernels take a base address and leading dimensions, not a view, and refuse a view that
+    is not C-contiguous (they would read it as one). Keeps ``x`` alive as the owner."""
+    from tylo.arrays import DeviceArray, as_device_array
+
+    arr = as_device_array(x)
+    span = 1 + sum((n - 1) * s for n, s in zip(arr.shape, arr.strides) if n > 0)
+    return DeviceArray(arr.ptr, (span,), (1,), arr.dtype, arr.device, owner=x)
 
 
 def kernel_call(desc: dict[str, Any], out: Any, a: Any, b: Any) -> tuple:
     """``(d, a, b, m, n, k, lda, ldb, ldd)`` for the kernels' convention (D M-contiguous): a
-    column-major ``out`` as it is, a row-major one as ``outᵀ = bᵀ aᵀ`` (the same memory)."""
+    column-major ``out`` as it is, a row-major one as ``outᵀ = bᵀ aᵀ`` (the same memory).
+    The arrays are passed as the flat runs of elements they span (:func:`flat`)."""
+    out, a, b = flat(out), flat(a), flat(b)
     m, n, k = desc["m"], desc["n"], desc["k"]
     lda, ldb, ldo = desc["lda"], desc["ldb"], desc["ldo"]
     if desc["row_major"]:
@@ -32,6 +45,11 @@ def launch_gemm(desc: dict[str, Any], out: Any, a: Any, b: Any, *, alpha: float,
                 stream: Any) -> str:
     """Launch the checked call; returns the path that ran ('hopper', 'hopper-packed' or
     'warp')."""
+    if stream is None:  # the flat views hide the torch tensors from the launcher
+        from tylo.kernel.torch_streams import note_type, torch_stream
+
+        note_type(type(a))
+        stream = torch_stream((a, b, out), None)
     call = kernel_call(desc, out, a, b)
     if takes_hopper(desc["device"]):
         from tylo.ops.gemm.hopper_host import gemm as hopper_gemm
