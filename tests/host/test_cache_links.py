@@ -103,7 +103,9 @@ NODES = st.lists(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(nodes=NODES)
 def test_nothing_outside_is_ever_removed(tmp_path_factory, nodes):
     """Property over trees of entries and links: after info, clear and evict(0), every file
@@ -138,9 +140,7 @@ def test_nothing_outside_is_ever_removed(tmp_path_factory, nodes):
     for d, dirs, files in os.walk(cache_dir):  # followlinks=False: links are not entered
         rel = Path(d).relative_to(cache_dir)
         if len(rel.parts) == 2 and rel.parts[0].startswith("v"):
-            expected += sum(
-                f.endswith(".tylo") and not (Path(d) / f).is_symlink() for f in files
-            )
+            expected += sum(f.endswith(".tylo") and not (Path(d) / f).is_symlink() for f in files)
     cache = C.DiskCache(cache_dir)
     assert len(cache.entries()) == expected
     assert cache.clear() == expected
