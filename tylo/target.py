@@ -20,12 +20,32 @@ from dataclasses import dataclass
 
 from tylo.errors import TyloError
 
-__all__ = ["Target", "TargetError", "parse_spec"]
+__all__ = ["KNOWN_CAPABILITIES", "Target", "TargetError", "parse_spec"]
 
 # Oldest architecture CUDA 13 (libNVVM 13, nvJitLink 13) still compiles for (Turing).
 MIN_CC = (7, 5)
 # Arch-specific ('a') variants exist from compute capability 9.0 on.
 MIN_ARCH_SPECIFIC_MAJOR = 9
+#: The compute capabilities CUDA 13's libNVVM compiles for (each also with the ``a``
+#: suffix from 9.0 on); ``sm_99`` parses as a Target but names no GPU. The command line
+#: refuses a target outside this set when it parses its arguments (:attr:`Target.known`).
+KNOWN_CAPABILITIES = frozenset(
+    {
+        (7, 5),
+        (8, 0),
+        (8, 6),
+        (8, 7),
+        (8, 8),
+        (8, 9),
+        (9, 0),
+        (10, 0),
+        (10, 3),
+        (10, 7),
+        (11, 0),
+        (12, 0),
+        (12, 1),
+    }
+)
 
 _FORMS = "'sm_90a', 'sm_80', 'compute_90a', '90a', '9.0a' or a Target"
 _TARGET_RE = re.compile(r"^(?:(?:sm|compute)_)?(\d{1,2})(\d)(a?)$")
@@ -101,6 +121,12 @@ class Target:
 
         major, minor = driver.compute_capability(ordinal)
         return cls(major, minor, major >= MIN_ARCH_SPECIFIC_MAJOR)
+
+    @property
+    def known(self) -> bool:
+        """Whether this is the compute capability of a GPU CUDA 13 compiles for
+        (:data:`KNOWN_CAPABILITIES`); ``Target(9, 9)`` is well formed but not known."""
+        return (self.major, self.minor) in KNOWN_CAPABILITIES
 
     @property
     def sm(self) -> str:

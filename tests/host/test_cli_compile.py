@@ -1,6 +1,6 @@
 """``tylo compile FILE.py:KERNEL``: compile-only (no GPU) through libNVVM, argument specs
 from the command line (``ptr:DTYPE[:ALIGN]``, ``int[:FACTS]``, ``float[:f64]``,
-``py:EXPR``), each stage printed; usage errors exit 64, a kernel that does not trace exits
+``py:EXPR``), each stage printed; usage errors exit 2, a kernel that does not trace exits
 1, a missing compiler component exits 69 with the command that installs it."""
 
 from __future__ import annotations
@@ -103,7 +103,9 @@ def test_every_stage_and_every_spec_kind(
     capsys: pytest.CaptureFixture[str], kernels: str, tmp_path: Path
 ) -> None:
     if toolchain_status() != EXIT_OK:
-        status, _, err = run(capsys, "compile", f"{kernels}:scale", "--arg", "out=ptr:f32")
+        status, _, err = run(
+            capsys, "compile", f"{kernels}:scale", "--arg", "out=ptr:f32", "--block", "1"
+        )
         assert status in (EXIT_UNAVAILABLE, EXIT_USAGE)
         return
     specs = [
@@ -179,6 +181,8 @@ def test_every_stage_and_every_spec_kind(
         "n=int",
         "--arg",
         "relu=py:0",
+        "--block",
+        "1",
     )
     assert status == EXIT_OK
 
@@ -187,7 +191,15 @@ def test_a_kernel_that_does_not_trace_exits_1(
     capsys: pytest.CaptureFixture[str], kernels: str
 ) -> None:
     status, out, err = run(
-        capsys, "compile", f"{kernels}:broken", "--arg", "out=ptr:f32", "--arg", "n=int"
+        capsys,
+        "compile",
+        f"{kernels}:broken",
+        "--arg",
+        "out=ptr:f32",
+        "--arg",
+        "n=int",
+        "--block",
+        "1",
     )
     assert status == EXIT_FAILED and out == ""
     assert "NameError" in err and "undefined_name" in err and "Traceback" not in err
@@ -218,14 +230,15 @@ def test_a_kernel_that_does_not_trace_exits_1(
         (["{k}:broken", "--arg", "out=tensor", "--arg", "n=int"], "the spec is ptr:DTYPE"),
         (["{k}:broken", "--arg", "=int"], "expected NAME=SPEC"),
         (["{k}:broken", "--target", "sm_99z"], "--target 'sm_99z'"),
-        (["{k}:broken", "--block", "0"], "each >= 1"),
+        (["{k}:broken", "--block", "0"], "must be >= 1"),
         (["{k}:broken", "--block", "1,2,3,4"], "one to three"),
-        (["{k}:broken", "--block", "a"], "expected ints"),
+        (["{k}:broken", "--block", "a"], "expected one to three ints"),
     ],
 )
 def test_usage_errors(
     capsys: pytest.CaptureFixture[str], kernels: str, args: list[str], says: str
 ) -> None:
+    args = args if "--block" in args else [*args, "--block", "1"]
     status, out, err = run(capsys, "compile", *(a.replace("{k}", kernels) for a in args))
     assert status == EXIT_USAGE, err
     assert says in err and out == "" and err.count("\n") == 1, err
@@ -234,5 +247,5 @@ def test_usage_errors(
 def test_import_failure_exits_1(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("raise RuntimeError('boom at import')\n")
-    status, _, err = run(capsys, "compile", f"{bad}:k", "--arg", "x=int")
+    status, _, err = run(capsys, "compile", f"{bad}:k", "--arg", "x=int", "--block", "1")
     assert status == EXIT_FAILED and "RuntimeError: boom at import" in err

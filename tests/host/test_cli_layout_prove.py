@@ -1,6 +1,6 @@
 """``tylo layout`` and ``tylo prove``: printed facts checked against tylo.layouts, the
 offset table against a brute-force dot product over random layouts, and every exit status
-(0 proved, 1 disproved, 2 unknown, 64 usage, 69 missing PNG support) in a subprocess run of
+(0 proved, 1 disproved, 2 usage, 3 unknown, 69 missing PNG support) in a subprocess run of
 ``python -m tylo.cli`` exactly as a user runs it."""
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def test_prove_subprocess_exit_status(args: list[str], status: int, first: str) 
     assert r.stdout.splitlines()[0] == first and r.stderr == ""
 
 
-def test_usage_errors_exit_64_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+def test_usage_errors_exit_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     r = cli("prove")
     assert r.returncode == EXIT_USAGE and r.stdout == ""
     assert r.stderr.splitlines()[-1] == (
@@ -184,7 +184,8 @@ def test_layout_symbols_facts_and_values(capsys: pytest.CaptureFixture[str]) -> 
     for bad, says in (
         (["--multiple-of", "M=8", "--set", "M=12"], "multiple of 8"),
         (["--set", "M=0"], "positive"),
-        (["--set", "M=x"], "NAME=INTEGER"),
+        (["--set", "M=x"], "expected an integer"),
+        (["--set", "=3"], "NAME=INTEGER"),
         (["--multiple-of", "M=0"], "K must be >= 1"),
         (["--dim", "1M"], "Python identifier"),
         (["--svg", "/tmp/never.svg"], "needs a static layout"),

@@ -231,3 +231,70 @@ def test_the_payload_is_live_code() -> None:
     eval(f"lambda v: {PAYLOAD}", {"__builtins__": __builtins__})((0, 0, 4))  # noqa: S307
     assert MARKER.exists()
     MARKER.unlink()
+
+
+_RACE_KERNEL = """\
+import tylo
+
+
+@tylo.kernel
+def scale(out, x, n: tylo.Int(), s: tylo.Static):
+    i = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x
+    if i < n:
+        out[i] = x[i] * s
+"""
+
+
+def _race_deleter(directory: str, stop) -> None:
+    import shutil
+    import time
+
+    while not stop.is_set():
+        shutil.rmtree(directory, ignore_errors=True)
+        time.sleep(0.005)
+
+
+def _race_compile(i: int, directory: str, kernel_dir: str, q) -> None:
+    import warnings
+
+    os.environ["TYLO_CACHE_DIR"] = directory
+    os.environ.pop("TYLO_CACHE", None)
+    sys.path.insert(0, kernel_dir)
+    try:
+        import race_kernel
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CompileWarning)
+            k = race_kernel.scale.compile(
+                tylo.f32, tylo.f32, int, float(i), block=128, target="sm_80"
+            )
+        q.put((i, "ok" if ".entry" in k.ptx and k.cubin else "no code"))
+    except BaseException as err:  # noqa: BLE001 - any failure is the test's finding
+        q.put((i, f"{type(err).__name__}: {err}"))
+
+
+def test_compiles_survive_the_cache_being_deleted_every_5ms(tmp_path) -> None:
+    """The issue's example: 8 concurrent compiles (each a miss: a new static value) while
+    another process deletes the cache directory every 5 ms. Every compile succeeds (the
+    cache breaking mid-compile is a miss or a warning, never a failure)."""
+    import multiprocessing as mp
+
+    (tmp_path / "race_kernel.py").write_text(_RACE_KERNEL)
+    directory = str(tmp_path / "cache")
+    ctx = mp.get_context("spawn")
+    stop, q = ctx.Event(), ctx.Queue()
+    deleter = ctx.Process(target=_race_deleter, args=(directory, stop))
+    deleter.start()
+    procs = [
+        ctx.Process(target=_race_compile, args=(i, directory, str(tmp_path), q))
+        for i in range(8)
+    ]
+    try:
+        for p in procs:
+            p.start()
+        results = sorted(q.get(timeout=300) for _ in procs)
+    finally:
+        stop.set()
+        for p in [*procs, deleter]:
+            p.join(timeout=60)
+    assert results == [(i, "ok") for i in range(8)]

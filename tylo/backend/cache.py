@@ -22,6 +22,14 @@ from it is ever evaluated as Python.)
 The cache is bounded: after each write, entries are evicted least recently used first
 (a hit marks its entry used) until the total size is at most ``TYLO_CACHE_MAX_BYTES``
 (default :data:`DEFAULT_MAX_BYTES`, 1 GiB).
+
+An entry is only a regular file at ``<directory>/v<N>/<xx>/<key>.tylo`` whose two parent
+directories are real directories inside the cache: a symbolic link anywhere below the
+cache directory is never followed, read, written, touched or removed through, so
+``tylo cache clear`` and eviction cannot delete anything outside the cache. The cache is
+an optimization: a directory that vanishes or breaks while a compile uses it (another
+process clearing it) makes that compile a miss, or an unstored result with one warning,
+never a failed compile.
 """
 
 from __future__ import annotations
@@ -30,12 +38,13 @@ import functools
 import hashlib
 import json
 import os
+import stat
 import struct
 import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -187,11 +196,12 @@ class DiskCache:
 
     def lookup(self, key: str) -> tuple[CacheEntry | None, str]:
         """(entry, status) with status ``'hit'``, ``'miss'`` or ``'corrupt'`` (the bad
-        entry has been removed). A hit marks the entry used (for eviction)."""
+        entry has been removed). A hit marks the entry used (for eviction). Anything but a
+        regular file under real directories of the cache (a link, a directory that
+        vanished) is a miss."""
         path = self.path(key)
-        try:
-            data = path.read_bytes()
-        except OSError:
+        data = _read_entry(path)
+        if data is None:
             return None, "miss"
         entry = _decode(data, key)
         if entry is None:
@@ -221,6 +231,8 @@ class DiskCache:
         tmp = None
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not _real_parents(path):
+                raise OSError(f"{path.parent} is not a directory inside the cache (a link?)")
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=_SUFFIX, dir=path.parent)
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
@@ -244,18 +256,35 @@ class DiskCache:
 
     def entries(self) -> list[tuple[int, int, Path]]:
         """``(last_use_ns, size, path)`` of every entry (all format versions), oldest use
-        first."""
+        first: regular files ``v*/*/*.tylo`` under real directories of the cache (links
+        are never followed; a directory removed meanwhile is skipped)."""
         found = []
-        for path in self.directory.glob(f"v*/*/*{_SUFFIX}"):
+        for path in self._files():
             if path.name.startswith(".tmp-"):
                 continue
             try:
-                st = path.stat()
+                st = path.lstat()
             except OSError:
                 continue
-            found.append((max(st.st_atime_ns, st.st_mtime_ns), st.st_size, path))
+            if stat.S_ISREG(st.st_mode):
+                found.append((max(st.st_atime_ns, st.st_mtime_ns), st.st_size, path))
         found.sort()
         return found
+
+    def _files(self) -> Iterator[Path]:
+        """Every regular file (by ``lstat``) ending in ``.tylo`` two real directories
+        below a ``v*`` real directory of the cache; never follows a link, never raises."""
+        for version in _subdirs(self.directory):
+            if not version.name.startswith("v"):
+                continue
+            for shard in _subdirs(version):
+                for item in _scan(shard):
+                    try:
+                        regular = item.is_file(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if regular and item.name.endswith(_SUFFIX):
+                        yield Path(item.path)
 
     def size(self) -> int:
         """Total bytes of the entries."""
@@ -267,9 +296,11 @@ class DiskCache:
         crashed writers left. Returns how many entries were removed."""
         limit = self.limit if limit is None else limit
         now = time.time()
-        for tmp in self.directory.glob(f"v*/*/.tmp-*{_SUFFIX}"):
+        for tmp in self._files():
+            if not tmp.name.startswith(".tmp-"):
+                continue
             try:
-                if now - tmp.stat().st_mtime > _STALE_TMP_S:
+                if now - tmp.lstat().st_mtime > _STALE_TMP_S:
                     tmp.unlink()
             except OSError:
                 pass
@@ -290,7 +321,8 @@ class DiskCache:
         return removed
 
     def clear(self) -> int:
-        """Remove every entry; returns how many were removed."""
+        """Remove every entry (regular files inside the cache only: a link is neither
+        followed nor removed); returns how many were removed."""
         removed = 0
         for _, _, path in self.entries():
             try:
@@ -320,6 +352,8 @@ def _usable_configured_dir(directory: Path) -> None:
             f"({err.strerror or err}); {fix}"
         ) from None
     if not os.access(directory, os.W_OK | os.X_OK):
+        if not os.path.isdir(directory):
+            return  # removed meanwhile (another process cleared it): a miss, not an error
         raise CacheError(
             f"tylo cache: TYLO_CACHE_DIR={str(directory)!r} is not writable by this user; {fix}"
         )
@@ -338,11 +372,67 @@ def default_cache() -> DiskCache | None:
     return DiskCache(directory)
 
 
-def _touch(path: Path) -> None:
-    """Mark ``path`` used now (explicitly: mounts with ``noatime`` never update it)."""
-    now = time.time_ns()
+def _scan(directory: str | os.PathLike[str]) -> list[os.DirEntry[str]]:
+    """The entries of ``directory``, or none when it cannot be read (removed meanwhile)."""
     try:
-        os.utime(path, ns=(now, now))
+        with os.scandir(directory) as it:
+            return list(it)
+    except OSError:
+        return []
+
+
+def _subdirs(directory: str | os.PathLike[str]) -> list[os.DirEntry[str]]:
+    """The real subdirectories of ``directory`` (a link to a directory is not one)."""
+    out = []
+    for item in _scan(directory):
+        try:
+            if item.is_dir(follow_symlinks=False):
+                out.append(item)
+        except OSError:
+            continue
+    return out
+
+
+def _real_parents(path: Path) -> bool:
+    """Whether the two directories above the entry ``path``
+    (``v<N>`` and its shard) are real directories, not links (``lstat``)."""
+    for parent in (path.parent.parent, path.parent):
+        try:
+            if not stat.S_ISDIR(os.lstat(parent).st_mode):
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _read_entry(path: Path) -> bytes | None:
+    """The bytes of the entry file ``path`` when it is a regular file (not a link) under
+    real directories of the cache; None otherwise or when it cannot be read."""
+    if not _real_parents(path):
+        return None
+    try:
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _touch(path: Path) -> None:
+    """Mark ``path`` used now (explicitly: mounts with ``noatime`` never update it); a
+    link is not followed."""
+    now = time.time_ns()
+    follow = os.utime not in os.supports_follow_symlinks  # no lutimes: the file itself
+    try:
+        os.utime(path, ns=(now, now), follow_symlinks=follow)
     except OSError:
         pass
 

@@ -2,8 +2,8 @@
 
 Installed as ``tylo`` (``[project.scripts]``) and runnable as ``python -m tylo.cli``. Every
 subcommand has ``--help`` with examples; the manual is ``docs/cli.md``. Exit statuses:
-0 success (``prove``: proved), 1 disproved or failed, 2 unknown (``prove``), 64 usage
-error, 69 a needed component is not installed (see :mod:`tylo.cli.common`).
+0 success (``prove``: proved), 1 disproved or failed, 2 usage error, 3 unknown
+(``prove``), 69 a needed component is not installed (see :mod:`tylo.cli.common`).
 
 >>> main(["layout", "(2,2):(2,1)", "--limit", "1"])
 layout  (2,2):(2,1)
@@ -49,8 +49,8 @@ __all__ = [
 ]
 
 EPILOG = """\
-exit status: 0 success (prove: proved), 1 disproved or failed, 2 unknown (prove),
-64 usage error, 69 a needed component is not installed.
+exit status: 0 success (prove: proved), 1 disproved or failed, 2 usage error,
+3 unknown (prove), 69 a needed component is not installed.
 
 examples:
   tylo layout "((2,4),8):((1,16),2)"

@@ -33,17 +33,15 @@ def cache_location() -> Path:
 
 def cache_summary(directory: Path) -> dict[str, Any]:
     """``{"entries", "bytes", "versions"}`` of the cache under ``directory``: entries
-    (``*.tylo`` files) and their bytes, per format directory ``v<N>``."""
+    (regular ``*.tylo`` files inside it; links are not followed) and their bytes, per
+    format directory ``v<N>``."""
+    from tylo.backend.cache import DiskCache
+
     versions: dict[str, list[int]] = {}
-    if directory.is_dir():
-        for path in directory.glob("v*/*/*.tylo"):
-            try:
-                n = path.stat().st_size
-            except OSError:
-                continue  # removed while we looked
-            counts = versions.setdefault(path.parts[-3], [0, 0])
-            counts[0] += 1
-            counts[1] += n
+    for _, n, path in DiskCache(directory, limit=1).entries():
+        counts = versions.setdefault(path.parts[-3], [0, 0])
+        counts[0] += 1
+        counts[1] += n
     return {
         "entries": sum(c[0] for c in versions.values()),
         "bytes": sum(c[1] for c in versions.values()),

@@ -2,11 +2,12 @@
 and symbols given on the command line (``--dim``, ``--multiple-of``, ``--set``,
 ``--assume``).
 
-Exit statuses (documented in ``docs/cli.md``): 0 success (``prove``: proved), 1 the
-operation's answer is no or it failed (``prove``: disproved; ``compile``: a compile or
-trace error), 2 unknown (``prove`` only), 64 a usage error (bad options or notation; the
-``EX_USAGE`` of ``sysexits.h``), 69 something needed is not installed (libNVVM,
-nvdisasm, cairosvg; ``EX_UNAVAILABLE``).
+Exit statuses (documented once, in ``docs/cli.md``; the examples' command lines use the
+same): 0 success (``prove``: proved), 1 the operation's answer is no or it failed
+(``prove``: disproved; ``compile``: a compile or trace error), 2 a usage error (bad
+options, values or notation; argparse's own status), 3 unknown (``prove`` only), 69
+something needed is not installed (libNVVM, nvdisasm, cairosvg; ``EX_UNAVAILABLE`` of
+``sysexits.h``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from tylo.errors import TyloError
@@ -28,13 +30,22 @@ __all__ = [
     "Parser",
     "Symbols",
     "add_symbol_options",
+    "nonempty_path",
+    "parse_int",
+    "shown",
+    "static_int",
 ]
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # prove: disproved; compile: the kernel does not compile
-EXIT_UNKNOWN = 2  # prove: neither proved nor disproved
-EXIT_USAGE = 64  # sysexits.h EX_USAGE
+EXIT_USAGE = 2  # a bad command line (argparse's status; the examples' command lines too)
+EXIT_UNKNOWN = 3  # prove: neither proved nor disproved
 EXIT_UNAVAILABLE = 69  # sysexits.h EX_UNAVAILABLE: a needed tool or package is missing
+
+#: The most digits an integer on the command line may have (far below Python's own
+#: 4300-digit conversion limit, far above any size a GPU or a layout can use).
+MAX_DIGITS = 1000
+_SHOWN = 60  # a value longer than this is shortened in messages
 
 
 class CliError(TyloError):
@@ -46,8 +57,7 @@ class CliError(TyloError):
 
 
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors exit with :data:`EXIT_USAGE` (argparse's own
-    2 is ``prove``'s "unknown")."""
+    """An ArgumentParser whose usage errors exit with :data:`EXIT_USAGE`."""
 
     def error(self, message: str) -> NoReturn:
         """Print the usage and ``message`` to stderr and exit with :data:`EXIT_USAGE`."""
@@ -85,12 +95,47 @@ def add_symbol_options(p: argparse.ArgumentParser, *, values: bool) -> None:
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
 
 
+def shown(text: str) -> str:
+    """``repr(text)``, shortened in the middle when it is long (a 5000-digit value)."""
+    if len(text) <= _SHOWN:
+        return repr(text)
+    return repr(text[: _SHOWN // 2] + "..." + text[-10:]) + f" ({len(text)} characters)"
+
+
+def parse_int(
+    text: str, option: str, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    """The decimal integer ``text`` given to ``option``, within ``[minimum, maximum]``
+    (either may be None); a :class:`CliError` (usage) otherwise, also for more than
+    :data:`MAX_DIGITS` digits (never Python's int-conversion ValueError)."""
+    t = text.strip() if isinstance(text, str) else ""
+    if not re.fullmatch(r"[+-]?\d+", t):
+        raise CliError(f"{option} {shown(str(text))}: expected an integer")
+    if len(t.lstrip("+-").lstrip("0")) > MAX_DIGITS:
+        raise CliError(
+            f"{option} {shown(t)}: an integer of more than {MAX_DIGITS} digits is not a size"
+        )
+    v = int(t)
+    if minimum is not None and v < minimum:
+        raise CliError(f"{option} {shown(t)}: must be >= {minimum}")
+    if maximum is not None and v > maximum:
+        raise CliError(f"{option} {shown(t)}: must be <= {maximum}")
+    return v
+
+
+def nonempty_path(text: str, option: str, example: str = "out.svg") -> str:
+    """``text`` as a file path for ``option``; an empty path is a usage error."""
+    if not text.strip():
+        raise CliError(f"{option} {text!r}: give a file name, such as {option} {example}")
+    return text
+
+
 def _pair(text: str, option: str) -> tuple[str, int]:
     name, sep, value = text.partition("=")
-    name, value = name.strip(), value.strip()
-    if not sep or not _NAME.match(name) or not re.fullmatch(r"-?\d+", value):
-        raise CliError(f"{option} {text!r}: expected NAME=INTEGER, such as {option} M=16")
-    return name, int(value)
+    name = name.strip()
+    if not sep or not _NAME.match(name):
+        raise CliError(f"{option} {shown(text)}: expected NAME=INTEGER, such as {option} M=16")
+    return name, parse_int(value, f"{option} {name}=")
 
 
 class Symbols:
@@ -104,7 +149,7 @@ class Symbols:
         for text in args.multiple_of:
             name, k = _pair(text, "--multiple-of")
             if k < 1:
-                raise CliError(f"--multiple-of {text!r}: K must be >= 1, got {k}")
+                raise CliError(f"--multiple-of {shown(text)}: K must be >= 1, got {k}")
             multiples[name] = k
         names = [n.strip() for group in args.dim for n in group.split(",") if n.strip()]
         for name in names:
@@ -119,7 +164,7 @@ class Symbols:
             k = multiples.get(name, 1)
             if v < 1 or v % k:
                 need = "a positive integer" + (f" and a multiple of {k}" if k > 1 else "")
-                raise CliError(f"--set {text!r}: {name} is {need} (its facts), got {v}")
+                raise CliError(f"--set {shown(text)}: {name} is {need} (its facts)")
             self.values[name] = v
 
     def layout(self, text: str, what: str = "LAYOUT") -> Any:
@@ -129,7 +174,7 @@ class Symbols:
         try:
             x = parse(text, self.table)
         except LayoutError as err:
-            raise CliError(f"{what} {text!r}: {err}") from None
+            raise CliError(f"{what} {shown(text)}: {err}") from None
         if isinstance(x, Swizzle):
             raise CliError(
                 f"{what} {text!r} is a bare swizzle; compose it with a layout: "
@@ -151,29 +196,36 @@ class Symbols:
             p.done()
             return to_value(value)
         except LayoutError as err:
-            raise CliError(f"{what} {text!r}: {err}") from None
+            raise CliError(f"{what} {shown(text)}: {err}") from None
 
-    def fact(self, text: str) -> Any:
+    def fact(self, text: str, subjects: Sequence[Any] = ()) -> Any:
         """Parse one ``--assume``: ``A >= B`` (also ``>``, ``<=``, ``<``, ``==``) or a
         divisibility ``K | E`` / ``divisible(E, K)``. A relation between numbers that is
-        true is returned as ``True`` (nothing to assume); a false one is refused."""
+        true is returned as ``True`` (nothing to assume); a false one is refused. When
+        ``subjects`` (the layouts and parameter expressions proved) are given, a fact that
+        names a symbol none of them has is refused: it would silently assume nothing."""
         import sympy
 
         from tylo.layouts import divisible
 
         m = re.fullmatch(r"\s*divisible\s*\((.*),(.*)\)\s*", text)
         if m:
-            return divisible(self.expr(m.group(1), "--assume"), self.expr(m.group(2), "--assume"))
+            e, k = self.expr(m.group(1), "--assume"), self.expr(m.group(2), "--assume")
+            self._known(text, (e, k), subjects)
+            return divisible(e, k)
         if "|" in text:
-            k, _, e = text.partition("|")
-            return divisible(self.expr(e, "--assume"), self.expr(k, "--assume"))
+            k_text, _, e_text = text.partition("|")
+            e, k = self.expr(e_text, "--assume"), self.expr(k_text, "--assume")
+            self._known(text, (e, k), subjects)
+            return divisible(e, k)
         m = re.fullmatch(r"(.*?)(>=|<=|==|>|<)(.*)", text)
         if not m:
             raise CliError(
-                f"--assume {text!r}: expected a relation such as 'lda >= M' (>=, >, <=, <, ==) "
-                "or a divisibility such as '8 | M' or 'divisible(M, 8)'"
+                f"--assume {shown(text)}: expected a relation such as 'lda >= M' (>=, >, <=, "
+                "<, ==) or a divisibility such as '8 | M' or 'divisible(M, 8)'"
             )
         a, op, b = self.expr(m.group(1), "--assume"), m.group(2), self.expr(m.group(3), "--assume")
+        self._known(text, (a, b), subjects)
         rel = {
             ">=": sympy.Ge,
             "<=": sympy.Le,
@@ -184,22 +236,39 @@ class Symbols:
         if rel is sympy.true:
             return True  # trivially true: nothing to assume
         if rel is sympy.false:
-            raise CliError(f"--assume {text!r} is false; an assumption must be satisfiable")
+            raise CliError(f"--assume {shown(text)} is false; an assumption must be satisfiable")
         return rel
 
+    @staticmethod
+    def _known(text: str, sides: Sequence[Any], subjects: Sequence[Any]) -> None:
+        if not subjects:
+            return
+        have: set[str] = set()
+        for x in subjects:
+            have |= {s.name for s in getattr(x, "free_symbols", ())}
+        used = {s.name for x in sides for s in getattr(x, "free_symbols", ())}
+        unknown = sorted(used - have)
+        if unknown:
+            raise CliError(
+                f"--assume {shown(text)}: {', '.join(unknown)} is not a symbol of what is "
+                f"proved (its symbols: {', '.join(sorted(have)) or 'none'})"
+            )
+
     def substitute(self, obj: Any) -> Any:
-        """``obj`` with the ``--set`` values in place of their symbols."""
+        """``obj`` with the ``--set`` values in place of their symbols; a ``--set`` of a
+        name ``obj`` does not have is a usage error (a misspelt name would be ignored)."""
         from tylo.layouts import substitute
 
+        have = sorted({s.name for s in getattr(obj, "free_symbols", ())})
+        for name in self.values:
+            if name not in have:
+                raise CliError(
+                    f"--set {name}=...: {obj} has no symbol {name} "
+                    f"({'its symbols: ' + ', '.join(have) if have else 'it has no symbols'})"
+                )
         return substitute(obj, self.values) if self.values else obj
 
 
 def static_int(text: str, option: str, minimum: int = 1) -> int:
     """An integer option value of at least ``minimum``; CliError otherwise."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise CliError(f"{option} {text!r}: expected an integer") from None
-    if v < minimum:
-        raise CliError(f"{option} {text!r}: must be >= {minimum}")
-    return v
+    return parse_int(text, option, minimum)

@@ -4,15 +4,28 @@ print one stage (LLVM IR, PTX, SASS or the resource usage)."""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
-from tylo.cli.common import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, CliError
+from tylo.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    CliError,
+    nonempty_path,
+    parse_int,
+    shown,
+)
 
-__all__ = ["EMITS", "add_parser", "arg_spec", "run"]
+__all__ = ["EMITS", "MAX_BLOCK", "add_parser", "arg_spec", "module_name", "run"]
+
+#: The most threads per dimension of a block (x, y, z) and in all: CUDA's limits.
+MAX_BLOCK = (1024, 1024, 64)
+MAX_THREADS = 1024
 
 EMITS = ("llvm", "ptx", "sass", "resources")
 
@@ -28,8 +41,8 @@ argument specs (--arg NAME=SPEC, one per kernel parameter):
 examples:
   tylo compile examples/vector_add/kernel.py:vector_add --arg a=ptr:f32 --arg b=ptr:f32 \\
       --arg out=ptr:f32 --arg n=int --block 256 --emit ptx
-  tylo compile k.py:gemm --target sm_90a --arg a=ptr:bf16:16 --arg n=int:multiple_of=8 \\
-      --arg plan=py:make_plan(128) --emit resources
+  tylo compile k.py:gemm --target sm_90a --block 256 --arg a=ptr:bf16:16 \\
+      --arg n=int:multiple_of=8 --arg plan=py:make_plan(128) --emit resources
 """
 
 
@@ -44,12 +57,20 @@ def add_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("kernel", metavar="FILE.py:KERNEL", help="the file and the kernel's name in it")
-    p.add_argument("--target", default="sm_90a", help="sm_90a, sm_80, ... (default sm_90a)")
+    p.add_argument(
+        "--target",
+        default="sm_90a",
+        help="sm_90a, sm_80, ... (default sm_90a): a GPU CUDA 13 compiles for",
+    )
     p.add_argument("--emit", choices=EMITS, default="ptx", help="the stage to print (default ptx)")
     p.add_argument(
         "--arg", action="append", default=[], metavar="NAME=SPEC", help="a parameter's spec"
     )
-    p.add_argument("--block", default="1", help="the block shape: 256 or 16,8 (default 1)")
+    p.add_argument(
+        "--block",
+        required=True,
+        help="the block shape, required: 256 or 16,8 (at most 1024 threads; z <= 64)",
+    )
     p.add_argument("-o", "--output", metavar="FILE", help="write the stage to FILE, not stdout")
     p.set_defaults(run=run)
 
@@ -61,15 +82,21 @@ def _load(target: str) -> Any:
     path = Path(path_text)
     if not path.is_file():
         raise CliError(f"{target!r}: no file {path_text}")
-    module_name = re.sub(r"\W", "_", path.stem)
-    spec = importlib.util.spec_from_file_location(module_name, path)
+    name_in_modules = module_name(path)
+    spec = importlib.util.spec_from_file_location(name_in_modules, path)
     if spec is None or spec.loader is None:
         raise CliError(f"{target!r}: {path_text} is not a Python file")
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.resolve().parent))  # the kernel file's own imports
-    sys.modules[module_name] = module
+    sys.modules[name_in_modules] = module
     try:
         spec.loader.exec_module(module)
+    except SystemExit as err:  # exit() at import: nothing would be compiled; not a success
+        raise CliError(
+            f"importing {path_text} failed: it raised SystemExit({err.code!r}) at import; "
+            'put its script part under `if __name__ == "__main__":`',
+            EXIT_FAILED,
+        ) from None
     except Exception as err:  # noqa: BLE001 - the user's module failed to import: say so, exit 1
         raise CliError(
             f"importing {path_text} failed: {type(err).__name__}: {err}", EXIT_FAILED
@@ -85,6 +112,16 @@ def _load(target: str) -> Any:
     return module, kernel
 
 
+def module_name(path: Path) -> str:
+    """The private name ``tylo compile`` imports ``path`` under: ``_tylo_cli_<stem>_<hash
+    of the resolved path>``, so a kernel file named ``json.py`` does not replace (and is
+    not replaced by) the module ``json``, and the name is the same in every process (the
+    kernel cache keys on it)."""
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    stem = re.sub(r"\W", "_", path.stem)
+    return f"_tylo_cli_{stem}_{digest}"
+
+
 def _facts(text: str, spec: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for item in filter(None, (s.strip() for s in text.split(","))):
@@ -94,8 +131,8 @@ def _facts(text: str, spec: str) -> dict[str, int]:
             or key.strip() not in ("min", "max", "multiple_of")
             or not re.fullmatch(r"\d+", value.strip())
         ):
-            raise CliError(f"--arg {spec!r}: int facts are min=N, max=N, multiple_of=N")
-        out[key.strip()] = int(value)
+            raise CliError(f"--arg {shown(spec)}: int facts are min=N, max=N, multiple_of=N")
+        out[key.strip()] = parse_int(value, f"--arg {shown(spec)}: {key.strip()}")
     return out
 
 
@@ -137,12 +174,22 @@ def arg_spec(spec: str, scope: dict[str, Any]) -> tuple[str, Any]:
 
 
 def _block(text: str) -> tuple[int, ...]:
-    try:
-        block = tuple(int(s) for s in text.strip("()").split(","))
-    except ValueError:
-        raise CliError(f"--block {text!r}: expected ints such as 256 or 16,8") from None
-    if not 1 <= len(block) <= 3 or any(b < 1 for b in block):
-        raise CliError(f"--block {text!r}: one to three extents, each >= 1")
+    """The ``--block`` shape: one to three extents within CUDA's limits (at most
+    :data:`MAX_BLOCK` per dimension and :data:`MAX_THREADS` threads); else a usage error."""
+    parts = text.strip().strip("()").split(",")
+    if not 1 <= len(parts) <= 3 or not all(re.fullmatch(r"\s*\d+\s*", p) for p in parts):
+        raise CliError(f"--block {shown(text)}: expected one to three ints such as 256 or 16,8")
+    block = tuple(
+        parse_int(p, f"--block {shown(text)}: extent {'xyz'[i]}", 1, MAX_BLOCK[i])
+        for i, p in enumerate(parts)
+    )
+    threads = 1
+    for b in block:
+        threads *= b
+    if threads > MAX_THREADS:
+        raise CliError(
+            f"--block {shown(text)}: {threads} threads; a block holds at most {MAX_THREADS}"
+        )
     return block
 
 
@@ -156,8 +203,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         target = Target.parse(args.target)
     except TargetError as err:
-        raise CliError(f"--target {args.target!r}: {err}") from None
+        raise CliError(f"--target {shown(args.target)}: {err}") from None
+    if not target.known:
+        from tylo.target import KNOWN_CAPABILITIES
+
+        names = ", ".join(f"sm_{a}{b}" for a, b in sorted(KNOWN_CAPABILITIES))
+        raise CliError(
+            f"--target {shown(args.target)}: {target.sm} is not a GPU CUDA 13 compiles for; "
+            f"known: {names} (with an 'a' suffix from sm_90a on)"
+        )
     block = _block(args.block)
+    if args.output is not None:
+        nonempty_path(args.output, "-o", "kernel.ptx")
     module, kernel = _load(args.kernel)
     specs = dict(arg_spec(s, vars(module)) for s in args.arg)
     missing = [p for p in kernel.param_names if p not in specs]
@@ -199,7 +256,10 @@ def _resources(compiled: Any) -> str:
     fields = getattr(r, "__dataclass_fields__", None)
     lines = [f"kernel  {compiled.entry}", f"target  {compiled.target}"]
     if fields:
-        lines += [f"{k:<22}{getattr(r, k)}" for k in fields]
+        for k in fields:
+            lines.append(f"{k:<22}{getattr(r, k)}")
+            if k == "shared_bytes":  # the cubin's static shared memory; then the dynamic
+                lines.append(f"{'dynamic_shared_bytes':<22}{compiled.dynamic_shared_bytes}")
     else:
         lines.append(str(r))
     return "\n".join(lines) + "\n"

@@ -5,9 +5,22 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tylo.cli.common import EXIT_OK, EXIT_UNAVAILABLE, CliError, Symbols, add_symbol_options
+from tylo.cli.common import (
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    CliError,
+    Symbols,
+    add_symbol_options,
+    nonempty_path,
+    parse_int,
+    shown,
+)
 
-__all__ = ["add_parser", "run"]
+__all__ = ["MAX_ROWS", "add_parser", "run"]
+
+#: The most rows a table prints (``--limit`` larger, or ``--limit 0`` of a larger layout,
+#: is a usage error): the table is built in memory, and 2**40 rows never finish.
+MAX_ROWS = 1 << 16
 
 EXAMPLES = """\
 examples:
@@ -34,11 +47,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("layout", metavar="LAYOUT", help="CuTe notation, e.g. '((2,4),8):((1,16),2)'")
     add_symbol_options(p, values=True)
     p.add_argument(
-        "--limit", type=int, default=1024, help="rows of the table (0: all; default 1024)"
+        "--limit",
+        default="1024",
+        help=f"rows of the table (0: all, up to {MAX_ROWS}; default 1024)",
     )
     p.add_argument(
         "--bank",
-        type=int,
         metavar="ELEM_BYTES",
         help="add each element's shared-memory bank ((offset*ELEM_BYTES//4) %% 32); "
         "the picture is coloured by bank",
@@ -56,13 +70,22 @@ def add_parser(sub: Any) -> None:
 
 def _tile(text: str) -> tuple[int, ...]:
     parts = text.strip().strip("()").split(",")
-    try:
-        tile = tuple(int(s) for s in parts)
-    except ValueError:
-        raise CliError(f"--tv {text!r}: expected a static tile shape such as 16,8") from None
-    if not tile or any(s < 1 for s in tile):
-        raise CliError(f"--tv {text!r}: every extent of the tile must be >= 1")
+    if not all(p.strip().lstrip("+-").isdigit() for p in parts):
+        raise CliError(f"--tv {shown(text)}: expected a static tile shape such as 16,8")
+    tile = tuple(parse_int(p, f"--tv {shown(text)}: an extent") for p in parts)
+    if any(s < 1 for s in tile):
+        raise CliError(f"--tv {shown(text)}: every extent of the tile must be >= 1")
     return tile
+
+
+def _rows(n: int, limit: int) -> int:
+    """How many of ``n`` rows to print for ``--limit limit`` (0: all), at most MAX_ROWS."""
+    if limit == 0 and n > MAX_ROWS:
+        raise CliError(
+            f"--limit 0: the table has {n} rows, more than the {MAX_ROWS} a table prints; "
+            f"give --limit N with N <= {MAX_ROWS}"
+        )
+    return n if limit == 0 else min(n, limit)
 
 
 def _crd(c: Any) -> str:
@@ -74,17 +97,23 @@ def _table(layout: Any, limit: int, bank: int | None) -> list[str]:
     from tylo.pictures import bank_of
 
     n = int(size(layout))
-    shown = n if limit <= 0 else min(n, limit)
+    count = _rows(n, limit)
     rows = [("index", "coordinate", "offset", *(("bank",) if bank else ()))]
-    for i in range(shown):
+    for i in range(count):
         off = layout(i)
         extra = (str(bank_of(int(off), bank)),) if bank else ()
         rows.append((str(i), _crd(idx2crd(i, layout.shape)), str(off), *extra))
     widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
     out = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    if shown < n:
-        out.append(f"... {n - shown} more (--limit 0 prints all {n})")
-    return out
+    return out + _more(n, count)
+
+
+def _more(n: int, count: int) -> list[str]:
+    if count >= n:
+        return []
+    if n > MAX_ROWS:
+        return [f"... {n - count} more (a table prints at most {MAX_ROWS} rows)"]
+    return [f"... {n - count} more (--limit 0 prints all {n})"]
 
 
 def _tv_table(layout: Any, tile: tuple[int, ...], limit: int) -> list[str]:
@@ -95,25 +124,31 @@ def _tv_table(layout: Any, tile: tuple[int, ...], limit: int) -> list[str]:
 
     owners = tv_owner_table(layout, tile, what="tylo layout --tv")
     n = prod(tile)
-    shown = n if limit <= 0 else min(n, limit)
+    count = _rows(n, limit)
     out = ["index  coordinate  owners"]
-    for i in range(shown):
+    for i in range(count):
         held = " ".join(f"T{t}V{v}" for t, v in owners.get(i, [])) or "-"
         out.append(f"{i:<5}  {_crd(idx2crd(i, tile)):<10}  {held}")
-    if shown < n:
-        out.append(f"... {n - shown} more (--limit 0 prints all {n})")
-    return out
+    return out + _more(n, count)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``tylo layout``; returns the exit status."""
+    from math import prod
+
     from tylo.layouts import depth, rank, size
     from tylo.pictures import PNG_INSTALL_HINT, PictureError, bank_svg, layout_svg, tv_svg
 
-    if args.bank is not None and args.bank < 1:
-        raise CliError(f"--bank {args.bank}: the element size in bytes must be >= 1")
+    limit = parse_int(args.limit, "--limit", 0, MAX_ROWS)
+    bank = None if args.bank is None else parse_int(args.bank, "--bank", 1, 1 << 20)
+    tile = _tile(args.tv) if args.tv is not None else None
+    for option in ("svg", "png"):
+        if getattr(args, option) is not None:
+            nonempty_path(getattr(args, option), f"--{option}")
     syms = Symbols(args)
     layout = syms.substitute(syms.layout(args.layout))
+    if not _free(size(layout)):  # refuse an unbounded table before printing anything
+        _rows(prod(tile) if tile is not None else int(size(layout)), limit)
     print(f"layout  {layout}")
     print(f"size    {size(layout)}")
     static_shape = not _free(size(layout))
@@ -127,23 +162,23 @@ def run(args: argparse.Namespace) -> int:
         shape_syms = sorted(s.name for s in size(layout).free_symbols)
         need = " ".join(f"--set {n}=..." for n in shape_syms)
         print(f"the table needs values for {', '.join(shape_syms)} (the shape): {need}")
-    elif args.tv:
+    elif tile is not None:
         print()
-        print("\n".join(_tv_table(layout, _tile(args.tv), args.limit)))
+        print("\n".join(_tv_table(layout, tile, limit)))
     else:
-        if args.bank and missing:
+        if bank and missing:
             raise CliError(f"--bank needs static offsets; give {', '.join(missing)} with --set")
         print()
-        print("\n".join(_table(layout, args.limit, args.bank)))
-    if args.svg or args.png:
+        print("\n".join(_table(layout, limit, bank)))
+    if args.svg is not None or args.png is not None:
         if missing:
             raise CliError(
                 f"a picture needs a static layout; give {', '.join(missing)} with --set NAME=VALUE"
             )
-        if args.tv:
-            svg = tv_svg(layout, _tile(args.tv))
-        elif args.bank:
-            svg = bank_svg(layout, args.bank)
+        if tile is not None:
+            svg = tv_svg(layout, tile)
+        elif bank:
+            svg = bank_svg(layout, bank)
         else:
             svg = layout_svg(layout)
         if args.svg:

@@ -126,6 +126,8 @@ class TraceContext:
         self.uses_dynamic_shared = False
         self.line: int | None = None  # user line being traced, when known
         self.filename: str | None = None
+        # the most threads a plan used in this trace spans, and that plan (require_threads)
+        self.required_threads: tuple[int, str] | None = None
 
     # ------------------------------------------------------------------ names
 
@@ -220,6 +222,28 @@ def current() -> TraceContext:
 
 def current_or_none() -> TraceContext | None:
     return getattr(_state, "ctx", None)
+
+
+def require_threads(count: int, plan: str) -> None:
+    """Record that the trace in progress maps a thread index through ``plan``, which spans
+    ``count`` threads (an ownership, MMA or copy plan); outside a trace, nothing. A block
+    of fewer threads cannot run the plan (some of its threads would not exist, so part of
+    its tile would never be loaded, computed or stored): that is a :class:`TraceError`
+    naming the plan, so such a compile or launch is refused. A larger block is allowed
+    (warp-specialized kernels give each role's plan a part of the block)."""
+    ctx = getattr(_state, "ctx", None)
+    if ctx is None:
+        return
+    x, y, z = ctx.block
+    if count > x * y * z:
+        raise TraceError(
+            f"{plan} spans {count} threads, but the block {x}x{y}x{z} has {x * y * z}: "
+            f"part of its tile would never be handled; launch (or compile) with a block of "
+            f"at least {count} threads, e.g. block={count}",
+            kernel=ctx.kernel_name,
+        )
+    if ctx.required_threads is None or count > ctx.required_threads[0]:
+        ctx.required_threads = (count, plan)
 
 
 @contextlib.contextmanager

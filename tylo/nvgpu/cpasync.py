@@ -295,7 +295,7 @@ def copy_async(
     corner; vectors are clipped and zero-filled at the edges, or, with ``clamp_rows``,
     rows past the last one read the last row (columns are still clipped).
     """
-    from tylo.kernel.context import current
+    from tylo.kernel.context import current, require_threads
     from tylo.nvgpu.instructions import check_arch
     from tylo.tile.access import GlobalTile, SharedTile, class_addresses
 
@@ -316,6 +316,7 @@ def copy_async(
     ctx = current()
     check_arch("cp.async", ctx.target)
     nv = plan.vectors_per_thread
+    require_threads(plan.threads, str(plan))  # the block must hold the plan's threads
     coords = [plan.vector_coord(tid, j) for j in range(nv)]
     key = (dst.layout, dst.modes, dst.origin)
     tables = _dst_tables(plan, *key)

@@ -246,7 +246,7 @@ def store(
     (predicated stores, no branches).
     """
     from tylo.kernel import facts
-    from tylo.kernel.context import current
+    from tylo.kernel.context import current, require_threads
     from tylo.kernel.lower import lower_bool, lower_int
     from tylo.kernel.values import convert
     from tylo.nvgpu.instructions import st_global
@@ -268,6 +268,7 @@ def store(
     ctx = current()
     b = ctx.builder
     d = tile.dtype
+    require_threads(own.threads, f"{plan}'s accumulator ({own.label})")
     tc = own.thread_coord(tid)
     start = tuple(tc) if origin is None else tuple(o + c for o, c in zip(origin, tc))
     linear = _linear_strides(tile)
@@ -337,6 +338,7 @@ def load(
     loads each element it owns. Full form: ``tile`` is the window the ownership covers.
     Bounded form (``origin=``): ``tile`` is the whole array, the ownership covers the window
     at ``origin``, and elements outside ``tile.shape`` read as ``fill`` (no access made)."""
+    from tylo.kernel.context import require_threads
     from tylo.kernel.values import Value, as_value
     from tylo.tile.fragment import Fragment
     from tylo.tile.ownership import Ownership
@@ -345,6 +347,7 @@ def load(
         raise TileError(f"load: expected an Ownership, got {ownership!r}")
     if len(ownership.shape) != tile.rank:
         raise TileError(f"load: a {len(ownership.shape)}-D ownership from a {tile.rank}-D tile")
+    require_threads(ownership.threads, ownership.label)  # the block must hold its threads
     tc = ownership.thread_coord(tid)
     start = tuple(tc) if origin is None else tuple(o + c for o, c in zip(origin, tc))
     from tylo.kernel.memory import Tensor

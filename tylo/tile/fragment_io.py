@@ -184,6 +184,9 @@ def _plus(a: Any, b: Any) -> Any:
 
 
 def _start(ownership: Ownership, tid: Any, origin: Sequence[Any] | None, what: str) -> list:
+    from tylo.kernel.context import require_threads
+
+    require_threads(ownership.threads, ownership.label)  # the block must hold its threads
     tc = ownership.thread_coord(tid)
     if origin is None:
         return list(tc)

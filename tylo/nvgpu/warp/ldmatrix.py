@@ -274,7 +274,7 @@ def load_operand(
     ``share_bases``: the row addresses reuse the per-thread bases of earlier loads from the
     same storage and layout, by a constant difference or XOR (a swizzle's k-steps), as
     :func:`~tylo.tile.access.class_addresses` with ``share`` says."""
-    from tylo.kernel.context import current
+    from tylo.kernel.context import current, require_threads
     from tylo.kernel.values import Value
     from tylo.nvgpu.instructions import check_arch, ldmatrix
     from tylo.tile.access import SharedTile, class_addresses
@@ -296,6 +296,7 @@ def load_operand(
     check_arch("ldmatrix", ctx.target)
     loads = operand_loads(plan, operand, _contiguous_axis(tile))
     own = loads.source
+    require_threads(plan.threads, f"{plan} (operand {operand.upper()})")
     tables = _tables(loads, k_step, plan.threads)
     coords = [own.coord(tid, loads.slot(g, k_step)) for g in range(len(loads.loads))]
     addrs = class_addresses(tile, list(tables), coords, share=share_bases)
