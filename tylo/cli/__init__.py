@@ -1,4 +1,4 @@
-"""The ``tylo`` console command: ``layout``, ``prove``, ``compile``, ``cache``, ``doctor``.
+"""The ``tylo`` console command: ``layout``, ``prove``, ``compile``, ``cache``, ``doctor``, ``run``.
 
 Installed as ``tylo`` (``[project.scripts]``) and runnable as ``python -m tylo.cli``. Every
 subcommand has ``--help`` with examples; the manual is ``docs/cli.md``. Exit statuses:
@@ -25,7 +25,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tylo.cli import cache_cmd, compile_cmd, doctor_cmd, layout_cmd, prove_cmd
+from tylo.cli import cache_cmd, compile_cmd, doctor_cmd, layout_cmd, prove_cmd, run_cmd
 from tylo.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"tylo {tylo.__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for module in (layout_cmd, prove_cmd, compile_cmd, cache_cmd, doctor_cmd):
+    for module in (layout_cmd, prove_cmd, compile_cmd, cache_cmd, doctor_cmd, run_cmd):
         module.add_parser(sub)
     return p
 

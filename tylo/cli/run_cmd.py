@@ -40,4 +40,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Hand the arguments to ``tylo.ops.<family>``'s command line; its exit status."""
     cli = importlib.import_module(f"tylo.ops.{args.family}.cli")
-    return int(cli.run_main(list(args.args)))
+    try:
+        return int(cli.run_main(list(args.args)))
+    except SystemExit as stop:  # the op's parser: --help, or a usage error already printed
+        return stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
