@@ -11,6 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 MODULES = [
     "tylo.layouts",
+    "tylo.layouts._compose_eval",
     "tylo.layouts._sampling",
     "tylo.layouts._symbols",
     "tylo.layouts.algebra",
