@@ -17,6 +17,7 @@ so the rule carries over when ``a`` divides ``2^m``.
 
 from __future__ import annotations
 
+from functools import partial
 from math import gcd
 from typing import Any
 
@@ -76,16 +77,12 @@ def prove_aligned(
     b = symbolic_value(base, "base", what)
     a_e = al // gcd(al, eb)
 
-    def replay(objs: tuple, coords: tuple, offsets: tuple, pvals: dict, idx: tuple) -> bool:
-        o = objs[0](coords[0])
-        return o == offsets[0] and (pvals["base"] + o) % a_e != 0
-
     problem = Problem(
         "aligned",
         (form,),
-        check=lambda cfs, p: check_aligned(cfs[0], v, a_e, m, p["base"]),
-        rules=lambda extra: _rules(form, v, a_e, m, b, extra),
-        replay=replay,
+        check=partial(_check, v, a_e, m),
+        rules=partial(_rules, form, v, a_e, m, b),
+        replay=partial(_replay, a_e),
         params={"base": b},
         static=(v, eb, al, m),
         subject=f"{form} (vector {v}, {eb}-byte elements, {al}-byte alignment, mode {m})",
@@ -136,6 +133,17 @@ def start_clauses(
         else:
             return None
     return clauses
+
+
+# module-level functions (partials of them), not closures: a verdict's guard keeps its
+# problem, and a guard must pickle (to be sent to a process pool)
+def _check(v: int, a_e: int, m: int, cfs: tuple, p: dict) -> Any:
+    return check_aligned(cfs[0], v, a_e, m, p["base"])
+
+
+def _replay(a_e: int, objs: tuple, coords: tuple, offsets: tuple, pvals: dict, idx: tuple) -> bool:
+    o = objs[0](coords[0])
+    return bool(o == offsets[0] and (pvals["base"] + o) % a_e != 0)
 
 
 def _rules(form: Form, v: int, a_e: int, mode: int, base: Any, extra: tuple) -> RuleResult:

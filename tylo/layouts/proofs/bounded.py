@@ -12,6 +12,7 @@ bits.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from tylo.layouts.layout import Layout
@@ -42,20 +43,27 @@ def prove_bounded(layout: Any, *, extent: Any, base: Any = 0, assuming: Any = ()
     ext = symbolic_value(extent, "extent", what)
     b = symbolic_value(base, "base", what)
 
-    def replay(objs: tuple, coords: tuple, offsets: tuple, pvals: dict, idx: tuple) -> bool:
-        o = objs[0](coords[0])
-        return o == offsets[0] and not 0 <= pvals["base"] + o < pvals["extent"]
-
     problem = Problem(
         "bounded",
         (form,),
-        check=lambda cfs, p: check_bounded(cfs[0], p["extent"], p["base"]),
-        rules=lambda extra: _rules(form, ext, b, extra),
-        replay=replay,
+        check=_check,
+        rules=partial(_rules, form, ext, b),
+        replay=_replay,
         params={"base": b, "extent": ext},
         subject=f"{form} in [0, {text(ext)})" + (f" from base {text(b)}" if b != 0 else ""),
     )
     return prove(problem, assuming, what)
+
+
+# module-level functions (partials of them), not closures: a verdict's guard keeps its
+# problem, and a guard must pickle (to be sent to a process pool)
+def _check(cfs: tuple, p: dict) -> Any:
+    return check_bounded(cfs[0], p["extent"], p["base"])
+
+
+def _replay(objs: tuple, coords: tuple, offsets: tuple, pvals: dict, idx: tuple) -> bool:
+    o = objs[0](coords[0])
+    return bool(o == offsets[0] and not 0 <= pvals["base"] + o < pvals["extent"])
 
 
 def _rules(form: Form, extent: Any, base: Any, extra: tuple) -> RuleResult:

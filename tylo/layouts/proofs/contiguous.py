@@ -16,6 +16,7 @@ stays contiguous; the alignment of the starts is the generator rule of
 from __future__ import annotations
 
 import itertools
+from functools import partial
 from typing import Any
 
 from tylo.layouts.layout import Layout
@@ -46,25 +47,34 @@ def prove_contiguous(layout: Any, *, vector: int, mode: int = 0, assuming: Any =
     v = positive_int(vector, "vector", what)
     m = check_mode(form, mode, what)
 
-    def replay(objs: tuple, coords: tuple, offsets: tuple, pvals: dict, idx: tuple) -> bool:
-        obj = objs[0]
-        offs = tuple(obj(c) for c in coords)
-        if offs != tuple(offsets):
-            return False
-        if mode_size(obj, m) % v:
-            return True
-        return len(offs) == v and any(b - a != 1 for a, b in itertools.pairwise(offs))
-
     problem = Problem(
         "contiguous",
         (form,),
-        check=lambda cfs, p: check_contiguous(cfs[0], v, m),
-        rules=lambda extra: _rules(form, v, m, extra),
-        replay=replay,
+        check=partial(_check, v, m),
+        rules=partial(_rules, form, v, m),
+        replay=partial(_replay, v, m),
         static=(v, m),
         subject=f"{form} (vector {v}, mode {m})",
     )
     return prove(problem, assuming, what)
+
+
+# module-level functions (partials of them), not closures: a verdict's guard keeps its
+# problem, and a guard must pickle (to be sent to a process pool)
+def _check(v: int, m: int, cfs: tuple, p: dict) -> Any:
+    return check_contiguous(cfs[0], v, m)
+
+
+def _replay(
+    v: int, m: int, objs: tuple, coords: tuple, offsets: tuple, pvals: dict, idx: tuple
+) -> bool:
+    obj = objs[0]
+    offs = tuple(obj(c) for c in coords)
+    if offs != tuple(offsets):
+        return False
+    if mode_size(obj, m) % v:
+        return True
+    return len(offs) == v and any(b - a != 1 for a, b in itertools.pairwise(offs))
 
 
 def _rules(form: Form, v: int, mode: int, extra: tuple) -> RuleResult:

@@ -100,6 +100,17 @@ class Problem:
         self._pcomp = {k: compile_expr(v) for k, v in self.params.items()}
         self.key = (prop, tuple(f.key for f in forms), static, tuple(sorted(self.params.items())))
 
+    def __getstate__(self) -> dict:
+        """The problem without its compiled parameter closures (rebuilt on unpickling):
+        a verdict's guard keeps its problem, and must pickle."""
+        state = dict(self.__dict__)
+        state.pop("_pcomp", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._pcomp = {k: compile_expr(v) for k, v in self.params.items()}
+
     def param_values(self, env: dict) -> dict:
         """The parameters at concrete symbol values."""
         out = {}
@@ -165,8 +176,7 @@ def symbolic_value(x: Any, name: str, what: str) -> Any:
         return to_value(x)
     except LayoutError:
         raise ProofArgumentError(
-            f"{what}: {name} must be an int or a sympy integer expression, got "
-            f"{reprlib.repr(x)}"
+            f"{what}: {name} must be an int or a sympy integer expression, got {reprlib.repr(x)}"
         ) from None
 
 

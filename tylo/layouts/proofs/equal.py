@@ -10,6 +10,7 @@ smallest-first search looks for the first index where they differ.
 from __future__ import annotations
 
 import itertools
+from functools import partial
 from typing import Any
 
 from tylo.layouts.layout import size
@@ -41,11 +42,15 @@ def prove_equal(a: Any, b: Any, *, assuming: Any = ()) -> Verdict:
     problem = Problem(
         "equal",
         (fa, fb),
-        check=lambda cfs, p: check_equal(cfs[0], cfs[1]),
-        rules=lambda extra: _rules(fa, fb, extra),
+        check=_check,
+        rules=partial(_rules, fa, fb),
         replay=_replay,
     )
     return prove(problem, assuming, what)
+
+
+def _check(cfs: tuple, p: dict) -> Any:
+    return check_equal(cfs[0], cfs[1])
 
 
 def _replay(objs: tuple, coords: tuple, offsets: tuple, pvals: dict, idx: tuple) -> bool:

@@ -16,6 +16,7 @@ The sign of a stride does not matter (reflect the coordinate), so strides enter 
 
 from __future__ import annotations
 
+from functools import partial
 from math import gcd
 from typing import Any
 
@@ -50,11 +51,15 @@ def prove_injective(layout: Any, *, assuming: Any = ()) -> Verdict:
     problem = Problem(
         "injective",
         (form,),
-        check=lambda cfs, p: check_injective(cfs[0]),
-        rules=lambda extra: _rules(form, extra),
+        check=_check,
+        rules=partial(_rules, form),
         replay=_replay,
     )
     return prove(problem, assuming, "prove_injective")
+
+
+def _check(cfs: tuple, p: dict) -> Any:
+    return check_injective(cfs[0])
 
 
 def _replay(objs: tuple, coords: tuple, offsets: tuple, pvals: dict, idx: tuple) -> bool:

@@ -122,6 +122,20 @@ class Form:
     def __str__(self) -> str:
         return str(self.source)
 
+    def __getstate__(self) -> tuple[None, dict]:
+        """The form without its compiled closures (rebuilt on first use): a verdict's
+        guard keeps its forms, and must pickle."""
+        state = {k: v for k, v in self.__dict__.items() if k != "_compiled"}
+        slots = {k: getattr(self, k) for k in ("inner", "offset", "outer", "source")}
+        return None, {**state, **slots}
+
+    def __setstate__(self, state: tuple[None, dict]) -> None:
+        for k, v in state[1].items():
+            if k in ("inner", "offset", "outer", "source"):
+                object.__setattr__(self, k, v)
+            else:
+                self.__dict__[k] = v
+
     # -- concrete instances ------------------------------------------------------------
 
     @cached_property
