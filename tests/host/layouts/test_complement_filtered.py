@@ -11,6 +11,8 @@ leave uncovered, which the search below builds greedily.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -169,7 +171,7 @@ def test_filtering_changes_nothing(a, n):
         img, r = image(modes), got
         both = [x + y for y in r for x in img]
         assert len(set(both)) == len(both) and set(range(n)) <= set(both)
-        assert all(p < q for p, q in zip(r, r[1:]))
+        assert all(p < q for p, q in itertools.pairwise(r))
 
 
 def test_brute_force_can_fail():
