@@ -150,5 +150,18 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+def _notebook_svg(obj: Any) -> str | None:
+    """The picture a notebook shows for ``obj`` (:func:`tylo.pictures.repr_svg`), or None
+    when ``tylo.pictures`` cannot be imported. ``Layout._repr_svg_`` and
+    ``ComposedLayout._repr_svg_`` call it: ``tylo.layouts`` sits below ``tylo.pictures``
+    and never imports it, so the hook that joins them lives in the package root, and
+    ``tylo.pictures`` is imported only when a notebook first asks for a picture."""
+    try:
+        from tylo.pictures import repr_svg
+    except ImportError:
+        return None
+    return repr_svg(obj)
+
+
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))

@@ -350,6 +350,8 @@ def complement(layout: Any, cotarget: Any = None) -> Layout:
 
     >>> str(complement(Layout(4, 2), 24)), str(complement(Layout((2, 2), (1, 6)), 24))
     ('(2,3):(1,8)', '(3,2):(2,12)')
+    >>> str(complement(Layout(2, 0), 4))  # the stride-0 mode is dropped first
+    '4:1'
     """
     if type(layout) is Layout and layout.is_static and type(cotarget) is int and cotarget >= 1:
         fast = _static_complement(layout, cotarget)

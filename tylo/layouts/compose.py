@@ -20,6 +20,11 @@ For a layout right operand the result has B's shape, each leaf possibly refined.
   divisibility condition* fails;
 - a negative ``d`` is exact where it lands in A's last (unbounded) mode (``P_n | d``).
 
+A right operand with a negative stride reaches indices of A below 0, outside its domain,
+where CuTe's C++ (truncating division) and pycute (floor division, as ``A(i)`` above)
+extend A differently: it is composed only where the two agree at every such index, else
+refused (``_compose_eval.check_negative_reach``), so a result is right in both.
+
 The leaves are composed separately, which is valid when A is *additive* across B's
 leaves: no mode of A may receive, summed over B's leaves, digits that reach its extent
 (else a carry makes ``A(x + y) != A(x) + A(y)``). When a condition fails for static
@@ -37,8 +42,8 @@ from typing import Any
 
 import sympy
 
+from tylo.layouts._compose_eval import check_negative_reach, search
 from tylo.layouts.algebra import (
-    _static_coalesced,
     is_one,
     is_zero,
     same,
@@ -127,10 +132,7 @@ def _static_leaf(fs: list, fd: list, dn: int, s: int, d: int, used: list) -> Any
     if d == 0 or s == 1:
         return (s, 0) if d == 0 else (1, 0)
     if d < 0:
-        p = 1
-        for a in fs:
-            p *= a
-        return (s, (d // p) * dn) if d % p == 0 else None
+        return None  # the general path checks the negative indices B reaches first
     rs = []
     rd = []
     for k in range(len(fs)):
@@ -352,65 +354,6 @@ def _pack(rs: list, rd: list) -> tuple[Any, Any]:
     return tuple(rs), tuple(rd)
 
 
-# -- exhaustive decision for small static operands ------------------------------------------
-
-
-def _layout_1d(g: list) -> tuple | None:
-    """Extents and strides ``(t..), (e..)`` of a layout computing ``x -> g[x]`` on
-    ``[0, len(g))``, trying every ordered factorization of ``len(g)``; None if none does."""
-    n = len(g)
-    if n == 1:
-        return (), ()
-    e = g[1]
-    for t in range(2, n + 1):
-        if n % t:
-            continue
-        if all(g[c] == (c % t) * e + g[c - c % t] for c in range(n)):
-            sub = _layout_1d(g[::t])
-            if sub is not None:
-                return (t, *sub[0]), (e, *sub[1])
-    return None
-
-
-def _search(a: Layout, b: Layout) -> Layout | None:
-    """The layout of B's shape (leaves refined) computing ``c -> A(B(c))``, decided by
-    evaluating every coordinate of B; None when no such layout exists."""
-    bs, bd = b.flat()
-    leaves = [[a(x * d) for x in range(s)] for s, d in zip(bs, bd)]
-    n = size(b)
-    crd = [0] * len(bs)
-    for _ in range(n):
-        idx = 0
-        total = 0
-        for j, c in enumerate(crd):
-            idx += c * bd[j]
-            total += leaves[j][c]
-        if a(idx) != total:
-            return None
-        for j in range(len(crd)):
-            crd[j] += 1
-            if crd[j] < bs[j]:
-                break
-            crd[j] = 0
-    found = []
-    for g in leaves:
-        r = _layout_1d(g)
-        if r is None:
-            return None
-        ts, es = _static_coalesced(list(r[0]), list(r[1]))  # ([1], [0]) for an extent 1
-        found.append((ts[0], es[0]) if len(ts) == 1 else (tuple(ts), tuple(es)))
-    it = iter(found)
-
-    def rebuild(t: Any) -> tuple[Any, Any]:
-        if type(t) is tuple:
-            parts = [rebuild(e) for e in t]
-            return tuple(p[0] for p in parts), tuple(p[1] for p in parts)
-        return next(it)
-
-    s, d = rebuild(b.shape)
-    return Layout._make(s, d)
-
-
 _FIX = "use a right operand whose strides divide the left operand's extents, or vice versa"
 
 
@@ -421,7 +364,7 @@ def _refuse(a: Layout, b: Layout, why: _Refusal) -> Layout:
     if a.is_static and b.is_static:
         n = size(b)
         if n <= SEARCH_LIMIT:
-            r = _search(a, b)
+            r = search(a, b)
             if r is not None:
                 return r
             raise CompositionError(
@@ -530,6 +473,7 @@ def _composition(a: Any, b: Any) -> Any:
         except LayoutError as e:
             raise e.within(f"composition({a}, {b!r})") from None
     walk = _Walk(a, b)
+    check_negative_reach(a, b, walk.fs)  # its messages name the composition
     try:
         s, d = walk.tree(b.shape, b.stride)
         walk.check_additive()

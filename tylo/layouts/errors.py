@@ -57,7 +57,8 @@ class CompositionError(LayoutError):
 class ComplementError(LayoutError):
     """``complement(A, cotarget)`` cannot be given: non-existence is claimed only when
     ``filter_(A)`` is not injective; otherwise the message names the condition tylo needs
-    (e.g. sorted strides that do not divide each other)."""
+    (e.g. sorted strides that do not divide each other). Stride-0 modes alone never raise
+    it: complement drops them first, as CuTe does (``complement(2:0, 4)`` is ``4:1``)."""
 
 
 class InverseError(LayoutError):

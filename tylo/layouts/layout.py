@@ -321,6 +321,15 @@ class Layout:
     def __repr__(self) -> str:
         return f"Layout(shape={self.shape!r}, stride={self.stride!r})"
 
+    def _repr_svg_(self) -> str | None:
+        """IPython's display hook: the picture of a static layout
+        (``tylo.pictures.layout_svg``); None, so the text form shows, for a symbolic or too
+        large layout or when ``tylo.pictures`` cannot be imported. Reached through the
+        package root, so ``tylo.layouts`` never imports ``tylo.pictures``."""
+        from tylo import _notebook_svg
+
+        return _notebook_svg(self)
+
     def __reduce__(self) -> tuple:
         return (Layout, (self.shape, self.stride))
 

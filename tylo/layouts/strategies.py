@@ -22,16 +22,16 @@ swizzled) and :func:`fact_symbols` (symbols with every kind of fact tylo records
 
 from __future__ import annotations
 
-import random
 from math import prod
 from typing import Any
 
 import sympy
 from hypothesis import strategies as st
 
+from tylo.layouts._strategies_symbols import assignments_for, fact_symbols
 from tylo.layouts.layout import Layout
 from tylo.layouts.swizzle import ComposedLayout, Swizzle
-from tylo.layouts.symbolic import dim, divisible, sample_assignment
+from tylo.layouts.symbolic import dim, divisible
 
 __all__ = [
     "RIGHT_OPERAND_KINDS",
@@ -307,6 +307,7 @@ def divisible_pairs(draw: Any, max_size: int = 64) -> tuple[Layout, Any]:
 
 
 _NAMES = ("M", "N", "K", "P", "Q")
+_MULTIPLES = (1, 1, 1, 2, 4, 8, 16)  # 1 most often: such a symbol may take the value 1
 
 
 @st.composite
@@ -321,7 +322,7 @@ def symbolic_layouts(draw: Any, max_leaves: int = 3) -> tuple[Layout, tuple]:
     used = 0
     for _ in range(n):
         if used < len(_NAMES) and draw(st.booleans()):
-            extents.append(dim(_NAMES[used], multiple_of=draw(st.sampled_from([1, 2, 4, 8, 16]))))
+            extents.append(dim(_NAMES[used], multiple_of=draw(st.sampled_from(_MULTIPLES))))
             used += 1
         else:
             extents.append(draw(st.integers(1, 6)))
@@ -344,16 +345,6 @@ def symbolic_layouts(draw: Any, max_leaves: int = 3) -> tuple[Layout, tuple]:
     return Layout(
         shape, _regroup([sympy.sympify(s) if not isinstance(s, int) else s for s in strides], shape)
     ), tuple(assumptions)
-
-
-def assignments_for(obj: Any, assumptions: tuple = (), max_value: int = 40) -> st.SearchStrategy:
-    """Random integer assignments (dict symbol -> int) of the symbols in ``obj``
-    satisfying their facts and ``assumptions`` (see ``symbolic.sample_assignment``)."""
-    return st.randoms(use_true_random=False).map(
-        lambda rng: sample_assignment(
-            [obj], random.Random(rng.random()), max_value=max_value, assumptions=assumptions
-        )
-    )
 
 
 # ---- wide strategies: operands the algebra must refuse or handle with care -----------
@@ -418,31 +409,43 @@ def negative_stride_layouts(draw: Any, max_size: int = 64, injective: bool = Fal
     """A layout with at least one negative stride: an :func:`injective_layouts` value
     (``injective=True``; negating strides keeps it injective) or a
     :func:`strided_layouts` one, with a non-empty random subset of its non-zero strides
-    negated (a stride is made non-zero first when all are zero)."""
+    negated (a stride is made non-zero first when all are zero), among the modes of extent
+    >= 2 when there are such (so the layout reaches a negative offset). Half the time a negated
+    mode ``s:d`` of composite extent ``s = a*b`` is split into ``a:d, b:a*d`` (the same
+    function, and a pair that coalesce must merge), then the modes are nested anew."""
     base = draw(injective_layouts(max_size) if injective else strided_layouts(max_size))
-    from tylo.layouts.inttuple import flatten_tuple
-
-    fs, fd = list(flatten_tuple(base.shape)), list(flatten_tuple(base.stride))
+    fs, fd = list(_flat(base.shape)), list(_flat(base.stride))
     nonzero = [k for k, d in enumerate(fd) if d != 0]
     if not nonzero:
         fd[0] = draw(st.integers(1, 8))
         nonzero = [0]
-    for k in draw(st.sets(st.sampled_from(nonzero), min_size=1)):
+    nonzero = [k for k in nonzero if fs[k] > 1] or nonzero
+    negated = sorted(draw(st.sets(st.sampled_from(nonzero), min_size=1)))
+    for k in negated:
         fd[k] = -fd[k]
-    return Layout(base.shape, _regroup(fd, base.shape))
+    split = [k for k in negated if len(_divisors(fs[k])) > 2]
+    if not split or draw(st.booleans()):
+        return Layout(base.shape, _regroup(fd, base.shape))
+    k = draw(st.sampled_from(split))
+    a = draw(st.sampled_from(_divisors(fs[k])[1:-1]))
+    fs[k : k + 1], fd[k : k + 1] = [a, fs[k] // a], [fd[k], a * fd[k]]
+    return _flat_layout(fs, fd, draw)
 
 
 _NEAR_63 = (2**62, 2**63 - 1, 2**63, 2**63 + 1, 2**64, 3 * 2**62, 2**70)
+_EDGES = (2**31 - 1, 2**31, 2**31 + 1, 2**63 - 1, 2**63, 2**63 + 1)
 
 
 @st.composite
 def huge_layouts(draw: Any, max_leaves: int = 3) -> Layout:
-    """A layout whose extents reach ``2**40`` and whose strides or offsets are near and
-    past ``2**63`` (some stride is one of ``2**62, 2**63-1, 2**63, 2**63+1, 2**64, ...``
-    or a product that crosses ``2**63``): for checks on sampled coordinates (the domain is
-    too large to enumerate) of exact, overflow-free integer arithmetic."""
+    """A layout whose extents reach ``2**40`` and the edges of 32- and 64-bit integers
+    (``2**31 - 1 .. 2**31 + 1``, ``2**63 - 1 .. 2**63 + 1``) and whose strides or offsets
+    are near and past ``2**63`` (some stride is one of ``2**62, 2**63-1, 2**63, 2**63+1,
+    2**64, ...`` or a product that crosses ``2**63``): for checks on sampled coordinates
+    (the domain is too large to enumerate) of exact, overflow-free integer arithmetic."""
     n = draw(st.integers(1, max_leaves))
-    extents = [draw(st.sampled_from([1, 2, 3, 7, 2**20, 2**32 + 1, 2**40])) for _ in range(n)]
+    small = st.sampled_from([1, 2, 3, 7, 2**20, 2**32 + 1, 2**40])
+    extents = [draw(st.one_of(small, st.sampled_from(_EDGES))) for _ in range(n)]
     strides = [
         draw(st.one_of(st.sampled_from(_NEAR_63), st.integers(-(2**64), 2**64)))
         for _ in range(n)
@@ -542,32 +545,3 @@ def deep_layouts(draw: Any, max_depth: int = 6, max_leaves: int = 6) -> Layout:
         fd.insert(k, draw(st.sampled_from([0, 1, 7])))
     shape = draw(nest(tuple(fs), max_depth))
     return Layout(shape, _regroup(fd, shape))
-
-
-_FACT_KINDS = ("multiple_of", "odd_multiple", "index", "lower", "upper", "relation", "divisible")
-
-
-@st.composite
-def fact_symbols(draw: Any) -> tuple[Any, tuple]:
-    """``(symbol, assumptions)``: a symbol with one kind of fact tylo records, drawn from
-    ``dim(multiple_of=k)`` (k a power of two up to 1024), ``dim(multiple_of=k)`` with k
-    not a power of two (3, 6, 12), ``index_symbol(upper=u)``, and a plain ``dim`` under an
-    assumption: a lower bound (up to ``2**40``), an upper bound, a relation to another
-    dim (``N >= M``) or ``divisible(N, k)``. The assumptions are satisfiable."""
-    from tylo.layouts.symbolic import index_symbol
-
-    kind = draw(st.sampled_from(_FACT_KINDS))
-    if kind == "multiple_of":
-        return dim("N", multiple_of=2 ** draw(st.integers(0, 10))), ()
-    if kind == "odd_multiple":
-        return dim("N", multiple_of=draw(st.sampled_from([3, 6, 12]))), ()
-    if kind == "index":
-        return index_symbol("i", upper=draw(st.integers(1, 64))), ()
-    n = dim("N")
-    if kind == "lower":
-        return n, (n >= draw(st.sampled_from([2, 8, 2**31, 2**40])),)
-    if kind == "upper":
-        return n, (n <= draw(st.integers(1, 16)),)
-    if kind == "relation":
-        return n, (n >= dim("M"),)
-    return n, (divisible(n, draw(st.sampled_from([2, 3, 8]))),)

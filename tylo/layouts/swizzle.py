@@ -252,6 +252,12 @@ class ComposedLayout:
     def __repr__(self) -> str:
         return f"ComposedLayout({self.outer!r}, {self.offset!r}, {self.inner!r})"
 
+    def _repr_svg_(self) -> str | None:
+        """IPython's display hook, as ``Layout._repr_svg_``: the picture, or None."""
+        from tylo import _notebook_svg
+
+        return _notebook_svg(self)
+
     def __reduce__(self) -> tuple:
         return (ComposedLayout, (self.outer, self.offset, self.inner))
 

@@ -13,6 +13,7 @@ from doc_examples import check_page
 ROOT = Path(__file__).resolve().parents[3]
 MODULES = [
     "tylo.layouts",
+    "tylo.layouts._compose_eval",
     "tylo.layouts._sampling",
     "tylo.layouts._symbols",
     "tylo.layouts.algebra",

@@ -408,7 +408,10 @@ def _stricter(op: str, args: tuple, err: Exception) -> str | None:
     if op == "composition" and composed[1]:
         return "a layout after a swizzle is refused (compose.py); CuTe returns a composed one"
     if op == "composition" and any(d < 0 for d in brute.flat(args[1].stride)):
-        return "negative strides in the right operand are refused (compose.py)"
+        return (
+            "a right operand reaching negative indices of A, where CuTe's truncating and "
+            "floor division disagree, is refused (docs/proofs.md, Peer parity)"
+        )
     return None
 
 
