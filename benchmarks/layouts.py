@@ -48,7 +48,7 @@ def cases() -> list[tuple[str, Any, Any, Any]]:
         return pc.Layout(shape, stride) if pc else None
 
     # composition: a 128x64 row-major tile by a (64,32) by-mode tiler, and the
-    # LAYOUT_EXAMPLES 1-D case
+    # the 1-D reference case
     a, pa = Layout((128, 64), (64, 1)), pl((128, 64), (64, 1))
     sa = Layout((M, N), (N, 1))
     out.append(

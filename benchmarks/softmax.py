@@ -8,7 +8,7 @@ and bf16 (output dtype = input dtype):
 - ``torch.softmax(x, dim=-1, out=...)`` on the same data;
 - ``dst.copy_(src)`` of the same bytes: the device copy bandwidth of this run.
 
-Method (``shared/design/PERFORMANCE.md``): every variant is checked against a float64
+Method (``docs/measuring.md``): every variant is checked against a float64
 softmax first; then the cases run interleaved (A, B, C, A, B, C, ...), each timed alone
 with CUDA events, and the median is reported; inputs and outputs rotate over enough
 buffer sets that their total exceeds the 60 MB L2 several times (no run reads data the

@@ -1,4 +1,4 @@
-"""Test tiers for the whole suite (ARCHITECTURE.md, section 3).
+"""Test tiers for the whole suite (docs/backend.md and docs/index.md).
 
 * ``gpu_runtime`` fixture: the runtime half of a ``tests/gpu`` file. It reads the file's
   ``# TEST_TARGET: cc>=...`` banner and returns the device's :class:`tylo.target.Target`

@@ -1,6 +1,6 @@
 """Test helpers: GPU test tiers and small hand-written NVVM IR kernels.
 
-Test tiers (ARCHITECTURE.md, section 3): a test file under ``tests/gpu`` states what its
+Test tiers (docs/backend.md and docs/index.md): a test file under ``tests/gpu`` states what its
 runtime half needs in a banner comment among its first lines::
 
     # TEST_TARGET: cc>=9.0a

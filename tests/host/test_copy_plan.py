@@ -17,7 +17,7 @@ def _swizzled(rows: int, cols: int) -> object:
 
 
 def test_layout_examples_copy_tv():
-    # LAYOUT_EXAMPLES: threads (16,8):(8,1), values (1,8), tile (16,64): ((8,16),8):((128,1),16)
+    # a documented CuTe case: threads (16,8):(8,1), values (1,8), tile (16,64): ((8,16),8):((128,1),16)
     p = CopyPlan((16, 64), dt.bf16, 128, Layout((16, 64), (64, 1)))
     tile, tv = make_tv_layout(Layout((16, 8), (8, 1)), Layout((1, 8)))
     assert tile == (16, 64)

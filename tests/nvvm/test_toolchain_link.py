@@ -274,7 +274,7 @@ def test_sass_for_leaves_linker_helpers_out(target: str) -> None:
     own = sass_for(m.cubin, "shfl_add")
     assert "SHFL.BFLY" in own and own == functions["shfl_add"]
     helpers = [name for name in functions if name != "shfl_add"]
-    if target == "sm_80":  # nvJitLink's unused shuffle helper (TOOLCHAIN.md)
+    if target == "sm_80":  # nvJitLink's unused shuffle helper (docs/toolchain.md)
         assert helpers and all("SHFL" in functions[h] for h in helpers)
     for h in helpers:
         assert functions[h] not in own

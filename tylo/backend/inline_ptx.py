@@ -1,7 +1,7 @@
 """Inline PTX for NVVM IR: counted operands, constraint letters by type, escaping.
 
 llvmlite prints an inline-asm string verbatim between double quotes, and LLVM reads it with
-its own escapes and operand syntax, so three rules apply (``shared/design/TOOLCHAIN.md``):
+its own escapes and operand syntax, so three rules apply (``docs/toolchain.md``):
 
 - ``"`` is written ``\\22`` and ``\\`` is written ``\\5C`` (LLVM string escapes);
 - ``$N`` names operand N (outputs first, then inputs) and a literal ``$`` is ``$$``;

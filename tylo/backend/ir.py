@@ -1,7 +1,7 @@
 """NVVM IR module builder: the typed-pointer (LLVM 7) dialect that libNVVM accepts.
 
 :class:`NVVMModule` wraps an ``llvmlite.ir.Module`` and adds what libNVVM needs and
-llvmlite does not know about (verified facts in ``shared/design/TOOLCHAIN.md``):
+llvmlite does not know about (verified facts in ``docs/toolchain.md``):
 
 - the ``nvptx64-nvidia-cuda`` triple and the full NVVM datalayout (an empty one is an
   error on the LLVM 7 path);

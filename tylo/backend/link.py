@@ -2,7 +2,7 @@
 
 tylo always links PTX to a cubin for the exact target and loads the cubin, never PTX:
 the driver's JIT refuses PTX newer than itself, while it loads cubins from newer linkers
-(TOOLCHAIN.md). Links run with ``-verbose`` so the info log carries ptxas' resource report
+(docs/toolchain.md). Links run with ``-verbose`` so the info log carries ptxas' resource report
 (registers, shared memory, stack, spills), which :mod:`tylo.backend.resources` parses.
 """
 

@@ -258,7 +258,7 @@ def compile_ir(
 
 def _check_ptx(ptx: str, llvm_ir: str) -> None:
     """Reject PTX that calls ``llvm.*`` functions: libNVVM emits unknown ``llvm.nvvm.*``
-    intrinsics as external calls that only ptxas rejects (TOOLCHAIN.md)."""
+    intrinsics as external calls that only ptxas rejects (docs/toolchain.md)."""
     unknown = sorted(set(_EXTERN_LLVM_RE.findall(ptx)))
     if unknown:
         raise CompileError(

@@ -12,7 +12,7 @@ Two sources, both without any external tool:
 log when it reports the kernel (that is the only source of spill counts), else from the
 ELF attributes. Registers come from the ELF when present: it is the artifact that runs.
 
-Linker releases differ in what they write, and both forms are read (TOOLCHAIN.md: CUDA
+Linker releases differ in what they write, and both forms are read (docs/toolchain.md: CUDA
 13.0 on the H200 machine, 13.5 from the wheels): nvJitLink may leave out ptxas' lines and
 give only its own summary, whose shared-memory figure includes the block the system
 reserves on sm_90 and newer; and a 13.5 cubin names that block's size

@@ -5,7 +5,7 @@ extra, ``pip install 'tylo[sass]'``), a CUDA toolkit on PATH, or ``$CUDA_HOME/bi
 Compiling, resource usage and launching never need it; only reading SASS does.
 
 nvJitLink adds unused helper functions to some cubins (a shuffle helper on sm_80,
-TOOLCHAIN.md), so checks on one kernel's code should use :func:`sass_for`, which returns
+docs/toolchain.md), so checks on one kernel's code should use :func:`sass_for`, which returns
 only that function's section.
 """
 

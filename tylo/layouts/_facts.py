@@ -1,7 +1,7 @@
 """The fact engine behind every symbolic decision (private; see ``symbolic.py``).
 
 A :class:`Facts` object is built once per assumption set. It rewrites each symbol as a
-polynomial in fresh integer variables that encodes what is known about it (PROOFS.md):
+polynomial in fresh integer variables that encodes what is known about it (docs/proofs.md):
 
 - a :class:`Dim` ``N`` with ``multiple_of=16`` becomes ``16 + 16*t`` (``t >= 0``);
 - an index symbol becomes a variable ``t >= 0``; its bound ``t <= U - 1`` is kept as a

@@ -1,7 +1,7 @@
 """Sparse multivariate polynomials with exact rational coefficients (private).
 
 The fact engine in :mod:`tylo.layouts._facts` rewrites every expression into a polynomial
-over fresh variables and reads signs and residues off its coefficients (PROOFS.md: "expand
+over fresh variables and reads signs and residues off its coefficients (docs/proofs.md: "expand
 as a polynomial and read coefficient signs"). sympy's general expression machinery costs
 hundreds of microseconds per check; these plain dicts cost a few.
 

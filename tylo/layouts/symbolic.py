@@ -15,7 +15,7 @@ Facts come from three places:
 - nothing else: sympy's own assumption system is not consulted beyond a plain symbol's
   integer/positive/nonnegative flags.
 
-Method (PROOFS.md): symbols become polynomials over fresh non-negative variables
+Method (docs/proofs.md): symbols become polynomials over fresh non-negative variables
 (``N = 16 + 16*t`` for ``multiple_of=16``; ``lda = M + z`` under ``lda >= M``); a sign
 question is settled by reading coefficient signs, divisibility by a static ``d`` by
 enumerating residues modulo ``d``, divisibility by a symbolic ``d`` by exact polynomial

@@ -3,7 +3,7 @@
 Each function takes an ``llvmlite`` IR builder and IR values and returns IR values; it
 names its PTX instruction, the PTX ISA section that defines it and the oldest architecture
 that has it (:data:`MIN_ARCH`). cp.async, ldmatrix and mma.sync have no NVVM intrinsic on
-the LLVM 7 path libNVVM takes, so they are inline PTX (``shared/design/TOOLCHAIN.md``);
+the LLVM 7 path libNVVM takes, so they are inline PTX (``docs/toolchain.md``);
 shared-memory addresses are 32-bit (``[r]`` operands of ``.shared`` instructions).
 
 The kernel-facing operations (:mod:`tylo.nvgpu.cpasync`, :mod:`tylo.nvgpu.warp.mma`, :mod:`tylo.tile.reduce`,

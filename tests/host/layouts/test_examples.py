@@ -1,4 +1,4 @@
-"""Every case of LAYOUT_EXAMPLES.md: known answers, compared as functions (same size, same
+"""The reference cases with known answers (CuTe's documented examples), compared as functions (same size, same
 offset at every index) unless the case pins the exact form."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every row of PROOFS.md's table of cases with known verdicts."""
+"""Every row of the table of cases with known verdicts (written out from the design notes)."""
 
 from __future__ import annotations
 
@@ -190,7 +190,7 @@ def test_unsatisfiable_assumptions_raise() -> None:
 
 
 def test_swizzle_column_zero() -> None:
-    """LAYOUT_EXAMPLES: S<3,3,3> o (8,64):(64,1), column 0 of rows 0..7."""
+    """A documented CuTe case: S<3,3,3> o (8,64):(64,1), column 0 of rows 0..7."""
     assert [SW(r, 0) for r in range(8)] == [0, 72, 144, 216, 288, 360, 432, 504]
     assert isinstance(SW, ComposedLayout)
     assert prove_bounded(SW, extent=512).status == "proved"

@@ -5,7 +5,7 @@ layouts are ordinary layouts) and returns a three-valued :class:`Verdict`: prove
 the rule and the assumptions used), disproved (with a replayed counterexample and a hint
 naming the missing assumption) or unknown (with the open obligation and a launch-time
 :class:`Guard`). :func:`require` turns a verdict that is not proved into a typed error.
-See ``docs/proofs.md`` and PROOFS.md.
+See ``docs/proofs.md``.
 
 >>> from tylo.layouts import Layout, dim
 >>> M, K, lda = dim("M"), dim("K"), dim("lda")

@@ -5,7 +5,7 @@ start at multiples of ``vector``, for every coordinate of the other modes. The a
 start is ``base + L(c)`` elements; it is aligned when ``align`` divides ``elem_bytes *
 (base + L(c))``, i.e. when ``a = align / gcd(align, elem_bytes)`` divides ``base + L(c)``.
 
-Rule (PROOFS.md, exact): the starts are ``base`` plus non-negative combinations of
+Rule (docs/proofs.md, exact): the starts are ``base`` plus non-negative combinations of
 *generators*: every stride of another mode, and the strides of the start coordinates of
 ``mode`` itself (``vector * d0`` when ``vector`` divides the first extent after
 coalescing, ...). Each generator occurs alone with coefficient 1, so every start is aligned

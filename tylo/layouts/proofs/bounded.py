@@ -1,6 +1,6 @@
 """Bounds: every address ``base + L(c)`` lies in ``[0, extent)``.
 
-Rule (PROOFS.md): once every stride's sign is decided, the smallest offset is
+Rule (docs/proofs.md): once every stride's sign is decided, the smallest offset is
 ``offset + sum((s-1)*d)`` over the negative strides and the largest the same over the
 positive ones (both attained at corners), so the property is ``base + lo >= 0`` and
 ``extent >= base + hi + 1``: polynomial inequalities settled by slack substitution and

@@ -4,7 +4,7 @@ The vectors of ``mode`` are the runs of ``vector`` consecutive indices of that m
 start at multiples of ``vector`` (for every coordinate of the other modes); the property
 holds when ``vector`` divides the mode's size and each vector's offsets are consecutive.
 
-Rule (PROOFS.md): coalesce the mode (drop extent-1 modes, merge ``s0:d0, s1:d1`` when
+Rule (docs/proofs.md): coalesce the mode (drop extent-1 modes, merge ``s0:d0, s1:d1`` when
 ``d1 == s0*d0`` is an identity); the property holds when the first stride is 1 and
 ``vector`` divides the first extent (exact for static layouts). Under a swizzle
 ``S<b,m,s>`` a run of ``2^m`` offsets starting at a multiple of ``2^m`` moves as a block,

@@ -2,7 +2,7 @@
 
 A prover describes its question as a :class:`Problem` (the forms, the exact check of a
 concrete instance, the symbolic rules, the replay predicate); :func:`prove` runs the
-layers of PROOFS.md:
+layers described in docs/proofs.md ("How it works"):
 
 1. assumptions: the ``assuming=`` facts plus every ``assuming(...)`` context in force,
    validated by the fact engine (unsatisfiable sets raise ``AssumptionError``);

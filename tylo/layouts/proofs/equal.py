@@ -1,6 +1,6 @@
 """Equality: two layouts are the same function of the 1-D index.
 
-Rule (PROOFS.md): the fully coalesced form of a layout (extent-1 modes dropped, mergeable
+Rule (docs/proofs.md): the fully coalesced form of a layout (extent-1 modes dropped, mergeable
 neighbours merged) is unique per function, so two static layouts are equal iff their
 normal forms are. Symbolically, equal normal forms (extents and strides equal as decided
 identities, the same outer map and offset) prove equality for every value; otherwise a

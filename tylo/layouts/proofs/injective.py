@@ -1,6 +1,6 @@
 """Injectivity: no two coordinates of a layout share an offset.
 
-Rules (PROOFS.md), after dropping extent-1 modes and coalescing:
+Rules (docs/proofs.md), after dropping extent-1 modes and coalescing:
 
 - *stride 0*: a stride-0 mode of extent >= 2 is a collision (obligation: its extent <= 1);
 - *sorted span*: order the modes by ``|stride|``; if each ``|stride|`` is at least the reach
