@@ -173,6 +173,26 @@ def _code_name(code: types.CodeType) -> str:
     return f"{getattr(code, 'co_qualname', code.co_name)} ({code.co_filename})"
 
 
+def _where(code: types.CodeType, name: str) -> str:
+    """``function (file:line)`` of the first instruction of ``code`` (or of a function
+    nested in it) that names ``name``; the function's first line when none is found."""
+    import dis
+
+    stack = [code]
+    while stack:
+        c = stack.pop(0)
+        line = c.co_firstlineno
+        for instr in dis.get_instructions(c):
+            # the line: ``line_number`` on 3.13+, ``starts_line`` (an int) before
+            at = getattr(instr, "line_number", instr.starts_line)
+            if type(at) is int:
+                line = at
+            if isinstance(instr.argval, str) and instr.argval == name:
+                return f"{getattr(c, 'co_qualname', c.co_name)} ({c.co_filename}:{line})"
+        stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+    return f"{_code_name(code)[:-1]}:{code.co_firstlineno})"
+
+
 def _file_hash(path: str) -> str | None:
     """The sha256 of regular file ``path``, else None (a path read from the cache may name
     a FIFO or a device: opened without blocking, and never read)."""
@@ -238,7 +258,20 @@ class Dependencies:
     def __init__(self) -> None:
         self.files: dict[str, str | None] = {}
         self.values: dict[tuple[str, ...], tuple[bool, str]] = {}
-        self.unverifiable: str | None = None
+        self._reasons: set[str] = set()
+
+    @property
+    def unverifiable(self) -> str | None:
+        """Why the record cannot be checked (every reason, sorted, so that the text does
+        not depend on the order the code ran in), or None when it can."""
+        return "; ".join(sorted(self._reasons)) if self._reasons else None
+
+    @unverifiable.setter
+    def unverifiable(self, reason: str | None) -> None:
+        if reason is None:
+            self._reasons.clear()
+        else:
+            self._reasons.add(reason)
 
     def add_code(self, code: types.CodeType, f_globals: dict[str, Any] | None) -> None:
         """Record that ``code`` (a user function) ran with ``f_globals``, and the globals
@@ -255,12 +288,18 @@ class Dependencies:
         names = frozenset(code.co_names)
         for name in names:
             if name in f_globals:
-                self._record((module, name), f_globals[name], names, False, 0)
+                self._record((module, name), f_globals[name], names, False, 0, code)
             elif hasattr(builtins, name):
                 self.values.setdefault((module, name), (False, _ABSENT))
 
     def _record(
-        self, path: tuple[str, ...], value: Any, names: frozenset[str], lenient: bool, depth: int
+        self,
+        path: tuple[str, ...],
+        value: Any,
+        names: frozenset[str],
+        lenient: bool,
+        depth: int,
+        code: types.CodeType,
     ) -> None:
         if path in self.values:
             return
@@ -273,25 +312,34 @@ class Dependencies:
                 file = value.__file__
                 if file not in self.files:
                     self.files[file] = _file_hash(file)
-            self._record_attributes(path, value, names, lenient or not user, depth)
+            self._record_attributes(path, value, names, lenient or not user, depth, code)
             return
         digest = _value_digest(value, lenient)
         if digest is None:
-            self.unverifiable = f"{'.'.join(path)} ({type(value).__name__}) has no stable text"
+            self.unverifiable = (
+                f"{'.'.join(path)} ({_qualname(type(value))}) has no stable text; "
+                f"read by {_where(code, path[-1])}"
+            )
             return
         self.values[path] = (lenient, digest)
         if isinstance(value, type) and _is_user_class(value):
-            self._record_attributes(path, value, names, lenient, depth)
+            self._record_attributes(path, value, names, lenient, depth, code)
 
     def _record_attributes(
-        self, path: tuple[str, ...], obj: Any, names: frozenset[str], lenient: bool, depth: int
+        self,
+        path: tuple[str, ...],
+        obj: Any,
+        names: frozenset[str],
+        lenient: bool,
+        depth: int,
+        code: types.CodeType,
     ) -> None:
         if depth >= _ATTR_DEPTH:
             return
         for name in names:
             value = _attribute(obj, name)
             if value is not _ABSENT:
-                self._record((*path, name), value, names, lenient, depth + 1)
+                self._record((*path, name), value, names, lenient, depth + 1, code)
 
     def to_json(self) -> dict[str, Any]:
         """The record as JSON data (stored with the entry)."""
