@@ -11,15 +11,16 @@ lookup: any difference is a miss, never a stale cubin.
 - the sha256 of its source file, and of the files of user modules it references;
 - every global its code names (``code.co_names``) that exists in its module, by a digest
   of the value's :func:`stable_text` (numbers, strings, tuples, lists, dicts, sets,
-  DTypes, enums, dataclasses field by field, numpy arrays by content, functions by name,
-  bytecode, closure and defaults, ``functools.partial`` and ``lru_cache`` functions by
-  what they wrap, objects with ``__tylo_cache_key__``), and names that
-  resolve to builtins (a later global of that name shadows the builtin: a miss);
+  DTypes, enums, dataclasses field by field, numpy arrays by content, llvmlite IR types
+  by their IR text, functions by name, bytecode, closure and defaults,
+  ``functools.partial`` and ``lru_cache`` functions by what they wrap, objects with
+  ``__tylo_cache_key__``), and names that resolve to builtins (a later global of that name shadows the builtin: a miss);
 - through modules and user classes it names, their attributes that the code names too:
   ``othermodule.ATTR``, ``pkg.sub.TABLE``, ``Config.TILE`` (recursively, a few levels).
 
 A value read from the user's namespace that has no stable text (a plain object, an open
-file) makes the trace *unverifiable*: its entry is not stored, so each process traces
+file) makes the trace *unverifiable* (the reason names the value, its type and the
+function and line that read it): its entry is not stored, so each process traces
 and finds its cubin in the IR-keyed cache (whose key is the IR itself, always exact).
 Objects reached through installed libraries' modules without a stable text (numpy's
 ufuncs, say) are recorded by their type: the installation is assumed not to change
@@ -83,8 +84,7 @@ def stable_text(value: Any, _depth: int = 0) -> str:
         return f"{_qualname(type(value))}:{stable_text(hook(), d)}"
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = ",".join(
-            f"{f.name}={stable_text(getattr(value, f.name), d)}"
-            for f in dataclasses.fields(value)
+            f"{f.name}={stable_text(getattr(value, f.name), d)}" for f in dataclasses.fields(value)
         )
         return f"{_qualname(type(value))}({fields})"
     if isinstance(value, types.FunctionType):
@@ -102,9 +102,47 @@ def stable_text(value: Any, _depth: int = 0) -> str:
         data = hashlib.sha256(value.tobytes()).hexdigest()
         return f"ndarray({value.dtype.str},{value.shape},{data})"
     module = type(value).__module__
+    if module == "llvmlite.ir.types":
+        return _llvm_type_text(value, d)
     if module.startswith("tylo.") and type(value).__repr__ is not object.__repr__:
         return f"{_qualname(type(value))}:{value!r}"  # tylo's own value types
     raise _Unstable(type(value).__name__)
+
+
+def _llvm_type_text(value: Any, depth: int) -> str:
+    """An llvmlite IR type by its IR text (``i32``, ``<4 x float>``, ``{i32, i8*}``), which
+    is what its uses emit, and the body of every named struct it reaches (pointee,
+    elements, return and argument types; ``opaque`` while it has none)."""
+    bodies = []
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        t = stack.pop()
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        if len(seen) > 4096:
+            raise _Unstable("an llvmlite type too large")
+        children = _llvm_children(t)
+        if type(t).__name__ == "IdentifiedStructType":
+            elements = getattr(t, "elements", None)
+            body = "opaque" if elements is None else ",".join(str(e) for e in elements)
+            bodies.append(f"{t}={{{body}}}packed={getattr(t, 'packed', False)}")
+        stack += children
+    return f"{_qualname(type(value))}:{value}[{';'.join(sorted(set(bodies)))}]"
+
+
+def _llvm_children(t: Any) -> list[Any]:
+    out = []
+    for name in ("pointee", "element", "return_type"):
+        child = getattr(t, name, None)
+        if child is not None and type(child).__module__ == "llvmlite.ir.types":
+            out.append(child)
+    for name in ("elements", "args"):
+        out += [
+            c for c in getattr(t, name, None) or () if type(c).__module__ == "llvmlite.ir.types"
+        ]
+    return out
 
 
 def _is_tylo_type(value: Any) -> bool:
