@@ -179,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             triton = measure(python, ["-c", TRITON], args.runs)
         except RuntimeError as err:
-            triton = {"error": f"Triton not timed ({str(err)[-120:]})"}
+            triton = {"error": f"Triton not timed ({str(err).rsplit(' | ', 1)[-1]})"}
         results[(version, "Triton matmul tutorial kernel")] = triton
     print(table(results))
     if args.json:
