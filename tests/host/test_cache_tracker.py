@@ -244,3 +244,112 @@ def test_tracker_modes_are_documented():
     assert set(tracker_mod.MODES) == {"monitoring", "lsprof", "shared", "hook", "blind"}
     for mode in tracker_mod.MODES:
         assert f'``"{mode}"``' in tracker_mod.__doc__
+
+
+# ------------------------------------------------------------- kernels of tylo's own
+
+
+def _user_fn(x):
+    return x
+
+
+class _UserThing:
+    def __init__(self, v):
+        self.v = v
+
+
+def _leaf(kind: str):
+    """A value, and whether it is (or holds) code from a user's file: this test file."""
+    from tylo.layouts import Layout
+    from tylo.ops.gemm import host
+
+    return {
+        "int": (3, False),
+        "str": ("tile", False),
+        "dtype": (tylo.bf16, False),
+        "layout": (Layout((4, 8), (8, 1)), False),
+        "tylo function": (host.choose_config, False),
+        "user function": (_user_fn, True),
+        "user lambda": (lambda: 1, True),
+        "user class": (_UserThing, True),
+        "user instance": (_UserThing(2), True),
+        "partial of user": (functools.partial(_user_fn, 1), True),
+        "tylo inline of user": (tylo.inline(_user_fn), True),
+    }[kind]
+
+
+def _build(tree):
+    """A nested value from ``tree`` (a leaf kind, or (container, children))."""
+    import types as _types
+
+    if isinstance(tree, str):
+        return _leaf(tree)
+    container, children = tree
+    built = [_build(c) for c in children]
+    values, user = [v for v, _ in built], any(u for _, u in built)
+    if container == "tuple":
+        return tuple(values), user
+    if container == "list":
+        return values, user
+    if container == "dict":
+        return {f"k{i}": v for i, v in enumerate(values)}, user
+    return _types.SimpleNamespace(**{f"a{i}": v for i, v in enumerate(values)}), user
+
+
+LEAVES = st.sampled_from(
+    ["int", "str", "dtype", "layout", "tylo function", "user function", "user lambda",
+     "user class", "user instance", "partial of user", "tylo inline of user"]
+)  # fmt: skip
+TREES = st.recursive(
+    LEAVES,
+    lambda c: st.tuples(st.sampled_from(["tuple", "list", "dict", "namespace"]),
+                        st.lists(c, max_size=3)),
+    max_leaves=8,
+)  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(TREES, max_size=3))
+def test_user_code_is_found_wherever_the_static_values_hold_it(trees):
+    from tylo.ops.softmax.kernel import row_softmax_kernel as shipped
+
+    built = [_build(t) for t in trees]
+    statics, user = [v for v, _ in built], any(u for _, u in built)
+    assert tracker_mod.may_run_user_code(shipped.rewritten(), statics) is user
+    assert tracker_mod.may_run_user_code(_user_fn, statics) is True  # a user kernel: always
+
+
+def test_shipped_kernels_trace_with_no_hook_and_record_the_same(monkeypatch):
+    """The shipped GEMM and softmax: no tracker starts, and the record equals what a
+    tracker would have recorded (nothing: they run only tylo's code)."""
+    from tylo.ops.gemm import host as gh
+    from tylo.ops.softmax import host as sh
+    from tylo.ops.softmax import plan as sp
+
+    cfg = gh.choose_config(4096, 4096, 4096, 4096, 4096, ldd=4096, dtype=tylo.bf16)
+    a = tylo.pointer(cfg.dtype, align=16)
+    d = tylo.pointer(tylo.f32, align=16) if cfg.epilogue == "staged" else tylo.f32
+    scfg = sp.choose_config(4096, 4096, vec=4)
+    f32 = tylo.pointer(tylo.f32)
+    started: list[str] = []
+
+    class Spy(DependencyTracker):
+        def start(self) -> None:
+            started.append("start")
+            super().start()
+
+    for kern, specs, block in (
+        (gh.tiled_gemm_kernel, (cfg, d, a, a, *[int] * 6, float, False), cfg.plan.threads),
+        (sh.kernel_for(scfg), (scfg, f32, f32, None, *[int] * 5), scfg.threads),
+    ):
+        monkeypatch.setattr(trace_mod, "DependencyTracker", Spy)
+        result = trace_kernel(
+            kern.rewritten(), name=kern.name, bindings=kern._spec_bindings(specs, {}),
+            block=(block, 1, 1) if isinstance(block, int) else tuple(block),
+            target=Target.parse("sm_90a"), index_bits=kern.index_bits, track_files=True,
+        )  # fmt: skip
+        record = json.loads(json.dumps(result.deps.to_json()))
+        assert started == []
+        monkeypatch.setattr(trace_mod, "may_run_user_code", lambda fn, statics: True)
+        assert _trace(kern, specs, block) == record == {"files": {}, "values": []}
+        monkeypatch.undo()

@@ -29,7 +29,7 @@ from tylo.kernel.errors import TraceError, is_user_file, user_frames
 from tylo.kernel.memory import Tensor
 from tylo.kernel.spec import Int, ParamKind, Ptr, value_types
 from tylo.kernel.tensormap import TensorMapParam
-from tylo.kernel.tracker import DependencyTracker
+from tylo.kernel.tracker import DependencyTracker, may_run_user_code
 from tylo.kernel.values import Value, ir_type, memory_type
 
 __all__ = ["Binding", "TraceResult", "trace_kernel"]
@@ -187,7 +187,12 @@ def trace_kernel(
             # `return value` in the kernel itself (not in an inline helper) is refused at
             # its line by control.check_return, which recognizes the kernel by its code
             ctx.kernel_code = fn.__code__  # type: ignore[attr-defined]
-            profiler = DependencyTracker(deps) if deps is not None else None
+            # tylo's own kernels given no user code run none: nothing to watch (a user
+            # kernel, or a callable / object of the user's among the static values, is)
+            watch = deps is not None and may_run_user_code(
+                fn, [b.static for b in bindings if b.kind is ParamKind.STATIC]
+            )
+            profiler = DependencyTracker(deps) if watch else None
             if profiler is not None:
                 profiler.start()
             try:

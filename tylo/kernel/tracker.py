@@ -21,6 +21,10 @@ names). How it sees the calls depends on the Python and on what else is watching
   installed: it is left alone, nothing is recorded and the record is marked
   unverifiable, so the specialization is traced in each process (never stale).
 
+No mode runs for a kernel of tylo's own (``tylo.ops``) whose static values and closure hold
+no user code (:func:`may_run_user_code`): such a trace runs only tylo's code, whose sources
+the first-level key already stamps, so it is traced with no hook at all.
+
 Python 3.10 and 3.11 pay for any profile hook while it is on (the interpreter leaves its
 specialized instructions and makes a frame object for each call), so ``"lsprof"`` costs
 more than ``"monitoring"``; it is about half the cost of a Python hook.
@@ -28,6 +32,7 @@ more than ``"monitoring"``; it is about half the cost of a Python hook.
 
 from __future__ import annotations
 
+import gc
 import sys
 import types
 from typing import Any
@@ -39,7 +44,7 @@ try:
 except ImportError:  # pragma: no cover - a Python built without it
     _lsprof = None  # type: ignore[assignment]
 
-__all__ = ["MODES", "DependencyTracker"]
+__all__ = ["MODES", "DependencyTracker", "may_run_user_code"]
 
 MODES = ("monitoring", "lsprof", "shared", "hook", "blind")
 
@@ -194,3 +199,76 @@ def _modules_by_file(files: set[str]) -> dict[str, list[dict[str, Any]]]:
             if all(ns is not namespace for ns in found):
                 found.append(namespace)
     return out
+
+
+_SCAN_LIMIT = 20000  # objects looked at before giving up (then: assume user code)
+
+
+def may_run_user_code(fn: Any, statics: Any) -> bool:
+    """Whether tracing ``fn`` with the static values ``statics`` might run code from a
+    user's file: ``fn`` itself is user code, or a user function, class, module or an
+    instance of a user class is reachable from ``statics`` or ``fn``'s closure (functions
+    through their closure, defaults and ``__wrapped__``; any other object through what it
+    references, ``gc.get_referents``). Errs towards True: a class of no loaded module or a
+    scan past its limit counts as user code."""
+    code = getattr(fn, "__code__", None)
+    if code is None or is_user_file(code.co_filename):
+        return True
+    cells = [c.cell_contents for c in getattr(fn, "__closure__", None) or () if _full(c)]
+    stack: list[Any] = [*cells, *statics]
+    seen: set[int] = set()
+    while stack:
+        value = stack.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if len(seen) > _SCAN_LIMIT:
+            return True
+        if isinstance(value, (int, float, complex, str, bytes, bool, type(None))):
+            continue
+        if isinstance(value, types.ModuleType):
+            if _user_path(vars(value).get("__file__")):
+                return True
+            continue
+        if isinstance(value, types.FunctionType):
+            if is_user_file(value.__code__.co_filename):
+                return True
+            stack += [c.cell_contents for c in value.__closure__ or () if _full(c)]
+            stack += list(value.__defaults__ or ())
+            wrapped = vars(value).get("__wrapped__")
+            if wrapped is not None:
+                stack.append(wrapped)
+            continue
+        if isinstance(value, type):
+            if _user_class(value):
+                return True
+            continue
+        if _user_class(type(value)):
+            return True
+        # anything else: what it references (containers' items, instance dicts and slots,
+        # a partial's function and arguments, a bound method's function and self, ...)
+        stack += gc.get_referents(value)
+    return False
+
+
+def _full(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
+def _user_path(path: Any) -> bool:
+    return type(path) is str and is_user_file(path)
+
+
+def _user_class(cls: type) -> bool:
+    """Whether ``cls`` or a class it derives from is defined in a user's file."""
+    for klass in getattr(cls, "__mro__", (cls,)):
+        module = sys.modules.get(getattr(klass, "__module__", None) or "")
+        if module is None:  # a class of no loaded module (exec'd code): assume the user's
+            return True
+        if _user_path(vars(module).get("__file__")):
+            return True
+    return False
