@@ -17,6 +17,9 @@ this module keys a specialization on what determines its IR:
   IR-keyed cache as before);
 - the closure variables of the kernel function, the same way.
 
+A specialization this cache cannot hold says why (:func:`not_stored`, the ``tylo.cache``
+debug log, and a :class:`NotStoredWarning` under ``TYLO_CACHE_EXPLAIN=1``).
+
 The entry records what the trace read (:class:`~tylo.kernel.reads.Dependencies`: the
 sha256 of every user source file whose code ran, and a digest of every global, module
 attribute and class attribute that code names), and a lookup re-checks it: any
@@ -34,16 +37,28 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import os
 import re
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from tylo.errors import TyloError
 from tylo.kernel import debug
 from tylo.kernel.reads import Dependencies, _Unstable, code_digest, stable_text
 
-__all__ = ["Dependencies", "lookup", "specialization_key", "stable_text", "store", "valid_meta"]
+__all__ = [
+    "Dependencies",
+    "NotStoredWarning",
+    "lookup",
+    "not_stored",
+    "specialization_key",
+    "stable_text",
+    "store",
+    "valid_meta",
+]
 
 FORMAT = "tylo-kernel-l1-v2"
 _ENTRY_NAME = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]{0,255}")
@@ -119,9 +134,24 @@ def specialization_key(
     (``exec``, ``python -c``: the lookup could not check what that code reads)."""
     fn = kernel.fn
     if not os.path.isfile(fn.__code__.co_filename):
+        _not_stored(
+            kernel.name,
+            f"its code has no source file ({fn.__code__.co_filename}): what it reads could "
+            "not be checked in another process",
+        )
         return None
+    what = ""
     try:
-        closure = [stable_text(c.cell_contents) for c in fn.__closure__ or ()]
+        closure = []
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+            what = f"closure variable {name!r}"
+            closure.append(stable_text(cell.cell_contents))
+        what = "the static arguments"
+        bindings_text = []
+        for b in bindings:
+            what = f"argument {b.name!r}"
+            bindings_text.append(_binding_text(b))
+        what = "the compile options"
         parts = {
             "format": FORMAT,
             "kernel": f"{fn.__module__}.{fn.__qualname__}",
@@ -132,7 +162,7 @@ def specialization_key(
             "options": kernel.options.canonical() if kernel.options is not None else "default",
             "block": repr(block),
             "target": str(target),
-            "bindings": ";".join(_binding_text(b) for b in bindings),
+            "bindings": ";".join(bindings_text),
             "closure": ";".join(closure),
             "tylo": tylo_identity(),
             "toolchain": toolchain_identity(),
@@ -142,12 +172,50 @@ def specialization_key(
             from tylo.kernel.clusters import SHAPE_IN_PTX
 
             parts["cluster"] = repr(cluster) + (" in ptx" if SHAPE_IN_PTX else "")
-    except (_Unstable, ValueError):
+    except (_Unstable, ValueError) as err:
+        line = fn.__code__.co_firstlineno
+        _not_stored(
+            kernel.name,
+            f"{what} ({err}) has no stable text; read by {fn.__qualname__} "
+            f"({fn.__code__.co_filename}:{line})",
+        )
         return None
     digest = hashlib.sha256()
     for name, text in parts.items():
         digest.update(f"{name}={len(text)}:{text}".encode())
     return digest.hexdigest()
+
+
+# ---------------------------------------------------------------------------- explain
+
+
+class NotStoredWarning(TyloError, Warning):
+    """A specialization was not stored at the first cache level (``TYLO_CACHE_EXPLAIN=1``):
+    each process traces it again; the message says which value prevents it, and where."""
+
+
+_NOT_STORED: dict[str, str] = {}
+
+
+def not_stored() -> dict[str, str]:
+    """``kernel name -> reason`` for each kernel whose last specialization this process
+    could not store at the first level (no key, or a trace that read a value without a
+    stable text); ``tylo.kernel.diskcache.not_stored()`` after a compile explains a miss."""
+    return dict(_NOT_STORED)
+
+
+def _explain_on() -> bool:
+    return os.environ.get("TYLO_CACHE_EXPLAIN", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _not_stored(kernel: str, reason: str) -> None:
+    """Record (and log; with ``TYLO_CACHE_EXPLAIN=1`` also warn) why ``kernel`` is not
+    stored at the first level."""
+    message = f"{kernel}: not stored in the first-level cache (traced in every process): {reason}"
+    _NOT_STORED[kernel] = reason
+    logging.getLogger("tylo.cache").debug("%s", message)
+    if _explain_on():
+        warnings.warn(NotStoredWarning(message), stacklevel=3)
 
 
 # ---------------------------------------------------------------------------- store / load
@@ -212,6 +280,8 @@ def store(key: str, module: Any, meta: dict[str, Any]) -> None:
 
     deps = meta.get("deps")
     if type(deps) is not dict or "unverifiable" in deps:
+        why = deps.get("unverifiable") if type(deps) is dict else "no dependency record"
+        _not_stored(str(meta.get("entry")), f"what its trace read cannot be checked: {why}")
         return
     disk = default_cache()
     if disk is None:

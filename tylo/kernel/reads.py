@@ -11,15 +11,16 @@ lookup: any difference is a miss, never a stale cubin.
 - the sha256 of its source file, and of the files of user modules it references;
 - every global its code names (``code.co_names``) that exists in its module, by a digest
   of the value's :func:`stable_text` (numbers, strings, tuples, lists, dicts, sets,
-  DTypes, enums, dataclasses field by field, numpy arrays by content, functions by name,
-  bytecode, closure and defaults, ``functools.partial`` and ``lru_cache`` functions by
-  what they wrap, objects with ``__tylo_cache_key__``), and names that
-  resolve to builtins (a later global of that name shadows the builtin: a miss);
+  DTypes, enums, dataclasses field by field, numpy arrays by content, llvmlite IR types
+  by their IR text, functions by name, bytecode, closure and defaults,
+  ``functools.partial`` and ``lru_cache`` functions by what they wrap, objects with
+  ``__tylo_cache_key__``), and names that resolve to builtins (a later global of that name shadows the builtin: a miss);
 - through modules and user classes it names, their attributes that the code names too:
   ``othermodule.ATTR``, ``pkg.sub.TABLE``, ``Config.TILE`` (recursively, a few levels).
 
 A value read from the user's namespace that has no stable text (a plain object, an open
-file) makes the trace *unverifiable*: its entry is not stored, so each process traces
+file) makes the trace *unverifiable* (the reason names the value, its type and the
+function and line that read it): its entry is not stored, so each process traces
 and finds its cubin in the IR-keyed cache (whose key is the IR itself, always exact).
 Objects reached through installed libraries' modules without a stable text (numpy's
 ufuncs, say) are recorded by their type: the installation is assumed not to change
@@ -83,8 +84,7 @@ def stable_text(value: Any, _depth: int = 0) -> str:
         return f"{_qualname(type(value))}:{stable_text(hook(), d)}"
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = ",".join(
-            f"{f.name}={stable_text(getattr(value, f.name), d)}"
-            for f in dataclasses.fields(value)
+            f"{f.name}={stable_text(getattr(value, f.name), d)}" for f in dataclasses.fields(value)
         )
         return f"{_qualname(type(value))}({fields})"
     if isinstance(value, types.FunctionType):
@@ -102,9 +102,47 @@ def stable_text(value: Any, _depth: int = 0) -> str:
         data = hashlib.sha256(value.tobytes()).hexdigest()
         return f"ndarray({value.dtype.str},{value.shape},{data})"
     module = type(value).__module__
+    if module == "llvmlite.ir.types":
+        return _llvm_type_text(value, d)
     if module.startswith("tylo.") and type(value).__repr__ is not object.__repr__:
         return f"{_qualname(type(value))}:{value!r}"  # tylo's own value types
     raise _Unstable(type(value).__name__)
+
+
+def _llvm_type_text(value: Any, depth: int) -> str:
+    """An llvmlite IR type by its IR text (``i32``, ``<4 x float>``, ``{i32, i8*}``), which
+    is what its uses emit, and the body of every named struct it reaches (pointee,
+    elements, return and argument types; ``opaque`` while it has none)."""
+    bodies = []
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        t = stack.pop()
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        if len(seen) > 4096:
+            raise _Unstable("an llvmlite type too large")
+        children = _llvm_children(t)
+        if type(t).__name__ == "IdentifiedStructType":
+            elements = getattr(t, "elements", None)
+            body = "opaque" if elements is None else ",".join(str(e) for e in elements)
+            bodies.append(f"{t}={{{body}}}packed={getattr(t, 'packed', False)}")
+        stack += children
+    return f"{_qualname(type(value))}:{value}[{';'.join(sorted(set(bodies)))}]"
+
+
+def _llvm_children(t: Any) -> list[Any]:
+    out = []
+    for name in ("pointee", "element", "return_type"):
+        child = getattr(t, name, None)
+        if child is not None and type(child).__module__ == "llvmlite.ir.types":
+            out.append(child)
+    for name in ("elements", "args"):
+        out += [
+            c for c in getattr(t, name, None) or () if type(c).__module__ == "llvmlite.ir.types"
+        ]
+    return out
 
 
 def _is_tylo_type(value: Any) -> bool:
@@ -173,6 +211,26 @@ def _code_name(code: types.CodeType) -> str:
     return f"{getattr(code, 'co_qualname', code.co_name)} ({code.co_filename})"
 
 
+def _where(code: types.CodeType, name: str) -> str:
+    """``function (file:line)`` of the first instruction of ``code`` (or of a function
+    nested in it) that names ``name``; the function's first line when none is found."""
+    import dis
+
+    stack = [code]
+    while stack:
+        c = stack.pop(0)
+        line = c.co_firstlineno
+        for instr in dis.get_instructions(c):
+            # the line: ``line_number`` on 3.13+, ``starts_line`` (an int) before
+            at = getattr(instr, "line_number", instr.starts_line)
+            if type(at) is int:
+                line = at
+            if isinstance(instr.argval, str) and instr.argval == name:
+                return f"{getattr(c, 'co_qualname', c.co_name)} ({c.co_filename}:{line})"
+        stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+    return f"{_code_name(code)[:-1]}:{code.co_firstlineno})"
+
+
 def _file_hash(path: str) -> str | None:
     """The sha256 of regular file ``path``, else None (a path read from the cache may name
     a FIFO or a device: opened without blocking, and never read)."""
@@ -238,7 +296,20 @@ class Dependencies:
     def __init__(self) -> None:
         self.files: dict[str, str | None] = {}
         self.values: dict[tuple[str, ...], tuple[bool, str]] = {}
-        self.unverifiable: str | None = None
+        self._reasons: set[str] = set()
+
+    @property
+    def unverifiable(self) -> str | None:
+        """Why the record cannot be checked (every reason, sorted, so that the text does
+        not depend on the order the code ran in), or None when it can."""
+        return "; ".join(sorted(self._reasons)) if self._reasons else None
+
+    @unverifiable.setter
+    def unverifiable(self, reason: str | None) -> None:
+        if reason is None:
+            self._reasons.clear()
+        else:
+            self._reasons.add(reason)
 
     def add_code(self, code: types.CodeType, f_globals: dict[str, Any] | None) -> None:
         """Record that ``code`` (a user function) ran with ``f_globals``, and the globals
@@ -255,12 +326,18 @@ class Dependencies:
         names = frozenset(code.co_names)
         for name in names:
             if name in f_globals:
-                self._record((module, name), f_globals[name], names, False, 0)
+                self._record((module, name), f_globals[name], names, False, 0, code)
             elif hasattr(builtins, name):
                 self.values.setdefault((module, name), (False, _ABSENT))
 
     def _record(
-        self, path: tuple[str, ...], value: Any, names: frozenset[str], lenient: bool, depth: int
+        self,
+        path: tuple[str, ...],
+        value: Any,
+        names: frozenset[str],
+        lenient: bool,
+        depth: int,
+        code: types.CodeType,
     ) -> None:
         if path in self.values:
             return
@@ -273,25 +350,34 @@ class Dependencies:
                 file = value.__file__
                 if file not in self.files:
                     self.files[file] = _file_hash(file)
-            self._record_attributes(path, value, names, lenient or not user, depth)
+            self._record_attributes(path, value, names, lenient or not user, depth, code)
             return
         digest = _value_digest(value, lenient)
         if digest is None:
-            self.unverifiable = f"{'.'.join(path)} ({type(value).__name__}) has no stable text"
+            self.unverifiable = (
+                f"{'.'.join(path)} ({_qualname(type(value))}) has no stable text; "
+                f"read by {_where(code, path[-1])}"
+            )
             return
         self.values[path] = (lenient, digest)
         if isinstance(value, type) and _is_user_class(value):
-            self._record_attributes(path, value, names, lenient, depth)
+            self._record_attributes(path, value, names, lenient, depth, code)
 
     def _record_attributes(
-        self, path: tuple[str, ...], obj: Any, names: frozenset[str], lenient: bool, depth: int
+        self,
+        path: tuple[str, ...],
+        obj: Any,
+        names: frozenset[str],
+        lenient: bool,
+        depth: int,
+        code: types.CodeType,
     ) -> None:
         if depth >= _ATTR_DEPTH:
             return
         for name in names:
             value = _attribute(obj, name)
             if value is not _ABSENT:
-                self._record((*path, name), value, names, lenient, depth + 1)
+                self._record((*path, name), value, names, lenient, depth + 1, code)
 
     def to_json(self) -> dict[str, Any]:
         """The record as JSON data (stored with the entry)."""

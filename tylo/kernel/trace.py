@@ -13,7 +13,6 @@ user's file, line and source line, with tylo's frames stripped from the tracebac
 from __future__ import annotations
 
 import re
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from tylo.kernel.errors import TraceError, is_user_file, user_frames
 from tylo.kernel.memory import Tensor
 from tylo.kernel.spec import Int, ParamKind, Ptr, value_types
 from tylo.kernel.tensormap import TensorMapParam
+from tylo.kernel.tracker import DependencyTracker, may_run_user_code
 from tylo.kernel.values import Value, ir_type, memory_type
 
 __all__ = ["Binding", "TraceResult", "trace_kernel"]
@@ -189,7 +189,12 @@ def trace_kernel(
             # `return value` in the kernel itself (not in an inline helper) is refused at
             # its line by control.check_return, which recognizes the kernel by its code
             ctx.kernel_code = fn.__code__  # type: ignore[attr-defined]
-            profiler = _DependencyTracker(deps) if deps is not None else None
+            # tylo's own kernels given no user code run none: nothing to watch (a user
+            # kernel, or a callable / object of the user's among the static values, is)
+            watch = deps is not None and may_run_user_code(
+                fn, [b.static for b in bindings if b.kind is ParamKind.STATIC]
+            )
+            profiler = DependencyTracker(deps) if watch else None
             if profiler is not None:
                 profiler.start()
             try:
@@ -248,57 +253,3 @@ def _as_trace_error(err: BaseException, kernel: str) -> BaseException:
         text = f"{type(err).__name__}: {err}"
         out = TraceError(text, kernel=kernel, filename=filename, lineno=lineno, original=err)
     return out.with_traceback(user_frames(tb))
-
-
-class _DependencyTracker:
-    """Records the user code that runs during a trace, with its globals, into a
-    :class:`~tylo.kernel.diskcache.Dependencies` (for the first-level disk cache):
-    ``sys.monitoring`` on Python 3.12+ (each code object reported once), a profile hook
-    before that."""
-
-    _TOOL = 4  # a sys.monitoring tool id reserved for optimizers; free in practice
-
-    def __init__(self, deps: Any) -> None:
-        self.deps = deps
-        self._seen: set[Any] = set()
-        self._mon = getattr(sys, "monitoring", None)
-        self._previous: Any = None
-
-    def start(self) -> None:
-        mon = self._mon
-        if mon is not None:
-            try:
-                mon.use_tool_id(self._TOOL, "tylo-trace")
-            except ValueError:  # taken: fall back to the profile hook
-                self._mon = None
-            else:
-                mon.register_callback(self._TOOL, mon.events.PY_START, self._on_start)
-                mon.set_events(self._TOOL, mon.events.PY_START)
-                mon.restart_events()
-                return
-        self._previous = sys.getprofile()
-        sys.setprofile(self._profile)
-
-    def stop(self) -> None:
-        mon = self._mon
-        if mon is not None:
-            mon.set_events(self._TOOL, 0)
-            mon.register_callback(self._TOOL, mon.events.PY_START, None)
-            mon.free_tool_id(self._TOOL)
-            return
-        sys.setprofile(self._previous)
-
-    def _record(self, code: Any, f_globals: Any) -> None:
-        if code not in self._seen:
-            self._seen.add(code)
-            if is_user_file(code.co_filename):
-                self.deps.add_code(code, f_globals)
-
-    def _on_start(self, code: Any, offset: int) -> Any:
-        frame = sys._getframe(1)
-        self._record(code, frame.f_globals if frame.f_code is code else None)
-        return self._mon.DISABLE  # type: ignore[union-attr]
-
-    def _profile(self, frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            self._record(frame.f_code, frame.f_globals)
