@@ -5,15 +5,13 @@ The options of each path (tiles, warps, schedules) stay with
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
+from tylo.constants import LOG2E
 from tylo.ops.args import f32_scalar, require_bool
 from tylo.ops.arrays import as_array, capture_guard, refuse_bad_strides
 
 __all__ = ["attention", "check_scale"]
-
-LOG2E = math.log2(math.e)  # the kernels compute exp(x) as 2 ** (x * log2(e))
 
 
 def check_scale(op: str, scale: Any) -> float | None:

@@ -20,12 +20,15 @@ from typing import Any
 import numpy as np
 
 import tylo
+from tylo.ops.args import refuse_shared_over
+from tylo.ops.arrays import refuse_bad_strides
 from tylo.ops.attention.config import WARPS, AttentionConfig, attention_config
 from tylo.ops.attention.reference import (
     AttentionInputError,
     attention_reference,
     refuse_shared_memory,
 )
+from tylo.constants import LOG2E
 from tylo.nvgpu.errors import PlanError
 from tylo.remembered import Remembered
 
@@ -52,7 +55,6 @@ CAUSAL_CTAS = 2**31 - 1  # a causal launch's CTAs, numbered in 32 bits (kernel.l
 # groups of 64) measured 1.01-1.02x groups of 64 at 1k, 4k and 16k, as did 8 and 16; at
 # D = 64, groups of 8 and 16 lost 4-5% at 1k and 32 matched 64 (2026-12-02, H200).
 CAUSAL_GROUPS = {64: 64, 128: 32}  # head dim D -> (batch, head)s per group
-_LOG2E = 1.4426950408889634
 
 
 class AttentionPathError(AttentionInputError):
@@ -255,8 +257,10 @@ def plan_attention(
         raise AttentionInputError(
             f"attention: out must be {(b, h, lq, d)} {qa.dtype}, got {tuple(oa.shape)} {oa.dtype}"
         )
+    refuse_bad_strides("attention", "out", oa)
     _check_4d(oa, "out")
     la = _array(lse, "lse")
+    refuse_bad_strides("attention", "lse", la)
     if tuple(la.shape) != (b, h, lq) or la.dtype is not tylo.f32 or not la.is_contiguous():
         raise AttentionInputError(
             f"attention: lse must be a contiguous {(b, h, lq)} f32 array, got "
@@ -308,7 +312,7 @@ def plan_attention(
     values = {
         "shape": (b, h, lq, lk, d),
         "strides": [s for st in strides for s in st],
-        "c": float(sc) * _LOG2E,
+        "c": float(sc) * LOG2E,
         "group": min(b * h, CAUSAL_GROUPS[d]),
     }
     return cfg, values
@@ -437,6 +441,7 @@ def compile_attention(cfg: AttentionConfig, target: Any = "sm_90a") -> Any:
     """Compile the warp path's kernel for ``cfg`` without a GPU."""
     from tylo.ops.attention.kernel import attention_kernel
 
+    refuse_shared_over("compile_attention", cfg.shared_bytes, target)
     p = tylo.Ptr(cfg.dtype, align=16 if cfg.aligned else None, strided=True)
     lens = tylo.i32 if cfg.padding else None
     return attention_kernel.compile(

@@ -30,6 +30,7 @@ from typing import Any
 
 import tylo
 from tylo.errors import TyloError
+from tylo.target import Target, TargetError
 from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
 from tylo.tile.ownership import Ownership
 
@@ -46,6 +47,7 @@ __all__ = [
     "choose_config",
     "make_config",
     "prefetch_bytes",
+    "shared_capacity",
     "vector_width",
 ]
 
@@ -381,10 +383,20 @@ def choose_config(
         and prefetch_bytes(cfg, itemsize) <= PREFETCH_SHARED
         and rows > 1
         and tuple(cc) >= PREFETCH_MIN_CC
+        and prefetch_bytes(cfg, itemsize) <= shared_capacity(cc)
         and vec * itemsize == 16
     ):
         cfg = dataclasses.replace(cfg, prefetch=True)
     return cfg
+
+
+def shared_capacity(cc: tuple[int, int]) -> int:
+    """The shared memory a block may use on compute capability ``cc``
+    (:attr:`tylo.target.Target.max_shared_bytes`; 0 for one tylo has no figure for)."""
+    try:
+        return Target(*cc).max_shared_bytes
+    except TargetError:
+        return 0
 
 
 def prefetch_bytes(cfg: SoftmaxConfig, itemsize: int) -> int:
