@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
+from tylo.ops.args import OpArgumentError
 from tylo.ops.attention import hopper_host
 from tylo.ops.attention.hopper_kernel import HopperAttentionConfig
 from tylo.ops.attention.reference import AttentionInputError
@@ -166,11 +167,15 @@ def test_refusals_are_not_remembered(rec):
     q = _arr((2, 1, 8, 64), 1 << 30)
     for _ in range(2):
         with pytest.raises(AttentionInputError, match="finite positive"):
+            hopper_host.hopper_attention(q, q, q, scale=-0.5, kv_lens=_lens(2))
+        with pytest.raises(OpArgumentError, match="scale = nan does not fit in f32"):
             hopper_host.hopper_attention(q, q, q, scale=float("nan"), kv_lens=_lens(2))
+        with pytest.raises(OpArgumentError, match="scale = 1e\\+39 does not fit in f32"):
+            hopper_host.hopper_attention(q, q, q, scale=1e39, kv_lens=_lens(2))
         with pytest.raises(AttentionInputError, match="does not match"):
             hopper_host.hopper_attention(q, q, q, cfg=HopperAttentionConfig(d=128),
                                          kv_lens=_lens(2))  # fmt: skip
-        with pytest.raises(AttentionInputError, match="scale must be a number"):
+        with pytest.raises(OpArgumentError, match="scale must be a real number"):
             hopper_host.hopper_attention(q, q, q, scale=[1.0], kv_lens=_lens(2))
         with pytest.raises(AttentionInputError, match="q: "):
             hopper_host.hopper_attention(object(), q, q, kv_lens=_lens(2))

@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from tylo.constants import F32_MAX
+from tylo.constants import F32_MAX, LOG2E
 from tylo.errors import TyloError
 
 __all__ = [
-    "F32_MAX", "OpArgumentError", "f32_scalar", "refuse_shared_over", "require_bool",
+    "F32_MAX", "OpArgumentError", "check_scale", "f32_scalar", "refuse_shared_over", "require_bool",
     "require_int",
 ]
 
@@ -96,3 +96,15 @@ def refuse_shared_over(op: str, nbytes: int, target: Any) -> None:
             f"{t.max_shared_bytes // 1024} KiB a block may use on {t.sm}; use fewer stages "
             "or a smaller tile"
         )
+
+
+def check_scale(op: str, scale: Any) -> float | None:
+    """``scale`` of an ``exp(scale * x)`` as a float (None stays None: the op's default),
+    refused (:class:`OpArgumentError`) unless it and the exponent scale the kernels use,
+    ``scale * log2(e)``, are real numbers finite in f32: ``|scale| <= F32_MAX / log2(e)``,
+    about 2.3585e38."""
+    if scale is None:
+        return None
+    s = f32_scalar(op, "scale", scale)
+    f32_scalar(op, "scale * log2(e)", s * LOG2E)
+    return s

@@ -7,21 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tylo.constants import LOG2E
-from tylo.ops.args import f32_scalar, require_bool
+from tylo.ops.args import check_scale, require_bool
 from tylo.ops.arrays import as_array, capture_guard, refuse_bad_strides
 
 __all__ = ["attention", "check_scale"]
-
-
-def check_scale(op: str, scale: Any) -> float | None:
-    """``scale`` as a float (None stays None: 1/sqrt(D)), refused unless it and the
-    exponent scale the kernels use, ``scale * log2(e)``, are finite in f32."""
-    if scale is None:
-        return None
-    s = f32_scalar(op, "scale", scale)
-    f32_scalar(op, "scale * log2(e)", s * LOG2E)
-    return s
 
 
 def attention(q: Any, k: Any, v: Any, *, causal: bool = False, kv_lens: Any = None,

@@ -56,6 +56,7 @@ from tylo.ops.attention.reference import (
 )
 from tylo.arrays import DeviceArray, DeviceBuffer
 from tylo.constants import LOG2E
+from tylo.ops.args import check_scale, require_int
 from tylo.layouts import Layout, Swizzle, dim, size, zipped_divide
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.tma import TensorMap, TensorMapPlan
@@ -352,7 +353,9 @@ def persistent_grid(
     arithmetic would wrap: ``2**32`` work items or more, or a CTA whose K/V ring would run
     ``2**32`` iterations or more (its items times ``ceil(Lk / bn)``)."""
     items = _check_items(cfg, lq, h, b)
-    grid = min(items, _sm_count(device) if sms is None else sms)
+    sms = _sm_count(device) if sms is None else sms
+    sms = require_int("hopper_attention", "the SM count (sms)", sms, minimum=1)
+    grid = min(items, sms)
     if -(-items // grid) * -(-lk // cfg.bn) >= 2**32:
         raise AttentionInputError(
             f"hopper_attention: {-(-items // grid)} work items per CTA of {-(-lk // cfg.bn)} "
@@ -505,13 +508,7 @@ def hopper_attention(
         raise AttentionInputError(
             f"hopper_attention: cfg must be a HopperAttentionConfig, got {type(cfg).__name__}"
         )
-    if scale is not None:
-        try:
-            scale = float(scale)
-        except (TypeError, ValueError):
-            raise AttentionInputError(
-                f"hopper_attention: scale must be a number, got {scale!r}"
-            ) from None
+    scale = check_scale("hopper_attention", scale)  # a real number, finite in f32
     keys = (array_key_of(q, "q"), array_key_of(k, "k"), array_key_of(v, "v"))
     pin = _PREPARED.get(("in", keys, causal, scale, cfg),
                     lambda: _prepare_inputs(q, k, v, causal, scale, cfg))  # fmt: skip

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 import tylo
-from tylo.ops.args import refuse_shared_over
+from tylo.ops.args import check_scale, refuse_shared_over, require_bool
 from tylo.ops.arrays import refuse_bad_strides
 from tylo.ops.attention.config import WARPS, AttentionConfig, attention_config
 from tylo.ops.attention.reference import (
@@ -223,7 +223,9 @@ def plan_attention(
     :class:`AttentionInputError` or :class:`PlanError`; launches nothing. The configuration
     is :func:`launch_config`'s: without blocks, the default CTA (``warps`` None or 4) takes
     :func:`launch_options`; 8 warps take ``attention_config``'s default for 8 warps (16
-    rows per warp)."""
+    rows per warp). ``causal`` must be a bool; ``scale`` a positive real number with
+    ``scale * log2(e)`` finite in f32 (at most about 2.3585e38; :func:`tylo.ops.args.check_scale`)."""
+    causal = require_bool("attention", "causal", causal)
     qa, ka, va = _array(q, "q"), _array(k, "k"), _array(v, "v")
     b, h, lq, d = _check_4d(qa, "q")
     kb, kh, lk, kd = _check_4d(ka, "k")
@@ -282,8 +284,8 @@ def plan_attention(
         "attention", {"out": oa, "lse": la},
         {"q": qa, "k": ka, "v": va, "kv_lens": None if kv_lens is None else ka_},
     )  # fmt: skip
-    sc = 1.0 / math.sqrt(d) if scale is None else scale
-    if isinstance(sc, bool) or not isinstance(sc, (int, float)) or not (0 < sc < math.inf):
+    sc = 1.0 / math.sqrt(d) if scale is None else check_scale("attention", scale)
+    if not sc > 0:
         raise AttentionInputError(
             f"attention: scale must be a positive finite number, got {scale!r}"
         )
@@ -348,8 +350,9 @@ def attention(
     ``shared_bases``: the warp path's configuration
     (:class:`~tylo.ops.attention.config.AttentionConfig`; default: its choice for D); any of
     them given makes ``path="auto"`` the warp path."""
-    if path not in PATHS:
+    if not isinstance(path, str) or path not in PATHS:
         raise AttentionPathError(f"attention: path must be one of {PATHS}, got {path!r}")
+    causal = require_bool("attention", "causal", causal)
     options = (("block_m", block_m), ("block_n", block_n), ("warps", warps),
                ("late_copies", late_copies), ("shared_bases", shared_bases),
                ("sub_n", sub_n), ("lazy_rescale", lazy_rescale))  # fmt: skip

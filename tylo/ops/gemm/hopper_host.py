@@ -303,6 +303,11 @@ def _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
                                                             dd.device))
     units = -(-n // (cfg.bm * cfg.cluster)) * -(-m // cfg.bn)  # one unit per cluster
     clusters = min(units, _resident_clusters(cfg, dd.device))
+    if clusters < 1:  # a device that reports no SM, or no cluster of cfg fits
+        raise PlanError(
+            f"hopper_gemm: no CTA (cluster of {cfg.cluster}) of {cfg} fits on device "
+            f"{dd.device}; use a smaller cluster or fewer stages"
+        )
     grid = (clusters * cfg.cluster,)
     path = "hopper" if packing is None else "hopper-packed"
     return (path, cfg, TensorMap(px, bx), TensorMap(py, ay), tmc, grid, packing)
