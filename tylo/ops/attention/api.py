@@ -24,8 +24,8 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, kv_lens: Any = No
     with a unit last stride and positive strides. ``causal``: bottom-right aligned mask
     (query i sees keys j <= i + Lk - Lq). ``kv_lens``: int32 (B,) key lengths, each
     clamped to [0, Lk] first (a negative one is 0, one past Lk is Lk), the causal diagonal
-    placed at the clamped length. ``scale`` (default 1/sqrt(D)): a real number with ``|scale| * log2(e)``
-    finite in f32. ``out`` (B, H, Lq, D) of q's dtype is allocated when not given.
+    placed at the clamped length. ``scale`` (default 1/sqrt(D)): a real number with
+    ``|scale| * log2(e)`` finite in f32 (``|scale| <= 2.3585e38`` about). ``out`` (B, H, Lq, D) of q's dtype is allocated when not given.
     ``stream``: a CUDA stream handle; with torch tensors and none given, torch's current
     stream. The exact semantics: :mod:`tylo.ops.attention.reference`.
     """

@@ -143,5 +143,9 @@ WIDE_OVERLAP = False
 
 def long_keys(d: int, causal: bool) -> int:
     """The key length past which ``(d, causal)`` takes the "long" schedules: ``LONG_KEYS``,
-    or its own (``LONG_KEYS_AT``)."""
-    return LONG_KEYS_AT.get((d, bool(causal)), LONG_KEYS)
+    or its own (``LONG_KEYS_AT``). ``d`` an int, ``causal`` a bool
+    (:class:`~tylo.ops.args.OpArgumentError` otherwise)."""
+    from tylo.ops.args import require_bool, require_int
+
+    key = (require_int("long_keys", "d", d), require_bool("long_keys", "causal", causal))
+    return LONG_KEYS_AT.get(key, LONG_KEYS)

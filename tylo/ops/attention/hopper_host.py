@@ -56,7 +56,7 @@ from tylo.ops.attention.reference import (
 )
 from tylo.arrays import DeviceArray, DeviceBuffer
 from tylo.constants import LOG2E
-from tylo.ops.args import check_scale, require_int
+from tylo.ops.args import check_scale, require_bool, require_int
 from tylo.layouts import Layout, Swizzle, dim, size, zipped_divide
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.tma import TensorMap, TensorMapPlan
@@ -207,6 +207,9 @@ def choose_config(
     persistent kernel and ``tma_store``); None: the measured choice (``ITEM_SCHEDULES``)
     where the rest of the configuration is the one measured (two consumers, persistent, O
     by TMA, and ``overlap`` for ``item_overlap``), else off."""
+    d = require_int("choose_config", "d", d)
+    causal = require_bool("choose_config", "causal", causal)
+    dtype = tylo.dtype_of(dtype)
     opts = dict(pingpong=pingpong, overlap=overlap, persistent=persistent,
                 tma_store=tma_store, split_kv=split_kv, split_release=split_release)
     for name, value in (*opts.items(), ("item_overlap", item_overlap), ("o_buffer", o_buffer)):
@@ -352,6 +355,12 @@ def persistent_grid(
     device's SM count). Raises :class:`AttentionInputError` where the kernel's u32
     arithmetic would wrap: ``2**32`` work items or more, or a CTA whose K/V ring would run
     ``2**32`` iterations or more (its items times ``ceil(Lk / bn)``)."""
+    if not isinstance(cfg, HopperAttentionConfig):
+        raise AttentionInputError(
+            f"persistent_grid: cfg must be a HopperAttentionConfig, got {cfg!r}"
+        )
+    lq, lk, h, b = (require_int("persistent_grid", w, x, minimum=1)
+                    for w, x in (("lq", lq), ("lk", lk), ("h", h), ("b", b)))
     items = _check_items(cfg, lq, h, b)
     sms = _sm_count(device) if sms is None else sms
     sms = require_int("hopper_attention", "the SM count (sms)", sms, minimum=1)

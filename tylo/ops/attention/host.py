@@ -224,7 +224,8 @@ def plan_attention(
     is :func:`launch_config`'s: without blocks, the default CTA (``warps`` None or 4) takes
     :func:`launch_options`; 8 warps take ``attention_config``'s default for 8 warps (16
     rows per warp). ``causal`` must be a bool; ``scale`` a positive real number with
-    ``scale * log2(e)`` finite in f32 (at most about 2.3585e38; :func:`tylo.ops.args.check_scale`)."""
+    ``scale * log2(e)`` finite in f32 (at most about 2.3585e38;
+    :func:`tylo.ops.args.check_scale`)."""
     causal = require_bool("attention", "causal", causal)
     qa, ka, va = _array(q, "q"), _array(k, "k"), _array(v, "v")
     b, h, lq, d = _check_4d(qa, "q")
@@ -353,6 +354,7 @@ def attention(
     if not isinstance(path, str) or path not in PATHS:
         raise AttentionPathError(f"attention: path must be one of {PATHS}, got {path!r}")
     causal = require_bool("attention", "causal", causal)
+    scale = check_scale("attention", scale)  # before any allocation
     options = (("block_m", block_m), ("block_n", block_n), ("warps", warps),
                ("late_copies", late_copies), ("shared_bases", shared_bases),
                ("sub_n", sub_n), ("lazy_rescale", lazy_rescale))  # fmt: skip

@@ -76,11 +76,24 @@ def refuse_shared_memory(op: str, outputs: dict, inputs: dict) -> None:
         )
 
 
+_MASK_LIMIT = 2**28  # elements of one batch entry's mask the host reference makes
+
+
 def visible(lq: int, lk: int, *, causal: bool = False, kv_len: int | None = None) -> np.ndarray:
     """The (lq, lk) boolean mask of one batch entry: key ``j`` visible to query ``i``. The
     key length ``kv_len`` (None: ``lk``) is clamped to ``[0, lk]`` first, and the causal
     diagonal placed at the clamped length (the module docstring)."""
-    kv = lk if kv_len is None else min(max(int(kv_len), 0), lk)
+    from tylo.ops.args import require_bool, require_int
+
+    lq = require_int("visible", "lq", lq, minimum=0)
+    lk = require_int("visible", "lk", lk, minimum=0)
+    causal = require_bool("visible", "causal", causal)
+    if lq * lk > _MASK_LIMIT:
+        raise AttentionInputError(
+            f"visible: a ({lq}, {lk}) mask has more than {_MASK_LIMIT} elements; the "
+            "reference is a float64 check for sizes a CPU holds"
+        )
+    kv = lk if kv_len is None else min(max(require_int("visible", "kv_len", kv_len), 0), lk)
     i = np.arange(lq)[:, None]
     j = np.arange(lk)[None, :]
     mask = j < kv

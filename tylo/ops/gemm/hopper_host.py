@@ -109,6 +109,8 @@ def takes_tma_path(m: int, n: int, k: int, lda: int, ldb: int, a: Any, b: Any,
     aligned bases, bf16/f16 inputs of one dtype, and D (when given) f32, bf16 or f16."""
     from tylo.arrays import as_device_array
 
+    for name, x in (("m", m), ("n", n), ("k", k), ("lda", lda), ("ldb", ldb)):
+        require_int("takes_tma_path", name, x)
     da, db = as_device_array(a), as_device_array(b)
     ok = (
         k % 8 == 0

@@ -65,6 +65,16 @@ def choose_config(
     smaller 64 x 64 plan, whose fewer loads per thread fit in registers beside the
     accumulators), the staged epilogue when ``ldd`` (if given) is a multiple of 4 and D is
     16-byte aligned. ``dtype``: the inputs' (default: the plan's, else bf16)."""
+    op = "gemm choose_config"
+    m, n, k, lda, ldb = (require_int(op, w, x, minimum=1) for w, x in
+                         (("m", m), ("n", n), ("k", k), ("lda", lda), ("ldb", ldb)))
+    ldd = None if ldd is None else require_int(op, "ldd", ldd, minimum=1)
+    aligned = require_bool(op, "aligned", aligned)
+    d_aligned = require_bool(op, "d_aligned", d_aligned)
+    if plan is not None and not isinstance(plan, TiledMMA):
+        raise OpArgumentError(f"{op}: plan must be a TiledMMA (or None), got {plan!r}")
+    if dtype is not None:
+        dtype = tylo.dtype_of(dtype)
     dtype = plan.atom.dtype if plan is not None else (dtype or DEFAULT_PLAN.atom.dtype)
     vec = 16 // dtype.nbytes
     vector = aligned and lda % vec == 0 and ldb % vec == 0

@@ -225,8 +225,15 @@ def gemm_config(
     >>> cfg.tile, cfg.shared_bytes, cfg.proofs["A ldmatrix bank conflicts"]
     ((64, 64, 32), 16384, 0)
     """
+    if not isinstance(plan, TiledMMA):
+        raise PlanError(f"gemm_config: plan must be a TiledMMA, got {plan!r}")
     if type(stages) is not int or stages < 1:
         raise PlanError(f"gemm_config: stages must be an int >= 1, got {stages!r}")
+    if type(group_m) is not int or group_m < 1:
+        raise PlanError(f"gemm_config: group_m must be an int >= 1, got {group_m!r}")
+    for name, flag in (("swizzle", swizzle), ("bounded", bounded), ("vector", vector)):
+        if type(flag) is not bool:
+            raise PlanError(f"gemm_config: {name} must be True or False, got {flag!r}")
     if epilogue not in EPILOGUES:
         raise PlanError(f"gemm_config: epilogue must be one of {EPILOGUES}, got {epilogue!r}")
     cfg = GemmConfig(plan, stages, swizzle, group_m, bounded, vector, epilogue)

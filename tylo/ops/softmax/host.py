@@ -204,6 +204,13 @@ def launch_shape(cfg: SoftmaxConfig, rows: int, itemsize: int) -> tuple[int, int
     """(blocks, dynamic shared bytes) of a launch: one block per ``block_rows`` rows, or
     for ``prefetch`` a persistent grid of one block per SM (each walks rows ``bid, bid +
     grid, ...``) with two row stages of shared memory."""
+    if not isinstance(cfg, SoftmaxConfig):
+        raise SoftmaxError(f"softmax: cfg must be a SoftmaxConfig, got {cfg!r}")
+    if type(rows) is not int or rows < 0 or type(itemsize) is not int or itemsize < 1:
+        raise SoftmaxError(
+            f"softmax: rows must be an int >= 0 and itemsize an int >= 1, got {rows!r}, "
+            f"{itemsize!r}"
+        )
     if not cfg.prefetch:
         return cfg.grid(rows), 0
     shared = prefetch_bytes(cfg, itemsize)
@@ -257,6 +264,8 @@ def softmax(
         return None
     if cfg is None:
         cfg = chosen
+    elif not isinstance(cfg, SoftmaxConfig):
+        raise SoftmaxError(f"softmax: cfg must be a SoftmaxConfig (or None), got {cfg!r}")
     else:
         if cfg.mask != chosen.mask:
             raise SoftmaxError(
