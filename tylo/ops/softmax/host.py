@@ -121,10 +121,10 @@ def plan_launch(
     """Check the arguments of :func:`softmax` and choose its configuration; returns the
     configuration and the launch's runtime values. Raises :class:`SoftmaxError`."""
     xa, oa = _array(x, "x"), _array(out, "out")
-    _check_rows(xa, "x")
-    _check_rows(oa, "out", tuple(xa.shape))
     refuse_bad_strides("softmax", "x", xa)
     refuse_bad_strides("softmax", "out", oa)
+    _check_rows(xa, "x")
+    _check_rows(oa, "out", tuple(xa.shape))
     for a, what in ((xa, "x"), (oa, "out")):
         if a.dtype not in (tylo.f32, tylo.bf16):
             raise SoftmaxError(
@@ -144,8 +144,8 @@ def plan_launch(
     )
     if mask is not None:
         ma = _array(mask, "mask")
-        _check_rows(ma, "mask", (rows, cols))
         refuse_bad_strides("softmax", "mask", ma)
+        _check_rows(ma, "mask", (rows, cols))
         if ma.dtype not in (tylo.bool_, tylo.u8):
             raise SoftmaxError(f"softmax: mask must be bool (or uint8), got {ma.dtype}")
         kind, aux, ldm = "bool", mask, _ld(ma)
