@@ -20,26 +20,12 @@ from dataclasses import dataclass
 
 from tylo.errors import TyloError
 
-__all__ = ["MAX_SHARED_BYTES", "Target", "TargetError", "parse_spec"]
+__all__ = ["Target", "TargetError", "parse_spec"]
 
 # Oldest architecture CUDA 13 (libNVVM 13, nvJitLink 13) still compiles for (Turing).
 MIN_CC = (7, 5)
 # Arch-specific ('a') variants exist from compute capability 9.0 on.
 MIN_ARCH_SPECIFIC_MAJOR = 9
-
-# compute capability -> the shared memory one block may use, in KiB: the opt-in maximum of
-# dynamic shared memory per block (cudaFuncAttributeMaxDynamicSharedMemorySize; CUDA C++
-# Programming Guide, "Technical Specifications per Compute Capability"). The SM holds 1 KiB
-# more per resident block (the driver's reservation), which this does not count.
-_SHARED_KIB = {
-    (7, 5): 64,
-    (8, 0): 163, (8, 6): 99, (8, 7): 163, (8, 9): 99,
-    (9, 0): 227,
-    (10, 0): 227, (10, 3): 227, (11, 0): 227,
-    (12, 0): 99, (12, 1): 99,
-}  # fmt: skip
-MAX_SHARED_BYTES = max(_SHARED_KIB.values()) * 1024
-"""The most shared memory a block may use on any target tylo knows (227 KiB, sm_90 on)."""
 
 _FORMS = "'sm_90a', 'sm_80', 'compute_90a', '90a', '9.0a' or a Target"
 _TARGET_RE = re.compile(r"^(?:(?:sm|compute)_)?(\d{1,2})(\d)(a?)$")
@@ -180,3 +166,18 @@ def parse_spec(spec: str) -> tuple[str, tuple[int, int], bool]:
             "(operators >=, >, ==, <=, <; a trailing 'a' requires an arch-specific target)"
         )
     return m.group(1), (int(m.group(2)), int(m.group(3))), m.group(4) == "a"
+
+
+# compute capability -> the shared memory one block may use, in KiB: the opt-in maximum of
+# dynamic shared memory per block (cudaFuncAttributeMaxDynamicSharedMemorySize; CUDA C++
+# Programming Guide, "Technical Specifications per Compute Capability"). The SM holds 1 KiB
+# more per resident block (the driver's reservation), which this does not count.
+_SHARED_KIB = {
+    (7, 5): 64,
+    (8, 0): 163, (8, 6): 99, (8, 7): 163, (8, 9): 99,
+    (9, 0): 227,
+    (10, 0): 227, (10, 3): 227, (11, 0): 227,
+    (12, 0): 99, (12, 1): 99,
+}  # fmt: skip
+MAX_SHARED_BYTES = max(_SHARED_KIB.values()) * 1024
+"""The most shared memory a block may use on any target tylo knows (227 KiB, sm_90 on)."""
