@@ -70,6 +70,7 @@ _LAZY: dict[str, str] = {
     "FULL_MASK": "tylo.kernel",
     "WARP_SIZE": "tylo.kernel",
     "CompiledKernel": "tylo.kernel",
+    "Dim": "tylo.kernel",
     "Float": "tylo.kernel",
     "Int": "tylo.kernel",
     "Kernel": "tylo.kernel",

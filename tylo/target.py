@@ -143,6 +143,25 @@ class Target:
         """The compute capability as ``(major, minor)``."""
         return (self.major, self.minor)
 
+    @property
+    def max_shared_bytes(self) -> int:
+        """The shared memory (static plus dynamic, in bytes) one block may use on this
+        target, once a kernel opts in to more than 48 KiB: 163 KiB on sm_80 and sm_87, 99 KiB
+        on sm_86, sm_89 and sm_120, 227 KiB on sm_90 and sm_100, 64 KiB on sm_75. Raises
+        :class:`TargetError` for a compute capability tylo has no figure for.
+
+        >>> [Target.parse(t).max_shared_bytes // 1024 for t in ("sm_90a", "sm_80", "sm_86")]
+        [227, 163, 99]
+        """
+        kib = _SHARED_KIB.get(self.cc)
+        if kib is None:
+            raise TargetError(
+                f"Target {self.sm}: tylo does not know how much shared memory a block may use "
+                f"on compute capability {self.major}.{self.minor}; known: "
+                + ", ".join(f"{a}.{b}" for a, b in _SHARED_KIB)
+            )
+        return kib * 1024
+
     def satisfies(self, spec: str) -> bool:
         """Whether this target meets a requirement such as ``'cc>=8.0'`` or ``'cc>=9.0a'``.
 
@@ -173,3 +192,18 @@ def parse_spec(spec: str) -> tuple[str, tuple[int, int], bool]:
             "(operators >=, >, ==, <=, <; a trailing 'a' requires an arch-specific target)"
         )
     return m.group(1), (int(m.group(2)), int(m.group(3))), m.group(4) == "a"
+
+
+# compute capability -> the shared memory one block may use, in KiB: the opt-in maximum of
+# dynamic shared memory per block (cudaFuncAttributeMaxDynamicSharedMemorySize; CUDA C++
+# Programming Guide, "Technical Specifications per Compute Capability"). The SM holds 1 KiB
+# more per resident block (the driver's reservation), which this does not count.
+_SHARED_KIB = {
+    (7, 5): 64,
+    (8, 0): 163, (8, 6): 99, (8, 7): 163, (8, 9): 99,
+    (9, 0): 227,
+    (10, 0): 227, (10, 3): 227, (11, 0): 227,
+    (12, 0): 99, (12, 1): 99,
+}  # fmt: skip
+MAX_SHARED_BYTES = max(_SHARED_KIB.values()) * 1024
+"""The most shared memory a block may use on any target tylo knows (227 KiB, sm_90 on)."""

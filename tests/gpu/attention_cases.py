@@ -65,7 +65,7 @@ def compile_unserialized(cfg: Any) -> tuple[Any, str]:
 
 
 def assert_matches_reference(q: Any, k: Any, v: Any, out: Any, lse: Any, *, causal: bool,
-                             scale: float | None = None) -> None:  # fmt: skip
+                             scale: float | None = None, kv_lens: Any = None) -> None:  # fmt: skip
     """``out`` and ``lse`` (torch, written by a launch on ``q``, ``k``, ``v``) against the
     float64 reference: no NaN left of the poison, o within 2e-2 of max |o|, the same rows
     at lse = -inf, and the finite lse within 2e-2."""
@@ -74,7 +74,7 @@ def assert_matches_reference(q: Any, k: Any, v: Any, out: Any, lse: Any, *, caus
     torch.cuda.synchronize()
     want_o, want_l = attention_reference(
         q.double().cpu().numpy(), k.double().cpu().numpy(), v.double().cpu().numpy(),
-        causal=causal, scale=scale,
+        causal=causal, scale=scale, kv_lens=kv_lens,
     )  # fmt: skip
     got_o, got_l = out.double().cpu().numpy(), lse.double().cpu().numpy()
     assert not np.isnan(got_o).any() and not np.isnan(got_l).any()

@@ -48,6 +48,17 @@ def test_dtypes(gpu_runtime, dtype, causal):
 
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
+def test_key_lengths_outside_the_keys(gpu_runtime, d, causal):
+    """Key lengths below 0 and past Lk (issue 34, item 4): the kernel clamps each to
+    [0, Lk] before it places the causal diagonal, as the reference does (a length of Lk + 5
+    masks as Lk, a negative one as 0: every row of that entry empty)."""
+    lens = [-7, 95, 2**31 - 1, -(2**31), 90, 3]
+    verify(6, 2, 100, d, lk=90, causal=causal, kv_lens=lens)
+    verify(2, 1, 70, d, lk=130, causal=causal, kv_lens=[135, -1])  # Lq < Lk
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
 def test_key_lengths_with_empty_rows(gpu_runtime, d, causal):
     """Batch entries with no keys (all rows empty: zero output, lse -inf), a partial last
     block, a key length of exactly one block, and (causal, Lq > kv_len) leading rows that see

@@ -69,6 +69,32 @@ def test_causal(gpu_runtime, length):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [64, 128])
+def test_key_lengths_outside_the_keys(gpu_runtime, d, causal):
+    """Key lengths below 0 and past Lk (issue 34, item 4), given on the host (the host
+    clamps them before the copy) and as a device int32 tensor (passed as it is: the kernel
+    clamps each to [0, Lk] before it places the causal diagonal), against the reference's
+    one meaning; both kernels (one-item and persistent)."""
+    import torch
+
+    lens = [-7, 95, 2**31 - 1, -(2**31), 90, 3]
+    verify(6, 2, 100, d, lk=90, causal=causal, kv_lens=lens)
+    verify(2, 1, 70, d, lk=130, causal=causal, kv_lens=[135, -1])
+    g = torch.Generator(device="cuda")
+    g.manual_seed(34)
+    q = torch.randn(6, 2, 100, d, device="cuda", generator=g).to(torch.bfloat16)
+    k = torch.randn(6, 2, 90, d, device="cuda", generator=g).to(torch.bfloat16)
+    v = torch.randn(6, 2, 90, d, device="cuda", generator=g).to(torch.bfloat16)
+    dev = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    for persistent in (False, True):
+        cfg = choose_config(d, tylo.bf16, causal, persistent=persistent)
+        out = torch.full((6, 2, 100, d), float("nan"), device="cuda", dtype=torch.bfloat16)
+        lse = torch.full((6, 2, 100), float("nan"), device="cuda")
+        hopper_attention(q, k, v, causal=causal, kv_lens=dev, out=out, lse=lse, cfg=cfg)
+        assert_matches_reference(q, k, v, out, lse, causal=causal, kv_lens=lens)
+
+
+@pytest.mark.parametrize("causal", [False, True])
 def test_padding_with_empty_rows(gpu_runtime, causal):
     # entry 1 has no keys at all (every row: o = 0, lse = -inf); with causal and
     # kv_len < Lq the first Lq - kv_len rows of the others see nothing either

@@ -21,6 +21,7 @@ from tylo.ops.attention.hopper_host import (
     SCHEDULES,
     THREE_CONSUMER_SCHEDULES,
     THREE_CONSUMER_TILES,
+    Schedule,
     choose_config,
     hopper_attention,
     o_plan,
@@ -124,18 +125,20 @@ def test_the_default_takes_three_where_measured_and_fitting(monkeypatch, spills)
         case = (d, causal, long)
         three = case in THREE_CONSUMER_SCHEDULES and not spills
         want = THREE_CONSUMER_SCHEDULES[case] if three else SCHEDULES[case]
-        got = (cfg.pingpong, cfg.overlap, cfg.tma_store, cfg.persistent, cfg.split_release)
+        got = Schedule(pingpong=cfg.pingpong, overlap=cfg.overlap, tma_store=cfg.tma_store,
+                       persistent=cfg.persistent, split_release=cfg.split_release)
         assert (cfg.consumers, got) == (3 if three else 2, want), (case, lk)
         if three:
             assert (cfg.bn, cfg.stages) == THREE_CONSUMER_TILES[d]
             assert choose_config(d, tylo.bf16, causal, lk=lk, pingpong=False).pingpong is False
         two = choose_config(d, tylo.bf16, causal, lk=lk, consumers=2)
         assert two.consumers == 2
-        assert (two.pingpong, two.overlap, two.persistent) == SCHEDULES[case][:2] + (
-            SCHEDULES[case][3],)  # fmt: skip
+        s2 = SCHEDULES[case]
+        assert (two.pingpong, two.overlap, two.persistent) == (s2.pingpong, s2.overlap,
+                                                               s2.persistent)  # fmt: skip
         if case in THREE_CONSUMER_SCHEDULES:
             forced = choose_config(d, tylo.bf16, causal, lk=lk, consumers=3)
-            assert forced.consumers == 3 and forced.pingpong == THREE_CONSUMER_SCHEDULES[case][0]
+            assert forced.consumers == 3 and forced.pingpong == THREE_CONSUMER_SCHEDULES[case].pingpong
         if d == 64:  # a tile given that three cannot hold (160 keys: S, O and P take
             # 80 + 32 + 40 registers, over 128) takes two by default; asked for, refused
             wide = choose_config(d, tylo.bf16, causal, lk=lk, bn=160, stages=2)

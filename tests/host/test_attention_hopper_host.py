@@ -28,6 +28,7 @@ from tylo.ops.attention.hopper_kernel import (
     box_layout,
     v_operand_layout,
 )
+from tylo.ops.args import OpArgumentError
 from tylo.ops.attention.reference import AttentionInputError
 from tylo.arrays import DeviceArray
 from tylo.layouts import Layout
@@ -365,7 +366,6 @@ def test_options_that_do_not_fit_are_refused_before_launch():
     wide = _arr((70000, 1, 8, 64))
     for kwargs, match in [
         (dict(causal=1), "bool"),
-        (dict(scale=float("nan")), "finite positive"),
         (dict(scale=0.0), "finite positive"),
         (dict(scale=-0.125), "path='warp'"),
         (dict(cfg={"bn": 64}), "HopperAttentionConfig"),
@@ -374,6 +374,9 @@ def test_options_that_do_not_fit_are_refused_before_launch():
     ]:
         with pytest.raises(AttentionInputError, match=match):
             hopper_attention(q, q, q, **kwargs)
+    # a scale f32 cannot hold is the argument error of every op (tylo.ops.args.check_scale)
+    with pytest.raises(OpArgumentError, match="scale = nan does not fit in f32"):
+        hopper_attention(q, q, q, scale=float("nan"))
     with pytest.raises(AttentionInputError, match="65535"):  # by default: the persistent one
         hopper_attention(wide, wide, wide, cfg=HopperAttentionConfig(d=64))
 

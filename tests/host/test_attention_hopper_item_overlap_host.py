@@ -21,7 +21,9 @@ from hypothesis import strategies as st
 
 import tylo
 from tylo.ops.attention import hopper_epilogue
-from tylo.ops.attention.hopper_host import ITEM_SCHEDULES, choose_config, long_keys
+from tylo.ops.attention.hopper_host import (
+    ITEM_SCHEDULES, ItemSchedule, choose_config, long_keys,
+)
 from tylo.ops.attention.hopper_kernel import SHARED_LIMIT, HopperAttentionConfig
 from tylo.ops.attention.hopper_schedule import cta_shares
 from tylo.nvgpu.errors import PlanError
@@ -96,7 +98,8 @@ def test_choose_config_defaults(d, causal):
     for lk in (1024, 2 * long_keys(d, causal)):
         base = choose_config(d, tylo.bf16, causal, lk=lk)
         long = lk > long_keys(d, causal)
-        io, ob = ITEM_SCHEDULES.get((d, causal, long), (False, False))
+        item = ITEM_SCHEDULES.get((d, causal, long), ItemSchedule())
+        io, ob = item.item_overlap, item.o_buffer
         measured = base.persistent and base.tma_store and base.consumers == 2
         assert base.o_buffer == (ob and measured)
         assert base.item_overlap == (io and measured and base.overlap)
@@ -169,8 +172,9 @@ def test_choose_config_any_options(causal, lk, pingpong, overlap, persistent, tm
             assert getattr(cfg, name) == kw[name], name
     if cfg.o_buffer and o_buffer is None:
         long = lk is not None and lk > long_keys(64, causal)
-        assert ITEM_SCHEDULES.get((64, causal, long), (False, False))[1]
+        assert ITEM_SCHEDULES.get((64, causal, long), ItemSchedule()).o_buffer
         assert cfg.persistent and cfg.tma_store and cfg.consumers == 2
     if cfg.item_overlap and item_overlap is None:
         long = lk is not None and lk > long_keys(64, causal)
-        assert ITEM_SCHEDULES.get((64, causal, long), (False, False))[0] and cfg.overlap
+        assert ITEM_SCHEDULES.get((64, causal, long), ItemSchedule()).item_overlap
+        assert cfg.overlap

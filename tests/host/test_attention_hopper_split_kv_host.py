@@ -64,7 +64,7 @@ def test_shared_bytes_and_defaults_unchanged(d, bn, stages):
             assert "split K/V" in split.describe() and "split K/V" not in cfg.describe()
     for causal in (False, True):
         base = choose_config(d, tylo.bf16, causal)
-        assert base.split_kv is base.split_release is SCHEDULES[(d, causal, False)][4]
+        assert base.split_kv is base.split_release is SCHEDULES[(d, causal, False)].split_release
         assert choose_config(d, tylo.bf16, causal, split_kv=None) == base
         assert choose_config(d, tylo.bf16, causal, split_kv=True) == replace(base, split_kv=True)
 

@@ -51,7 +51,7 @@ def test_choose_config_makes_split_kv_follow(d, causal):
     early release). (d = 128 causal is left out: its choice compiles the 128-key tile to see
     whether it spills, seconds per option.)"""
     base = choose_config(d, tylo.bf16, causal)
-    assert base.split_release is SCHEDULES[(d, causal, False)][4] is (d == 128)
+    assert base.split_release is SCHEDULES[(d, causal, False)].split_release is (d == 128)
     assert base.split_kv is base.split_release
     assert choose_config(d, tylo.bf16, causal, split_release=None) == base
     off = choose_config(d, tylo.bf16, causal, split_release=False)

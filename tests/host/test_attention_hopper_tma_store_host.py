@@ -101,15 +101,18 @@ def test_tma_store_must_be_a_bool(bad):
 
 
 def test_choose_config_takes_the_measured_epilogue_by_default():
-    from tylo.ops.attention.hopper_host import SCHEDULES, THREE_CONSUMER_SCHEDULES, long_keys
+    from tylo.ops.attention.hopper_host import (
+        SCHEDULES, THREE_CONSUMER_SCHEDULES, Schedule, long_keys,
+    )
 
     for d in (64, 128):
         for causal in (False, True):
             edge = long_keys(d, causal)
             for lk, long in ((None, False), (0, False), (edge, False), (edge + 1, True)):
                 cfg = choose_config(d, tylo.bf16, causal, lk=lk)
-                got = (cfg.pingpong, cfg.overlap, cfg.tma_store, cfg.persistent,
-                       cfg.split_release)  # fmt: skip
+                got = Schedule(pingpong=cfg.pingpong, overlap=cfg.overlap,
+                               tma_store=cfg.tma_store, persistent=cfg.persistent,
+                               split_release=cfg.split_release)  # fmt: skip
                 # three consumers where the link fits them (the H200's ptxas), else two
                 table = THREE_CONSUMER_SCHEDULES if cfg.consumers == 3 else SCHEDULES
                 assert got == table[(d, causal, long)]

@@ -27,6 +27,7 @@ from tylo.ops.attention.config import (  # noqa: E402
     default_blocks,
 )
 from tylo.ops.attention.host import AttentionPathError, attention, plan_attention  # noqa: E402
+from tylo.ops.args import OpArgumentError  # noqa: E402
 from tylo.ops.attention.kernel import key_blocks, partial_ownership, thread_partials  # noqa: E402
 from tylo.ops.attention.reference import (  # noqa: E402
     AttentionInputError,
@@ -275,10 +276,12 @@ def _bad_cases():
         ({"kv_lens": _arr((3,), tylo.i32)}, AttentionInputError, "kv_lens must be"),
         ({"kv_lens": lens, "scale": 0.0}, AttentionInputError, "scale must be a positive"),
         ({"scale": -1.0}, AttentionInputError, "scale must be a positive"),
-        ({"scale": math.inf}, AttentionInputError, "scale must be a positive"),
-        ({"scale": math.nan}, AttentionInputError, "scale must be a positive"),
-        ({"scale": True}, AttentionInputError, "scale must be a positive"),
-        ({"scale": "1"}, AttentionInputError, "scale must be a positive"),
+        ({"scale": math.inf}, OpArgumentError, "scale = inf does not fit in f32"),
+        ({"scale": math.nan}, OpArgumentError, "scale = nan does not fit in f32"),
+        ({"scale": True}, OpArgumentError, "scale must be a real number"),
+        ({"scale": "1"}, OpArgumentError, "scale must be a real number"),
+        ({"scale": 1e39}, OpArgumentError, "scale = 1e\\+39 does not fit in f32"),
+        ({"scale": 3e38}, OpArgumentError, "scale \\* log2\\(e\\)"),
         ({"q": np.zeros((2, 3, 17, 64))}, AttentionInputError, "q is not a device array"),
         ({"o": _arr((2, 3, 17, 64))}, AttentionInputError, "out and q share memory"),
         ({"o": _arr((2, 3, 17, 64), ptr=(1 << 20) + 20000)}, AttentionInputError,  # past q
@@ -288,7 +291,11 @@ def _bad_cases():
         ({"kv_lens": _arr((2,), tylo.i32, ptr=(1 << 33) + 8)}, AttentionInputError,
          "lse and kv_lens share memory"),
         ({"o": _arr((2, 3, 17, 64), strides=(0, 17 * 64, 64, 1), ptr=1 << 32)},
-         AttentionInputError, "out .* has elements at one address"),  # batch broadcast
+         OpArgumentError, "out has stride 0 on dimension 0"),  # batch broadcast
+        ({"o": _arr((2, 3, 17, 64), strides=(-3 * 17 * 64, 17 * 64, 64, 1), ptr=1 << 32)},
+         OpArgumentError, "out has stride -3264 on dimension 0"),
+        ({"lse": _arr((2, 3, 17), tylo.f32, strides=(51, 0, 1), ptr=1 << 34)},
+         OpArgumentError, "lse has stride 0 on dimension 1"),
         ({"o": _arr((2, 3, 17, 64), strides=(3 * 17 * 32, 17 * 32, 32, 1), ptr=1 << 32)},
          AttentionInputError, "out .* has elements at one address"),  # rows that meet
     ]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import tylo
 from tylo.ops.attention import host
-from tylo.ops.attention.reference import AttentionInputError
+from tylo.ops.args import OpArgumentError
 from tylo.arrays import DeviceArray
 from tylo.nvgpu.errors import PlanError
 from tylo.remembered import Remembered
@@ -81,9 +81,10 @@ def test_refusals_are_refused_every_time(monkeypatch):
     monkeypatch.setattr(host, "_PLANS", Remembered(64))
     (q, k, v), kw = _call((0, 17, 64, 0, None, False, None, None, None))
     for _ in range(2):
-        with pytest.raises(AttentionInputError, match="scale"):
+        # a scale that is not a real number: the argument error of every op (check_scale)
+        with pytest.raises(OpArgumentError, match="scale"):
             host.attention(q, k, v, path="warp", **{**kw, "scale": True})  # a bool, not 1.0
-        with pytest.raises(AttentionInputError, match="scale"):
+        with pytest.raises(OpArgumentError, match="scale"):
             host.attention(q, k, v, path="warp", **{**kw, "scale": [0.5]})  # unhashable
         with pytest.raises(PlanError, match="head dim"):
             bad = _arr((2, 3, 17, 96), 1 << 30)
@@ -98,5 +99,5 @@ def test_refusals_are_refused_every_time(monkeypatch):
     monkeypatch.setattr(host, "launch", lambda *a: None)
     host.attention(q, k, v, path="warp", **{**kw, "scale": 1})
     assert len(host._PLANS) == 1
-    with pytest.raises(AttentionInputError, match="scale"):  # True is not 1 here
+    with pytest.raises(OpArgumentError, match="scale"):  # True is not 1 here
         host.attention(q, k, v, path="warp", **{**kw, "scale": True})

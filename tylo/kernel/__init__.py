@@ -76,13 +76,14 @@ from tylo.kernel.mathfn import (
 )
 from tylo.kernel.memory import Tensor, dynamic_shared, shared, view
 from tylo.kernel.printf import print_
-from tylo.kernel.spec import Float, Int, Ptr, Static, pointer
+from tylo.kernel.spec import Dim, Float, Int, Ptr, Static, pointer
 from tylo.kernel.values import Value
 
 __all__ = [
     "FULL_MASK",
     "WARP_SIZE",
     "CompiledKernel",
+    "Dim",
     "Float",
     "Int",
     "Kernel",

@@ -34,6 +34,7 @@ import sympy
 from llvmlite import ir
 
 from tylo import dtypes as dt
+from tylo.constants import LN2, LOG2E
 from tylo.dtypes import DType
 from tylo.hostmath import HOST_MATH
 from tylo.kernel import facts
@@ -58,8 +59,8 @@ __all__ = [
     "where",
 ]
 
-_LOG2E = 1.4426950408889634
-_LN2 = 0.6931471805599453
+_LOG2E = LOG2E
+_LN2 = LN2
 _builtin_abs = abs
 
 

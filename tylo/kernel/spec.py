@@ -38,6 +38,7 @@ from tylo.dtypes import DType
 from tylo.kernel.errors import KernelArgumentError, TraceError
 
 __all__ = [
+    "Dim",
     "Float",
     "Int",
     "ParamKind",
@@ -93,6 +94,12 @@ class Int:
                 f"argument {name!r} = {value}: must be a multiple of {self.multiple_of} "
                 "(the kernel was compiled assuming it)"
             )
+
+
+Dim = Int(min=1, max=2**31 - 1)
+"""The annotation of a positive extent that fits the kernel's i32 index arithmetic
+(``tylo.Int(min=1, max=2**31 - 1)``): ``def k(x, n: tylo.Dim)``. What the ops' kernels take
+for their sizes and leading dimensions."""
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,7 @@ from tylo.layouts.proofs import (
     prove_injective,
     require,
 )
-from tylo.layouts.swizzle import ComposedLayout, Swizzle, SwizzleXor
+from tylo.layouts.swizzle import ComposedLayout, Swizzle, SwizzleXor, byte_swizzle
 from tylo.layouts.symbolic import (
     Dim,
     IndexSymbol,
@@ -114,6 +114,7 @@ __all__ = [
     "Verdict",
     "assuming",
     "blocked_product",
+    "byte_swizzle",
     "coalesce",
     "complement",
     "composition",

@@ -27,7 +27,7 @@ from tylo.layouts.inttuple import fmt
 from tylo.layouts.layout import Layout, size
 from tylo.layouts.symbolic import require_static, to_value
 
-__all__ = ["ComposedLayout", "SWIZZLE_MAX_BITS", "Swizzle", "SwizzleXor"]
+__all__ = ["ComposedLayout", "SWIZZLE_MAX_BITS", "Swizzle", "SwizzleXor", "byte_swizzle"]
 
 SWIZZLE_MAX_BITS = 64
 """Swizzles act on 64-bit offsets: ``bits + base + |shift|`` is at most this."""
@@ -144,6 +144,35 @@ class Swizzle:
 
     def __reduce__(self) -> tuple:
         return (Swizzle, (self.bits, self.base, self.shift))
+
+
+# the hardware's swizzle widths (TMA's CU_TENSOR_MAP_SWIZZLE_*, wgmma's descriptor modes):
+# width in bytes -> the swizzle's bits (16-byte chunks XORed by the row within 8 rows)
+_BYTE_SWIZZLE_BITS = {32: 1, 64: 2, 128: 3}
+
+
+def byte_swizzle(width: int, element_bytes: int = 1) -> Swizzle:
+    """The hardware's ``width``-byte swizzle (32, 64 or 128: TMA's and wgmma's
+    ``SWIZZLE_32B/64B/128B``), acting on offsets in units of ``element_bytes``-byte
+    elements (a power of two, at most 16).
+
+    On byte addresses the hardware swizzles with ``S<b,4,3>`` (``b`` = 1, 2, 3): the 16-byte
+    chunk index (bits 4 and up) is XORed with the 128-byte row index within 8 rows (bits 7
+    and up). On element offsets the chunk starts ``log2(element_bytes)`` bits lower, so a
+    layout of bf16 element offsets composes with ``S<3,3,3>``.
+
+    >>> byte_swizzle(128), byte_swizzle(128, 2), byte_swizzle(64, 4)
+    (Swizzle(3, 4, 3), Swizzle(3, 3, 3), Swizzle(2, 2, 3))
+    """
+    bits = _BYTE_SWIZZLE_BITS.get(width) if type(width) is int else None
+    if bits is None:
+        raise SwizzleError(f"byte_swizzle: width must be 32, 64 or 128 (bytes), got {width!r}")
+    if type(element_bytes) is not int or element_bytes not in (1, 2, 4, 8, 16):
+        raise SwizzleError(
+            "byte_swizzle: element_bytes must be 1, 2, 4, 8 or 16 (a 16-byte chunk holds a "
+            f"whole number of elements), got {element_bytes!r}"
+        )
+    return Swizzle(bits, 4 - (element_bytes.bit_length() - 1), 3)
 
 
 class ComposedLayout:

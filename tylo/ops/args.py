@@ -21,12 +21,14 @@ from typing import Any
 
 import numpy as np
 
+from tylo.constants import F32_MAX, LOG2E
 from tylo.errors import TyloError
 
-__all__ = ["F32_MAX", "OpArgumentError", "f32_scalar", "require_bool", "require_int"]
+__all__ = [
+    "F32_MAX", "OpArgumentError", "check_scale", "f32_scalar", "refuse_shared_over", "require_bool",
+    "require_int",
+]
 
-# the largest finite f32: (2 - 2**-23) * 2**127 (IEEE 754 binary32)
-F32_MAX = float.fromhex("0x1.fffffep+127")
 
 
 class OpArgumentError(TyloError, ValueError):
@@ -77,3 +79,32 @@ def f32_scalar(op: str, what: str, value: Any) -> float:
             "finite); the kernel would compute with inf"
         )
     return v
+
+
+def refuse_shared_over(op: str, nbytes: int, target: Any) -> None:
+    """Refuse (:class:`~tylo.nvgpu.errors.PlanError`) a kernel of ``nbytes`` of shared
+    memory per block for a ``target`` whose blocks may use less
+    (:attr:`tylo.target.Target.max_shared_bytes`: 163 KiB on sm_80, 99 KiB on sm_86 and
+    sm_89, 227 KiB on sm_90): it would compile, and every launch would fail."""
+    from tylo.nvgpu.errors import PlanError
+    from tylo.target import Target
+
+    t = Target.parse(target)
+    if nbytes > t.max_shared_bytes:
+        raise PlanError(
+            f"{op}: the configuration needs {nbytes} B of shared memory per block, over the "
+            f"{t.max_shared_bytes // 1024} KiB a block may use on {t.sm}; use fewer stages "
+            "or a smaller tile"
+        )
+
+
+def check_scale(op: str, scale: Any) -> float | None:
+    """``scale`` of an ``exp(scale * x)`` as a float (None stays None: the op's default),
+    refused (:class:`OpArgumentError`) unless it and the exponent scale the kernels use,
+    ``scale * log2(e)``, are real numbers finite in f32: ``|scale| <= F32_MAX / log2(e)``,
+    about 2.3585e38."""
+    if scale is None:
+        return None
+    s = f32_scalar(op, "scale", scale)
+    f32_scalar(op, "scale * log2(e)", s * LOG2E)
+    return s

@@ -58,7 +58,12 @@ def refuse_bad_strides(op: str, what: str, arr: DeviceArray) -> None:
     """Refuse a zero or negative stride on a mode of more than one element: no kernel of
     tylo.ops honours them (a zero stride would make an output's elements alias; a negative
     one is not what the kernels' offsets assume), and rewriting them would be a wrong
-    answer given silently."""
+    answer given silently. An array of no elements addresses nothing, so any strides pass.
+
+    Every entry point of tylo.ops applies this to its outputs (the array-level ops to their
+    inputs too), so the refusal reads the same on every path."""
+    if any(n == 0 for n in arr.shape):
+        return
     for i, (n, s) in enumerate(zip(arr.shape, arr.strides)):
         if n > 1 and s <= 0:
             raise OpArgumentError(

@@ -5,25 +5,12 @@ The options of each path (tiles, warps, schedules) stay with
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from tylo.ops.args import f32_scalar, require_bool
+from tylo.ops.args import check_scale, require_bool
 from tylo.ops.arrays import as_array, capture_guard, refuse_bad_strides
 
 __all__ = ["attention", "check_scale"]
-
-LOG2E = math.log2(math.e)  # the kernels compute exp(x) as 2 ** (x * log2(e))
-
-
-def check_scale(op: str, scale: Any) -> float | None:
-    """``scale`` as a float (None stays None: 1/sqrt(D)), refused unless it and the
-    exponent scale the kernels use, ``scale * log2(e)``, are finite in f32."""
-    if scale is None:
-        return None
-    s = f32_scalar(op, "scale", scale)
-    f32_scalar(op, "scale * log2(e)", s * LOG2E)
-    return s
 
 
 def attention(q: Any, k: Any, v: Any, *, causal: bool = False, kv_lens: Any = None,
@@ -35,9 +22,10 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, kv_lens: Any = No
 
     ``q`` (B, H, Lq, D), ``k`` and ``v`` (B, H, Lk, D): bf16 or f16, D of 64 or 128, each
     with a unit last stride and positive strides. ``causal``: bottom-right aligned mask
-    (query i sees keys j <= i + Lk - Lq). ``kv_lens``: int32 (B,) key lengths, each in
-    [0, Lk]. ``scale`` (default 1/sqrt(D)): a real number with ``|scale| * log2(e)``
-    finite in f32. ``out`` (B, H, Lq, D) of q's dtype is allocated when not given.
+    (query i sees keys j <= i + Lk - Lq). ``kv_lens``: int32 (B,) key lengths, each
+    clamped to [0, Lk] first (a negative one is 0, one past Lk is Lk), the causal diagonal
+    placed at the clamped length. ``scale`` (default 1/sqrt(D)): a real number with
+    ``|scale| * log2(e)`` finite in f32 (``|scale| <= 2.3585e38`` about). ``out`` (B, H, Lq, D) of q's dtype is allocated when not given.
     ``stream``: a CUDA stream handle; with torch tensors and none given, torch's current
     stream. The exact semantics: :mod:`tylo.ops.attention.reference`.
     """

@@ -61,6 +61,7 @@ from tylo.layouts import Layout, Swizzle, composition
 from tylo.layouts.tv import WARP_SIZE
 from tylo.nvgpu.cpasync import CopyPlan
 from tylo.nvgpu.errors import PlanError
+from tylo.target import MAX_SHARED_BYTES
 from tylo.nvgpu.warp.chain import ChainProof, prove_chain
 from tylo.nvgpu.warp.ldmatrix import operand_loads
 from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
@@ -82,7 +83,9 @@ WARP_COUNTS = (4, 8)  # the CTAs the warp path plans: warps = (4, 1) or (8, 1)
 ROWS_PER_WARP = (16, 32)  # one or two m16 repeats of the MMA atom per warp
 VECTOR_BYTES = 16  # one cp.async vector
 STAGES = 2  # K and V double-buffered
-SHARED_LIMIT = 227 * 1024  # dynamic shared memory a block may use (sm_90; sm_80: 163 KiB)
+# the most dynamic shared memory a block may use on any target (sm_90's 227 KiB); the
+# target's own limit is checked when compiling (compile_attention)
+SHARED_LIMIT = MAX_SHARED_BYTES
 _DTYPES = {"bf16": tylo.bf16, "f16": tylo.f16}
 
 

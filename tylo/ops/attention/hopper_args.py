@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 import tylo
+from tylo.ops.arrays import refuse_bad_strides
 from tylo.ops.attention.reference import AttentionInputError
 from tylo.arrays import ArrayError, DeviceArray, DeviceBuffer, array_key, device_clash
 from tylo.remembered import Remembered
@@ -191,11 +192,15 @@ def same_device(op: str, **arrays: Any) -> None:
 
 
 def _check_out(x: Any, shape: tuple, dtype: Any, what: str) -> Any:
+    """``x`` as a device array of ``shape`` and ``dtype`` with a contiguous last dimension
+    and positive strides (:func:`tylo.ops.arrays.refuse_bad_strides`: a zero or negative
+    stride of a mode of more than one element is refused, never rewritten)."""
     a = _array(x, what)
     if a.shape != shape or a.dtype is not dtype:
         raise AttentionInputError(
             f"hopper_attention: {what} must be {dtype} of shape {shape}, got {a.dtype} {a.shape}"
         )
+    refuse_bad_strides("hopper_attention", what, a)
     if a.strides[-1] != 1 and shape[-1] > 1:
         raise AttentionInputError(
             f"hopper_attention: {what}'s last dimension must be contiguous, got strides {a.strides}"

@@ -5,7 +5,6 @@ wgmma reads it, V as wgmma's MN-major B operand. The kernel is
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +14,9 @@ from tylo.ops.attention.hopper_roles import (
     registers,
 )
 from tylo import dtypes as dt
-from tylo.layouts import ComposedLayout, Layout, Swizzle
+from tylo.constants import LOG2E, NEG_INF
+from tylo.layouts import ComposedLayout, Layout, Swizzle, byte_swizzle
+from tylo.target import Target
 from tylo.nvgpu.errors import PlanError
 
 __all__ = [
@@ -38,7 +39,7 @@ __all__ = [
     "v_operand_layout",
 ]
 
-Dim = tylo.Int(min=1, max=2**31 - 1)
+Dim = tylo.Dim  # sizes and strides the kernel takes: positive, below 2**31
 CONSUMERS = 2  # the default config's consumer warpgroups (cfg.consumers)
 # consumer counts whose consumers each compute only the key tiles their own 64 rows see,
 # with the causal mask (key_loop, own_tiles): with 3 (192 rows per item) the causal
@@ -63,10 +64,8 @@ PRODUCER_REGISTERS, CONSUMER_REGISTERS = registers(CONSUMERS)
 # ptxas 13.0 links without spilling in most schedules (docs/attention_hopper.md, "Three
 # consumer warpgroups")
 HEADROOM = {2: 56, 3: 32}
-LOG2E = 1.4426950408889634  # exp(x) = 2 ** (x * log2(e))
-NEG_INF = -math.inf
 BLOCK = 64  # columns of one 128-byte swizzled block of bf16/f16
-SHARED_LIMIT = 227 * 1024
+SHARED_LIMIT = Target.parse("sm_90a").max_shared_bytes  # 227 KiB a block may use
 
 
 
@@ -86,10 +85,10 @@ class HopperAttentionConfig:
     only (:mod:`tylo.ops.attention.hopper_ring`; alone measured no faster); ``split_release``
     (needs ``split_kv``): K and V also have empty barriers of their own, K released as soon
     as ``S = Q Kᵀ`` of its tile completed, V after ``P V`` (the measured default at d = 128,
-    with the 128-key tile; ``hopper_host.SCHEDULES``); ``consumers``: the
+    with the 128-key tile; ``hopper_defaults.SCHEDULES``); ``consumers``: the
     consumer warpgroups, 2 (the config's default) or 3 (FlashAttention-3's 192-row tile at
     d = 64; :mod:`tylo.ops.attention.hopper_roles`; ``choose_config``'s default at d = 64
-    without a mask, and causal past 4096 keys, ``hopper_host.THREE_CONSUMER_SCHEDULES``);
+    without a mask, and causal past 4096 keys, ``hopper_defaults.THREE_CONSUMER_SCHEDULES``);
     ``item_overlap`` (needs ``persistent`` and ``overlap``, not with three consumers and the
     causal mask): a consumer issues the next work item's first ``S = Q Kᵀ`` together with
     this item's last ``P V``, runs that tile's softmax while ``P V`` runs, and only then
@@ -185,7 +184,8 @@ class HopperAttentionConfig:
             )
         if self.shared_bytes() > SHARED_LIMIT:
             raise PlanError(
-                f"HopperAttentionConfig: {self.shared_bytes()} B of shared memory > 227 KiB; "
+                f"HopperAttentionConfig: {self.shared_bytes()} B of shared memory > "
+                f"{SHARED_LIMIT // 1024} KiB (sm_90a); "
                 "use fewer stages or a smaller bn"
             )
 
@@ -265,7 +265,7 @@ class HopperAttentionConfig:
 
 def swizzle(dtype: Any) -> Swizzle:
     """The 128-byte swizzle on element offsets of a 2-byte dtype."""
-    return Swizzle(3, 4 - (dt.dtype_of(dtype).nbytes.bit_length() - 1), 3)
+    return byte_swizzle(128, dt.dtype_of(dtype).nbytes)
 
 
 def block_layout(rows: int, dtype: Any) -> ComposedLayout:

@@ -31,13 +31,13 @@ floats).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import tylo
 from tylo.ops.attention.hopper_roles import epilogue_barrier, named_barrier
 from tylo import dtypes as dt
-from tylo.layouts import ComposedLayout, Layout, Swizzle
+from tylo.constants import LN2, NEG_INF
+from tylo.layouts import ComposedLayout, Layout, byte_swizzle
 from tylo.nvgpu import tma
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.warp.stmatrix import store_fragment
@@ -55,8 +55,6 @@ __all__ = [
 
 BLOCK = 64  # columns of one 128-byte swizzled block of bf16/f16 (hopper_kernel.BLOCK)
 ROWS = 64  # a consumer warpgroup's query rows
-LN2 = 0.6931471805599453
-NEG_INF = -math.inf
 
 
 def normalize(o: Any, m2: Any, lsum: Any) -> tuple[Any, Any]:
@@ -79,7 +77,7 @@ def staging_layout(cfg: Any) -> ComposedLayout:
     ``qs[j]`` for column block ``j``: Q's block ``j`` holds ``bm`` rows, the consumer's 64
     start ``64 * 64 c`` elements in, a multiple of the swizzle's period)."""
     d = dt.dtype_of(cfg.dtype)
-    swz = Swizzle(3, 4 - (d.nbytes.bit_length() - 1), 3)
+    swz = byte_swizzle(128, d.nbytes)
     blocks = cfg.d // BLOCK
     return ComposedLayout(
         swz, 0, Layout((ROWS, (BLOCK, blocks)), (BLOCK, (1, cfg.bm * BLOCK)))

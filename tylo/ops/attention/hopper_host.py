@@ -28,6 +28,19 @@ from tylo.ops.attention.hopper_args import (
     same_device,
     takes_tma_store,
 )
+from tylo.ops.attention.hopper_defaults import (
+    ITEM_SCHEDULES,
+    LONG_KEYS,
+    LONG_KEYS_AT,
+    SCHEDULES,
+    THREE_CONSUMER_SCHEDULES,
+    THREE_CONSUMER_TILES,
+    WIDE_OVERLAP,
+    Case,
+    ItemSchedule,
+    Schedule,
+    long_keys,
+)
 from tylo.ops.attention.hopper_epilogue import staging_layout
 from tylo.ops.attention.hopper_kernel import (
     BLOCK,
@@ -42,13 +55,24 @@ from tylo.ops.attention.reference import (
     refuse_shared_memory,
 )
 from tylo.arrays import DeviceArray, DeviceBuffer
+from tylo.constants import LOG2E
+from tylo.ops.args import check_scale, require_bool, require_int
 from tylo.layouts import Layout, Swizzle, dim, size, zipped_divide
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.tma import TensorMap, TensorMapPlan
 from tylo.remembered import Remembered
 
 __all__ = [
+    "ITEM_SCHEDULES",
+    "LONG_KEYS",
+    "LONG_KEYS_AT",
+    "SCHEDULES",
+    "THREE_CONSUMER_SCHEDULES",
+    "THREE_CONSUMER_TILES",
+    "WIDE_OVERLAP",
     "HopperAttentionConfig",
+    "ItemSchedule",
+    "Schedule",
     "check_inputs",
     "choose_config",
     "compile_hopper_attention",
@@ -59,8 +83,6 @@ __all__ = [
     "plans",
     "takes_tma_store",
 ]
-
-LOG2E = 1.4426950408889634
 
 
 # --8<-- [start:plans]
@@ -149,72 +171,6 @@ def compile_kernels(args: Any, target: Any) -> dict[str, Any]:
     return {"hopper_attention_kernel": compile_hopper_attention(cfg, target)}
 
 
-# (d, causal, long keys) -> (pingpong, overlap, tma_store, persistent, split_release): what
-# measured fastest on an H200 (benchmarks/attention.py --path hopper --variants, 2026-12-01,
-# 5-10 interleaved rounds, at L = 1k, 4k and 16k; "long" is Lk > LONG_KEYS, between the 4k
-# and 16k shapes, so lengths in (4k, 16k) take an unmeasured side of the boundary).
-# - d = 64 without a mask: overlap alone, O by TMA, persistent, at every length (the TMA
-#   store only pays with the persistent kernel: 1.32x the old default at 1k, 1.01x at 16k).
-# - persistent up to 4k keys elsewhere (1.10-1.30x the one-item kernel there), and not at
-#   16k, where the one-item kernel was 1.03-1.14x faster (d = 64 causal: overlap alone).
-# - d = 128: both schedules on FlashAttention-3's tile (128 keys, 2 stages) with K released
-#   once S completed (split_release): 1.19-1.32x the previous default (the 64-key tile)
-#   without the mask, 1.19-1.31x with it at 1k and 4k and 1.25x at 16k. Without the early
-#   release that tile was 0.66-0.90x (WIDE_OVERLAP). At d = 64 split_release was 0.83-0.87x
-#   without the mask from 4k, so it stays off there.
-SCHEDULES = {(64, False, False): (False, True, True, True, False),
-             (64, False, True): (False, True, True, True, False),
-             (64, True, False): (True, True, True, True, False),
-             (64, True, True): (False, True, True, False, False),
-             (128, False, False): (True, True, True, True, True),
-             (128, False, True): (True, True, True, False, True),
-             (128, True, False): (True, True, True, True, True),
-             (128, True, True): (True, True, True, False, True)}  # fmt: skip
-LONG_KEYS = 4096
-# (d, causal, long keys) -> (item_overlap, o_buffer) of the default where it is the
-# two-consumer persistent kernel with O by TMA: the O staging buffer where it measured
-# faster on an H200 (benchmarks/attention.py --path hopper --variants, 2026-12-02), and at
-# d = 64 causal with the items overlapped as well (o_buffer alone was 0.92-0.97x there).
-ITEM_SCHEDULES = {(128, False, False): (False, True),
-                  (128, True, False): (False, True),
-                  (64, True, False): (True, True)}  # fmt: skip
-# (d, causal) whose "long" side starts elsewhere: d = 64 without a mask, where the three
-# consumers' persistent kernel was faster at 1k and the one-item kernel at 4k and 16k
-# (THREE_CONSUMER_SCHEDULES); 2048 lies between the measured 1k and 4k.
-LONG_KEYS_AT = {(64, False): 2048}
-
-# (d, causal, long keys) -> the schedule (as SCHEDULES) of the default with three consumer
-# warpgroups (192 query rows, THREE_CONSUMER_TILES), taken where its one-item kernel links
-# without spilling (ptxas keeps setmaxnreg: the consumers' 160 registers; nvJitLink does not,
-# and there the two-consumer default of SCHEDULES stays). Measured on an H200
-# (benchmarks/attention.py --path hopper --variants --only '^3 cons', 10 rounds, 2026-12-02):
-# at d = 64 without a mask ping-pong + overlap, O by TMA, was 1.04x the two-consumer default
-# at 1k with the persistent kernel (one-item 0.93x), 1.07x and 1.08x at 4k and 16k with the
-# one-item kernel (persistent 0.99x, 0.97x); every other schedule was 0.75-0.98x. With the
-# causal mask, once each consumer computes only the key tiles its own rows see
-# (hopper_kernel.own_tiles; 6 rounds, 2026-12-02), ping-pong + overlap with the one-item
-# kernel was 1.16x the two-consumer default at 16k, but 0.98x at 4k and 0.83x at 1k (every
-# other schedule 0.82-1.04x): three only past LONG_KEYS there. At d = 128 (0.66-0.90x) two.
-THREE_CONSUMER_SCHEDULES = {(64, False, False): (True, True, True, True, False),
-                            (64, False, True): (True, True, True, False, False),
-                            (64, True, True): (True, True, True, False, False)}  # fmt: skip
-
-
-def long_keys(d: int, causal: bool) -> int:
-    """The key length past which ``(d, causal)`` takes the "long" schedules: ``LONG_KEYS``,
-    or its own (``LONG_KEYS_AT``)."""
-    return LONG_KEYS_AT.get((d, bool(causal)), LONG_KEYS)
-
-
-# d = 128 with overlap but without split_release: 128 keys and 2 stages (FlashAttention-3's
-# tile) where it compiles without spilling, rather than 64 keys and 3 stages. It fits: S, O
-# and the previous tile's P take 64 + 64 + 32 registers. Off, by measurement: the "wide
-# overlap" variants were 0.66-0.90x the 64-key tile without the mask (the tile's one spare
-# stage is held until P V completes). With split_release (K released once S completed) the
-# 128-key tile is the default (SCHEDULES).
-WIDE_OVERLAP = False
-
-
 def choose_config(
     d: int, dtype: Any, causal: bool, *, pingpong: bool | None = None,
     overlap: bool | None = None, persistent: bool | None = None,
@@ -251,6 +207,9 @@ def choose_config(
     persistent kernel and ``tma_store``); None: the measured choice (``ITEM_SCHEDULES``)
     where the rest of the configuration is the one measured (two consumers, persistent, O
     by TMA, and ``overlap`` for ``item_overlap``), else off."""
+    d = require_int("choose_config", "d", d)
+    causal = require_bool("choose_config", "causal", causal)
+    dtype = tylo.dtype_of(dtype)
     opts = dict(pingpong=pingpong, overlap=overlap, persistent=persistent,
                 tma_store=tma_store, split_kv=split_kv, split_release=split_release)
     for name, value in (*opts.items(), ("item_overlap", item_overlap), ("o_buffer", o_buffer)):
@@ -275,7 +234,7 @@ def choose_config(
                 raise
             two = _choose_config(d, dtype, causal, long, 2, target=target, **opts)
             cfg = replace(two, **tile)
-    return _item_options(cfg, (d, bool(causal), long), item_overlap, o_buffer)
+    return _item_options(cfg, Case(d, bool(causal), long), item_overlap, o_buffer)
 
 
 def _item_options(
@@ -285,9 +244,10 @@ def _item_options(
     ``case`` where ``cfg`` is the measured configuration (two consumers, persistent, O by
     TMA, and ``overlap`` for ``item_overlap``), else off; a default O buffer that does not
     fit beside the stages is left out."""
-    io, ob = False, False
+    item = ItemSchedule()
     if cfg.persistent and cfg.tma_store and cfg.consumers == 2:
-        io, ob = ITEM_SCHEDULES.get(case, (False, False))
+        item = ITEM_SCHEDULES.get(case, item)
+    io, ob = item.item_overlap, item.o_buffer
     extra = {"item_overlap": (io and cfg.overlap) if item_overlap is None else item_overlap,
              "o_buffer": ob if o_buffer is None else o_buffer}  # fmt: skip
     if (extra["item_overlap"], extra["o_buffer"]) == (cfg.item_overlap, cfg.o_buffer):
@@ -307,14 +267,14 @@ def _choose_config(
 ) -> HopperAttentionConfig:
     opts = dict(pingpong=pingpong, overlap=overlap, persistent=persistent,
                 tma_store=tma_store, split_kv=split_kv, split_release=split_release)
-    case = (d, bool(causal), long)
+    case = Case(d, bool(causal), long)
     if consumers is None:  # three where measured faster and where they fit the registers
         if case in THREE_CONSUMER_SCHEDULES:
             three = _choose_config(d, dtype, causal, long, 3, target=target, **opts)
             if not _one_item_spills(three, target):
                 return three
         consumers = 2
-    schedule = SCHEDULES.get(case, (False,) * 5)
+    schedule = SCHEDULES.get(case, Schedule())
     if consumers == 3:
         schedule = THREE_CONSUMER_SCHEDULES.get(case, schedule)
     cfg = _two_consumers(d, dtype, causal, schedule, target, **opts)
@@ -334,18 +294,17 @@ def _one_item_spills(cfg: HopperAttentionConfig, target: Any) -> bool:
 
 
 def _two_consumers(
-    d: int, dtype: Any, causal: bool, schedule: tuple, target: Any, *,
+    d: int, dtype: Any, causal: bool, schedule: Schedule, target: Any, *,
     pingpong: bool | None, overlap: bool | None, persistent: bool | None,
     tma_store: bool | None, split_kv: bool | None, split_release: bool | None,
 ) -> HopperAttentionConfig:
-    """The two-consumer config of ``schedule`` (pingpong, overlap, tma_store, persistent,
-    split_release: the defaults of the options given as None) and its tile."""
-    pp, ov, ts, pe, sr = schedule
-    pingpong = pp if pingpong is None else pingpong
-    overlap = ov if overlap is None else overlap
-    persistent = pe if persistent is None else persistent
-    tma_store = ts if tma_store is None else tma_store
-    split_release = sr if split_release is None else split_release
+    """The two-consumer config of ``schedule`` (its options: the defaults of those given as
+    None) and its tile."""
+    pingpong = schedule.pingpong if pingpong is None else pingpong
+    overlap = schedule.overlap if overlap is None else overlap
+    persistent = schedule.persistent if persistent is None else persistent
+    tma_store = schedule.tma_store if tma_store is None else tma_store
+    split_release = schedule.split_release if split_release is None else split_release
     split_kv = split_release if split_kv is None else split_kv
     opts = dict(d=d, dtype=dtype, causal=causal, pingpong=pingpong, overlap=overlap,
                 persistent=persistent, tma_store=tma_store, split_kv=split_kv,
@@ -360,14 +319,6 @@ def _two_consumers(
     except tylo.TyloError:  # a tile that does not fit: the narrow one
         return narrow
     return narrow if _one_item_spills(wide, target) else wide
-
-
-# consumers = 3 (192 query rows per CTA): the consumer keeps 160 registers, not 232
-# (hopper_roles.REGISTERS), so the default tiles' accumulators do not fit at d = 128. Per
-# head dim, (bn, stages) of the tile choose_config takes: FA3's 128 keys at d = 64, 64 at
-# d = 128; ptxas 13.0 links them without spilling in most schedules (docs/attention_hopper.md,
-# "Three consumer warpgroups", lists which).
-THREE_CONSUMER_TILES = {64: (128, 4), 128: (64, 3)}
 
 
 def _three_consumers(cfg: HopperAttentionConfig, consumers: int) -> HopperAttentionConfig:
@@ -404,8 +355,16 @@ def persistent_grid(
     device's SM count). Raises :class:`AttentionInputError` where the kernel's u32
     arithmetic would wrap: ``2**32`` work items or more, or a CTA whose K/V ring would run
     ``2**32`` iterations or more (its items times ``ceil(Lk / bn)``)."""
+    if not isinstance(cfg, HopperAttentionConfig):
+        raise AttentionInputError(
+            f"persistent_grid: cfg must be a HopperAttentionConfig, got {cfg!r}"
+        )
+    lq, lk, h, b = (require_int("persistent_grid", w, x, minimum=1)
+                    for w, x in (("lq", lq), ("lk", lk), ("h", h), ("b", b)))
     items = _check_items(cfg, lq, h, b)
-    grid = min(items, _sm_count(device) if sms is None else sms)
+    sms = _sm_count(device) if sms is None else sms
+    sms = require_int("hopper_attention", "the SM count (sms)", sms, minimum=1)
+    grid = min(items, sms)
     if -(-items // grid) * -(-lk // cfg.bn) >= 2**32:
         raise AttentionInputError(
             f"hopper_attention: {-(-items // grid)} work items per CTA of {-(-lk // cfg.bn)} "
@@ -507,10 +466,19 @@ def _prepare_outputs(out: Any, lse: Any, prep: tuple, lens: Any = None) -> tuple
         else:
             tmo = TensorMap(o_plan(cfg), DeviceArray(oa.ptr, (lq, h, b, d), (*st, 1), oa.dtype,
                                                      oa.device))  # fmt: skip
-    ostrides = tuple(max(int(s), 1) for s in oa.strides[:3])
-    lstrides = tuple(max(int(s), 1) for s in la.strides[:2])
+    # strides of modes of more than one element are positive (_check_out refuses the
+    # rest); a mode of one element is never stepped, and its stride goes as 1 (the
+    # kernel's stride arguments are positive)
+    ostrides = _stepped_strides(oa.shape[:3], oa.strides[:3])
+    lstrides = _stepped_strides(la.shape[:2], la.strides[:2])
     maps = tuple(TensorMap(p, a) for p, a in zip(plans(cfg), views))
     return cfg, maps, tmo, ostrides, lstrides, grid, table
+
+
+def _stepped_strides(shape: tuple, strides: tuple) -> tuple[int, ...]:
+    """``strides`` as the kernel takes them: as given where the mode has more than one
+    element (positive: checked before), 1 where it has one (never stepped)."""
+    return tuple(int(s) if n > 1 else 1 for n, s in zip(shape, strides))
 
 
 _TABLES = Remembered(16)  # (bm, bn, causal, overlap, Lq, Lk, (batch, head)s, grid, device)
@@ -549,13 +517,7 @@ def hopper_attention(
         raise AttentionInputError(
             f"hopper_attention: cfg must be a HopperAttentionConfig, got {type(cfg).__name__}"
         )
-    if scale is not None:
-        try:
-            scale = float(scale)
-        except (TypeError, ValueError):
-            raise AttentionInputError(
-                f"hopper_attention: scale must be a number, got {scale!r}"
-            ) from None
+    scale = check_scale("hopper_attention", scale)  # a real number, finite in f32
     keys = (array_key_of(q, "q"), array_key_of(k, "k"), array_key_of(v, "v"))
     pin = _PREPARED.get(("in", keys, causal, scale, cfg),
                     lambda: _prepare_inputs(q, k, v, causal, scale, cfg))  # fmt: skip

@@ -20,12 +20,15 @@ from typing import Any
 import numpy as np
 
 import tylo
+from tylo.ops.args import check_scale, refuse_shared_over, require_bool
+from tylo.ops.arrays import refuse_bad_strides
 from tylo.ops.attention.config import WARPS, AttentionConfig, attention_config
 from tylo.ops.attention.reference import (
     AttentionInputError,
     attention_reference,
     refuse_shared_memory,
 )
+from tylo.constants import LOG2E
 from tylo.nvgpu.errors import PlanError
 from tylo.remembered import Remembered
 
@@ -52,7 +55,6 @@ CAUSAL_CTAS = 2**31 - 1  # a causal launch's CTAs, numbered in 32 bits (kernel.l
 # groups of 64) measured 1.01-1.02x groups of 64 at 1k, 4k and 16k, as did 8 and 16; at
 # D = 64, groups of 8 and 16 lost 4-5% at 1k and 32 matched 64 (2026-12-02, H200).
 CAUSAL_GROUPS = {64: 64, 128: 32}  # head dim D -> (batch, head)s per group
-_LOG2E = 1.4426950408889634
 
 
 class AttentionPathError(AttentionInputError):
@@ -221,7 +223,10 @@ def plan_attention(
     :class:`AttentionInputError` or :class:`PlanError`; launches nothing. The configuration
     is :func:`launch_config`'s: without blocks, the default CTA (``warps`` None or 4) takes
     :func:`launch_options`; 8 warps take ``attention_config``'s default for 8 warps (16
-    rows per warp)."""
+    rows per warp). ``causal`` must be a bool; ``scale`` a positive real number with
+    ``scale * log2(e)`` finite in f32 (at most about 2.3585e38;
+    :func:`tylo.ops.args.check_scale`)."""
+    causal = require_bool("attention", "causal", causal)
     qa, ka, va = _array(q, "q"), _array(k, "k"), _array(v, "v")
     b, h, lq, d = _check_4d(qa, "q")
     kb, kh, lk, kd = _check_4d(ka, "k")
@@ -255,8 +260,10 @@ def plan_attention(
         raise AttentionInputError(
             f"attention: out must be {(b, h, lq, d)} {qa.dtype}, got {tuple(oa.shape)} {oa.dtype}"
         )
+    refuse_bad_strides("attention", "out", oa)
     _check_4d(oa, "out")
     la = _array(lse, "lse")
+    refuse_bad_strides("attention", "lse", la)
     if tuple(la.shape) != (b, h, lq) or la.dtype is not tylo.f32 or not la.is_contiguous():
         raise AttentionInputError(
             f"attention: lse must be a contiguous {(b, h, lq)} f32 array, got "
@@ -278,8 +285,8 @@ def plan_attention(
         "attention", {"out": oa, "lse": la},
         {"q": qa, "k": ka, "v": va, "kv_lens": None if kv_lens is None else ka_},
     )  # fmt: skip
-    sc = 1.0 / math.sqrt(d) if scale is None else scale
-    if isinstance(sc, bool) or not isinstance(sc, (int, float)) or not (0 < sc < math.inf):
+    sc = 1.0 / math.sqrt(d) if scale is None else check_scale("attention", scale)
+    if not sc > 0:
         raise AttentionInputError(
             f"attention: scale must be a positive finite number, got {scale!r}"
         )
@@ -308,7 +315,7 @@ def plan_attention(
     values = {
         "shape": (b, h, lq, lk, d),
         "strides": [s for st in strides for s in st],
-        "c": float(sc) * _LOG2E,
+        "c": float(sc) * LOG2E,
         "group": min(b * h, CAUSAL_GROUPS[d]),
     }
     return cfg, values
@@ -344,8 +351,10 @@ def attention(
     ``shared_bases``: the warp path's configuration
     (:class:`~tylo.ops.attention.config.AttentionConfig`; default: its choice for D); any of
     them given makes ``path="auto"`` the warp path."""
-    if path not in PATHS:
+    if not isinstance(path, str) or path not in PATHS:
         raise AttentionPathError(f"attention: path must be one of {PATHS}, got {path!r}")
+    causal = require_bool("attention", "causal", causal)
+    scale = check_scale("attention", scale)  # before any allocation
     options = (("block_m", block_m), ("block_n", block_n), ("warps", warps),
                ("late_copies", late_copies), ("shared_bases", shared_bases),
                ("sub_n", sub_n), ("lazy_rescale", lazy_rescale))  # fmt: skip
@@ -437,6 +446,7 @@ def compile_attention(cfg: AttentionConfig, target: Any = "sm_90a") -> Any:
     """Compile the warp path's kernel for ``cfg`` without a GPU."""
     from tylo.ops.attention.kernel import attention_kernel
 
+    refuse_shared_over("compile_attention", cfg.shared_bytes, target)
     p = tylo.Ptr(cfg.dtype, align=16 if cfg.aligned else None, strided=True)
     lens = tylo.i32 if cfg.padding else None
     return attention_kernel.compile(

@@ -47,9 +47,9 @@ the last query row; their results are never stored.
 
 from __future__ import annotations
 
-import math
 
 import tylo
+from tylo.constants import LN2, LOG2E, NEG_INF
 from tylo.ops.attention.config import AttentionConfig, attention_config
 from tylo.ops.attention.mask import score_mask
 from tylo.kernel.values import to_index
@@ -82,12 +82,8 @@ __all__ = [
     "warp_any",
 ]
 
-LOG2E = 1.4426950408889634  # exp(x) = 2 ** (x * log2(e))
-LN2 = 0.6931471805599453  # ln(x) = log2(x) * ln(2)
-NEG_INF = -math.inf
-
 # sequence lengths: positive, below 2**31
-Dim = tylo.Int(min=1, max=2**31 - 1)
+Dim = tylo.Dim
 # element strides of the batch, head and sequence modes (the last mode is contiguous)
 Stride = tylo.Int(min=0, max=2**40)
 Strided = tylo.Ptr(strided=True)

@@ -1,12 +1,20 @@
 """The float64 reference of the attention example, and the semantics every kernel path keeps.
 
 Shapes: ``q`` is (B, H, Lq, D), ``k`` and ``v`` are (B, H, Lk, D). ``scale`` defaults to
-``1/sqrt(D)``. Key ``j`` is visible to query ``i`` of batch entry ``b`` when
+``1/sqrt(D)``. A batch entry's key length is ``n = min(max(kv_lens[b], 0), Lk)``: the given
+length (``kv_lens``, optional: per-batch key lengths, padding; default Lk) clamped to
+``[0, Lk]`` first, a negative one to 0 and one past Lk to Lk. Key ``j`` is visible to query
+``i`` of batch entry ``b`` when
 
-- ``j < kv_len[b]`` (``kv_lens``, optional: per-batch key lengths, padding; default Lk), and
-- with ``causal=True``, ``j <= i + kv_len[b] - Lq``: the causal diagonal aligned to the
-  bottom-right corner of the (Lq, kv_len[b]) score matrix, as FlashAttention does when
-  Lq != Lk.
+- ``j < n``, and
+- with ``causal=True``, ``j <= i + n - Lq``: the causal diagonal aligned to the
+  bottom-right corner of the (Lq, n) score matrix, as FlashAttention does when Lq != Lk.
+  The diagonal sits at the clamped length: ``kv_lens = [Lk + 5]`` masks exactly as
+  ``[Lk]``, and ``[-3]`` as ``[0]`` (every row empty).
+
+Both kernels clamp the same way (``tylo/ops/attention/kernel.py`` and the Hopper kernels:
+``minimum(maximum(kv_lens[b], 0), Lk)`` before the mask is placed), and the Hopper host
+clamps host-given lengths before copying them, so every path keeps this meaning.
 
 Outputs: ``o`` (B, H, Lq, D) and ``lse`` (B, H, Lq), the natural-log log-sum-exp of the
 scaled visible scores, ``lse = log(sum_j exp(scale * q_i . k_j))``. A row with no visible key
@@ -20,6 +28,8 @@ has ``o = 0`` and ``lse = -inf`` (never NaN).
 >>> o, lse = attention_reference(q, k, v, kv_lens=[0])
 >>> o[0, 0].tolist(), lse[0, 0].tolist()
 ([[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]], [-inf, -inf])
+>>> bool((visible(2, 3, causal=True, kv_len=9) == visible(2, 3, causal=True, kv_len=3)).all())
+True
 """
 
 from __future__ import annotations
@@ -66,9 +76,24 @@ def refuse_shared_memory(op: str, outputs: dict, inputs: dict) -> None:
         )
 
 
+_MASK_LIMIT = 2**28  # elements of one batch entry's mask the host reference makes
+
+
 def visible(lq: int, lk: int, *, causal: bool = False, kv_len: int | None = None) -> np.ndarray:
-    """The (lq, lk) boolean mask of one batch entry: key ``j`` visible to query ``i``."""
-    kv = lk if kv_len is None else int(kv_len)
+    """The (lq, lk) boolean mask of one batch entry: key ``j`` visible to query ``i``. The
+    key length ``kv_len`` (None: ``lk``) is clamped to ``[0, lk]`` first, and the causal
+    diagonal placed at the clamped length (the module docstring)."""
+    from tylo.ops.args import require_bool, require_int
+
+    lq = require_int("visible", "lq", lq, minimum=0)
+    lk = require_int("visible", "lk", lk, minimum=0)
+    causal = require_bool("visible", "causal", causal)
+    if lq * lk > _MASK_LIMIT:
+        raise AttentionInputError(
+            f"visible: a ({lq}, {lk}) mask has more than {_MASK_LIMIT} elements; the "
+            "reference is a float64 check for sizes a CPU holds"
+        )
+    kv = lk if kv_len is None else min(max(require_int("visible", "kv_len", kv_len), 0), lk)
     i = np.arange(lq)[:, None]
     j = np.arange(lk)[None, :]
     mask = j < kv

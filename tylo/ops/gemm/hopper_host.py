@@ -32,6 +32,7 @@ from tylo.layouts import ComposedLayout, Layout, Swizzle, dim, size, zipped_divi
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.tma import TensorMap, TensorMapPlan
 from tylo.remembered import Remembered
+from tylo.ops.args import OpArgumentError, require_int
 
 __all__ = [
     "c_plan", "check_extents", "chosen_config", "compile_hopper_gemm", "default_config", "gemm",
@@ -108,6 +109,8 @@ def takes_tma_path(m: int, n: int, k: int, lda: int, ldb: int, a: Any, b: Any,
     aligned bases, bf16/f16 inputs of one dtype, and D (when given) f32, bf16 or f16."""
     from tylo.arrays import as_device_array
 
+    for name, x in (("m", m), ("n", n), ("k", k), ("lda", lda), ("ldb", ldb)):
+        require_int("takes_tma_path", name, x)
     da, db = as_device_array(a), as_device_array(b)
     ok = (
         k % 8 == 0
@@ -218,7 +221,11 @@ def check_extents(d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb:
     tylo.nvgpu.errors.PlanError: hopper_gemm: D and A share memory; the kernel reads A and B while it writes D: give D memory of its own
     """
     from tylo.arrays import as_device_array, device_clash
+    from tylo.ops.gemm.host import check_output
 
+    for name, x in (("m", m), ("n", n), ("k", k), ("lda", lda), ("ldb", ldb), ("ldd", ldd)):
+        require_int("hopper_gemm", name, x)
+    check_output("hopper_gemm", d)
     operands = (("A", a), ("B", b), ("D", d))
     where = device_clash((name, as_device_array(x).device) for name, x in operands)
     if where is not None:  # early: A and B go by tensor maps (the launcher checks them too)
@@ -298,6 +305,11 @@ def _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
                                                             dd.device))
     units = -(-n // (cfg.bm * cfg.cluster)) * -(-m // cfg.bn)  # one unit per cluster
     clusters = min(units, _resident_clusters(cfg, dd.device))
+    if clusters < 1:  # a device that reports no SM, or no cluster of cfg fits
+        raise PlanError(
+            f"hopper_gemm: no CTA (cluster of {cfg.cluster}) of {cfg} fits on device "
+            f"{dd.device}; use a smaller cluster or fewer stages"
+        )
     grid = (clusters * cfg.cluster,)
     path = "hopper" if packing is None else "hopper-packed"
     return (path, cfg, TensorMap(px, bx), TensorMap(py, ay), tmc, grid, packing)
@@ -305,6 +317,10 @@ def _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
 
 def _prepared(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
     """The (remembered) launch preparation of these arguments and the key it is kept by."""
+    if cfg is not None and not isinstance(cfg, HopperGemmConfig):
+        raise OpArgumentError(
+            f"hopper_gemm: cfg must be a HopperGemmConfig (or None), got {cfg!r}"
+        )
     key = (array_key(d), array_key(a), array_key(b), m, n, k, lda, ldb, ldd, bool(relu), cfg)
     def make() -> tuple:
         check_extents(d, a, b, m, n, k, lda, ldb, ldd)
@@ -317,6 +333,11 @@ def chosen_config(d, a, b, m, n, k, lda, ldb, ldd, *, relu=False, cfg=None) -> A
     """The :class:`HopperGemmConfig` that :func:`gemm` with these arguments runs (its
     choice, or ``cfg`` adapted to the arguments: dtypes, ReLU, pair stores, TMA store), or
     None where it takes the warp-MMA path. No GPU work: the same remembered preparation."""
+    from tylo.ops.gemm.host import check_call
+
+    (m, n, k, lda, ldb, ldd), _, relu = check_call(
+        "hopper_gemm", m, n, k, lda, ldb, ldd, 1.0, relu
+    )
     prep = _prepared(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg)[1]
     return None if prep[0] == "warp" else prep[1]
 
@@ -329,7 +350,16 @@ def gemm(d, a, b, m, n, k, lda, ldb, ldd, *, alpha=1.0, relu=False, cfg=None, st
     :func:`default_config`) gives the tile and schedule; the dtypes, ReLU, pair stores and
     the TMA-store epilogue (``cfg.tma_store`` where :func:`takes_tma_store`) follow the
     arguments. The preparation (routing, tile choice, tensor maps) is remembered for the
-    last 64 argument combinations."""
+    last 64 argument combinations. The arguments are checked as
+    :func:`tylo.ops.gemm.host.check_call` says (sizes integers >= 1, ``alpha`` finite in
+    f32: ``|alpha| <= 3.4028235e38``, ``relu`` a bool, D without zero or negative strides;
+    :class:`~tylo.ops.args.OpArgumentError`); ``cfg`` must be a :class:`HopperGemmConfig`
+    or None."""
+    from tylo.ops.gemm.host import check_call
+
+    (m, n, k, lda, ldb, ldd), alpha, relu = check_call(
+        "hopper_gemm", m, n, k, lda, ldb, ldd, alpha, relu
+    )
     key, prep = _prepared(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg)
     if prep[0] == "warp":
         from tylo.ops.gemm.host import gemm as warp_gemm

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import tylo
 from tylo.kernel.values import to_index
-from tylo.layouts import ComposedLayout, Layout, Swizzle
+from tylo.layouts import ComposedLayout, Layout, byte_swizzle
 from tylo.nvgpu import tma
 from tylo.nvgpu.cluster import cluster_ctarank, cluster_sync
 from tylo.nvgpu.errors import PlanError
@@ -53,9 +53,10 @@ from tylo.nvgpu.warpgroup.mma import (
 from tylo.nvgpu.warpgroup.roles import set_max_registers
 from tylo.tile.access import store
 from tylo.tile.fragment import zeros
+from tylo.target import Target
 from tylo.tile.views import GlobalTile, SharedTile
 
-Dim = tylo.Int(min=1, max=2**31 - 1)
+Dim = tylo.Dim
 # setmaxnreg: 128 * (producer + 2 * consumer) <= 65536 registers of the SM. The cluster
 # kernel's producer (multicast masks, peer ranks) spilled at 40 on an H200: it gets 56.
 REGISTERS = {1: (40, 232), 2: (56, 224)}  # cluster -> (producer, consumer)
@@ -64,7 +65,7 @@ THREADS = 128 * (1 + CONSUMERS)
 OUT_DTYPES = ("f32", "bf16", "f16")
 STMATRIX_DTYPES = ("bf16", "f16")  # what the TMA-store epilogue writes (stmatrix: 16-bit)
 EPILOGUE_BOX = 64  # columns of one C box: 128 bytes of bf16/f16, one 128-byte swizzled row
-SHARED_LIMIT = 227 * 1024  # sm_90: dynamic shared memory per block (opt-in maximum)
+SHARED_LIMIT = Target.parse("sm_90a").max_shared_bytes  # dynamic shared memory per block
 
 
 # --8<-- [start:config]
@@ -147,7 +148,7 @@ class HopperGemmConfig:
     def smem_layouts(self) -> tuple:
         """The shared layouts of one stage's X and Y tiles: ``bm`` and ``bn`` rows of ``bk``
         elements, 128-byte swizzled (the K-major layout wgmma reads)."""
-        swz = Swizzle(3, 4 - (self.dtype.nbytes.bit_length() - 1), 3)
+        swz = byte_swizzle(128, self.dtype.nbytes)
         return tuple(
             ComposedLayout(swz, 0, Layout((rows, self.bk), (self.bk, 1)))
             for rows in (self.bm, self.bn)
@@ -169,7 +170,7 @@ class HopperGemmConfig:
         with the 128-byte swizzle; coordinates (row, column) of the tile. The host
         (``host.c_plan``) proves each box is the layout TMA reads for the C box."""
         rows = 64 * self.m_atoms
-        swz = Swizzle(3, 4 - (self.out.nbytes.bit_length() - 1), 3)
+        swz = byte_swizzle(128, self.out.nbytes)
         boxes = self.bn // EPILOGUE_BOX
         return ComposedLayout(
             swz, 0, Layout((rows, (EPILOGUE_BOX, boxes)), (EPILOGUE_BOX, (1, self.box_elements)))

@@ -35,10 +35,15 @@ from tylo.ops.gemm.kernel import (
     tiled_gemm_kernel,
 )
 from tylo.ops.gemm.pack import pack_rows, packed_ld
+from tylo.ops.args import OpArgumentError, f32_scalar, require_bool, require_int
+from tylo.ops.arrays import as_array, refuse_bad_strides
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA, size
 
-__all__ = ["choose_config", "compile_gemm", "gemm", "reference", "verify"]
+__all__ = [
+    "check_call", "check_output", "choose_config", "compile_gemm", "gemm", "reference",
+    "verify",
+]
 
 
 def choose_config(
@@ -60,6 +65,16 @@ def choose_config(
     smaller 64 x 64 plan, whose fewer loads per thread fit in registers beside the
     accumulators), the staged epilogue when ``ldd`` (if given) is a multiple of 4 and D is
     16-byte aligned. ``dtype``: the inputs' (default: the plan's, else bf16)."""
+    op = "gemm choose_config"
+    m, n, k, lda, ldb = (require_int(op, w, x, minimum=1) for w, x in
+                         (("m", m), ("n", n), ("k", k), ("lda", lda), ("ldb", ldb)))
+    ldd = None if ldd is None else require_int(op, "ldd", ldd, minimum=1)
+    aligned = require_bool(op, "aligned", aligned)
+    d_aligned = require_bool(op, "d_aligned", d_aligned)
+    if plan is not None and not isinstance(plan, TiledMMA):
+        raise OpArgumentError(f"{op}: plan must be a TiledMMA (or None), got {plan!r}")
+    if dtype is not None:
+        dtype = tylo.dtype_of(dtype)
     dtype = plan.atom.dtype if plan is not None else (dtype or DEFAULT_PLAN.atom.dtype)
     vec = 16 // dtype.nbytes
     vector = aligned and lda % vec == 0 and ldb % vec == 0
@@ -123,6 +138,31 @@ def refuse_shared_memory(op: str, d: Any, a: Any, b: Any) -> None:
         )
 
 
+def check_call(
+    op: str, m: Any, n: Any, k: Any, lda: Any, ldb: Any, ldd: Any, alpha: Any, relu: Any
+) -> tuple[tuple[int, ...], float, bool]:
+    """The scalar arguments of a kernel-level GEMM call, checked
+    (:mod:`tylo.ops.args`): the sizes and leading dimensions integers >= 1 (numpy's too,
+    never a bool or a float), ``alpha`` a real number whose f32 rounding is finite
+    (``|alpha| <= F32_MAX``, about 3.4028235e38), ``relu`` True or False. Returns
+    ``((m, n, k, lda, ldb, ldd), alpha, relu)`` as Python values; raises
+    :class:`~tylo.ops.args.OpArgumentError` naming the argument."""
+    sizes = tuple(
+        require_int(op, name, x, minimum=1)
+        for name, x in (("m", m), ("n", n), ("k", k), ("lda", lda), ("ldb", ldb), ("ldd", ldd))
+    )
+    return sizes, f32_scalar(op, "alpha", alpha), require_bool(op, "relu", relu)
+
+
+def check_output(op: str, d: Any) -> Any:
+    """``d`` as a device array, refused (:class:`~tylo.ops.args.OpArgumentError`) when
+    it is not one or has a zero or negative stride
+    (:func:`tylo.ops.arrays.refuse_bad_strides`)."""
+    arr = as_array(op, "D", d)
+    refuse_bad_strides(op, "D", arr)
+    return arr
+
+
 def gemm(
     d: Any,
     a: Any,
@@ -143,12 +183,21 @@ def gemm(
     """Launch ``D = alpha * A @ B`` (device arrays or pointers' owners: DeviceBuffer,
     torch, ...; storage as in :mod:`tylo.ops.gemm.kernel`); returns the configuration of
     the GEMM launch. With ``cfg``, exactly that configuration runs on the operands as
-    given (no checks beyond the launcher's); otherwise unaligned operands are packed first
-    (see the module docstring), and a D that certainly shares memory with A or B is
-    refused (:func:`refuse_shared_memory`)."""
+    given (no checks beyond the arguments' and the launcher's); otherwise unaligned
+    operands are packed first (see the module docstring), and a D that certainly shares
+    memory with A or B is refused (:func:`refuse_shared_memory`). The arguments
+    (:func:`check_call`): sizes and leading dimensions integers >= 1, ``alpha`` a real
+    number whose f32 rounding is finite (``|alpha| <= 3.4028235e38``), ``relu`` a bool,
+    D without zero or negative strides; else :class:`~tylo.ops.args.OpArgumentError`."""
     from tylo.arrays import as_device_array
 
+    (m, n, k, lda, ldb, ldd), alpha, relu = check_call(
+        "gemm", m, n, k, lda, ldb, ldd, alpha, relu
+    )
+    check_output("gemm", d)
     if cfg is not None:
+        if not isinstance(cfg, GemmConfig):
+            raise OpArgumentError(f"gemm: cfg must be a GemmConfig (or None), got {cfg!r}")
         _launch(cfg, d, a, b, m, n, k, lda, ldb, ldd, alpha, relu, stream)
         return cfg
     da, db, dd = (as_device_array(x) for x in (a, b, d))

@@ -42,6 +42,7 @@ from tylo.kernel import facts
 from tylo.layouts import ComposedLayout, Layout, Swizzle, composition
 from tylo.nvgpu.warp.ldmatrix import operand_loads
 from tylo.nvgpu.warp.mma import MMAAtom, PlanError, TiledMMA, load_operands, mma_atoms, size, zero_accumulator
+from tylo.target import MAX_SHARED_BYTES
 from tylo.tile.access import GlobalTile, SharedTile, store
 
 __all__ = [
@@ -70,7 +71,7 @@ SMALL_PLAN = TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(2, 2), repeat=(2, 
 
 # runtime extents and leading dimensions: positive and below 2**31 (index math on them is
 # 32-bit where the values allow, 64-bit where products need it)
-Dim = tylo.Int(min=1, max=2**31 - 1)
+Dim = tylo.Dim
 
 # 128 x 256 CTA tile, 8 warps of 64 x 64 (128 f32 accumulators per thread), K-tile 64
 DEFAULT_PLAN = TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(2, 4), repeat=(4, 8), k=64)
@@ -224,15 +225,23 @@ def gemm_config(
     >>> cfg.tile, cfg.shared_bytes, cfg.proofs["A ldmatrix bank conflicts"]
     ((64, 64, 32), 16384, 0)
     """
+    if not isinstance(plan, TiledMMA):
+        raise PlanError(f"gemm_config: plan must be a TiledMMA, got {plan!r}")
     if type(stages) is not int or stages < 1:
         raise PlanError(f"gemm_config: stages must be an int >= 1, got {stages!r}")
+    if type(group_m) is not int or group_m < 1:
+        raise PlanError(f"gemm_config: group_m must be an int >= 1, got {group_m!r}")
+    for name, flag in (("swizzle", swizzle), ("bounded", bounded), ("vector", vector)):
+        if type(flag) is not bool:
+            raise PlanError(f"gemm_config: {name} must be True or False, got {flag!r}")
     if epilogue not in EPILOGUES:
         raise PlanError(f"gemm_config: epilogue must be one of {EPILOGUES}, got {epilogue!r}")
     cfg = GemmConfig(plan, stages, swizzle, group_m, bounded, vector, epilogue)
-    if cfg.shared_bytes > 227 * 1024:
+    if cfg.shared_bytes > MAX_SHARED_BYTES:
         raise PlanError(
             f"gemm_config: {cfg.shared_bytes} bytes of shared memory exceed the "
-            "227 KiB a block may use (sm_90); use fewer stages or a smaller tile"
+            f"{MAX_SHARED_BYTES // 1024} KiB a block may use on any target; use fewer stages "
+            "or a smaller tile"
         )
     proofs = cfg.proofs
     from tylo.layouts.proofs import prove_bounded

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 import tylo
+from tylo.ops.arrays import refuse_bad_strides
 from tylo.ops.softmax.kernel import (
     mma_softmax_kernel,
     online_softmax_kernel,
@@ -30,6 +31,7 @@ from tylo.ops.softmax.plan import (
     SoftmaxError,
     choose_config,
     prefetch_bytes,
+    shared_capacity,
     vector_width,
 )
 
@@ -81,7 +83,10 @@ def _check_rows(a: Any, what: str, shape: tuple[int, int] | None = None) -> None
 
 
 def _ld(a: Any) -> int:
-    return max(int(a.strides[0]), 1) if a.shape[0] > 1 else max(int(a.shape[1]), 1)
+    """The row stride the kernel takes: as given for more than one row (positive:
+    :func:`~tylo.ops.arrays.refuse_bad_strides` refused the rest), the row length for one
+    (never stepped)."""
+    return int(a.strides[0]) if a.shape[0] > 1 else max(int(a.shape[1]), 1)
 
 
 def _refuse_shared_memory(oa: Any, inputs: dict[str, Any]) -> None:
@@ -116,6 +121,8 @@ def plan_launch(
     """Check the arguments of :func:`softmax` and choose its configuration; returns the
     configuration and the launch's runtime values. Raises :class:`SoftmaxError`."""
     xa, oa = _array(x, "x"), _array(out, "out")
+    refuse_bad_strides("softmax", "x", xa)
+    refuse_bad_strides("softmax", "out", oa)
     _check_rows(xa, "x")
     _check_rows(oa, "out", tuple(xa.shape))
     for a, what in ((xa, "x"), (oa, "out")):
@@ -137,6 +144,7 @@ def plan_launch(
     )
     if mask is not None:
         ma = _array(mask, "mask")
+        refuse_bad_strides("softmax", "mask", ma)
         _check_rows(ma, "mask", (rows, cols))
         if ma.dtype not in (tylo.bool_, tylo.u8):
             raise SoftmaxError(f"softmax: mask must be bool (or uint8), got {ma.dtype}")
@@ -196,11 +204,20 @@ def launch_shape(cfg: SoftmaxConfig, rows: int, itemsize: int) -> tuple[int, int
     """(blocks, dynamic shared bytes) of a launch: one block per ``block_rows`` rows, or
     for ``prefetch`` a persistent grid of one block per SM (each walks rows ``bid, bid +
     grid, ...``) with two row stages of shared memory."""
+    if not isinstance(cfg, SoftmaxConfig):
+        raise SoftmaxError(f"softmax: cfg must be a SoftmaxConfig, got {cfg!r}")
+    if type(rows) is not int or rows < 0 or type(itemsize) is not int or itemsize < 1:
+        raise SoftmaxError(
+            f"softmax: rows must be an int >= 0 and itemsize an int >= 1, got {rows!r}, "
+            f"{itemsize!r}"
+        )
     if not cfg.prefetch:
         return cfg.grid(rows), 0
     shared = prefetch_bytes(cfg, itemsize)
-    # resident blocks per SM: threads (2048), shared memory (227 KB), registers (64 each)
-    per_sm = max(1, min(2048 // cfg.threads, (227 * 1024) // shared, 65536 // (64 * cfg.threads)))
+    # resident blocks per SM: threads (2048), shared memory (the device's per block: 227 KiB
+    # on sm_90), registers (64 each)
+    capacity = shared_capacity(device_cc())
+    per_sm = max(1, min(2048 // cfg.threads, capacity // shared, 65536 // (64 * cfg.threads)))
     return min(rows, per_sm * multiprocessors()), shared
 
 
@@ -247,6 +264,8 @@ def softmax(
         return None
     if cfg is None:
         cfg = chosen
+    elif not isinstance(cfg, SoftmaxConfig):
+        raise SoftmaxError(f"softmax: cfg must be a SoftmaxConfig (or None), got {cfg!r}")
     else:
         if cfg.mask != chosen.mask:
             raise SoftmaxError(

@@ -26,9 +26,9 @@ never NaN: its maximum ``-inf`` is replaced by 0 before subtracting, its sum is 
 
 from __future__ import annotations
 
-import math
 
 import tylo
+from tylo.constants import LOG2E, NEG_INF
 from tylo.nvgpu.cpasync import CopyPlan, commit_copies, copy_async, wait_copies
 from tylo.tile.fragment import Fragment, full
 from tylo.tile.fragment_io import coordinates, load_fragment, store_fragment
@@ -51,12 +51,10 @@ __all__ = [
     "store_output",
 ]
 
-LOG2E = 1.4426950408889634  # exp(x) = 2 ** (x * log2(e))
-NEG_INF = -math.inf
 OPS = ("maximum", "add")  # the row reductions of a softmax
 
 # runtime extents and leading dimensions: positive, below 2**31
-Dim = tylo.Int(min=1, max=2**31 - 1)
+Dim = tylo.Dim
 # rows ``ld`` elements apart, each row contiguous: the kernels take the row strides (ldo, ldx)
 # as arguments; softmax() (host.py) checks the column stride is 1 before launching
 Rows = tylo.Ptr(strided=True)

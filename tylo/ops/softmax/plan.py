@@ -30,6 +30,7 @@ from typing import Any
 
 import tylo
 from tylo.errors import TyloError
+from tylo.target import Target, TargetError
 from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
 from tylo.tile.ownership import Ownership
 
@@ -46,6 +47,7 @@ __all__ = [
     "choose_config",
     "make_config",
     "prefetch_bytes",
+    "shared_capacity",
     "vector_width",
 ]
 
@@ -286,6 +288,8 @@ def make_config(
     time (see :func:`vector_width`); the other arguments override the defaults."""
     if type(cols) is not int or cols < 1:
         raise SoftmaxError(f"softmax: rows must have at least one element, got cols={cols!r}")
+    if type(vec) is not int or vec < 1 or vec & (vec - 1):
+        raise SoftmaxError(f"softmax: vec must be a power of two >= 1, got {vec!r}")
     if style == "mma":
         repeat_n = extra.pop("repeat_n", 8)
         if vec < 2:
@@ -371,6 +375,14 @@ def choose_config(
     Rows that take a whole 1024-thread block and whose two copies fit in shared memory
     (16-bit elements) stream the next row in while normalizing one (``prefetch``; compute
     capability ``cc`` 9.0 or newer, see :data:`PREFETCH_MIN_CC`)."""
+    if type(rows) is not int or rows < 0:
+        raise SoftmaxError(f"softmax: rows must be an int >= 0, got {rows!r}")
+    if type(cols) is not int or cols < 1:
+        raise SoftmaxError(f"softmax: rows must have at least one element, got cols={cols!r}")
+    if type(itemsize) is not int or itemsize not in (1, 2, 4, 8):
+        raise SoftmaxError(f"softmax: itemsize must be 1, 2, 4 or 8 bytes, got {itemsize!r}")
+    if not (isinstance(cc, tuple) and len(cc) == 2 and all(type(c) is int for c in cc)):
+        raise SoftmaxError(f"softmax: cc must be a (major, minor) pair of ints, got {cc!r}")
     if style is None:
         style = "lane" if cols <= LANE_MAX_COLS else "warp"
     cfg = make_config(style, cols, vec=vec, mask=mask)
@@ -381,10 +393,20 @@ def choose_config(
         and prefetch_bytes(cfg, itemsize) <= PREFETCH_SHARED
         and rows > 1
         and tuple(cc) >= PREFETCH_MIN_CC
+        and prefetch_bytes(cfg, itemsize) <= shared_capacity(cc)
         and vec * itemsize == 16
     ):
         cfg = dataclasses.replace(cfg, prefetch=True)
     return cfg
+
+
+def shared_capacity(cc: tuple[int, int]) -> int:
+    """The shared memory a block may use on compute capability ``cc``
+    (:attr:`tylo.target.Target.max_shared_bytes`; 0 for one tylo has no figure for)."""
+    try:
+        return Target(*cc).max_shared_bytes
+    except TargetError:
+        return 0
 
 
 def prefetch_bytes(cfg: SoftmaxConfig, itemsize: int) -> int:
