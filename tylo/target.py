@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from tylo.errors import TyloError
 
-__all__ = ["KNOWN_CAPABILITIES", "Target", "TargetError", "parse_spec"]
+__all__ = ["KNOWN_CAPABILITIES", "MAX_SHARED_BYTES", "Target", "TargetError", "parse_spec"]
 
 # Oldest architecture CUDA 13 (libNVVM 13, nvJitLink 13) still compiles for (Turing).
 MIN_CC = (7, 5)

@@ -17,7 +17,8 @@ from tylo.interpret.numerics import bf16_to_f32, f32_to_bf16
 
 @pytest.mark.parametrize(("lq", "causal", "padding"), [(17, False, False), (17, True, True)])
 def test_attention_warp_path(lq: int, causal: bool, padding: bool) -> None:
-    from tylo.ops.attention.host import _LOG2E, CAUSAL_GROUPS, launch_config
+    from tylo.constants import LOG2E as _LOG2E
+    from tylo.ops.attention.host import CAUSAL_GROUPS, launch_config
     from tylo.ops.attention.kernel import attention_kernel
     from tylo.ops.attention.reference import attention_reference
 
