@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tylo import dtypes as dt
-from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.errors import PlanError, as_int, memoized
 from tylo.nvgpu.warp.ldmatrix import (
     ROW_ELEMENTS,
     WARP,
@@ -51,7 +51,6 @@ __all__ = [
     "stmatrix_plan",
     "store_fragment",
 ]
-
 
 
 class StmatrixError(PlanError):
@@ -93,6 +92,8 @@ class StmatrixPlan:
         own = self.ownership
         if not isinstance(own, Ownership):
             raise StmatrixError(f"stmatrix: expected an Ownership, got {own!r}")
+        if as_int(self.axis) is not None:
+            object.__setattr__(self, "axis", as_int(self.axis))
         if own.rank != 2 or self.axis not in (0, 1) or type(self.axis) is not int:
             raise StmatrixError(
                 f"stmatrix: stores 2-D fragments along axis 0 or 1; got the {own.rank}-D "
@@ -224,7 +225,7 @@ class StmatrixPlan:
         return tuple(out)
 
 
-@functools.lru_cache(maxsize=128)
+@memoized(128)
 def stmatrix_plan(ownership: Ownership, axis: int = 1) -> StmatrixPlan:
     """The (cached) :class:`StmatrixPlan` of ``ownership`` along ``axis``."""
     return StmatrixPlan(ownership, axis)
@@ -282,6 +283,7 @@ def store_fragment(fragment: Any, tile: Any, tid: Any) -> None:
     """
     from tylo.kernel.context import current
     from tylo.kernel.values import Value
+    from tylo.nvgpu.bounds import check_region
     from tylo.nvgpu.instructions import check_arch, stmatrix
     from tylo.tile.access import class_addresses
     from tylo.tile.fragment import Fragment
@@ -320,6 +322,7 @@ def store_fragment(fragment: Any, tile: Any, tid: Any) -> None:
             f"stmatrix: the tile's start {tile.base} must be a proved multiple of 8 elements in "
             "a 16-byte aligned allocation (tylo.shared(..., align=16))"
         )
+    check_region("stmatrix", tile, tuple((0, e) for e in own.shape), access="writes")
     coords = [plan.address_coord(g, tid) for g in range(len(plan.stores))]
     addrs = class_addresses(tile, list(plan.tables), coords)
     for s, addr in zip(plan.stores, addrs):
