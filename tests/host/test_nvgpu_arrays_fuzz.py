@@ -142,7 +142,6 @@ def test_all_hostile_arguments(name, data):
 
 def _valid_calls() -> dict:
     from tylo.arrays import DeviceArray
-    from tylo.nvgpu.mbarrier import PipelinePlan
     from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
     from tylo.nvgpu.warpgroup.mma import WarpgroupMMAAtom
     from tylo.tile.ownership import Ownership
@@ -282,3 +281,11 @@ def test_traced_hostile_static_arguments(which, value):
     except tylo.TyloError as err:
         original = getattr(err, "original", None)
         assert original is None or isinstance(original, TyloError), repr(original)
+
+
+@pytest.mark.parametrize("which", ["wait_copies", "wait_stores", "wait_group"])
+def test_numpy_integer_counts_are_ints(which):
+    """np.int64(0) is accepted where 0 is (True is not: a bool is never a count)."""
+    _traced.trace(tylo.f32, which, np.int64(0), block=128, target="sm_90a")
+    with pytest.raises(tylo.TyloError, match="must be a static int"):
+        _traced.trace(tylo.f32, which, True, block=128, target="sm_90a")

@@ -240,9 +240,12 @@ def wait_copies(n: int = 0) -> None:
     from tylo.kernel.context import current
     from tylo.nvgpu.instructions import check_arch, cp_async_wait_group
 
+    count = as_int(n)
+    if count is None or not 0 <= count < 1 << 31:
+        raise PlanError(f"wait_copies: n must be a static int in [0, 2**31), got {n!r}")
     ctx = current()
     check_arch("cp.async.wait_group", ctx.target)
-    cp_async_wait_group(ctx.builder, n)
+    cp_async_wait_group(ctx.builder, count)
 
 
 def _split(ctx: Any, expr: Any) -> tuple[Any, Any]:

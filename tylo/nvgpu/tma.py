@@ -512,9 +512,12 @@ def wait_stores(n: int = 0, *, read: bool = True) -> None:
     """``cp.async.bulk.wait_group[.read] n``: wait until at most ``n`` bulk-store groups are
     pending (``read=True``: until their shared sources may be overwritten; False: until the
     writes are visible)."""
-    if type(n) is not int or not 0 <= n <= 63:
+    count = as_int(n)
+    if count is None or not 0 <= count <= 63:
         raise TMAError(f"wait_stores: n must be a static int in [0, 63], got {n!r}")
-    _simple(f"cp.async.bulk.wait_group{'.read' if read else ''} {n};")
+    if type(read) is not bool:
+        raise TMAError(f"wait_stores: read must be a bool, got {read!r}")
+    _simple(f"cp.async.bulk.wait_group{'.read' if read else ''} {count};")
 
 
 def _simple(text: str) -> None:

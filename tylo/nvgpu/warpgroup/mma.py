@@ -393,8 +393,9 @@ def wait_group(n: int, *accumulators: Any) -> Any:
     from tylo.nvgpu.instructions import wgmma_wait_group
     from tylo.tile.fragment import Fragment
 
-    if type(n) is not int or not 0 <= n <= 7:
+    if as_int(n) is None or not 0 <= as_int(n) <= 7:  # type: ignore[operator]
         raise PlanError(f"wait_group: n must be a static int in [0, 7], got {n!r}")
+    n = as_int(n)  # type: ignore[assignment]
     check_warpgroups("wgmma.wait_group")
     frags = []
     state = _groups()
