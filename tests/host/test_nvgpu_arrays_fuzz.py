@@ -144,6 +144,7 @@ def _valid_calls() -> dict:
     from tylo.arrays import DeviceArray
     from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
     from tylo.nvgpu.warpgroup.mma import WarpgroupMMAAtom
+    from tylo.target import Target
     from tylo.tile.ownership import Ownership
 
     m, k, ld = dim("M"), dim("K"), dim("ld", multiple_of=8)
@@ -179,7 +180,7 @@ def _valid_calls() -> dict:
         p + "bounds.region_text": (((0, 64), (0, 16)),),
         p + "bounds.layout_extents": (sw,),
         p + "errors.mma_dtypes": ("op", dt.bf16, dt.f32),
-        p + "instructions.check_arch": ("wgmma", tylo.target.Target.parse("sm_90a")),
+        p + "instructions.check_arch": ("wgmma", Target.parse("sm_90a")),
         "tylo.arrays.DeviceArray": (1 << 20, (4, 8), (8, 1), dt.f32, 0, False, None),
         "tylo.arrays.as_device_array": (arr,),
         "tylo.arrays.array_key": (arr,),
@@ -289,3 +290,38 @@ def test_numpy_integer_counts_are_ints(which):
     _traced.trace(tylo.f32, which, np.int64(0), block=128, target="sm_90a")
     with pytest.raises(tylo.TyloError, match="must be a static int"):
         _traced.trace(tylo.f32, which, True, block=128, target="sm_90a")
+
+
+def _methods():
+    out = {}
+    for name, args in VALID.items():
+        obj = PUBLIC[name](*args)
+        mod = type(obj).__module__
+        if not (mod.startswith("tylo.nvgpu") or mod == "tylo.arrays"):
+            continue  # a Layout, an int: not this surface
+        for mname, m in inspect.getmembers(obj):
+            if mname.startswith("_") or not callable(m) or isinstance(m, type):
+                continue
+            params = [
+                p
+                for p in inspect.signature(m).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            ]
+            if params:
+                out[f"{type(obj).__name__}.{mname}"] = (m, len(params))
+    return out
+
+
+METHODS = _methods()
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_methods_of_valid_plans(name):
+    """Each positional argument of each public method of the valid plans (the others 0),
+    replaced by every hostile value in turn."""
+    method, n = METHODS[name]
+    for i in range(n):
+        for value in HOSTILE:
+            args = [0] * n
+            args[i] = value
+            _call(method, args, {})

@@ -149,7 +149,13 @@ class CopyPlan:
 
     def vector_coord(self, thread: Any, j: int) -> tuple:
         """The tile coordinate of the first element of vector ``j`` of ``thread``."""
-        return self.ownership.coord(thread, self.vector * j)
+        v = as_int(j)
+        if v is None or not 0 <= v < self.vectors_per_thread:
+            raise PlanError(
+                f"{self}.vector_coord: j must be an int in [0, {self.vectors_per_thread}), "
+                f"got {j!r}"
+            )
+        return self.ownership.coord(_thread(thread, self.threads), self.vector * v)
 
     def _vectors_layout(self, layout: Any) -> Any:
         """``layout`` composed with the ownership: (thread, (element, vector)) -> offset."""
@@ -219,6 +225,16 @@ class CopyPlan:
             f"CopyPlan({self.shape}, {self.dtype}, {self.threads} threads, "
             f"{self.vector_bytes}-byte vectors, into {self.smem})"
         )
+
+
+def _thread(t: Any, threads: int) -> Any:
+    """A thread index: a static int in ``[0, threads)`` or an index expression (traced)."""
+    v = as_int(t)
+    if v is None and (isinstance(t, sympy.Basic) or hasattr(t, "dtype")):
+        return t
+    if v is None or not 0 <= v < threads:
+        raise PlanError(f"thread index must be an int in [0, {threads}) or an index, got {t!r}")
+    return v
 
 
 # ---------------------------------------------------------------------------- kernel side

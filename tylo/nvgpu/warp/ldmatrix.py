@@ -200,7 +200,13 @@ class OperandLoads:
 
     def slot(self, load: int, k_step: int) -> int:
         """The source slot of the first element of ``load`` in ``k_step``."""
-        return ROW_ELEMENTS * (load + len(self.loads) * k_step)
+        g, k = as_int(load), as_int(k_step)
+        if g is None or not 0 <= g < len(self.loads) or k is None or not 0 <= k < self.plan.k_steps:
+            raise PlanError(
+                f"{self.plan}: load {load!r} and k_step {k_step!r} must be ints in "
+                f"[0, {len(self.loads)}) and [0, {self.plan.k_steps})"
+            )
+        return ROW_ELEMENTS * (g + len(self.loads) * k)
 
     # -- proofs ----------------------------------------------------------------------------
 
@@ -238,6 +244,10 @@ class OperandLoads:
     def bank_conflicts(self, layout: Any) -> int:
         """The worst number of extra shared-memory wavefronts of any 8-lane phase of any
         load (0: conflict-free), from the byte addresses of every lane's row."""
+        from tylo.layouts import ComposedLayout, Layout
+
+        if not isinstance(layout, (Layout, ComposedLayout)) or not layout.is_static:
+            raise PlanError(f"bank_conflicts: expected a static shared layout, got {layout!r}")
         own = self.source
         nbytes = self.plan.atom.dtype.nbytes
         worst = 0

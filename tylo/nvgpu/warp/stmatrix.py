@@ -31,6 +31,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
+import sympy
+
 from tylo import dtypes as dt
 from tylo.nvgpu.errors import PlanError, as_int, memoized
 from tylo.nvgpu.warp.ldmatrix import (
@@ -172,7 +174,16 @@ class StmatrixPlan:
 
     def row_coords(self, store: int, thread: int) -> list[tuple]:
         """The 8 coordinates of the row that ``thread`` addresses in ``store``."""
-        start = self.tables[store][thread]
+        s, t = as_int(store), as_int(thread)
+        if s is None or not 0 <= s < len(self.stores) or t is None:
+            raise StmatrixError(
+                f"row_coords: store {store!r} is not an int in [0, {len(self.stores)})"
+            )
+        if not 0 <= t < self.ownership.threads:
+            raise StmatrixError(
+                f"row_coords: thread {thread!r} is not an int in [0, {self.ownership.threads})"
+            )
+        start = self.tables[s][t]
         unit = _unit(2, self.axis)
         return [tuple(s + c * u for s, u in zip(start, unit)) for c in range(ROW_ELEMENTS)]
 
@@ -211,6 +222,20 @@ class StmatrixPlan:
         ``store``: ``tables[store][tid]`` as an expression."""
         from tylo.layouts.symbolic import floor_div, mod
 
+        s = as_int(store)
+        if s is None or not 0 <= s < len(self.stores):
+            raise StmatrixError(
+                f"address_coord: store {store!r} is not an int in [0, {len(self.stores)})"
+            )
+        store = s
+        if as_int(tid) is not None or not (isinstance(tid, sympy.Basic) or hasattr(tid, "dtype")):
+            t = as_int(tid)
+            if t is None or not 0 <= t < self.ownership.threads:
+                raise StmatrixError(
+                    f"address_coord: tid {tid!r} is not a thread in [0, "
+                    f"{self.ownership.threads}) or an index expression"
+                )
+            tid = t
         lane_modes, warp_modes = self.address_modes[store]
         out: list[Any] = list(self.tables[store][0])
         parts = ((lane_modes, mod(tid, WARP)), (warp_modes, floor_div(tid, WARP)))
