@@ -11,7 +11,6 @@ launch.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from tylo.dlpack import read_capsule
 from tylo.dtypes import DType, DTypeError, dtype_of
 from tylo.errors import ArrayError
 
@@ -40,22 +40,6 @@ __all__ = [
 #: contiguous, writable array must not be given.
 NOT_DENSE = 1  # elements are not C-contiguous: strided, transposed, zero or negative strides
 READ_ONLY = 2  # the producer marked the memory read-only
-
-# DLPack device types (dlpack.h, DLDeviceType)
-KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
-_DL_DEVICE_NAMES = {
-    1: "CPU",
-    2: "CUDA",
-    3: "CUDAHost",
-    4: "OpenCL",
-    7: "Vulkan",
-    8: "Metal",
-    9: "VPI",
-    10: "ROCM",
-    11: "ROCMHost",
-    13: "CUDAManaged",
-    14: "OneAPI",
-}
 
 
 @dataclass(frozen=True)
@@ -81,6 +65,7 @@ class DeviceArray:
     flags: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        _check_fields(self)
         # strides that do not give one per mode say nothing about the layout: not dense
         dense = len(self.strides) == len(self.shape) and (self.size == 0 or self.is_contiguous())
         flags = (0 if dense else NOT_DENSE) | (READ_ONLY if self.readonly else 0)
@@ -106,6 +91,55 @@ class DeviceArray:
         )
 
 
+_I64 = 1 << 63
+
+
+def _int_arg(x: Any, what: str, lo: int, hi: int) -> int:
+    """``x`` as an int in ``[lo, hi)``: ints and numpy integers, never bools (a bool is an
+    int in Python, but never a size, stride or address); :class:`ArrayError` otherwise."""
+    if type(x) is not int and (
+        isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer))
+    ):
+        raise ArrayError(f"{what} must be an int, got {x!r} ({type(x).__name__})")
+    v = int(x)
+    if not lo <= v < hi:
+        raise ArrayError(f"{what} must be in [{lo}, {hi}), got {v}")
+    return v
+
+
+def _ints(xs: Any, what: str, lo: int, hi: int) -> tuple[int, ...]:
+    if type(xs) is tuple and all(type(v) is int and lo <= v < hi for v in xs):
+        return xs  # the launch paths' case: checked without a copy
+    if not isinstance(xs, (tuple, list)):
+        raise ArrayError(f"{what} must be a tuple of ints, got {xs!r} ({type(xs).__name__})")
+    return tuple(_int_arg(v, f"{what}[{i}]", lo, hi) for i, v in enumerate(xs))
+
+
+def _check_fields(a: DeviceArray) -> None:
+    """Validate and normalize a :class:`DeviceArray`'s fields (numpy integers become ints;
+    a list shape or strides becomes a tuple): :class:`ArrayError` naming the field."""
+    set_ = object.__setattr__
+    set_(a, "ptr", a.ptr if type(a.ptr) is int and 0 <= a.ptr < 1 << 64
+         else _int_arg(a.ptr, "DeviceArray: ptr", 0, 1 << 64))  # fmt: skip
+    set_(a, "shape", _ints(a.shape, "DeviceArray: shape", 0, _I64))
+    set_(a, "strides", _ints(a.strides, "DeviceArray: strides", -_I64, _I64))
+    if not isinstance(a.dtype, DType):
+        set_(a, "dtype", _dtype(a.dtype, "DeviceArray: dtype"))
+    if a.device is not None and type(a.device) is not int:
+        set_(a, "device", _int_arg(a.device, "DeviceArray: device", 0, 1 << 31))
+    elif a.device is not None and not 0 <= a.device < 1 << 31:
+        raise ArrayError(f"DeviceArray: device must be in [0, 2**31), got {a.device}")
+    if type(a.readonly) is not bool:
+        raise ArrayError(f"DeviceArray: readonly must be a bool, got {a.readonly!r}")
+    if a.stream is not None:
+        set_(a, "stream", _int_arg(a.stream, "DeviceArray: stream", 0, 1 << 64))
+    if math.prod(a.shape) * a.dtype.nbytes >= _I64:
+        raise ArrayError(
+            f"DeviceArray: shape {a.shape} of {a.dtype} holds {math.prod(a.shape)} elements, "
+            "past any 64-bit byte count"
+        )
+
+
 def _c_strides(shape: Sequence[int]) -> tuple[int, ...]:
     out, acc = [], 1
     for n in reversed(shape):
@@ -115,9 +149,13 @@ def _c_strides(shape: Sequence[int]) -> tuple[int, ...]:
 
 
 def _normalize_shape(shape: int | Sequence[int], what: str) -> tuple[int, ...]:
-    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    if not all(isinstance(n, (int, np.integer)) and n >= 0 for n in dims):
-        raise ArrayError(f"{what}: shape {shape!r} must be non-negative ints")
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
+    ok = isinstance(dims, (tuple, list)) and all(
+        isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_))
+        and 0 <= n < _I64 for n in dims
+    )  # fmt: skip
+    if not ok:
+        raise ArrayError(f"{what}: shape {shape!r} must be non-negative ints (not bools)")
     return tuple(int(n) for n in dims)
 
 
@@ -135,6 +173,15 @@ class DeviceBuffer:
     """
 
     def __init__(self, ptr: int, shape: tuple[int, ...], dtype: DType, device: int) -> None:
+        """Own the allocation at ``ptr`` (from ``tylo.backend.memory.mem_alloc``; freed on close): most
+        code wants :meth:`empty`, :meth:`zeros` or :meth:`from_numpy` instead."""
+        self._ptr = None  # nothing to free if the checks below refuse
+        ptr = _int_arg(ptr, "DeviceBuffer: ptr", 0, 1 << 64)
+        shape = _normalize_shape(shape, "DeviceBuffer")
+        dtype = _dtype(dtype, "DeviceBuffer")
+        device = _int_arg(device, "DeviceBuffer: device", 0, 1 << 31)
+        if math.prod(shape) * dtype.nbytes >= _I64:
+            raise ArrayError(f"DeviceBuffer: shape {shape} of {dtype} is past any 64-bit size")
         self._ptr = ptr
         self.shape = shape
         self.dtype = dtype
@@ -149,6 +196,9 @@ class DeviceBuffer:
 
         dims = _normalize_shape(shape, "DeviceBuffer.empty")
         dt = _dtype(dtype, "DeviceBuffer.empty")
+        device = _int_arg(device, "DeviceBuffer.empty: device", 0, 1 << 31)
+        if math.prod(dims) * dt.nbytes >= _I64:
+            raise ArrayError(f"DeviceBuffer.empty: shape {dims} of {dt} is past any 64-bit size")
         driver.current_context(device)
         return cls(memory.mem_alloc(math.prod(dims) * dt.nbytes), dims, dt, device)
 
@@ -161,7 +211,10 @@ class DeviceBuffer:
     def from_numpy(cls, array: Any, *, dtype: Any = None, device: int = 0) -> DeviceBuffer:
         """A copy of a host array; ``dtype`` may reinterpret same-size bits (``bf16`` from
         a ``uint16`` array)."""
-        a = np.ascontiguousarray(array)
+        try:
+            a = np.ascontiguousarray(array)
+        except (TypeError, ValueError) as err:  # ragged lists, objects numpy cannot hold
+            raise ArrayError(f"DeviceBuffer.from_numpy: not an array: {err}") from None
         dt = _dtype(a.dtype if dtype is None else dtype, "DeviceBuffer.from_numpy")
         if dt.nbytes != a.dtype.itemsize:
             raise ArrayError(
@@ -200,6 +253,7 @@ class DeviceBuffer:
         """Set every byte to ``value`` (0..255); returns self."""
         from tylo.backend import memory
 
+        value = _int_arg(value, "DeviceBuffer.fill_bytes: value", 0, 256)
         memory.memset_d8(self.ptr, value, self.nbytes)
         return self
 
@@ -304,7 +358,15 @@ def device_clash(named: Any) -> str | None:
     None when they name one device or none. What the launcher and the example hosts say
     when the arrays of one launch live on different devices."""
     by_device: dict[int, list[str]] = {}
-    for name, device in named:
+    try:
+        pairs = [tuple(p) for p in named]
+    except TypeError:
+        pairs = None
+    if pairs is None or any(len(p) != 2 for p in pairs):
+        raise ArrayError(f"device_clash: expected (name, device) pairs, got {named!r}")
+    for name, device in pairs:
+        if device is not None:
+            device = _int_arg(device, f"device_clash: the device of {name!r}", 0, 1 << 31)
         if device is not None:
             by_device.setdefault(device, []).append(name)
     if len(by_device) < 2:
@@ -399,6 +461,11 @@ def overlapping_pair(outputs: dict[str, Any], inputs: dict[str, Any]) -> tuple[s
     None when no pair certainly does (pairs :func:`overlap` leaves undecided pass). A
     kernel whose outputs may be read by other threads as inputs would return a wrong
     answer without a word: launch paths refuse such a pair."""
+    if not isinstance(outputs, dict) or not isinstance(inputs, dict):
+        raise ArrayError(
+            f"overlapping_pair: outputs and inputs must be dicts of name -> array, got "
+            f"{type(outputs).__name__} and {type(inputs).__name__}"
+        )
     views = {}
     for name, arr in (*outputs.items(), *inputs.items()):
         if arr is not None and name not in views:
@@ -492,88 +559,9 @@ def _pointer_device(ptr: int, what: str) -> int | None:
         ) from None
 
 
-# ---------------------------------------------------------------------------- DLPack
-
-
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", _DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", _DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-class _DLManagedTensor(ctypes.Structure):
-    _fields_ = [
-        ("dl_tensor", _DLTensor),
-        ("manager_ctx", ctypes.c_void_p),
-        ("deleter", ctypes.c_void_p),
-    ]
-
-
-class _DLManagedTensorVersioned(ctypes.Structure):
-    _fields_ = [
-        ("version_major", ctypes.c_uint32),
-        ("version_minor", ctypes.c_uint32),
-        ("manager_ctx", ctypes.c_void_p),
-        ("deleter", ctypes.c_void_p),
-        ("flags", ctypes.c_uint64),
-        ("dl_tensor", _DLTensor),
-    ]
-
-
-_DLPACK_FLAG_READ_ONLY = 1
-_capsule_is_valid = ctypes.pythonapi.PyCapsule_IsValid
-_capsule_is_valid.restype = ctypes.c_int
-_capsule_is_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_capsule_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_get_pointer.restype = ctypes.c_void_p
-_capsule_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-
-
 def _from_dlpack(obj: Any) -> DeviceArray:
     what = f"as_device_array({type(obj).__name__}.__dlpack__)"
-    device = getattr(obj, "__dlpack_device__", None)
-    if device is not None:
-        dev_type, _ = device()
-        _require_cuda_device(int(dev_type), what)
-    try:
-        try:
-            capsule = obj.__dlpack__(max_version=(1, 0))
-        except TypeError:  # producers older than DLPack 1.0 take no max_version
-            capsule = obj.__dlpack__()
-    except (BufferError, RuntimeError, TypeError, ValueError) as err:
-        raise ArrayError(f"{what}: the producer refused to export: {err}") from None
-    readonly = False
-    if _capsule_is_valid(capsule, b"dltensor_versioned"):
-        managed = _DLManagedTensorVersioned.from_address(
-            _capsule_get_pointer(capsule, b"dltensor_versioned")
-        )
-        if managed.version_major > 1:
-            raise ArrayError(f"{what}: DLPack version {managed.version_major} is not supported")
-        tensor = managed.dl_tensor
-        readonly = bool(managed.flags & _DLPACK_FLAG_READ_ONLY)
-    elif _capsule_is_valid(capsule, b"dltensor"):
-        tensor = _DLManagedTensor.from_address(_capsule_get_pointer(capsule, b"dltensor")).dl_tensor
-    else:
-        raise ArrayError(f"{what}: __dlpack__ did not return an unused DLPack capsule")
-    # The capsule stays unconsumed and is kept alive in DeviceArray.owner: when it is
-    # collected, the producer's capsule destructor calls the tensor's deleter (DLPack spec).
-    _require_cuda_device(tensor.device.device_type, what)
-    if tensor.dtype.lanes != 1:
-        raise ArrayError(f"{what}: vector dtypes (lanes={tensor.dtype.lanes}) are not supported")
+    tensor, readonly, capsule = read_capsule(obj, what)
     dt = _dtype((tensor.dtype.code, tensor.dtype.bits), what)
     ndim = tensor.ndim
     shape = tuple(int(tensor.shape[i]) for i in range(ndim))
@@ -585,11 +573,3 @@ def _from_dlpack(obj: Any) -> DeviceArray:
     return DeviceArray(
         ptr, shape, strides, dt, int(tensor.device.device_id), readonly, owner=(obj, capsule)
     )
-
-
-def _require_cuda_device(dev_type: int, what: str) -> None:
-    if dev_type not in (KDL_CUDA, KDL_CUDA_MANAGED):
-        name = _DL_DEVICE_NAMES.get(dev_type, f"device type {dev_type}")
-        raise ArrayError(
-            f"{what}: the array lives on {name}, not a CUDA device; move it to the GPU first"
-        )

@@ -131,7 +131,8 @@ def dtype_of(x: object) -> DType:
     if isinstance(x, DType):
         return x
     if isinstance(x, tuple) and len(x) == 2:
-        found = _FROM_DLPACK.get((int(x[0]), int(x[1])))
+        ok = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in x)
+        found = _FROM_DLPACK.get((int(x[0]), int(x[1]))) if ok else None
         if found is None:
             raise DTypeError(f"dtype_of: no tylo dtype for DLPack (code, bits) {x}")
         return found
@@ -142,7 +143,11 @@ def dtype_of(x: object) -> DType:
         if key in _ALIASES:
             return _ALIASES[key]
         if key[:1] in "<>|=" and len(key) >= 3:
-            return _from_numpy(np.dtype(key), x)
+            try:
+                npd = np.dtype(key)
+            except TypeError:
+                raise DTypeError(f"dtype_of: {x!r} is not a typestr numpy understands") from None
+            return _from_numpy(npd, x)
         raise DTypeError(f"dtype_of: unknown dtype name {x!r}; known: {sorted(_BY_NAME)}")
     module = type(x).__module__
     if module.startswith("torch"):

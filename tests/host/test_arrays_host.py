@@ -17,8 +17,6 @@ from hypothesis import strategies as st
 from tylo.arrays import (
     ArrayError,
     DeviceArray,
-    _DLManagedTensor,
-    _DLManagedTensorVersioned,
     array_key,
     as_device_array,
     device_clash,
@@ -26,6 +24,7 @@ from tylo.arrays import (
     overlap,
     overlapping_pair,
 )
+from tylo.dlpack import _DLManagedTensor, _DLManagedTensorVersioned
 from tylo.dtypes import bf16, f16, f32, i8, i64, u8
 from tylo.errors import TyloError
 

@@ -36,8 +36,9 @@ import sympy
 
 from tylo import dtypes as dt
 from tylo.dtypes import DType
+from tylo.errors import TyloError
 from tylo.layouts import ComposedLayout, Layout, composition
-from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.errors import PlanError, TileBoundsError, as_int
 from tylo.tile.ownership import Ownership
 
 __all__ = ["CopyPlan", "commit_copies", "copy_async", "wait_copies"]
@@ -63,14 +64,28 @@ class CopyPlan:
     proofs: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
-        shape = tuple(self.shape)
-        if len(shape) != 2 or not all(type(s) is int and s >= 1 for s in shape):
+        shape = (
+            tuple(as_int(s) for s in self.shape) if isinstance(self.shape, (tuple, list)) else ()
+        )
+        if len(shape) != 2 or not all(s is not None and 1 <= s < 1 << 31 for s in shape):
             raise PlanError(f"CopyPlan: shape must be two positive ints, got {self.shape!r}")
         object.__setattr__(self, "shape", shape)
-        d = dt.dtype_of(self.dtype)
+        try:
+            d = dt.dtype_of(self.dtype)
+        except TyloError as err:
+            raise PlanError(f"CopyPlan: {err}") from None
         object.__setattr__(self, "dtype", d)
-        if self.vector_bytes not in (4, 8, 16) or self.vector_bytes % d.nbytes:
-            raise PlanError(f"CopyPlan: vector_bytes must be 4, 8 or 16, got {self.vector_bytes}")
+        vb = as_int(self.vector_bytes)
+        if vb not in (4, 8, 16) or vb % d.nbytes:
+            raise PlanError(
+                f"CopyPlan: vector_bytes must be 4, 8 or 16 (a multiple of the {d} size), got "
+                f"{self.vector_bytes!r}"
+            )
+        object.__setattr__(self, "vector_bytes", vb)
+        threads = as_int(self.threads)
+        if threads is None or not 1 <= threads <= 1024:
+            raise PlanError(f"CopyPlan: threads must be an int in [1, 1024], got {self.threads!r}")
+        object.__setattr__(self, "threads", threads)
         v = self.vector
         rows, cols = shape
         if cols % v:
@@ -85,6 +100,15 @@ class CopyPlan:
             )
         if not isinstance(self.smem, (Layout, ComposedLayout)) or not self.smem.is_static:
             raise PlanError(f"CopyPlan: smem must be a static layout, got {self.smem!r}")
+        from tylo.nvgpu.bounds import layout_extents
+
+        ext = layout_extents(self.smem)
+        if len(ext) != 2 or ext[0] < rows or ext[1] < cols:
+            raise TileBoundsError(
+                f"CopyPlan: the copy writes rows 0..{rows - 1} x columns 0..{cols - 1} of its "
+                f"shared layout {self.smem}, whose extents are {ext}; give a layout over at "
+                f"least {shape}"
+            )
         self.proofs.update(self._prove_destination())
 
     @property
@@ -125,7 +149,13 @@ class CopyPlan:
 
     def vector_coord(self, thread: Any, j: int) -> tuple:
         """The tile coordinate of the first element of vector ``j`` of ``thread``."""
-        return self.ownership.coord(thread, self.vector * j)
+        v = as_int(j)
+        if v is None or not 0 <= v < self.vectors_per_thread:
+            raise PlanError(
+                f"{self}.vector_coord: j must be an int in [0, {self.vectors_per_thread}), "
+                f"got {j!r}"
+            )
+        return self.ownership.coord(_thread(thread, self.threads), self.vector * v)
 
     def _vectors_layout(self, layout: Any) -> Any:
         """``layout`` composed with the ownership: (thread, (element, vector)) -> offset."""
@@ -197,6 +227,16 @@ class CopyPlan:
         )
 
 
+def _thread(t: Any, threads: int) -> Any:
+    """A thread index: a static int in ``[0, threads)`` or an index expression (traced)."""
+    v = as_int(t)
+    if v is None and (isinstance(t, sympy.Basic) or hasattr(t, "dtype")):
+        return t
+    if v is None or not 0 <= v < threads:
+        raise PlanError(f"thread index must be an int in [0, {threads}) or an index, got {t!r}")
+    return v
+
+
 # ---------------------------------------------------------------------------- kernel side
 
 
@@ -216,9 +256,12 @@ def wait_copies(n: int = 0) -> None:
     from tylo.kernel.context import current
     from tylo.nvgpu.instructions import check_arch, cp_async_wait_group
 
+    count = as_int(n)
+    if count is None or not 0 <= count < 1 << 31:
+        raise PlanError(f"wait_copies: n must be a static int in [0, 2**31), got {n!r}")
     ctx = current()
     check_arch("cp.async.wait_group", ctx.target)
-    cp_async_wait_group(ctx.builder, n)
+    cp_async_wait_group(ctx.builder, count)
 
 
 def _split(ctx: Any, expr: Any) -> tuple[Any, Any]:
@@ -296,6 +339,7 @@ def copy_async(
     rows past the last one read the last row (columns are still clipped).
     """
     from tylo.kernel.context import current, require_threads
+    from tylo.nvgpu.bounds import check_region
     from tylo.nvgpu.instructions import check_arch
     from tylo.tile.access import GlobalTile, SharedTile, class_addresses
 
@@ -315,6 +359,7 @@ def copy_async(
         raise PlanError("copy_async: clamp_rows is for the bounded form (origin=...)")
     ctx = current()
     check_arch("cp.async", ctx.target)
+    check_region("cp.async", dst, tuple((0, e) for e in plan.shape), access="writes")
     nv = plan.vectors_per_thread
     require_threads(plan.threads, str(plan))  # the block must hold the plan's threads
     coords = [plan.vector_coord(tid, j) for j in range(nv)]

@@ -74,6 +74,14 @@ class PTXOpError(TyloError):
 
 def check_arch(instruction: str, target: Any) -> None:
     """Raise when ``target`` (a :class:`~tylo.target.Target`) predates ``instruction``."""
+    from tylo.target import Target
+
+    if type(instruction) is not str or instruction not in MIN_ARCH:
+        raise PTXOpError(
+            f"check_arch: unknown instruction {instruction!r}; known: {sorted(MIN_ARCH)}"
+        )
+    if target is not None and not isinstance(target, Target):
+        raise PTXOpError(f"check_arch: target must be a tylo Target or None, got {target!r}")
     need, section = MIN_ARCH[instruction]
     if target is not None and tuple(target.cc) < need:
         raise PTXOpError(
@@ -426,3 +434,57 @@ def fence_proxy_async_shared(b: ir.IRBuilder) -> None:
     asm = PTXAsm("fence.proxy.async")
     asm.line("fence.proxy.async.shared::cta;")
     asm.emit(b, memory=True)
+
+
+# ---------------------------------------------------------------------------- operand checks
+# The wrappers above are called by tylo's operations with IR values; called directly with
+# anything else they refuse with PTXOpError naming the operand, instead of failing inside
+# llvmlite. The checks read each wrapper's annotations (strings, as written above).
+
+
+def _accepts(note: str, name: str, v: Any) -> bool:
+    from tylo.backend.ir import NVVMModule
+
+    if note.endswith(" | None"):
+        return v is None or _accepts(note[: -len(" | None")], name, v)
+    if note == "ir.IRBuilder":
+        return isinstance(v, ir.IRBuilder)
+    if note == "ir.Value":
+        return isinstance(v, ir.Value)
+    if note == "ir.Type":
+        return isinstance(v, ir.Type)
+    if note == "Sequence[ir.Value]":
+        return isinstance(v, (list, tuple)) and all(isinstance(x, ir.Value) for x in v)
+    if note in ("int", "bool", "str"):
+        return type(v).__name__ == note
+    if name == "module":
+        return isinstance(v, NVVMModule)
+    return True  # Any: checked by the wrapper itself (a dtype, say)
+
+
+def _checked(fn: Any) -> Any:
+    import functools
+    import inspect
+
+    sig = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as err:
+            raise PTXOpError(f"{fn.__name__}: {err}") from None
+        for name, v in bound.arguments.items():
+            note = sig.parameters[name].annotation
+            if isinstance(note, str) and not _accepts(note, name, v):
+                raise PTXOpError(
+                    f"{fn.__name__}: operand {name} must be {note}, got {v!r} ({type(v).__name__})"
+                )
+        return fn(*args, **kwargs)
+
+    return call
+
+
+for _name in __all__:
+    if _name not in ("MIN_ARCH", "PTXOpError", "check_arch"):
+        globals()[_name] = _checked(globals()[_name])

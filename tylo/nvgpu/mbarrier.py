@@ -51,11 +51,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from llvmlite import ir
 
 from tylo import dtypes as dt
 from tylo.backend.inline_ptx import PTXAsm
-from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.errors import PlanError, as_int
 
 __all__ = [
     "Barriers",
@@ -273,11 +274,25 @@ class PipelinePlan:
             )
 
     def stage(self, it: Any) -> Any:
-        return it % self.stages
+        """The stage iteration ``it`` (a non-negative int or an index expression) uses."""
+        return _iteration(it, "stage") % self.stages
 
     def parity(self, it: Any) -> Any:
         """The parity of the full barrier's phase that iteration ``it`` consumes."""
-        return (it // self.stages) % 2
+        return (_iteration(it, "parity") // self.stages) % 2
+
+
+def _iteration(it: Any, op: str) -> Any:
+    """An iteration count: a non-negative static int (numpy integers too), or a traced
+    index (an expression or an integer Value); a PipelineError otherwise."""
+    import sympy
+
+    if isinstance(it, sympy.Basic) or (hasattr(it, "dtype") and not isinstance(it, np.generic)):
+        return it
+    v = as_int(it)
+    if v is None or v < 0:
+        raise PipelineError(f"PipelinePlan.{op}: it must be an iteration count >= 0, got {it!r}")
+    return v
 
 
 class Pipeline:

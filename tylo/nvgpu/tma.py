@@ -30,7 +30,7 @@ from tylo.dtypes import DType
 from tylo.layouts import ComposedLayout, Layout, Swizzle
 from tylo.layouts.proofs import prove_equal
 from tylo.layouts.symbolic import divides, to_value
-from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.errors import PlanError, as_int
 
 __all__ = [
     "MAX_CLUSTER_CTAS",
@@ -119,14 +119,17 @@ class TensorMapPlan:
         if not 1 <= rank <= MAX_RANK:
             raise TMAError(f"{what}: TMA tensors have 1 to {MAX_RANK} dimensions, got {rank}")
         box = tuple(self.box) if isinstance(self.box, (tuple, list)) else (self.box,)
+        box = tuple(b if as_int(b) is None else as_int(b) for b in box)
         if len(box) != rank or any(type(b) is not int or not 1 <= b <= MAX_BOX for b in box):
             raise TMAError(
                 f"{what}: box must give one int in [1, {MAX_BOX}] per dimension ({rank}), "
                 f"got {self.box!r}"
             )
         object.__setattr__(self, "box", box)
-        if self.swizzle not in _SWIZZLE_BYTES:
-            raise TMAError(f"{what}: swizzle must be one of {sorted(_SWIZZLE_BYTES)}")
+        if type(self.swizzle) is not str or self.swizzle not in _SWIZZLE_BYTES:
+            raise TMAError(
+                f"{what}: swizzle must be one of {sorted(_SWIZZLE_BYTES)}, got {self.swizzle!r}"
+            )
         inner = [i for i, s in enumerate(stride) if to_value(s) == 1]
         if len(inner) != 1:
             raise TMAError(
@@ -209,10 +212,17 @@ class TensorMapPlan:
         ``cuTensorMapEncodeTiled``. Raises :class:`TMAError` for values the hardware refuses.
         The encoding depends on nothing else, so the last 256 are remembered (a launch loop
         that passes the same arrays encodes once)."""
-        key = (address, tuple(extents), tuple(strides))
-        if all(type(v) is int for v in (address, *key[1], *key[2])):
-            return _encode_memo(self, *key)
-        return self._encode(address, extents, strides)
+        rank = len(self.box)
+        seqs = []
+        for name, xs in (("extents", extents), ("strides", strides)):
+            vals = tuple(as_int(v) for v in xs) if isinstance(xs, (tuple, list)) else ()
+            if len(vals) != rank or any(v is None for v in vals):
+                raise TMAError(f"encode: {name} must be {rank} ints, got {xs!r}")
+            seqs.append(vals)
+        addr = as_int(address)
+        if addr is None:
+            raise TMAError(f"encode: the global address must be an int, got {address!r}")
+        return _encode_memo(self, addr, seqs[0], seqs[1])
 
     def _encode(self, address: int, extents: tuple[int, ...], strides: tuple[int, ...]) -> bytes:
         from tylo.backend import driver
@@ -221,8 +231,11 @@ class TensorMapPlan:
         extents, strides = tuple(extents), tuple(strides)
         if len(extents) != rank or len(strides) != rank:
             raise TMAError(f"encode: give {rank} extents and {rank} strides")
-        if type(address) is not int or address <= 0 or address % 16:
-            raise TMAError(f"encode: the global address {address!r} must be 16-byte aligned")
+        if type(address) is not int or not 0 < address < 1 << 64 or address % 16:
+            raise TMAError(
+                f"encode: the global address {address!r} must be a 16-byte aligned address "
+                "(a positive int below 2**64)"
+            )
         for e in extents:
             if type(e) is not int or not 1 <= e <= 2**32:
                 raise TMAError(f"encode: extents must be ints in [1, 2**32], got {extents}")
@@ -246,8 +259,8 @@ class TensorMapPlan:
                     "positive multiple of 16 below 2**40"
                 )
             gstrides.append(b)
+        driver._init()  # NoDeviceError without a driver, as every host call that needs one
         cu = driver._cuda()
-        driver.check(cu.cuInit(0), "cuInit")
         enum = cu.CUtensorMapDataType
         swz = {
             "none": cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
@@ -340,7 +353,10 @@ def _check_tile(op: str, tmap: Any, tile: Any) -> None:
         else 128
     )
     from tylo.kernel import facts
+    from tylo.nvgpu.bounds import check_region
 
+    # the box is written from the tile's base on: the view must be the whole box layout
+    check_region(op, tile, tuple((0, b) for b in plan.box), access="moves")
     period = align // plan.dtype.nbytes
     if facts.divides(period, tile.base) is not True or tile.storage.align < align:
         raise TMAError(
@@ -496,9 +512,12 @@ def wait_stores(n: int = 0, *, read: bool = True) -> None:
     """``cp.async.bulk.wait_group[.read] n``: wait until at most ``n`` bulk-store groups are
     pending (``read=True``: until their shared sources may be overwritten; False: until the
     writes are visible)."""
-    if type(n) is not int or not 0 <= n <= 63:
+    count = as_int(n)
+    if count is None or not 0 <= count <= 63:
         raise TMAError(f"wait_stores: n must be a static int in [0, 63], got {n!r}")
-    _simple(f"cp.async.bulk.wait_group{'.read' if read else ''} {n};")
+    if type(read) is not bool:
+        raise TMAError(f"wait_stores: read must be a bool, got {read!r}")
+    _simple(f"cp.async.bulk.wait_group{'.read' if read else ''} {count};")
 
 
 def _simple(text: str) -> None:

@@ -35,13 +35,12 @@ witness the mismatch.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
 from tylo import dtypes as dt
 from tylo.errors import TyloError
-from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.errors import PlanError, memoized
 from tylo.nvgpu.warp.mma import TiledMMA
 from tylo.tile.ownership import Ownership
 
@@ -111,7 +110,7 @@ def _check_shapes(acc: Ownership, plan: TiledMMA) -> None:
         )
 
 
-@functools.lru_cache(maxsize=128)
+@memoized(128)
 def prove_chain(acc: Ownership, plan: TiledMMA) -> ChainProof:
     """Prove that the accumulator ownership ``acc`` over (M, N), packed in pairs, is
     ``plan``'s A operand ownership over (M, K = N), k-step by k-step, and derive which

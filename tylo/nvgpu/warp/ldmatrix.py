@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tylo import dtypes as dt
-from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.errors import PlanError, as_int
 from tylo.tile.ownership import Ownership, OwnershipError, fit_modes
 
 __all__ = ["LdmatrixLoad", "OperandLoads", "load_operand", "operand_loads"]
@@ -61,7 +61,19 @@ def matrix_rows(own: Ownership, warp: int, reg: int, axis: int, trans: bool) -> 
     ``4i + c//2`` holds row ``i``, columns ``c``, slot ``2*reg + c%2``; ``trans``: the matrix
     stored transposed), when each row is 8 consecutive coordinates along ``axis``; None
     otherwise."""
-    return rows_in_table(own.table(), warp, reg, axis, trans)
+    if not isinstance(own, Ownership) or own.rank != 2:
+        raise PlanError(f"matrix_rows: expected a 2-D Ownership, got {own!r}")
+    w, r = as_int(warp), as_int(reg)
+    if w is None or not 0 <= w < own.threads // WARP or r is None or not 0 <= r < own.values // 2:
+        raise PlanError(
+            f"matrix_rows: warp {warp!r} and register {reg!r} must be ints in "
+            f"[0, {own.threads // WARP}) and [0, {own.values // 2})"
+        )
+    if type(axis) is not int or axis not in (0, 1) or type(trans) is not bool:
+        raise PlanError(
+            f"matrix_rows: axis must be 0 or 1 and trans a bool, got {axis!r}, {trans!r}"
+        )
+    return rows_in_table(own.table(), w, r, axis, trans)
 
 
 def rows_in_table(table: Any, warp: int, reg: int, axis: int, trans: bool) -> list[tuple] | None:
@@ -188,7 +200,13 @@ class OperandLoads:
 
     def slot(self, load: int, k_step: int) -> int:
         """The source slot of the first element of ``load`` in ``k_step``."""
-        return ROW_ELEMENTS * (load + len(self.loads) * k_step)
+        g, k = as_int(load), as_int(k_step)
+        if g is None or not 0 <= g < len(self.loads) or k is None or not 0 <= k < self.plan.k_steps:
+            raise PlanError(
+                f"{self.plan}: load {load!r} and k_step {k_step!r} must be ints in "
+                f"[0, {len(self.loads)}) and [0, {self.plan.k_steps})"
+            )
+        return ROW_ELEMENTS * (g + len(self.loads) * k)
 
     # -- proofs ----------------------------------------------------------------------------
 
@@ -197,7 +215,16 @@ class OperandLoads:
         row is 8 contiguous elements starting 16-byte aligned. Returns the verdicts."""
         from tylo.layouts import composition
         from tylo.layouts.proofs import prove_aligned, prove_contiguous
+        from tylo.nvgpu.bounds import layout_extents
+        from tylo.nvgpu.errors import TileBoundsError
 
+        need = self.source.shape
+        ext = layout_extents(layout)
+        if len(ext) != len(need) or any(e < n for e, n in zip(ext, need)):
+            raise TileBoundsError(
+                f"{self.plan} operand {self.operand.upper()}: ldmatrix reads the {need} tile, "
+                f"but the shared layout {layout} has extents {ext}"
+            )
         rows = composition(layout, self.source.tv)
         nbytes = self.plan.atom.dtype.nbytes
         out = {
@@ -217,6 +244,10 @@ class OperandLoads:
     def bank_conflicts(self, layout: Any) -> int:
         """The worst number of extra shared-memory wavefronts of any 8-lane phase of any
         load (0: conflict-free), from the byte addresses of every lane's row."""
+        from tylo.layouts import ComposedLayout, Layout
+
+        if not isinstance(layout, (Layout, ComposedLayout)) or not layout.is_static:
+            raise PlanError(f"bank_conflicts: expected a static shared layout, got {layout!r}")
         own = self.source
         nbytes = self.plan.atom.dtype.nbytes
         worst = 0
@@ -233,8 +264,19 @@ class OperandLoads:
         return worst
 
 
+def _check_operand(plan: Any, operand: Any, what: str) -> None:
+    # by name: warp.mma imports this module, so it is not imported back (no cycle)
+    if type(plan).__name__ != "TiledMMA" or not hasattr(plan, "k_steps"):
+        raise PlanError(f"{what}: expected a TiledMMA, got {plan!r}")
+    if type(operand) is not str or operand not in ("a", "b"):
+        raise PlanError(f"{what}: operand must be 'a' or 'b', got {operand!r}")
+
+
 def operand_loads(plan: Any, operand: str, axis: int = 1) -> OperandLoads:
     """The (cached) :class:`OperandLoads` of ``operand`` of ``plan``."""
+    _check_operand(plan, operand, "operand_loads")
+    if type(axis) is not int or axis not in (0, 1):
+        raise PlanError(f"operand_loads: axis must be 0 or 1, got {axis!r}")
     # one cache key however the axis is passed (planning leaves it out, kernels name it)
     return _operand_loads(plan, operand, axis)
 
@@ -276,10 +318,12 @@ def load_operand(
     :func:`~tylo.tile.access.class_addresses` with ``share`` says."""
     from tylo.kernel.context import current, require_threads
     from tylo.kernel.values import Value
+    from tylo.nvgpu.bounds import check_region
     from tylo.nvgpu.instructions import check_arch, ldmatrix
     from tylo.tile.access import SharedTile, class_addresses
     from tylo.tile.fragment import Fragment
 
+    _check_operand(plan, operand, "load_operand")
     if not isinstance(tile, SharedTile):
         raise PlanError(f"mma: operand {operand.upper()} must be a SharedTile, got {tile!r}")
     m, n, k = plan.size
@@ -292,8 +336,16 @@ def load_operand(
         raise PlanError(
             f"mma: operand {operand.upper()} holds {tile.dtype}, the atom takes {plan.atom.dtype}"
         )
+    if type(k_step) is not int or not 0 <= k_step < plan.k_steps:
+        raise PlanError(
+            f"mma: k_step must be an int in [0, {plan.k_steps}) (the plan's k-steps), "
+            f"got {k_step!r}"
+        )
     ctx = current()
     check_arch("ldmatrix", ctx.target)
+    check_region(
+        f"ldmatrix (operand {operand.upper()})", tile, tuple((0, e) for e in want), access="reads"
+    )
     loads = operand_loads(plan, operand, _contiguous_axis(tile))
     own = loads.source
     require_threads(plan.threads, f"{plan} (operand {operand.upper()})")

@@ -37,7 +37,7 @@ from tylo.layouts.tv import (
     MMA_M16N8K16_C_TV,
     WARP_SIZE,
 )
-from tylo.nvgpu.errors import PlanError, mma_dtypes
+from tylo.nvgpu.errors import PlanError, as_int, mma_dtypes
 from tylo.tile.ownership import Ownership
 
 __all__ = [
@@ -74,13 +74,15 @@ class MMAAtom:
     acc: DType = dt.f32
 
     def __post_init__(self) -> None:
-        shape = tuple(self.shape) if isinstance(self.shape, (tuple, list)) else self.shape
-        object.__setattr__(self, "shape", shape)
-        if shape not in _ATOMS:
+        shape = tuple(self.shape) if isinstance(self.shape, (tuple, list)) else None
+        if shape is not None:
+            shape = tuple(v if as_int(v) is None else as_int(v) for v in shape)
+        if shape is None or not all(type(v) is int for v in shape) or shape not in _ATOMS:
             raise PlanError(
                 f"MMAAtom: shape {self.shape} is not supported; tylo has the warp MMA "
                 f"m16n8k16 (shape (16, 8, 16)); supported: {sorted(_ATOMS)}"
             )
+        object.__setattr__(self, "shape", shape)
         d, acc = mma_dtypes("MMAAtom", self.dtype, self.acc)
         object.__setattr__(self, "dtype", d)
         object.__setattr__(self, "acc", acc)
@@ -123,8 +125,8 @@ class MMAAtom:
 
 
 def _pair(x: Any, what: str) -> tuple[int, int]:
-    t = tuple(x) if isinstance(x, (tuple, list)) else None
-    if t is None or len(t) != 2 or not all(type(v) is int and v >= 1 for v in t):
+    t = tuple(as_int(v) for v in x) if isinstance(x, (tuple, list)) else None
+    if t is None or len(t) != 2 or not all(v is not None and 1 <= v <= 1024 for v in t):
         raise PlanError(f"TiledMMA: {what} must be two positive ints, got {x!r}")
     return t  # type: ignore[return-value]
 
@@ -152,8 +154,8 @@ class TiledMMA:
         object.__setattr__(self, "warps", _pair(self.warps, "warps"))
         object.__setattr__(self, "repeat", _pair(self.repeat, "repeat"))
         ak = self.atom.shape[2]
-        k = ak if self.k is None else self.k
-        if type(k) is not int or k < ak or k % ak:
+        k = ak if self.k is None else as_int(self.k)
+        if k is None or k < ak or k % ak or k >= 1 << 31:
             raise PlanError(
                 f"TiledMMA: k = {self.k!r} must be a positive multiple of the atom's K ({ak})"
             )
@@ -317,7 +319,13 @@ def zero_accumulator(plan: TiledMMA) -> Any:
     ``plan.registers['acc']`` values per thread)."""
     from tylo.tile.fragment import zeros
 
+    _need_plan(plan, "zero_accumulator")
     return zeros(plan.acc_ownership, plan.atom.acc)
+
+
+def _need_plan(plan: Any, what: str) -> None:
+    if not isinstance(plan, TiledMMA):
+        raise PlanError(f"{what}: expected a TiledMMA, got {plan!r}")
 
 
 def load_operands(plan: TiledMMA, a: Any, b: Any, tid: Any, k_step: int) -> tuple[Any, Any]:
@@ -326,8 +334,9 @@ def load_operands(plan: TiledMMA, a: Any, b: Any, tid: Any, k_step: int) -> tupl
     (M, 16) and (N, 16)."""
     from tylo.nvgpu.warp.ldmatrix import load_operand
 
-    if not 0 <= k_step < plan.k_steps:
-        raise PlanError(f"load_operands: k_step {k_step} out of range 0..{plan.k_steps - 1}")
+    _need_plan(plan, "load_operands")
+    if type(k_step) is not int or not 0 <= k_step < plan.k_steps:
+        raise PlanError(f"load_operands: k_step {k_step!r} is not an int in 0..{plan.k_steps - 1}")
     return load_operand(plan, "a", a, tid, k_step), load_operand(plan, "b", b, tid, k_step)
 
 
@@ -344,6 +353,7 @@ def mma_atoms(plan: TiledMMA, a: Any, b: Any, acc: Any) -> Any:
     from tylo.nvgpu.instructions import check_arch, mma_m16n8k16
     from tylo.tile.fragment import Fragment
 
+    _need_plan(plan, "mma_atoms")
     ctx = current()
     check_arch("mma.m16n8k16", ctx.target)
     if not isinstance(acc, Fragment) or acc.ownership != plan.acc_ownership:
@@ -390,6 +400,7 @@ def mma(plan: TiledMMA, a: Any, b: Any, acc: Any, tid: Any) -> Any:
     """``acc + A*B`` over the plan's whole ``k``: for each k-step, ldmatrix loads of A
     (shared tile of (M, k)) and B (shared tile of (N, k)), then the repeated ``mma.sync``.
     No shared memory is allocated and no barrier is inserted."""
+    _need_plan(plan, "mma")
     for ks in range(plan.k_steps):
         fa, fb = load_operands(plan, a, b, tid, ks)
         acc = mma_atoms(plan, fa, fb, acc)

@@ -31,8 +31,10 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
+import sympy
+
 from tylo import dtypes as dt
-from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.errors import PlanError, as_int, memoized
 from tylo.nvgpu.warp.ldmatrix import (
     ROW_ELEMENTS,
     WARP,
@@ -51,7 +53,6 @@ __all__ = [
     "stmatrix_plan",
     "store_fragment",
 ]
-
 
 
 class StmatrixError(PlanError):
@@ -93,6 +94,8 @@ class StmatrixPlan:
         own = self.ownership
         if not isinstance(own, Ownership):
             raise StmatrixError(f"stmatrix: expected an Ownership, got {own!r}")
+        if as_int(self.axis) is not None:
+            object.__setattr__(self, "axis", as_int(self.axis))
         if own.rank != 2 or self.axis not in (0, 1) or type(self.axis) is not int:
             raise StmatrixError(
                 f"stmatrix: stores 2-D fragments along axis 0 or 1; got the {own.rank}-D "
@@ -171,7 +174,16 @@ class StmatrixPlan:
 
     def row_coords(self, store: int, thread: int) -> list[tuple]:
         """The 8 coordinates of the row that ``thread`` addresses in ``store``."""
-        start = self.tables[store][thread]
+        s, t = as_int(store), as_int(thread)
+        if s is None or not 0 <= s < len(self.stores) or t is None:
+            raise StmatrixError(
+                f"row_coords: store {store!r} is not an int in [0, {len(self.stores)})"
+            )
+        if not 0 <= t < self.ownership.threads:
+            raise StmatrixError(
+                f"row_coords: thread {thread!r} is not an int in [0, {self.ownership.threads})"
+            )
+        start = self.tables[s][t]
         unit = _unit(2, self.axis)
         return [tuple(s + c * u for s, u in zip(start, unit)) for c in range(ROW_ELEMENTS)]
 
@@ -210,6 +222,20 @@ class StmatrixPlan:
         ``store``: ``tables[store][tid]`` as an expression."""
         from tylo.layouts.symbolic import floor_div, mod
 
+        s = as_int(store)
+        if s is None or not 0 <= s < len(self.stores):
+            raise StmatrixError(
+                f"address_coord: store {store!r} is not an int in [0, {len(self.stores)})"
+            )
+        store = s
+        if as_int(tid) is not None or not (isinstance(tid, sympy.Basic) or hasattr(tid, "dtype")):
+            t = as_int(tid)
+            if t is None or not 0 <= t < self.ownership.threads:
+                raise StmatrixError(
+                    f"address_coord: tid {tid!r} is not a thread in [0, "
+                    f"{self.ownership.threads}) or an index expression"
+                )
+            tid = t
         lane_modes, warp_modes = self.address_modes[store]
         out: list[Any] = list(self.tables[store][0])
         parts = ((lane_modes, mod(tid, WARP)), (warp_modes, floor_div(tid, WARP)))
@@ -224,7 +250,7 @@ class StmatrixPlan:
         return tuple(out)
 
 
-@functools.lru_cache(maxsize=128)
+@memoized(128)
 def stmatrix_plan(ownership: Ownership, axis: int = 1) -> StmatrixPlan:
     """The (cached) :class:`StmatrixPlan` of ``ownership`` along ``axis``."""
     return StmatrixPlan(ownership, axis)
@@ -282,6 +308,7 @@ def store_fragment(fragment: Any, tile: Any, tid: Any) -> None:
     """
     from tylo.kernel.context import current
     from tylo.kernel.values import Value
+    from tylo.nvgpu.bounds import check_region
     from tylo.nvgpu.instructions import check_arch, stmatrix
     from tylo.tile.access import class_addresses
     from tylo.tile.fragment import Fragment
@@ -320,6 +347,7 @@ def store_fragment(fragment: Any, tile: Any, tid: Any) -> None:
             f"stmatrix: the tile's start {tile.base} must be a proved multiple of 8 elements in "
             "a 16-byte aligned allocation (tylo.shared(..., align=16))"
         )
+    check_region("stmatrix", tile, tuple((0, e) for e in own.shape), access="writes")
     coords = [plan.address_coord(g, tid) for g in range(len(plan.stores))]
     addrs = class_addresses(tile, list(plan.tables), coords)
     for s, addr in zip(plan.stores, addrs):

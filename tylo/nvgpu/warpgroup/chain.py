@@ -25,10 +25,9 @@ counterpart is :mod:`tylo.nvgpu.warp.chain`.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
-from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.errors import PlanError, memoized
 from tylo.nvgpu.warp.chain import match_slots
 from tylo.nvgpu.warpgroup.mma import WarpgroupMMAAtom
 from tylo.tile.fragment import Fragment
@@ -64,7 +63,7 @@ class RegisterAProof:
         return tuple((s[i], s[i + 1]) for i in range(0, len(s), 2))
 
 
-@functools.lru_cache(maxsize=64)
+@memoized(64)
 def prove_register_a(acc: Ownership, atom: WarpgroupMMAAtom) -> RegisterAProof:
     """Prove that the accumulator ownership ``acc`` over (64, K) feeds, packed in pairs,
     the register A (``atom.a_registers``, (64, 16) per k-step) of ``K / 16`` wgmma k-steps,

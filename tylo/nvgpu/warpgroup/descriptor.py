@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tylo import dtypes as dt
+from tylo.errors import TyloError
 from tylo.layouts import ComposedLayout, Layout, Swizzle
-from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.errors import PlanError, TileBoundsError, as_int
 
 __all__ = [
     "SWIZZLES",
@@ -58,10 +59,16 @@ K_STEP = 16  # wgmma's K for 16-bit inputs (m64nNk16)
 _FIELD_LIMIT = 1 << 18  # 14-bit fields of bytes >> 4
 
 
+def _swizzle_name(swizzle: Any, what: str) -> str:
+    if type(swizzle) is not str or swizzle not in SWIZZLES:
+        raise PlanError(f"{what}: swizzle must be one of {list(SWIZZLES)}, got {swizzle!r}")
+    return swizzle
+
+
 def swizzle_period_bytes(swizzle: str) -> int:
     """The alignment a tile with this swizzle must start on: 8 rows of the swizzled width
     (16 bytes for no swizzle, the descriptor's own granularity)."""
-    width, _ = SWIZZLES[swizzle]
+    width, _ = SWIZZLES[_swizzle_name(swizzle, "swizzle_period_bytes")]
     return 16 if swizzle == "none" else 8 * width
 
 
@@ -82,8 +89,21 @@ def canonical_layout(
     >>> str(canonical_layout("K", "128B", dt.bf16, 64, 0, 512))
     'S<3,3,3> o ((8,8),(8,2)):((64,512),(1,8))'
     """
-    d = dt.dtype_of(dtype)
+    what = "canonical_layout"
+    swizzle = _swizzle_name(swizzle, what)
+    try:
+        d = dt.dtype_of(dtype)
+    except TyloError as err:
+        raise PlanError(f"{what}: {err}") from None
+    if d.nbytes not in (1, 2, 4):
+        raise PlanError(f"{what}: wgmma operands are 8, 16 or 32-bit elements, got {d}")
     t = 16 // d.nbytes
+    ints = [as_int(v) for v in (rows, lbo, sbo)]
+    if any(v is None for v in ints) or ints[0] < 1:  # type: ignore[operator]
+        raise PlanError(
+            f"{what}: rows (positive), lbo and sbo must be ints, got {rows!r}, {lbo!r}, {sbo!r}"
+        )
+    rows, lbo, sbo = ints  # type: ignore[assignment]
     if major == "K":
         if rows % 8:
             raise PlanError(f"wgmma K-major operand: {rows} rows is not a multiple of 8")
@@ -126,6 +146,17 @@ class MatrixDescriptor:
     start: int
     align: int
 
+    def __post_init__(self) -> None:
+        what = "MatrixDescriptor"
+        if self.major not in ("K", "MN") or type(self.major) is not str:
+            raise PlanError(f"{what}: major must be 'K' or 'MN', got {self.major!r}")
+        _swizzle_name(self.swizzle, what)
+        for name in ("lbo", "sbo", "start", "align"):
+            v = as_int(getattr(self, name))
+            if v is None or not 0 <= v < 1 << 62:
+                raise PlanError(f"{what}: {name} must be a non-negative int, got {v!r}")
+            object.__setattr__(self, name, v)
+
     @property
     def code(self) -> int:
         return SWIZZLES[self.swizzle][1]
@@ -137,12 +168,13 @@ class MatrixDescriptor:
 
     def encode(self, address: int) -> int:
         """The descriptor for a tile whose k-step starts at shared byte ``address``."""
-        if address % 16 or not 0 <= address < _FIELD_LIMIT:
+        a = as_int(address)
+        if a is None or a % 16 or not 0 <= a < _FIELD_LIMIT:
             raise PlanError(
                 f"wgmma descriptor: start address {address} must be a multiple of 16 below "
                 f"{_FIELD_LIMIT} (shared memory)"
             )
-        return self.high_bits | (address >> 4)
+        return self.high_bits | (a >> 4)
 
     @property
     def transposed(self) -> int:
@@ -190,11 +222,19 @@ def derive_descriptor(
     k_offset: int = 0,
     coordinate: Callable[[tuple], tuple] | None = None,
     what: str = "wgmma operand",
+    extents: tuple[int, int] | None = None,
 ) -> MatrixDescriptor:
     """The descriptor that reads the (rows, 16) k-step at column ``k_offset`` of an operand
     tile with this static ``layout`` (coordinates ``(row, k)``; ``coordinate`` maps them to
     the layout's own when the tile is a window), checked equal to the canonical layout at every
     element. Raises :class:`PlanError` naming, for each canonical form, why it does not match.
+
+    Bounds: the k-step, rows ``0..rows-1`` by columns ``k_offset..k_offset+15``, must lie
+    inside the tile's ``extents`` (default: the layout's domain, ``layout_extents``), and
+    every coordinate it maps to inside the layout's domain; otherwise
+    :class:`~tylo.nvgpu.errors.TileBoundsError` names the k-step, the extents and the offset
+    (a 64 x 64 tile has no k-step at ``k_offset=64``: its layout's linear extension there
+    is other memory).
 
     Defining property: for every ``(r, k)`` of the k-step, the tile's offset equals
     ``S(start + canonical_linear(r, k))`` with the returned fields.
@@ -204,18 +244,69 @@ def derive_descriptor(
     >>> (d.major, d.swizzle, d.lbo, d.sbo, d.align)
     ('K', '128B', 16, 1024, 1024)
     """
-    d = dt.dtype_of(dtype)
+    if type(what) is not str:
+        raise PlanError(f"derive_descriptor: what must be a str, got {what!r}")
+    try:
+        d = dt.dtype_of(dtype)
+    except TyloError as err:
+        raise PlanError(f"{what}: {err}") from None
     if d.nbytes != 2:
         raise PlanError(f"{what}: wgmma k16 operands are 16-bit (bf16, f16), got {d}")
-    if type(rows) is not int or rows < 8:
-        raise PlanError(f"{what}: rows must be an int >= 8, got {rows!r}")
-    if type(k_offset) is not int or k_offset < 0 or k_offset % K_STEP:
-        raise PlanError(f"{what}: k_offset must be a non-negative multiple of {K_STEP}")
-    if not getattr(layout, "is_static", False):
-        raise PlanError(f"{what}: the shared layout must be static, got {layout}")
+    r, k = as_int(rows), as_int(k_offset)
+    if r is None or not 8 <= r <= 256:
+        raise PlanError(f"{what}: rows must be an int in [8, 256], got {rows!r}")
+    if k is None or k < 0 or k % K_STEP or k >= 1 << 31:
+        raise PlanError(
+            f"{what}: k_offset must be a non-negative multiple of {K_STEP}, got {k_offset!r}"
+        )
+    rows, k_offset = r, k
+    if coordinate is not None and not callable(coordinate):
+        raise PlanError(f"{what}: coordinate must be callable, got {coordinate!r}")
+    if extents is not None:
+        ext = tuple(as_int(e) for e in extents) if isinstance(extents, (tuple, list)) else ()
+        if len(ext) != 2 or any(e is None or e < 0 for e in ext):
+            raise PlanError(f"{what}: extents must be two non-negative ints, got {extents!r}")
+        extents = ext
+    from tylo.nvgpu.bounds import layout_extents
+
+    if not isinstance(layout, (Layout, ComposedLayout)) or not layout.is_static:
+        raise PlanError(f"{what}: the shared layout must be a static Layout, got {layout!r}")
     swz, off, inner = _split(layout)
     coord = coordinate or (lambda c: c)
+    if coordinate is None and extents is None:
+        extents = layout_extents(layout)
+    _check_bounds(layout, rows, k_offset, coord, what, extents)
     return _derive(swz, off, inner, d, rows, k_offset, coord, what, str(layout))
+
+
+def _check_bounds(
+    layout: Any, rows: int, k_offset: int, coord: Callable, what: str, extents: Any
+) -> None:
+    """The k-step lies inside ``extents`` (the tile's) and maps inside the layout's domain."""
+    from tylo.nvgpu.bounds import layout_extents, region_text
+
+    domain = layout_extents(layout)
+    region = ((0, rows), (k_offset, k_offset + K_STEP))
+    step = f"the {rows} x {K_STEP} k-step at k_offset {k_offset} ({region_text(region)})"
+    if extents is not None:
+        ext = tuple(extents)
+        if len(ext) != 2 or rows > ext[0] or k_offset + K_STEP > ext[1]:
+            raise TileBoundsError(
+                f"{what}: {step} does not lie inside the tile, whose extents are {ext} "
+                f"({layout}); the instruction needs at least {rows} rows and "
+                f"{k_offset + K_STEP} columns"
+            )
+    for r in range(rows):
+        for k in range(k_offset, k_offset + K_STEP):
+            c = tuple(coord((r, k)))
+            if len(c) != len(domain) or any(
+                type(x) is not int or not 0 <= x < e for x, e in zip(c, domain)
+            ):
+                raise TileBoundsError(
+                    f"{what}: {step} reaches element ({r}, {k}) at the layout's coordinate "
+                    f"{c}, outside the domain of {layout} (extents {domain}); the "
+                    f"instruction needs at least {rows} rows and {k_offset + K_STEP} columns"
+                )
 
 
 def _derive(swz, off, inner, d, rows, k_offset, coord, what, text) -> MatrixDescriptor:

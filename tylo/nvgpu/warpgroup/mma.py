@@ -25,7 +25,7 @@ from tylo import dtypes as dt
 from tylo.dtypes import DType
 from tylo.layouts import Layout
 from tylo.layouts.tv import WARPGROUP_SIZE, wgmma_m64_c_tv
-from tylo.nvgpu.errors import PlanError, mma_dtypes
+from tylo.nvgpu.errors import PlanError, as_int, mma_dtypes
 from tylo.nvgpu.warpgroup.descriptor import MatrixDescriptor, derive_descriptor
 from tylo.tile.ownership import Ownership
 
@@ -34,6 +34,7 @@ __all__ = [
     "PendingAccumulator",
     "PendingAccumulatorError",
     "WarpgroupMMAAtom",
+    "check_warpgroups",
     "commit_group",
     "fence",
     "fence_shared_to_async",
@@ -70,6 +71,8 @@ class WarpgroupMMAAtom:
 
     def __post_init__(self) -> None:
         shape = tuple(self.shape) if isinstance(self.shape, (tuple, list)) else self.shape
+        if type(shape) is tuple:
+            shape = tuple(v if as_int(v) is None else as_int(v) for v in shape)
         ok = (
             type(shape) is tuple
             and len(shape) == 3
@@ -85,7 +88,7 @@ class WarpgroupMMAAtom:
                 f"[8, 256] (PTX ISA 9.7.15.5.2, 16-bit inputs), got {self.shape!r}"
             )
         d, acc = mma_dtypes("WarpgroupMMAAtom", self.dtype, self.acc)
-        if self.a not in _SOURCES:
+        if type(self.a) is not str or self.a not in _SOURCES:
             raise PlanError(f"WarpgroupMMAAtom: a must be one of {_SOURCES}, got {self.a!r}")
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "dtype", d)
@@ -126,6 +129,13 @@ class PendingAccumulator:
     __slots__ = ("atom", "fragment", "group")
 
     def __init__(self, atom: WarpgroupMMAAtom, fragment: Any) -> None:
+        from tylo.tile.fragment import Fragment
+
+        if not isinstance(atom, WarpgroupMMAAtom) or not isinstance(fragment, Fragment):
+            raise PlanError(
+                f"PendingAccumulator: expected a WarpgroupMMAAtom and a Fragment, got "
+                f"{atom!r}, {fragment!r}"
+            )
         self.atom = atom
         self.fragment = fragment
         self.group: int | None = None  # set by commit_group: the group it completes with
@@ -169,18 +179,38 @@ class PendingAccumulator:
         return f"PendingAccumulator({self.atom})"
 
 
-def operand_descriptor(tile: Any, rows: int, *, k_offset: int = 0) -> MatrixDescriptor:
+def operand_descriptor(
+    tile: Any, rows: int, *, k_offset: int = 0, what: str = "wgmma operand"
+) -> MatrixDescriptor:
     """The descriptor of one k-step of a :class:`~tylo.tile.views.SharedTile` operand (see
-    :func:`~tylo.nvgpu.warpgroup.descriptor.derive_descriptor`)."""
+    :func:`~tylo.nvgpu.warpgroup.descriptor.derive_descriptor`): the (rows, 16) k-step at
+    ``k_offset`` must lie inside the tile's extents, the tile (a window) inside its layout,
+    and the layout's offsets from the tile's base inside the shared allocation
+    (:func:`tylo.nvgpu.bounds.check_region`), or :class:`~tylo.nvgpu.errors.TileBoundsError`
+    names the k-step, the extents and the offset."""
+    from tylo.nvgpu.bounds import check_region, view_extents
     from tylo.tile.views import SharedTile
 
     if not isinstance(tile, SharedTile):
-        raise PlanError(f"wgmma: shared operands must be SharedTiles, got {tile!r}")
+        raise PlanError(f"{what}: shared operands must be SharedTiles, got {tile!r}")
     if tile.rank != 2:
-        raise PlanError(f"wgmma: operand tiles have rank 2 (rows, k), got {tile!r}")
-    return derive_descriptor(
-        tile.layout, tile.dtype, rows, k_offset=k_offset, coordinate=tile.coordinate
+        raise PlanError(f"{what}: operand tiles have rank 2 (rows, k), got {tile!r}")
+    if any(type(o) is not int for o in tile.origin):
+        raise PlanError(
+            f"{what}: the window origin {tile.origin} of {tile!r} is not static, so the "
+            "descriptor cannot be derived; put a runtime offset in the tile's base instead"
+        )
+    desc = derive_descriptor(
+        tile.layout,
+        tile.dtype,
+        rows,
+        k_offset=k_offset,
+        coordinate=tile.coordinate,
+        what=what,
+        extents=view_extents(tile),
     )
+    check_region(what, tile, ((0, rows), (k_offset, k_offset + 16)), access="reads")
+    return desc
 
 
 def _descriptor_value(tile: Any, desc: MatrixDescriptor) -> Any:
@@ -209,11 +239,28 @@ def _descriptor_value(tile: Any, desc: MatrixDescriptor) -> Any:
     return b.or_(low, i64(desc.high_bits))
 
 
+def check_warpgroups(op: str) -> None:
+    """Refuse a warpgroup instruction (``.sync.aligned`` over 128 threads) traced for a CTA
+    that is not a whole number of warpgroups: the last, partial warpgroup would execute it
+    with missing threads (undefined behaviour, PTX ISA 9.7.15.5)."""
+    from tylo.kernel.context import current
+
+    bx, by, bz = current().block
+    n = bx * by * bz
+    if n % WARPGROUP_SIZE:
+        raise PlanError(
+            f"{op}: the CTA has {n} threads (block {(bx, by, bz)}), not a whole number of "
+            f"{WARPGROUP_SIZE}-thread warpgroups; wgmma needs every warpgroup complete: "
+            f"launch a multiple of {WARPGROUP_SIZE} threads"
+        )
+
+
 def fence() -> None:
     """``wgmma.fence.sync.aligned`` (PTX ISA 9.7.15.6.1): order this warpgroup's register and
     shared-memory accesses before the ``wgmma`` issued after it."""
     from tylo.nvgpu.instructions import wgmma_fence
 
+    check_warpgroups("wgmma.fence")
     _emit(wgmma_fence)
 
 
@@ -258,6 +305,7 @@ def commit_group() -> None:
     from tylo.kernel.context import current
     from tylo.nvgpu.instructions import wgmma_commit_group
 
+    check_warpgroups("wgmma.commit_group")
     _emit(wgmma_commit_group)
     state = _groups()
     state["committed"] += 1
@@ -295,10 +343,11 @@ def mma_async(
     if not isinstance(frag, Fragment) or frag.ownership != atom.c:
         raise PlanError(f"mma_async: the accumulator must be a fragment of {atom}'s ownership c")
     ctx = current()
-    desc_b = operand_descriptor(b, atom.n, k_offset=k_offset)
+    check_warpgroups("mma_async")
+    desc_b = operand_descriptor(b, atom.n, k_offset=k_offset, what=f"{atom.instruction} B")
     b_val = _descriptor_value(b, desc_b)
     if atom.a == "shared":
-        desc_a = operand_descriptor(a, 64, k_offset=k_offset)
+        desc_a = operand_descriptor(a, 64, k_offset=k_offset, what=f"{atom.instruction} A")
         a_op: Any = _descriptor_value(a, desc_a)
         trans_a = desc_a.transposed
     else:
@@ -309,8 +358,15 @@ def mma_async(
             )
         a_op = [r.use() for r in a.values]
         trans_a = None
-    scale = as_value(accumulate)
-    scale = convert(scale, dt.bool_) if scale.dtype is not dt.bool_ else scale
+    if isinstance(accumulate, Value) and accumulate.dtype is dt.bool_:
+        scale = accumulate
+    elif type(accumulate) is bool:
+        scale = as_value(accumulate)
+    else:
+        raise PlanError(
+            f"mma_async: accumulate must be a bool (static) or a runtime bool, got "
+            f"{accumulate!r}; write accumulate=(x != 0) for a number"
+        )
     _emit(lambda _b: None)  # the architecture check
     out = wgmma_mma_async(
         ctx.builder,
@@ -337,8 +393,10 @@ def wait_group(n: int, *accumulators: Any) -> Any:
     from tylo.nvgpu.instructions import wgmma_wait_group
     from tylo.tile.fragment import Fragment
 
-    if type(n) is not int or not 0 <= n <= 7:
+    if as_int(n) is None or not 0 <= as_int(n) <= 7:  # type: ignore[operator]
         raise PlanError(f"wait_group: n must be a static int in [0, 7], got {n!r}")
+    n = as_int(n)  # type: ignore[assignment]
+    check_warpgroups("wgmma.wait_group")
     frags = []
     state = _groups()
     for a in accumulators:
