@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import ast
 import concurrent.futures
-import copy
 import glob
 import json
 import os
@@ -314,8 +313,13 @@ def _pytest(
     cmd += ["--hypothesis-seed=0", "--doctest-modules", "-o", _FLAGS, *files]
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        cmd, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        start_new_session=True, text=True,
+        cmd,
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        text=True,
     )
     try:
         out, _ = proc.communicate(timeout=timeout)
@@ -431,7 +435,9 @@ def select(root: Path, modules: list[str], sample: int | None, seed: int, ids: l
         if ids:
             ms = [m for m in ms if m.ident in ids]
         elif sample is not None and sample < len(ms):
-            ms = sorted(random.Random(f"{seed}:{module}").sample(ms, sample), key=lambda m: m.number)
+            ms = sorted(
+                random.Random(f"{seed}:{module}").sample(ms, sample), key=lambda m: m.number
+            )
         out += ms
     return out
 
