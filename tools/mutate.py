@@ -53,6 +53,13 @@ _LAYOUT_TESTS = [
     "tests/host/layouts/test_examples.py",
     "tests/host/layouts/test_properties.py",
 ]
+# the launch paths traced and compiled, launched into a recorder (libNVVM, no GPU)
+_LAUNCH_TESTS = [
+    "tests/nvvm/test_trace_launch.py",
+    "tests/nvvm/test_cluster_launch_paths.py",
+    "tests/nvvm/test_launch_args_nvvm.py",
+    "tests/host/test_mutants_launch*.py",
+]
 # module -> its fast tests (globs, relative to the root; a glob matching nothing is skipped,
 # so tests added later under these names join the run)
 TESTS: dict[str, list[str]] = {
@@ -117,12 +124,12 @@ TESTS: dict[str, list[str]] = {
     "tylo/kernel/readers.py": [
         "tests/host/test_launch_args.py",
         "tests/host/test_launch_tensor_maps.py",
-        "tests/host/test_mutants_launch*.py",
+        *_LAUNCH_TESTS,
     ],
     "tylo/kernel/launch.py": [
         "tests/host/test_launch_args.py",
         "tests/host/test_launch_tensor_maps.py",
-        "tests/host/test_mutants_launch*.py",
+        *_LAUNCH_TESTS,
     ],
 }
 
@@ -374,7 +381,7 @@ def run(
         limits, broken = {}, {}
         for module in sorted({m.path for m in mutants}):
             for w in works:  # also writes each copy's bytecode of the unmutated modules
-                status, secs, last = _pytest(w, tests_for(root, module), 600, write_pyc=True)
+                status, secs, last = _pytest(w, tests_for(w, module), 600, write_pyc=True)
             if status != "survived":
                 broken[module] = f"{status}: {last}"
                 log(f"baseline {module}: FAILS ({last}); its mutants are skipped")
@@ -388,7 +395,7 @@ def run(
         def task(m: Mutant) -> Result:
             w = free.pop()
             try:
-                return _run_one(w, m, tests_for(root, m.path), limits[m.path])
+                return _run_one(w, m, tests_for(w, m.path), limits[m.path])
             finally:
                 free.append(w)
 
