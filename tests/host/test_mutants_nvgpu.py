@@ -1,0 +1,97 @@
+"""tylo.nvgpu behaviour pinned by tests written to kill mutants that survived tools/mutate.py
+(traced to NVVM IR only: no libNVVM, no GPU).
+
+- ``tma.wait_stores`` waits for the group count it is given (0 by default: every store) with
+  ``.read`` unless told otherwise, and refuses counts PTX cannot encode (PTX ISA
+  ``cp.async.bulk.wait_group``: an integer constant; tylo allows 0..63).
+- A TMA box's shared tile must start where the swizzle's pattern starts: 1024, 512 and 256
+  bytes for 128B, 64B and 32B (PTX ISA 5.5.7, "Swizzling Modes"), 128 bytes without one
+  (CUDA driver API: the shared address of a bulk tensor copy is 128-byte aligned).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import tylo
+from tylo.layouts import ComposedLayout, Layout, Swizzle, dim
+from tylo.nvgpu import tma
+from tylo.nvgpu.mbarrier import Barriers
+from tylo.tile.views import SharedTile
+
+Coord = tylo.Int(min=0, max=2**20)
+Inner = tylo.Int(min=0, max=2**20, multiple_of=8)
+M, K, LD = dim("M"), dim("K"), dim("ld", multiple_of=8)
+
+
+def plan_for(swizzle: str):
+    cols = {"none": 16, "32B": 16, "64B": 32, "128B": 64}[swizzle]  # bf16: one swizzled row
+    box = (8, cols)
+    smem = Layout(box, (cols, 1))
+    if swizzle != "none":
+        bits = {"32B": 1, "64B": 2, "128B": 3}[swizzle]
+        smem = ComposedLayout(Swizzle(bits, 3, 3), 0, smem)
+    return tma.TensorMapPlan(tylo.bf16, Layout((M, K), (LD, 1)), box, swizzle, smem)
+
+
+@tylo.kernel
+def load_at(out, tm, r0: Coord, c0: Inner, align: tylo.Static):
+    plan = tm.plan
+    rows, cols = plan.box
+    tile = SharedTile(tylo.shared(plan.dtype, rows * cols, align=align), plan.smem_layout)
+    bars = Barriers(1)
+    if tylo.thread_idx.x == 0:
+        bars.init(0, 1)
+    tylo.sync_threads()
+    if tylo.thread_idx.x == 0:
+        bars.arrive_expect_tx(0, plan.box_bytes)
+        tma.load(tm, tile, (r0, c0), bars, 0)
+    bars.wait(0, 0)
+    out[tylo.thread_idx.x] = tile.storage[tylo.thread_idx.x]
+
+
+ISA_ALIGN = {"none": 128, "32B": 256, "64B": 512, "128B": 1024}
+
+
+@pytest.mark.parametrize("swizzle", sorted(ISA_ALIGN))
+def test_box_tiles_start_where_the_swizzle_pattern_does(swizzle):
+    plan = plan_for(swizzle)
+    need = ISA_ALIGN[swizzle]
+    ir = load_at.trace(tylo.bf16, plan, Coord, Inner, need, block=128).llvm
+    assert "cp.async.bulk.tensor.2d" in ir
+    with pytest.raises(tylo.TraceError, match=f"align={need}") as info:
+        load_at.trace(tylo.bf16, plan, Coord, Inner, need // 2, block=128)
+    assert isinstance(info.value.original, tma.TMAError)
+
+
+@tylo.kernel
+def waits(out, n: tylo.Static, read: tylo.Static):
+    if tylo.thread_idx.x == 0:
+        tma.commit_stores()
+        if n is None:
+            tma.wait_stores()
+        else:
+            tma.wait_stores(n, read=read)
+    out[tylo.thread_idx.x] = 1.0
+
+
+@pytest.mark.parametrize(
+    "n,read,text",
+    [
+        (None, True, "cp.async.bulk.wait_group.read 0;"),
+        (0, False, "cp.async.bulk.wait_group 0;"),
+        (5, True, "cp.async.bulk.wait_group.read 5;"),
+        (63, False, "cp.async.bulk.wait_group 63;"),
+    ],
+)
+def test_wait_stores_waits_for_the_count_given(n, read, text):
+    ir = waits.trace(tylo.f32, n, read, block=32).llvm
+    assert text in ir and "cp.async.bulk.commit_group;" in ir
+    assert ir.count("cp.async.bulk.wait_group") == 1
+
+
+@pytest.mark.parametrize("n", [-1, 64, 2**31, 1.0, "0"])
+def test_wait_stores_refuses_counts_ptx_cannot_encode(n):
+    with pytest.raises(tylo.TraceError, match=r"\[0, 63\]") as info:
+        waits.trace(tylo.f32, n, True, block=32)
+    assert isinstance(info.value.original, tma.TMAError)
