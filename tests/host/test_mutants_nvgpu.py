@@ -95,3 +95,36 @@ def test_wait_stores_refuses_counts_ptx_cannot_encode(n):
     with pytest.raises(tylo.TraceError, match=r"\[0, 63\]") as info:
         waits.trace(tylo.f32, n, True, block=32)
     assert isinstance(info.value.original, tma.TMAError)
+
+
+def test_a_one_dimensional_box_is_written_contiguously():
+    plan = tma.TensorMapPlan(tylo.f32, Layout(M, 1), (64,), "none", Layout(64, 1))
+    assert plan.box_layout() == Layout(64, 1) and plan.order == (0,)
+    with pytest.raises(tma.TMAError):
+        tma.TensorMapPlan(tylo.f32, Layout(M, 1), (64,), "none", Layout(64, 2))
+
+
+@tylo.kernel
+def load_u8(out, tm, c0: tylo.Static):
+    plan = tm.plan
+    tile = SharedTile(tylo.shared(plan.dtype, plan.box[0] * plan.box[1], align=128),
+                      plan.smem_layout)  # fmt: skip
+    bars = Barriers(1)
+    if tylo.thread_idx.x == 0:
+        bars.init(0, 1)
+        bars.arrive_expect_tx(0, plan.box_bytes)
+        tma.load(tm, tile, (0, c0), bars, 0)
+    bars.wait(0, 0)
+    out[tylo.thread_idx.x] = tile.storage[tylo.thread_idx.x]
+
+
+@pytest.mark.parametrize("c0,ok", [(0, True), (16, True), (32, True), (8, False), (17, False)])
+def test_a_box_starts_on_16_bytes_of_one_byte_elements(c0, ok):
+    """u8: the contiguous coordinate must be a multiple of 16 elements (16 bytes)."""
+    plan = tma.TensorMapPlan(tylo.u8, Layout((M, K), (LD * 2, 1)), (8, 16), "none",
+                             Layout((8, 16), (16, 1)))  # fmt: skip
+    if ok:
+        assert "cp.async.bulk.tensor.2d" in load_u8.trace(tylo.u8, plan, c0, block=32).llvm
+    else:
+        with pytest.raises(tylo.TraceError, match="multiple of 16 elements"):
+            load_u8.trace(tylo.u8, plan, c0, block=32)
