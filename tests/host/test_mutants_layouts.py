@@ -24,3 +24,21 @@ def test_an_undecided_extent_one_is_the_condition_named():
         composition(Layout((2, n, 4), (1, 4, 64)), Layout(2, 3))
     assert info.value.condition == "N == 1"
     assert "with assuming(N == 1)" in str(info.value)
+
+
+def test_symbolic_extents_print_without_spaces():
+    """CuTe notation has no spaces, in sums and products of symbols too."""
+    from tylo.layouts.inttuple import fmt
+
+    n = dim("N")
+    assert str(Layout((n + 1, 4), (1, n + 1))) == "(N+1,4):(1,N+1)"
+    assert fmt((2 * n + 3, (n, 8))) == "(2*N+3,(N,8))"
+
+
+def test_a_swizzle_composed_with_a_shape_is_the_swizzle_over_its_column_major_layout():
+    from tylo.layouts import ComposedLayout, Swizzle
+
+    c = composition(Swizzle(3, 3, 3), (8, 8))
+    assert isinstance(c, ComposedLayout) and c.inner == Layout((8, 8), (1, 8))
+    s = Swizzle(3, 3, 3)
+    assert [c(i) for i in range(64)] == [s(i) for i in range(64)]
