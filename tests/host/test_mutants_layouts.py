@@ -42,3 +42,20 @@ def test_a_swizzle_composed_with_a_shape_is_the_swizzle_over_its_column_major_la
     assert isinstance(c, ComposedLayout) and c.inner == Layout((8, 8), (1, 8))
     s = Swizzle(3, 3, 3)
     assert [c(i) for i in range(64)] == [s(i) for i in range(64)]
+
+
+def test_a_refined_leaf_of_one_mode_stays_one_mode():
+    """Composition keeps B's shape: B = (2):(-2) gives a rank-1 (2):(...) result, not a
+    nested ((2)):((...)); its offsets are A(B(i)) (here 0 and A(-2) = 14)."""
+    r = composition(Layout((4, 2), (6, -2)), Layout((2,), (-2,)))
+    assert str(r) == "(2):(14)"
+
+
+def test_a_symbolic_stride_whose_elements_fit_the_extent_composes():
+    """B = (2):(2) inside A's first mode of extent 3: (2 - 1) * 2 < 3, so the two elements
+    fit and the result is A(B(i)): 0 and A(2) = 2 * (2N)."""
+    n = dim("N")
+    r = composition(Layout((3, 1), (2 * n, 1)), Layout((2,), (2,)))
+    assert str(r) == "(2):(4*N)"
+    r = composition(Layout((8, 1), (16, 2 * n)), Layout((3,), (3,)))
+    assert str(r) == "(3):(48)"
