@@ -115,6 +115,7 @@ TESTS: dict[str, list[str]] = {
     "tylo/nvgpu/warp/ldmatrix.py": [
         "tests/host/test_mma_plan.py",
         "tests/host/test_mma_plan_gemm.py",
+        "tests/host/test_stmatrix_plan.py",  # stmatrix plans use its row finder
         "tests/host/test_isa_mma*.py",
         "tests/host/test_mutants_nvgpu*.py",
     ],

@@ -160,3 +160,15 @@ def test_values_the_driver_would_refuse_never_reach_it(calls):
         with pytest.raises(TMAError):
             plan.encode(address, extents, strides)
     assert calls == []
+
+
+@pytest.mark.parametrize("rows,ok", [(1, True), (2**32, True), (2**32 + 1, False), (0, False)])
+def test_extents_the_driver_takes(calls, rows, ok):
+    """cuTensorMapEncodeTiled: every globalDim is non-zero and at most 2**32."""
+    plan = _plan(dt.bf16)
+    if ok:
+        plan.encode(1 << 20, (rows, 1024), (1024, 1))
+        assert calls[-1][3] == [1024, rows]
+    else:
+        with pytest.raises(TMAError, match="extents"):
+            plan.encode(1 << 20, (rows, 1024), (1024, 1))

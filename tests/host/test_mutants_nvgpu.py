@@ -128,3 +128,18 @@ def test_a_box_starts_on_16_bytes_of_one_byte_elements(c0, ok):
     else:
         with pytest.raises(tylo.TraceError, match="multiple of 16 elements"):
             load_u8.trace(tylo.u8, plan, c0, block=32)
+
+
+def test_ldmatrix_matrix_rows_of_the_mma_a_operand():
+    """PTX ISA mma.m16n8k16 A: register r holds a_{2r}, a_{2r+1}; its 8x8 matrix has row i
+    at (row i + 8 * (r % 2), column 8 * (r // 2)), read by lanes 4i..4i+3; transposed or
+    along the other axis it is no 8-contiguous matrix."""
+    from tylo.nvgpu.warp.ldmatrix import matrix_rows
+    from tylo.nvgpu.warp.mma import MMAAtom
+
+    a = MMAAtom((16, 8, 16), tylo.bf16).a
+    for r in range(4):
+        want = [(i + 8 * (r % 2), 8 * (r // 2)) for i in range(8)]
+        assert matrix_rows(a, 0, r, 1, False) == want
+        assert matrix_rows(a, 0, r, 0, False) is None
+        assert matrix_rows(a, 0, r, 1, True) is None
