@@ -59,3 +59,38 @@ def test_a_symbolic_stride_whose_elements_fit_the_extent_composes():
     assert str(r) == "(2):(4*N)"
     r = composition(Layout((8, 1), (16, 2 * n)), Layout((3,), (3,)))
     assert str(r) == "(3):(48)"
+
+
+def test_vmul_normalizes_sympy_integers_to_ints():
+    import sympy
+
+    from tylo.layouts.inttuple import vmul
+
+    for a, b in [(sympy.Integer(4), 2), (2, sympy.Integer(4)), (4, 2), (sympy.Integer(2), 4)]:
+        got = vmul(a, b)
+        assert got == 8 and type(got) is int, (a, b)
+
+
+@pytest.mark.parametrize("shape,stride", [(0, 1), (4, 0), (-4, 1), (4, -2), (0, 0)])
+def test_idx2crd_refuses_non_positive_extents_and_strides(shape, stride):
+    from tylo.layouts.inttuple import idx2crd
+
+    with pytest.raises(ShapeError, match="must be positive"):
+        idx2crd(5, shape, stride)
+    assert idx2crd(5, 4, 1) == 1 and idx2crd(13, 4, 2) == 2
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda f: f.idx2crd((1, 2), (4, 4, 4)),  # an index tuple of another rank
+        lambda f: f.idx2crd(5, (4, 4), (1, 4, 16)),  # a stride of another rank
+        lambda f: f.crd2idx((1, 2), (4, 4), (1, 4, 16)),
+        lambda f: f.crd2idx(3, (4, 4), (1,)),
+    ],
+)
+def test_index_maps_refuse_operands_of_another_rank(call):
+    from tylo.layouts import inttuple
+
+    with pytest.raises(ShapeError, match="not congruent"):
+        call(inttuple)
