@@ -94,3 +94,11 @@ def test_index_maps_refuse_operands_of_another_rank(call):
 
     with pytest.raises(ShapeError, match="not congruent"):
         call(inttuple)
+
+
+@pytest.mark.parametrize("crd,shape", [((1, 2), 4), ((1, 2, 3), (4, 4)), ((1,), (4, 4))])
+def test_crd2idx_refuses_a_coordinate_of_another_rank(crd, shape):
+    from tylo.layouts.inttuple import crd2idx
+
+    with pytest.raises(ShapeError, match="does not match shape"):
+        crd2idx(crd, shape)

@@ -143,3 +143,35 @@ def test_ldmatrix_matrix_rows_of_the_mma_a_operand():
         assert matrix_rows(a, 0, r, 1, False) == want
         assert matrix_rows(a, 0, r, 0, False) is None
         assert matrix_rows(a, 0, r, 1, True) is None
+
+
+def _mma_plan():
+    from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
+
+    return TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(1, 1), repeat=(1, 1), k=16)
+
+
+@tylo.kernel
+def load_a(out, what: tylo.Static):
+    from tylo.nvgpu.warp.ldmatrix import load_operand
+
+    plan = _mma_plan()
+    buf = tylo.shared(tylo.bf16 if what != "dtype" else tylo.f16, 256)
+    shape = (16, 16) if what != "shape" else (16, 8)
+    tile = buf if what == "storage" else SharedTile(buf, Layout(shape, (shape[1], 1)))
+    load_operand(plan, "a", tile, tylo.thread_idx.x, 0)
+    out[tylo.thread_idx.x] = 1
+
+
+@pytest.mark.parametrize(
+    "what,match",
+    [("storage", "must be a SharedTile"), ("shape", r"tile has shape \(16, 8\)"),
+     ("dtype", "holds f16, the atom takes bf16")],
+)  # fmt: skip
+def test_operand_loads_refuse_what_the_plan_cannot_read(what, match):
+    from tylo.nvgpu.errors import PlanError
+
+    assert "ldmatrix" in load_a.trace(tylo.u32, "ok", block=32).llvm
+    with pytest.raises(tylo.TraceError, match=match) as info:
+        load_a.trace(tylo.u32, what, block=32)
+    assert isinstance(info.value.original, PlanError)
