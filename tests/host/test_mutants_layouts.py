@@ -102,3 +102,14 @@ def test_crd2idx_refuses_a_coordinate_of_another_rank(crd, shape):
 
     with pytest.raises(ShapeError, match="does not match shape"):
         crd2idx(crd, shape)
+
+
+def test_shape_div_values_and_refusals():
+    from tylo.layouts.inttuple import shape_div
+
+    assert [shape_div(12, 4), shape_div(4, 12), shape_div(8, 8), shape_div(1, 5)] == [3, 1, 1, 1]
+    for a, b in [(0, 4), (4, 0), (-4, 2), (4, -2), (0, 0)]:
+        with pytest.raises(ShapeError, match="must both be positive"):
+            shape_div(a, b)
+    with pytest.raises(ShapeError, match="neither 6 nor 4 divides"):
+        shape_div(6, 4)

@@ -158,7 +158,10 @@ def load_a(out, what: tylo.Static):
     plan = _mma_plan()
     buf = tylo.shared(tylo.bf16 if what != "dtype" else tylo.f16, 256)
     shape = (16, 16) if what != "shape" else (16, 8)
-    tile = buf if what == "storage" else SharedTile(buf, Layout(shape, (shape[1], 1)))
+    stride = {"colmajor": (1, 16), "neither": (32, 2)}.get(what, (shape[1], 1))
+    if what == "neither":
+        buf = tylo.shared(tylo.bf16, 512)
+    tile = buf if what == "storage" else SharedTile(buf, Layout(shape, stride))
     load_operand(plan, "a", tile, tylo.thread_idx.x, 0)
     out[tylo.thread_idx.x] = 1
 
@@ -166,7 +169,7 @@ def load_a(out, what: tylo.Static):
 @pytest.mark.parametrize(
     "what,match",
     [("storage", "must be a SharedTile"), ("shape", r"tile has shape \(16, 8\)"),
-     ("dtype", "holds f16, the atom takes bf16")],
+     ("dtype", "holds f16, the atom takes bf16"), ("neither", "contiguous along neither")],
 )  # fmt: skip
 def test_operand_loads_refuse_what_the_plan_cannot_read(what, match):
     from tylo.nvgpu.errors import PlanError
@@ -175,3 +178,12 @@ def test_operand_loads_refuse_what_the_plan_cannot_read(what, match):
     with pytest.raises(tylo.TraceError, match=match) as info:
         load_a.trace(tylo.u32, what, block=32)
     assert isinstance(info.value.original, PlanError)
+
+
+def test_operand_tiles_contiguous_along_m_load_transposed():
+    """A tile contiguous along K loads plainly; one contiguous along M (column-major)
+    through ldmatrix .trans."""
+    plain = load_a.trace(tylo.u32, "ok", block=32).llvm
+    trans = load_a.trace(tylo.u32, "colmajor", block=32).llvm
+    assert "ldmatrix" in plain and ".trans" not in plain
+    assert "ldmatrix" in trans and ".trans" in trans
