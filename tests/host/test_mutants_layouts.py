@@ -113,3 +113,16 @@ def test_shape_div_values_and_refusals():
             shape_div(a, b)
     with pytest.raises(ShapeError, match="neither 6 nor 4 divides"):
         shape_div(6, 4)
+
+
+def test_right_inverse_stops_where_no_mode_continues_it():
+    """(4,8):(1,N) with N a multiple of 8: after the first mode the inverse needs stride 4,
+    and N == 4 is decided false, so the inverse is 4:1 (no question to ask); with an
+    unconstrained M, M == 4 is the undecided question named."""
+    from tylo.layouts import right_inverse
+
+    n = dim("N", multiple_of=8)
+    assert right_inverse(Layout((4, 8), (1, n))) == Layout(4, 1)
+    with pytest.raises(UndecidableError) as info:
+        right_inverse(Layout((4, 8), (1, dim("M"))))
+    assert info.value.condition == "M == 4"
