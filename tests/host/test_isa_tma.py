@@ -155,6 +155,8 @@ def test_values_the_driver_would_refuse_never_reach_it(calls):
         (1 << 20, (512, 1000 + 1), (1024, 1)),  # contiguous extent not whole 16 bytes
         (1 << 20, (512, 1024), (1028, 1)),  # row stride not a multiple of 16 bytes
         (1 << 20, (512, 1024), (1 << 40, 1)),  # row stride past 2**40 bytes
+        (1 << 20, (512, 1024), (0, 1)),  # a zero stride
+        (1 << 20, (512, 1024), (-1024, 1)),  # a negative stride
         (1 << 20, (0, 1024), (1024, 1)),  # empty
     ]:
         with pytest.raises(TMAError):

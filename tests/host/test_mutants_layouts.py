@@ -108,6 +108,7 @@ def test_shape_div_values_and_refusals():
     from tylo.layouts.inttuple import shape_div
 
     assert [shape_div(12, 4), shape_div(4, 12), shape_div(8, 8), shape_div(1, 5)] == [3, 1, 1, 1]
+    assert shape_div(12, (2, 2)) == 3 and shape_div((4, 6), (2, 4)) == (1, 3)  # by the size
     for a, b in [(0, 4), (4, 0), (-4, 2), (4, -2), (0, 0)]:
         with pytest.raises(ShapeError, match="must both be positive"):
             shape_div(a, b)

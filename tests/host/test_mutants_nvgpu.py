@@ -187,3 +187,23 @@ def test_operand_tiles_contiguous_along_m_load_transposed():
     trans = load_a.trace(tylo.u32, "colmajor", block=32).llvm
     assert "ldmatrix" in plain and ".trans" not in plain
     assert "ldmatrix" in trans and ".trans" in trans
+
+
+@pytest.mark.parametrize(
+    "layout,extra",
+    [
+        (Layout((16, 64), (64, 1)), 7),  # 128-byte rows: eight rows in one 16-byte bank group
+        (Layout((16, 64), (72, 1)), 0),  # rows padded to 144 bytes: eight different groups
+        (Layout((16, 64), (32, 1)), 3),  # 64-byte rows: pairs of rows share a group
+        (ComposedLayout(Swizzle(3, 3, 3), 0, Layout((16, 64), (64, 1))), 0),  # 128B swizzle
+    ],
+    ids=["row128", "padded", "row64", "swizzled"],
+)
+def test_ldmatrix_bank_conflicts_count_16_byte_groups_of_128_bytes(layout, extra):
+    """Shared memory serves 128 bytes (eight 16-byte groups) per wavefront; eight ldmatrix
+    row addresses falling into g distinct groups cost 8 // g - 1 extra wavefronts."""
+    from tylo.nvgpu.warp.ldmatrix import operand_loads
+    from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
+
+    plan = TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(1, 1), repeat=(1, 1), k=64)
+    assert operand_loads(plan, "a").bank_conflicts(layout) == extra
