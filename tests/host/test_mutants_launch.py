@@ -185,6 +185,9 @@ def test_launch_dims_of_valid_grids():
     assert launch_dims((2, 3), block) == (2, 3, 1, 128, 1, 1)
     assert launch_dims([2, 3, 4], block) == (2, 3, 4, 128, 1, 1)
     assert launch_dims((2**32 - 1,), block) == (2**32 - 1, 1, 1, 128, 1, 1)
+    # CUDA grid dimensions are 32-bit: 2**32 and past it are no grid
+    for bad in (2**32, (2**32,), (1, 2**32), (2**33 - 1,), 0, (1, 0), (), (1, 2, 3, 4)):
+        assert launch_dims(bad, block) is None, bad
 
 
 @settings(max_examples=200, deadline=None)

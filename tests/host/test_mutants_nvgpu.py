@@ -207,3 +207,43 @@ def test_ldmatrix_bank_conflicts_count_16_byte_groups_of_128_bytes(layout, extra
 
     plan = TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(1, 1), repeat=(1, 1), k=64)
     assert operand_loads(plan, "a").bank_conflicts(layout) == extra
+
+
+def test_mma_plan_defaults_and_list_shapes():
+    from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
+
+    atom = MMAAtom([16, 8, 16], tylo.bf16)  # a list names the same atom
+    assert atom.shape == (16, 8, 16) and atom == MMAAtom((16, 8, 16), tylo.bf16)
+    plan = TiledMMA(atom)
+    assert (plan.warps, plan.repeat) == ((1, 1), (1, 1))
+    assert plan.size == (16, 8, 16) and plan.threads == 32
+
+
+def test_a_plans_operand_ownerships_are_its_atoms_for_one_warp():
+    from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
+
+    atom = MMAAtom((16, 8, 16), tylo.bf16)
+    plan = TiledMMA(atom, warps=(1, 1), repeat=(1, 1), k=16)
+    for own, ref in ((plan.a_ownership, atom.a), (plan.b_ownership, atom.b)):
+        assert own.values == ref.values and own.threads == 32
+        assert [own.coord(t, v) for t in range(32) for v in range(own.values)] == [
+            ref.coord(t, v) for t in range(32) for v in range(ref.values)
+        ]
+
+
+@tylo.kernel
+def load_step(out, step: tylo.Static):
+    from tylo.nvgpu.warp.mma import load_operands
+
+    plan = _mma_plan()
+    a = SharedTile(tylo.shared(tylo.bf16, 256), Layout((16, 16), (16, 1)))
+    b = SharedTile(tylo.shared(tylo.bf16, 128), Layout((8, 16), (16, 1)))
+    load_operands(plan, a, b, tylo.thread_idx.x, step)
+    out[tylo.thread_idx.x] = 1
+
+
+@pytest.mark.parametrize("step", [-1, 1, 2])
+def test_load_operands_refuses_k_steps_outside_the_plan(step):
+    assert "ldmatrix" in load_step.trace(tylo.u32, 0, block=32).llvm
+    with pytest.raises(tylo.TraceError, match=r"k_step .* out of range 0\.\.0"):
+        load_step.trace(tylo.u32, step, block=32)
