@@ -247,3 +247,24 @@ def test_load_operands_refuses_k_steps_outside_the_plan(step):
     assert "ldmatrix" in load_step.trace(tylo.u32, 0, block=32).llvm
     with pytest.raises(tylo.TraceError, match=r"k_step .* out of range 0\.\.0"):
         load_step.trace(tylo.u32, step, block=32)
+
+
+@tylo.kernel
+def mma_once(out, swap: tylo.Static):
+    from tylo.nvgpu.warp.mma import load_operands, mma_atoms, zero_accumulator
+
+    plan = _mma_plan()
+    a = SharedTile(tylo.shared(tylo.bf16, 256), Layout((16, 16), (16, 1)))
+    b = SharedTile(tylo.shared(tylo.bf16, 128), Layout((8, 16), (16, 1)))
+    fa, fb = load_operands(plan, a, b, tylo.thread_idx.x, 0)
+    if swap:  # B's fragment (2 registers) where A's (4) belongs
+        fa = fb
+    acc = mma_atoms(plan, fa, fb, zero_accumulator(plan))
+    out[tylo.thread_idx.x] = acc.values[0]
+
+
+def test_mma_atoms_take_the_operands_load_operands_made():
+    ir = mma_once.trace(tylo.f32, False, block=32).llvm
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ir
+    with pytest.raises(tylo.TraceError, match="operand A must be a packed fragment of 4"):
+        mma_once.trace(tylo.f32, True, block=32)
