@@ -127,3 +127,56 @@ def test_right_inverse_stops_where_no_mode_continues_it():
     with pytest.raises(UndecidableError) as info:
         right_inverse(Layout((4, 8), (1, dim("M"))))
     assert info.value.condition == "M == 4"
+
+
+def _random_swizzled(rng):
+    from tylo.layouts import Swizzle
+
+    n = rng.randint(1, 3)
+    shape = tuple(rng.choice([1, 2, 4, 8, 16, 3, 32]) for _ in range(n))
+    stride = tuple(rng.choice([0, 1, 2, 4, 8, 16, 32, 64, 3, 128]) for _ in range(n))
+    bits = rng.randint(1, 3)
+    shift = rng.randint(bits, 4)
+    return composition(Swizzle(bits, rng.randint(0, 4), shift), Layout(shape, stride))
+
+
+def test_swizzled_inverses_are_inverses_whenever_given():
+    """Brute force over seeded random swizzled layouts (zero strides, extents of 1 and 3): a
+    left inverse L returned satisfies L(x(i)) == i on x's whole domain, a right inverse R
+    satisfies x(R(j)) == j on R's; otherwise the operation refuses with InverseError."""
+    import random
+
+    from tylo.layouts import left_inverse, right_inverse, size
+    from tylo.layouts.errors import InverseError, LayoutError
+
+    rng = random.Random(7)
+    given = {"left": 0, "right": 0}
+    for _ in range(400):
+        try:
+            x = _random_swizzled(rng)
+        except LayoutError:
+            continue
+        try:
+            inv = left_inverse(x)
+            assert all(inv(x(i)) == i for i in range(size(x))), (x, inv)
+            given["left"] += 1
+        except InverseError:
+            pass
+        try:
+            inv = right_inverse(x)
+            assert all(x(inv(j)) == j for j in range(size(inv))), (x, inv)
+            given["right"] += 1
+        except InverseError:
+            pass
+    assert given["left"] > 40 and given["right"] > 300  # the check is not vacuous
+
+
+def test_a_swizzled_left_inverse_tylo_cannot_represent_is_refused():
+    from tylo.layouts import Swizzle, left_inverse
+    from tylo.layouts.errors import InverseError
+
+    x = composition(Swizzle(2, 1, 2), Layout((1, 16, 2), (0, 1, 32)))
+    with pytest.raises(InverseError, match="represents it only as"):
+        left_inverse(x)
+    y = composition(Swizzle(3, 1, 3), Layout((32,), (1,)))
+    assert str(left_inverse(y)) == "S<3,1,3> o 128:1"
