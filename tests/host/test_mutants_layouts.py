@@ -180,3 +180,43 @@ def test_a_swizzled_left_inverse_tylo_cannot_represent_is_refused():
         left_inverse(x)
     y = composition(Swizzle(3, 1, 3), Layout((32,), (1,)))
     assert str(left_inverse(y)) == "S<3,1,3> o 128:1"
+
+
+@pytest.mark.parametrize("op", ["flatten", "select", "group_modes"])
+@pytest.mark.parametrize("bad", ["4:1", [4, 1], 2.5, None])
+def test_mode_operations_refuse_what_is_no_layout(op, bad):
+    from tylo.layouts import layout as lay
+
+    call = {"flatten": lambda: lay.flatten(bad), "select": lambda: lay.select(bad, 0),
+            "group_modes": lambda: lay.group_modes(bad, 0, 1)}[op]  # fmt: skip
+    with pytest.raises(ShapeError, match="expected a Layout, a ComposedLayout or an int"):
+        call()
+
+
+def test_select_refuses_mode_indexes_that_are_not_ints_or_out_of_range():
+    from tylo.layouts.layout import select
+
+    x = Layout((4, 5, 6))
+    assert select(x, 2, 0) == Layout((6, 4), (20, 1)) and select(x, -1) == Layout((6,), (20,))
+    for bad in ("0", 1.0, None, 3, -4):
+        with pytest.raises(ShapeError, match="mode index"):
+            select(x, bad)
+
+
+@pytest.mark.parametrize("begin,end", [(1, 1), (2, 1), (0, 4), (-1, 2), (0, 0), ("0", 2)])
+def test_group_modes_refuses_empty_or_outside_ranges(begin, end):
+    from tylo.layouts.layout import group_modes
+
+    with pytest.raises(ShapeError, match="needs ints"):
+        group_modes(Layout((4, 5, 6)), begin, end)
+
+
+def test_a_stride_nested_past_the_depth_limit_is_refused_naming_the_stride():
+    from tylo.layouts._depth import MAX_DEPTH
+    from tylo.layouts.errors import LayoutError
+
+    deep = 1
+    for _ in range(MAX_DEPTH + 5):
+        deep = (deep,)
+    with pytest.raises(LayoutError, match="the stride"):
+        Layout(4, deep)

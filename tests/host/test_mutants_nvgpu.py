@@ -268,3 +268,60 @@ def test_mma_atoms_take_the_operands_load_operands_made():
     assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ir
     with pytest.raises(tylo.TraceError, match="operand A must be a packed fragment of 4"):
         mma_once.trace(tylo.f32, True, block=32)
+
+
+@tylo.kernel
+def mma_repeats(out, rm: tylo.Static, rn: tylo.Static):
+    from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA, mma, zero_accumulator
+
+    plan = TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(1, 1), repeat=(rm, rn), k=32)
+    a = SharedTile(tylo.shared(tylo.bf16, 16 * rm * 32), Layout((16 * rm, 32), (32, 1)))
+    b = SharedTile(tylo.shared(tylo.bf16, 8 * rn * 32), Layout((8 * rn, 32), (32, 1)))
+    acc = mma(plan, a, b, zero_accumulator(plan), tylo.thread_idx.x)
+    for v in acc.values:
+        out[tylo.thread_idx.x] = v
+
+
+@pytest.mark.parametrize("rm,rn", [(1, 1), (2, 1), (1, 2), (2, 2), (3, 2), (2, 3)])
+def test_mma_issues_every_atom_of_every_k_step_once(rm, rn):
+    """rm * rn mma.sync per k-step (two k-steps here), whatever order they are issued in."""
+    ir = mma_repeats.trace(tylo.f32, rm, rn, block=32).llvm
+    assert ir.count("mma.sync.aligned.m16n8k16") == 2 * rm * rn
+
+
+@tylo.kernel
+def store_c(out, what: tylo.Static):
+    from tylo.nvgpu.warp.mma import zero_accumulator
+    from tylo.nvgpu.warp.stmatrix import store_fragment
+
+    frag = zero_accumulator(_mma_plan())  # f32 C fragment over (16, 8)
+    dtype = tylo.f32 if what == "dtype" else tylo.bf16
+    shape = (16, 16) if what == "shape" else (16, 8)
+    stride = {"colmajor": (1, 16), "neither": (16, 2)}.get(what, (shape[1], 1))
+    buf = tylo.shared(dtype, 512)
+    tile = buf if what == "storage" else SharedTile(buf, Layout(shape, stride))
+    store_fragment(frag if what != "values" else [1.0], tile, tylo.thread_idx.x)
+    out[tylo.thread_idx.x] = 1
+
+
+@pytest.mark.parametrize(
+    "what,match",
+    [("storage", "must be a SharedTile"), ("values", "expected a Fragment"),
+     ("dtype", "stores 16-bit elements"), ("shape", r"covers \(16, 8\), the tile is \(16, 16\)"),
+     ("neither", "contiguous along neither")],
+)  # fmt: skip
+def test_stmatrix_stores_refuse_what_they_cannot_write(what, match):
+    ok = store_c.trace(tylo.u32, "ok", block=32, target="sm_90a").llvm
+    assert "stmatrix" in ok and ".trans" not in ok
+    assert ".trans" in store_c.trace(tylo.u32, "colmajor", block=32, target="sm_90a").llvm
+    with pytest.raises(tylo.TraceError, match=match):
+        store_c.trace(tylo.u32, what, block=32, target="sm_90a")
+
+
+def test_stmatrix_plans_store_along_k_by_default():
+    from tylo.layouts.tv import MMA_M16N8K16_C_TV
+    from tylo.nvgpu.warp.stmatrix import StmatrixPlan
+    from tylo.tile.ownership import Ownership
+
+    plan = StmatrixPlan(Ownership(MMA_M16N8K16_C_TV, (16, 8)))
+    assert plan.axis == 1 and not plan.trans
