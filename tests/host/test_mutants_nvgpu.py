@@ -297,7 +297,9 @@ def store_c(out, what: tylo.Static):
     frag = zero_accumulator(_mma_plan())  # f32 C fragment over (16, 8)
     dtype = tylo.f32 if what == "dtype" else tylo.bf16
     shape = (16, 16) if what == "shape" else (16, 8)
-    stride = {"colmajor": (1, 16), "neither": (16, 2)}.get(what, (shape[1], 1))
+    stride = {"colmajor": (1, 16), "neither": (16, 2), "misaligned": (12, 1)}.get(
+        what, (shape[1], 1)
+    )
     buf = tylo.shared(dtype, 512)
     tile = buf if what == "storage" else SharedTile(buf, Layout(shape, stride))
     store_fragment(frag if what != "values" else [1.0], tile, tylo.thread_idx.x)
@@ -308,7 +310,8 @@ def store_c(out, what: tylo.Static):
     "what,match",
     [("storage", "must be a SharedTile"), ("values", "expected a Fragment"),
      ("dtype", "stores 16-bit elements"), ("shape", r"covers \(16, 8\), the tile is \(16, 16\)"),
-     ("neither", "contiguous along neither")],
+     ("neither", "contiguous along neither"),
+     ("misaligned", "8 consecutive elements from a 16-byte boundary")],
 )  # fmt: skip
 def test_stmatrix_stores_refuse_what_they_cannot_write(what, match):
     ok = store_c.trace(tylo.u32, "ok", block=32, target="sm_90a").llvm
