@@ -220,3 +220,30 @@ def test_a_stride_nested_past_the_depth_limit_is_refused_naming_the_stride():
         deep = (deep,)
     with pytest.raises(LayoutError, match="the stride"):
         Layout(4, deep)
+
+
+def test_a_bad_stride_is_named_in_the_refusal():
+    with pytest.raises(ShapeError, match=r"stride \(1,x\) holds 'x'"):
+        Layout((4, 4), (1, "x"))
+
+
+def test_mode_minus_one_of_a_rank_one_layout_is_itself():
+    x = Layout(4, 2)
+    assert x[0] == x and x[-1] == x
+    with pytest.raises(IndexError):
+        x[1]
+    with pytest.raises(IndexError):
+        x[-2]
+
+
+def test_a_swizzle_of_a_nonnegative_offset_is_nonnegative():
+    """XOR of bits of a nonnegative integer stays nonnegative; sympy is told so (what the
+    provers use to bound swizzled offsets)."""
+    import sympy
+
+    from tylo.layouts.swizzle import SwizzleXor
+
+    i = sympy.Symbol("i", integer=True, nonnegative=True)
+    assert SwizzleXor(i, 3, 3, 3).is_nonnegative is True
+    j = sympy.Symbol("j", integer=True)
+    assert SwizzleXor(j, 3, 3, 3).is_nonnegative is None

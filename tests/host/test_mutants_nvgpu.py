@@ -328,3 +328,15 @@ def test_stmatrix_plans_store_along_k_by_default():
 
     plan = StmatrixPlan(Ownership(MMA_M16N8K16_C_TV, (16, 8)))
     assert plan.axis == 1 and not plan.trans
+
+
+def test_a_one_register_fragment_is_one_x1_store():
+    """An 8x8 bf16 matrix held the ldmatrix/stmatrix way (lane l: row l // 4, columns
+    2 * (l % 4) + 0, 1): one packed register, one stmatrix.x1."""
+    from tylo.nvgpu.warp.stmatrix import StmatrixPlan
+    from tylo.tile.ownership import Ownership
+
+    own = Ownership(Layout(((4, 8), 2), ((16, 1), 8)), (8, 8))
+    plan = StmatrixPlan(own)
+    assert [(s.registers, s.trans) for s in plan.stores] == [((0,), False)]
+    assert [plan.row_coords(0, t)[0] for t in range(8)] == [(i, 0) for i in range(8)]
