@@ -130,3 +130,4 @@ def test_addresses_the_start_field_cannot_hold_are_refused(address):
     with pytest.raises(PlanError, match="start address"):
         d.encode(address)
     assert fields(d.encode(0x3FFF0))["start"] == 0x3FFF
+    assert fields(d.encode(0))["start"] == 0  # shared address 0 is a tile's start too

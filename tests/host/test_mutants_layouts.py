@@ -247,3 +247,32 @@ def test_a_swizzle_of_a_nonnegative_offset_is_nonnegative():
     assert SwizzleXor(i, 3, 3, 3).is_nonnegative is True
     j = sympy.Symbol("j", integer=True)
     assert SwizzleXor(j, 3, 3, 3).is_nonnegative is None
+
+
+def test_a_swizzle_of_no_bits_is_the_identity_even_symbolically():
+    import sympy
+
+    from tylo.layouts.swizzle import SwizzleXor
+
+    i = sympy.Symbol("i", integer=True, nonnegative=True)
+    assert SwizzleXor(i, 0, 3, 3) == i
+    assert SwizzleXor(sympy.Integer(77), 0, 3, 3) == 77
+
+
+def test_swizzles_fill_at_most_64_bits():
+    from tylo.layouts import Swizzle
+    from tylo.layouts.errors import SwizzleError
+
+    assert Swizzle(1, 60, 3)(1 << 63) == (1 << 63) | (1 << 60)  # 1 + 60 + 3 = 64 bits
+    for args in [(1, 61, 3), (2, 60, 3), (1, 60, -4)]:
+        with pytest.raises(SwizzleError, match="exceeds 64"):
+            Swizzle(*args)
+
+
+def test_a_composed_layout_holds_a_layout_inside():
+    from tylo.layouts import ComposedLayout, Swizzle
+    from tylo.layouts.errors import LayoutError
+
+    for inner in ("4:1", (4, 1), None, Swizzle(1, 0, 1)):
+        with pytest.raises(LayoutError, match="inner .* must be a Layout"):
+            ComposedLayout(Swizzle(1, 0, 1), 0, inner)
