@@ -131,3 +131,14 @@ def test_addresses_the_start_field_cannot_hold_are_refused(address):
         d.encode(address)
     assert fields(d.encode(0x3FFF0))["start"] == 0x3FFF
     assert fields(d.encode(0))["start"] == 0  # shared address 0 is a tile's start too
+
+
+def test_a_window_coordinate_map_gives_the_same_descriptor():
+    """The k-step read through ``coordinate`` (the tile as a 1-D layout of 64 x 64 bf16,
+    row-major, 128B swizzle) is the 2-D tile's: K-major, LBO 16, SBO 1024."""
+    flat = composition(Swizzle(3, 3, 3), Layout(4096, 1))
+    for k in (0, 16, 48):
+        d = derive_descriptor(
+            flat, dt.bf16, 64, k_offset=k, coordinate=lambda c: (64 * c[0] + c[1],)
+        )
+        assert (d.major, d.swizzle, d.lbo, d.sbo, d.start) == ("K", "128B", 16, 1024, k)

@@ -276,3 +276,37 @@ def test_a_composed_layout_holds_a_layout_inside():
     for inner in ("4:1", (4, 1), None, Swizzle(1, 0, 1)):
         with pytest.raises(LayoutError, match="inner .* must be a Layout"):
             ComposedLayout(Swizzle(1, 0, 1), 0, inner)
+
+
+def test_one_swizzle_bit_moves_symbolically_as_it_does_on_ints():
+    import sympy
+
+    from tylo.layouts import Swizzle
+    from tylo.layouts.swizzle import SwizzleXor
+
+    s = Swizzle(1, 0, 3)
+    for v in range(32):
+        assert SwizzleXor(sympy.Integer(v), 1, 0, 3) == s(v) == v ^ ((v >> 3) & 1)
+
+
+@pytest.mark.parametrize("args,period", [((3, 3, 3), 512), ((2, 4, 3), 512), ((1, 0, 1), 4),
+                                         ((1, 2, -1), 16), ((3, 4, 3), 1024)])  # fmt: skip
+def test_a_swizzle_permutes_aligned_blocks_of_its_period(args, period):
+    from tylo.layouts import Swizzle
+
+    s = Swizzle(*args)
+    assert s.size() == period
+    for block in range(3):
+        lo = block * period
+        assert sorted(s(x) for x in range(lo, lo + period)) == list(range(lo, lo + period))
+
+
+def test_a_layout_composed_over_a_layout_evaluates_and_bounds_like_brute_force():
+    from tylo.layouts import ComposedLayout, cosize
+
+    c = ComposedLayout(Layout((4, 2), (1, 4)), 0, Layout(16, 1))  # outer's last mode unbounded
+    values = [c(i) for i in range(16)]
+    assert values == list(range(16))
+    assert cosize(c) == max(values) + 1 == 16
+    d = ComposedLayout(Layout(8, 2), 0, Layout(4, 1))
+    assert [d(i) for i in range(4)] == [0, 2, 4, 6] and cosize(d) == 7
