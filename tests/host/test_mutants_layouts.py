@@ -310,3 +310,17 @@ def test_a_layout_composed_over_a_layout_evaluates_and_bounds_like_brute_force()
     assert cosize(c) == max(values) + 1 == 16
     d = ComposedLayout(Layout(8, 2), 0, Layout(4, 1))
     assert [d(i) for i in range(4)] == [0, 2, 4, 6] and cosize(d) == 7
+
+
+def test_make_tv_layout_refuses_swizzled_or_non_compact_arrangements():
+    from tylo.layouts import ComposedLayout, Swizzle, make_tv_layout
+
+    sw = ComposedLayout(Swizzle(1, 0, 1), 0, Layout(4, 1))
+    for thr, val in [(sw, Layout(2, 1)), (Layout(4, 1), sw)]:
+        with pytest.raises(ShapeError, match="must be plain"):
+            make_tv_layout(thr, val)
+    for thr, val in [(Layout(4, 0), Layout(2, 1)), (Layout(2, 1), Layout(4, 2))]:
+        with pytest.raises(ShapeError, match="is not a bijection"):  # broadcast / gaps
+            make_tv_layout(thr, val)
+    tile, tv = make_tv_layout(Layout((2, 2), (2, 1)), Layout(2, 1))
+    assert tile == (2, 4)  # a compact arrangement is accepted
