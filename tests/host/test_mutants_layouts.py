@@ -323,4 +323,4 @@ def test_make_tv_layout_refuses_swizzled_or_non_compact_arrangements():
         with pytest.raises(ShapeError, match="is not a bijection"):  # broadcast / gaps
             make_tv_layout(thr, val)
     tile, tv = make_tv_layout(Layout((2, 2), (2, 1)), Layout(2, 1))
-    assert tile == (2, 4)  # a compact arrangement is accepted
+    assert tile == (4, 2)  # a compact arrangement is accepted
