@@ -324,3 +324,14 @@ def test_make_tv_layout_refuses_swizzled_or_non_compact_arrangements():
             make_tv_layout(thr, val)
     tile, tv = make_tv_layout(Layout((2, 2), (2, 1)), Layout(2, 1))
     assert tile == (4, 2)  # a compact arrangement is accepted
+
+
+def test_tv_owners_refuses_indexes_outside_the_tile_on_both_sides():
+    from tylo.layouts import tv_owners
+
+    with pytest.raises(ShapeError, match=r"holds index -1, outside the tile's \[0, 4\)"):
+        tv_owners(Layout((2, 2), (1, -1)), (4,))
+    with pytest.raises(ShapeError, match=r"holds index 4, outside"):
+        tv_owners(Layout((2, 2), (1, 4)), (4,))
+    owners = tv_owners(Layout((2, 2), (1, 2)), (4,))  # in range: each element owned once
+    assert len(owners) == 4 and all(len(v) == 1 for v in owners.values())
