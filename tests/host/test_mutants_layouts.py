@@ -335,3 +335,52 @@ def test_tv_owners_refuses_indexes_outside_the_tile_on_both_sides():
         tv_owners(Layout((2, 2), (1, 4)), (4,))
     owners = tv_owners(Layout((2, 2), (1, 2)), (4,))  # in range: each element owned once
     assert len(owners) == 4 and all(len(v) == 1 for v in owners.values())
+
+
+def test_tv_queries_refuse_what_is_no_tv_layout_or_no_tile():
+    from tylo.layouts.errors import LayoutError
+    from tylo.layouts.tv import MMA_M16N8K16_C_TV, tv_coords
+
+    for bad in (Layout(32, 1), Layout((4, 8, 2)), "((4,8),(2,2)):((32,1),(16,8))"):
+        with pytest.raises(ShapeError, match=r"is not a \(thread, value\) Layout of rank 2"):
+            tv_coords(bad, (16, 8), 0)
+    with pytest.raises(LayoutError, match="tile shape"):
+        tv_coords(MMA_M16N8K16_C_TV, (16, "8"), 0)
+    assert tv_coords(MMA_M16N8K16_C_TV, (16, 8), 0) == [(0, 0), (0, 1), (8, 0), (8, 1)]
+
+
+def test_warp_and_warpgroup_sizes():
+    """CUDA: 32 threads per warp; PTX wgmma: a warpgroup is 4 contiguous warps."""
+    import tylo
+    from tylo.layouts.tv import WARP_SIZE, WARPGROUP_SIZE
+
+    assert (WARP_SIZE, WARPGROUP_SIZE, tylo.WARP_SIZE) == (32, 128, 32)
+
+
+def test_a_composed_layout_needs_a_swizzle_or_layout_outside():
+    from tylo.layouts import ComposedLayout
+    from tylo.layouts.errors import LayoutError
+
+    for outer in ("S<3,3,3>", 3, None):
+        with pytest.raises(LayoutError, match="outer .* must be a Swizzle or a Layout"):
+            ComposedLayout(outer, 0, Layout(4, 1))
+
+
+def test_a_swizzled_layout_evaluates_symbolically():
+    import sympy
+
+    from tylo.layouts import ComposedLayout, Swizzle
+
+    c = ComposedLayout(Swizzle(3, 3, 3), 0, Layout(512, 1))
+    i = sympy.Symbol("i", integer=True, nonnegative=True)
+    e = c(i)
+    assert all(e.subs(i, v) == Swizzle(3, 3, 3)(v) for v in (0, 9, 77, 300))
+
+
+def test_symbolic_shapes_divide_when_one_divides_the_other():
+    from tylo.layouts.inttuple import shape_div
+
+    n = dim("N", multiple_of=4)
+    assert str(shape_div(n, 4)) == "N/4"
+    with pytest.raises(ShapeError, match="neither"):
+        shape_div(dim("M"), 4)
