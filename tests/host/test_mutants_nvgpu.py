@@ -196,8 +196,10 @@ def test_operand_tiles_contiguous_along_m_load_transposed():
         (Layout((16, 64), (72, 1)), 0),  # rows padded to 144 bytes: eight different groups
         (Layout((16, 64), (32, 1)), 3),  # 64-byte rows: pairs of rows share a group
         (ComposedLayout(Swizzle(3, 3, 3), 0, Layout((16, 64), (64, 1))), 0),  # 128B swizzle
+        # rows 0-7 in one group, rows 8-15 in another: each phase's eight rows (not nine)
+        (Layout(((8, 2), 64), ((64, 16), 1)), 7),
     ],
-    ids=["row128", "padded", "row64", "swizzled"],
+    ids=["row128", "padded", "row64", "swizzled", "two-halves"],
 )
 def test_ldmatrix_bank_conflicts_count_16_byte_groups_of_128_bytes(layout, extra):
     """Shared memory serves 128 bytes (eight 16-byte groups) per wavefront; eight ldmatrix
