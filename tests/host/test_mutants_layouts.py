@@ -384,3 +384,12 @@ def test_symbolic_shapes_divide_when_one_divides_the_other():
     assert str(shape_div(n, 4)) == "N/4"
     with pytest.raises(ShapeError, match="neither"):
         shape_div(dim("M"), 4)
+
+
+@pytest.mark.parametrize("bits,base,shift", [(1, 2, -1), (2, 3, -2), (3, 3, 3), (1, 0, 1)])
+def test_the_cosize_of_a_swizzled_layout_is_its_largest_offset_plus_one(bits, base, shift):
+    from tylo.layouts import ComposedLayout, Swizzle, cosize, size
+
+    for inner in (Layout(64, 1), Layout((4, 8), (16, 1)), Layout((8, 4), (1, 32))):
+        c = ComposedLayout(Swizzle(bits, base, shift), 0, inner)
+        assert cosize(c) == max(c(i) for i in range(size(inner))) + 1
