@@ -142,3 +142,26 @@ def test_a_window_coordinate_map_gives_the_same_descriptor():
             flat, dt.bf16, 64, k_offset=k, coordinate=lambda c: (64 * c[0] + c[1],)
         )
         assert (d.major, d.swizzle, d.lbo, d.sbo, d.start) == ("K", "128B", 16, 1024, k)
+
+
+# The ISA's canonical layouts (table "Canonical Layouts"), T = 8 for bf16, written with
+# m = rows / (rows per repeating pattern) and the two 8-column halves of a k16 step; the
+# swizzle Swizzle<b,4,3> on bytes is S<b,3,3> on bf16 elements. (tylo writes MN-major
+# swizzled (T,x,m) as (xT,m): the same function.)
+ISA_CANONICAL = [
+    ("K", "none", 64, 512, 64, "((8,8),(8,2)):((8,64),(1,512))"),
+    ("K", "32B", 64, 0, 128, "S<1,3,3> o ((8,8),(8,2)):((16,128),(1,8))"),
+    ("K", "64B", 64, 0, 256, "S<2,3,3> o ((8,8),(8,2)):((32,256),(1,8))"),
+    ("K", "128B", 64, 0, 512, "S<3,3,3> o ((8,8),(8,2)):((64,512),(1,8))"),
+    ("MN", "none", 64, 128, 64, "((8,8),(8,2)):((1,64),(8,128))"),
+    ("MN", "32B", 64, 256, 512, "S<1,3,3> o ((16,4),(8,2)):((1,256),(16,512))"),
+    ("MN", "64B", 64, 512, 1024, "S<2,3,3> o ((32,2),(8,2)):((1,512),(32,1024))"),
+    ("MN", "128B", 64, 1024, 512, "S<3,3,3> o ((64,1),(8,2)):((1,1024),(64,512))"),
+]
+
+
+@pytest.mark.parametrize("major,mode,rows,lbo,sbo,text", ISA_CANONICAL)
+def test_canonical_layouts_are_the_isa_table(major, mode, rows, lbo, sbo, text):
+    from tylo.nvgpu.warpgroup.descriptor import canonical_layout
+
+    assert str(canonical_layout(major, mode, dt.bf16, rows, lbo, sbo)) == text
