@@ -18,8 +18,11 @@ and model from /proc/cpuinfo), its load average and the commit measured. The cla
   a remembered call (``attention()`` with the launch a no-op), on stand-in arrays;
   docs/attention.md.
 - ``interpret``: ``python -m benchmarks.interpret`` (the CPU interpreter); docs/interpret.md.
+- ``cache_hit``: a kernel found in the disk cache by a fresh process, without tracing
+  (``benchmarks/launch.py --only cache``; compiles first, so it needs libNVVM);
+  docs/backend.md, docs/kernels.md.
 
-Nothing here needs a GPU or libNVVM. The machine's load is printed because a shared machine
+Nothing here needs a GPU; only ``cache_hit`` needs libNVVM. The machine's load is printed because a shared machine
 makes every figure slower: quote the median with the load it was taken under.
 """
 
@@ -191,6 +194,30 @@ def attention_plan(repeat: int, calls: int = 2000) -> dict[str, list[float]]:
     return out
 
 
+_HIT_ROW = re.compile(r"^([23])\s+(\S+)\s+([0-9.]+)\s+(\S+)\s+([0-9.]+)\s+\S+\s+([0-9.]+)",
+                      re.MULTILINE)  # fmt: skip
+
+
+def cache_hit(repeat: int) -> dict[str, list[float]]:
+    """``benchmarks/launch.py --only cache``: a kernel found in the disk cache by a fresh
+    process (its processes 2 and 3; process 1 compiles), the first kernel of the process
+    (vector_add, paying the backend's first use) and the second (row_reduce)."""
+    out: dict[str, list[float]] = {}
+    for _ in range(repeat):
+        res = subprocess.run(
+            [sys.executable, "benchmarks/launch.py", "--only", "cache", "--target", "sm_90a"],
+            capture_output=True, text=True, check=True, env=_env(), cwd=ROOT,
+        )  # fmt: skip
+        rows = _HIT_ROW.findall(res.stdout)
+        if len(rows) != 2 or any(r[1] != "kernel-hit" or r[3] != "kernel-hit" for r in rows):
+            raise RuntimeError(f"no kernel-hit rows in:\n{res.stdout}")
+        for _p, _a, first, _b, second, imports in rows:
+            out.setdefault("hit, first kernel of the process", []).append(float(first) / 1e3)
+            out.setdefault("hit, second kernel of the process", []).append(float(second) / 1e3)
+            out.setdefault("imports of that process", []).append(float(imports) / 1e3)
+    return out
+
+
 _INTERP = re.compile(r"^(vector_add|softmax|gemm)[^:]*: ([0-9.]+) s \(first[^0-9]*([0-9.]+) s")
 
 
@@ -216,6 +243,7 @@ CLAIMS: dict[str, Callable[[int], dict[str, list[float]]]] = {
     "launch_host": launch_host,
     "attention_plan": attention_plan,
     "interpret": interpret,
+    "cache_hit": cache_hit,
 }
 
 
