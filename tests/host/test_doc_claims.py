@@ -132,7 +132,7 @@ def test_the_softmax_grid_the_page_states():
 _TIMING = re.compile(r"\d(?:\.\d+)?(?:-\d+(?:\.\d+)?)? ?(?:µs|us|ms|s)\b")
 _CPU_PAGES = {
     "README.md": ["launch"],
-    "docs/kernels.md": ["traces in", "C no-op", "*without tracing*"],
+    "docs/kernels.md": ["traced in", "C no-op", "*without tracing*"],
     "docs/backend.md": ["A cache hit"],
     "docs/proofs.md": ["65,532 elements", "ENUMERATION_LIMIT` ("],
     "docs/attention.md": ["a repeated call costs"],
