@@ -150,8 +150,8 @@ class Target:
         on sm_86, sm_89 and sm_120, 227 KiB on sm_90 and sm_100, 64 KiB on sm_75. Raises
         :class:`TargetError` for a compute capability tylo has no figure for.
 
-        >>> [Target.parse(t).max_shared_bytes // 1024 for t in ("sm_90a", "sm_80", "sm_86")]
-        [227, 163, 99]
+        >>> tuple(Target.parse(t).max_shared_bytes // 1024 for t in ("sm_90a", "sm_80", "sm_86"))
+        (227, 163, 99)
         """
         kib = _SHARED_KIB.get(self.cc)
         if kib is None:
