@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
-from tylo.ops.attention import host
-from tylo.ops.attention.reference import AttentionInputError
 from tylo.arrays import DeviceArray
 from tylo.nvgpu.errors import PlanError
+from tylo.ops.attention import host
+from tylo.ops.attention.reference import AttentionInputError
 from tylo.remembered import Remembered
 
 

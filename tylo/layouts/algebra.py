@@ -110,7 +110,8 @@ def coalesce(layout: Any, profile: Any = None) -> Any:
     top-level mode separately, keeping the rank. Defining property: ``coalesce(L)(i) ==
     L(i)`` for every index ``i < size(L)``.
 
-    >>> str(coalesce(Layout((2, (1, 6)), (1, (6, 2))))), str(coalesce(Layout((2, (1, 6)), (1, (6, 2))), (1, 1)))
+    >>> a = Layout((2, (1, 6)), (1, (6, 2)))
+    >>> str(coalesce(a)), str(coalesce(a, (1, 1)))
     ('12:1', '(2,6):(1,2)')
     """
     if type(layout) is Layout and profile is None:
@@ -175,7 +176,8 @@ class _Text:
     def __str__(self) -> str:
         return self.make()
 
-    __format__ = lambda self, spec: format(str(self), spec)
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
 def sorted_modes(modes: list, what: Any, op: str = "complement") -> list:

@@ -195,7 +195,8 @@ def require_static(x: Any, what: str = "value") -> int:
     >>> require_static(dim("M"), what="tile_m")
     Traceback (most recent call last):
     ...
-    tylo.layouts.errors.StaticRequiredError: tile_m must be a static int, got the symbolic value M; ...
+    tylo.layouts.errors.StaticRequiredError: tile_m must be a static int, got the symbolic value
+    M; ...
     """
     if type(x) is int:
         return x
@@ -392,7 +393,8 @@ def exact_div(a: Value, b: Value, *, op: str = "exact_div") -> Value:
     >>> exact_div(dim("N"), 16, op="composition")
     Traceback (most recent call last):
     ...
-    tylo.layouts.errors.UndecidableError: composition needs 16 | N, which depends on the symbols' values: use dim('N', multiple_of=16) or assume it: ...
+    tylo.layouts.errors.UndecidableError: composition needs 16 | N, which depends on the symbols'
+    values: use dim('N', multiple_of=16) or assume it: ...
     """
     if type(a) is int and type(b) is int:
         if b and a % b == 0:
@@ -510,7 +512,7 @@ def _extreme(values: tuple, rel: str, op: str) -> Value:
 
 # Substitution and sampling live in _sampling.py (imported last: it builds on the above).
 # The private helpers are re-exported for tylo.layouts.proofs, which uses them.
-from tylo.layouts._sampling import (  # noqa: F401
+from tylo.layouts._sampling import (  # noqa: E402, F401 - after the above, which it uses
     _closure,
     _holds,
     _intrinsic_ok,

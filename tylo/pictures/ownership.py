@@ -118,7 +118,8 @@ def ownership_svg(own: Any, *, title: str | None = None) -> str:
 def mma_svg(atom: Any, *, title: str | None = None) -> str:
     """An SVG picture of an MMA atom's three operand ownerships side by side: A over
     (M, K), B over (N, K) and C over (M, N), each as :func:`ownership_svg` draws it.
-    ``atom`` is anything with ownerships ``.a``, ``.b`` and ``.c`` (``tylo.nvgpu.warp.mma.MMAAtom``).
+    ``atom`` is anything with ownerships ``.a``, ``.b`` and ``.c``
+    (``tylo.nvgpu.warp.mma.MMAAtom``).
     """
     panels = []
     for part, axes in (("a", "M x K"), ("b", "N x K"), ("c", "M x N")):
