@@ -35,7 +35,9 @@ def _static_shape(tile_shape: Any, what: str) -> tuple[int, ...]:
     return tuple(flat)
 
 
-def tv_owner_table(tv: Any, tile_shape: Any, *, what: str = "tv_svg") -> dict[int, list]:
+def tv_owner_table(
+    tv: object, tile_shape: Any, *, what: str = "tv_svg"
+) -> dict[int, list[tuple[int, int]]]:
     """Every tile index held by ``tv``, mapped to its holders ``[(thread, value), ...]``
     in thread-then-value order. Refuses (PictureError) a layout that is not a static
     rank-2 Layout, and an index outside the tile."""
@@ -54,7 +56,7 @@ def tv_owner_table(tv: Any, tile_shape: Any, *, what: str = "tv_svg") -> dict[in
             f"{what}: {tv} over {tile_shape} has {threads * values} (thread, value) pairs "
             f"and {n} elements, more than the {MAX_CELLS} a picture shows; draw one atom"
         )
-    owners: dict[int, list] = {}
+    owners: dict[int, list[tuple[int, int]]] = {}
     for t in range(threads):
         for v in range(values):
             i = int(tv(t, v))
