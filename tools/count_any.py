@@ -6,11 +6,13 @@ leading underscore) lists in its ``__all__``. A name that a module's ``__all__``
 is followed through ``from ... import`` to the module that defines it, and every definition
 is counted once, however many modules export it. Counted: each parameter annotation and
 each return annotation that mentions ``Any`` (``Any`` or ``typing.Any``, at any depth: so
-``list[Any]`` counts once). The source is read, never imported.
+``list[Any]`` counts once). With ``aliases``, a module-level alias of ``Any`` anywhere in
+the package (``IntTuple = Any``) counts as ``Any`` too, by name (so it may over-count a
+same-named non-alias elsewhere). The source is read, never imported.
 
-``python tools/count_any.py [ROOT]`` prints the total and one line per signature
-(``module.qualname: parameter names``, ``return`` for the return annotation); ROOT is the
-package directory, ``tylo`` by default.
+``python tools/count_any.py [--aliases] [ROOT]`` prints one line per signature
+(``module.qualname: parameter names``, ``return`` for the return annotation), then the
+total; ROOT is the package directory, ``tylo`` by default.
 """
 
 from __future__ import annotations
@@ -34,31 +36,46 @@ class Finding:
     annotations: tuple[str, ...]  # parameter names, and "return"
 
 
-def _mentions_any(node: ast.expr | None) -> bool:
+def _mentions_any(node: ast.expr | None, names: frozenset[str] = frozenset({"Any"})) -> bool:
     if node is None:
         return False
     for sub in ast.walk(node):
-        if isinstance(sub, ast.Name) and sub.id == "Any":
+        if isinstance(sub, ast.Name) and sub.id in names:
             return True
         if isinstance(sub, ast.Attribute) and sub.attr == "Any":
             return True
         if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
             try:  # a quoted annotation
-                if _mentions_any(ast.parse(sub.value, mode="eval").body):
+                if _mentions_any(ast.parse(sub.value, mode="eval").body, names):
                     return True
             except SyntaxError:
                 pass
     return False
 
 
-def _any_annotations(fn: FunctionDef) -> tuple[str, ...]:
+def _any_annotations(fn: FunctionDef, anys: frozenset[str]) -> tuple[str, ...]:
     a = fn.args
     params = [*a.posonlyargs, *a.args, *a.kwonlyargs]
     params += [p for p in (a.vararg, a.kwarg) if p is not None]
-    names = [p.arg for p in params if _mentions_any(p.annotation)]
-    if _mentions_any(fn.returns):
+    names = [p.arg for p in params if _mentions_any(p.annotation, anys)]
+    if _mentions_any(fn.returns, anys):
         names.append("return")
     return tuple(names)
+
+
+def _aliases_of_any(tree: ast.Module) -> set[str]:
+    """The module-level names bound to exactly ``Any`` (``X = Any``, ``X: TypeAlias = Any``)."""
+    out = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            value, targets = node.value, node.targets
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            value, targets = node.value, [node.target]
+        else:
+            continue
+        if isinstance(value, (ast.Name, ast.Attribute)) and _mentions_any(value):
+            out |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return out
 
 
 def _is_public(name: str) -> bool:
@@ -159,10 +176,17 @@ def _exports(tree: ast.Module) -> dict[str, str | None]:
     return {}
 
 
-def count_any(root: Path) -> tuple[int, list[Finding]]:
+def count_any(root: Path, aliases: bool = False) -> tuple[int, list[Finding]]:
     """The number of ``Any`` annotations in the public signatures of the package at
-    ``root``, and the signatures that hold them, sorted."""
+    ``root``, and the signatures that hold them, sorted; with ``aliases``, names bound to
+    ``Any`` at module level count as ``Any``."""
     pkg = _Package(root)
+    anys = {"Any"}
+    if aliases:
+        for module in pkg.modules():
+            tree = pkg.tree(module)
+            anys |= _aliases_of_any(tree) if tree is not None else set()
+    any_names = frozenset(anys)
     seen: set[tuple[str, str]] = set()
     findings: list[Finding] = []
     for module in pkg.modules():
@@ -190,7 +214,7 @@ def count_any(root: Path) -> tuple[int, list[Finding]]:
                 if (where, qualname) in seen:
                     continue
                 seen.add((where, qualname))
-                names = _any_annotations(fn)
+                names = _any_annotations(fn, any_names)
                 if names:
                     findings.append(Finding(where, qualname, names))
     findings.sort(key=lambda f: (f.module, f.qualname))
@@ -199,12 +223,15 @@ def count_any(root: Path) -> tuple[int, list[Finding]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the count and the signatures; the exit status is 0."""
-    args = sys.argv[1:] if argv is None else argv
+    args = list(sys.argv[1:] if argv is None else argv)
+    aliases = "--aliases" in args
+    args = [a for a in args if a != "--aliases"]
     root = Path(args[0]) if args else Path(__file__).resolve().parents[1] / "tylo"
-    total, findings = count_any(root)
+    total, findings = count_any(root, aliases)
     for f in findings:
         print(f"{f.module}.{f.qualname}: {', '.join(f.annotations)}")
-    print(f"{total} Any annotations in {len(findings)} public signatures")
+    what = "Any annotations (aliases of Any included)" if aliases else "Any annotations"
+    print(f"{total} {what} in {len(findings)} public signatures")
     return 0
 
 
