@@ -162,7 +162,7 @@ def _triton_attention():
         return f"triton unavailable ({type(err).__name__}: {err})"
 
     @triton.jit
-    def _fwd(Q, K, V, O, sm_scale, L, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    def _fwd(Q, K, V, Out, sm_scale, L, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
              D: tl.constexpr, CAUSAL: tl.constexpr):  # fmt: skip
         start_m = tl.program_id(0)
         bh = tl.program_id(1)
@@ -193,7 +193,7 @@ def _triton_attention():
             acc = tl.dot(p.to(v.dtype), v, acc)
             m_i = m_new
         acc = acc / l_i[:, None]
-        tl.store(O + base + offs_m[:, None] * D + offs_d[None, :], acc.to(O.dtype.element_ty),
+        tl.store(Out + base + offs_m[:, None] * D + offs_d[None, :], acc.to(Out.dtype.element_ty),
                  mask=offs_m[:, None] < L)  # fmt: skip
 
     def run(q, k, v, o, causal):
@@ -257,9 +257,9 @@ def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False, inner
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
 
+    from tylo.nvgpu.errors import PlanError
     from tylo.ops.attention.host import attention, launch, plan_attention
     from tylo.ops.attention.reference import attention_flops
-    from tylo.nvgpu.errors import PlanError
 
     tdt = torch.bfloat16 if dtype == "bf16" else torch.float16
     b, h = max(1, TOKENS // (16 * length)), 16

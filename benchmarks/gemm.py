@@ -4,7 +4,8 @@ restricted to ``mma.sync`` (Hopper's wgmma disabled), in one process, interleave
     PYTHONPATH=$PWD python3 benchmarks/gemm.py [--reps 30] [--shapes 4096,4096,4096 ...]
 
 For each shape (default: bf16 4096^3, 8192^3 and the odd 4099x4103x4097, the latter both
-with 16-byte aligned leading dimensions and with the unpadded, unaligned ones: tylo then packs A and B into aligned scratch first and
+with 16-byte aligned leading dimensions and with the unpadded, unaligned ones: tylo then packs A and
+B into aligned scratch first and
 the time includes the packing, which is also timed alone) it checks
 every implementation against a float32 reference, then times them A, B, C, A, B, C, ...
 with CUDA events around each launch (inputs rotated through several copies when they would
@@ -104,7 +105,9 @@ def _triton_gemm() -> Any:
         )
 
     def run(a: Any, b: Any, c: Any, m: int, n: int, k: int, lda: int, ldb: int) -> Any:
-        grid = lambda meta: (triton.cdiv(m, meta["BM"]) * triton.cdiv(n, meta["BN"]),)
+        def grid(meta: dict[str, int]) -> tuple[int]:
+            return (triton.cdiv(m, meta["BM"]) * triton.cdiv(n, meta["BN"]),)
+
         compiled = matmul[grid](a, b, c, m, n, k, lda, ldb, n)
         if compiled is not None:
             run.last = compiled  # type: ignore[attr-defined]

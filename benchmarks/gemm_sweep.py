@@ -32,7 +32,6 @@ from benchmarks import provenance
 from benchmarks.gemm_variants import variants  # noqa: E402 - after the sys.path set-up
 
 
-
 def compile_all(cfgs: dict[str, Any], target: Any) -> dict[str, Any]:
     from tylo.ops.gemm.host import compile_gemm
     from tylo.ops.gemm.kernel import sass_summary

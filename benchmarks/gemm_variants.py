@@ -11,8 +11,8 @@ __all__ = ["variants"]
 def variants() -> dict[str, Any]:
     """name -> GemmConfig (full tiles, 16-byte copies: the square benchmark shapes)."""
     import tylo
-    from tylo.ops.gemm.kernel import gemm_config
     from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
+    from tylo.ops.gemm.kernel import gemm_config
 
     atom = MMAAtom((16, 8, 16), tylo.bf16)
     out = {}

@@ -107,8 +107,11 @@ def _triton_tma_matmul():
     def run(a, b, c, BM=128, BN=256, BK=64):
         m, k = a.shape
         n = b.shape[0]
-        descs = (TensorDescriptor.from_tensor(a, [BM, BK]), TensorDescriptor.from_tensor(b, [BN, BK]),
-                 TensorDescriptor.from_tensor(c, [BM, BN]))
+        descs = (
+            TensorDescriptor.from_tensor(a, [BM, BK]),
+            TensorDescriptor.from_tensor(b, [BN, BK]),
+            TensorDescriptor.from_tensor(c, [BM, BN]),
+        )
         grid = (triton.cdiv(m, BM) * triton.cdiv(n, BN),)
         kernel[grid](*descs, m, n, k, BM=BM, BN=BN, BK=BK, G=8, num_warps=8, num_stages=4)
 
@@ -143,7 +146,8 @@ def bench(m, n, k, reps, cfg, out, triton_mm, inner=1):
             fn(a, b, ct)
             torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001 - report and go on without this side
-            print(f"  {name} skipped at {m}x{n}x{k}: {type(e).__name__}: {str(e).splitlines()[0][:90]}")
+            first = str(e).splitlines()[0][:90]
+            print(f"  {name} skipped at {m}x{n}x{k}: {type(e).__name__}: {first}")
             continue
         sides[name] = lambda fn=fn: fn(a, b, ct)
     for f in sides.values():
@@ -229,20 +233,25 @@ def main(argv=None) -> int:
     what = cfg.describe() if cfg else "tiles chosen by tylo.ops.gemm.hopper_host.gemm"
     print(f"device: {torch.cuda.get_device_name(0)}; tylo {what}; D {args.out}")
     print(f"{'shape':>18} {'path':>6} {'tylo ms':>8} {'cuBLAS':>8} {'ratio':>6} {'triton':>8} "
-          f"{'vs tri':>6} {'vs tri-TMA':>10} {'tylo TF/s':>9} {'cuBLAS TF/s':>11} {'of ceiling':>10} "
-          f"{'host us':>8}")
+          f"{'vs tri':>6} {'vs tri-TMA':>10} {'tylo TF/s':>9} {'cuBLAS TF/s':>11} "
+          f"{'of ceiling':>10} {'host us':>8}")
     rows = []
     for m, n, k in shapes:
         r = bench(m, n, k, args.reps, cfg, args.out, triton_mm, args.inner)
         rows.append(r)
-        tri = f"{r['triton_ms']:8.3f} {r['ratio_triton']:6.2f}" if "triton_ms" in r else f"{'-':>8} {'-':>6}"
+        tri = (
+            f"{r['triton_ms']:8.3f} {r['ratio_triton']:6.2f}"
+            if "triton_ms" in r
+            else f"{'-':>8} {'-':>6}"
+        )
         tri += f" {r['ratio_triton_tma']:10.2f}" if "triton_tma_ms" in r else f" {'-':>10}"
         ceil = f"{r['of_ceiling']:10.2f}" if "of_ceiling" in r else f"{'-':>10}"
         print(f"{r['shape']:>18} {r['path']:>6} {r['tylo_ms']:8.3f} {r['cublas_ms']:8.3f} "
               f"{r['ratio']:6.2f} {tri} {r['tylo_tflops']:9.1f} {r['cublas_tflops']:11.1f} {ceil} "
               f"{r['tylo_host_us']:8.1f}",
               flush=True)
-    path = args.json or (os.path.join(os.environ["OUT"], "hopper_gemm.json") if os.environ.get("OUT") else None)
+    out_dir = os.environ.get("OUT")
+    path = args.json or (os.path.join(out_dir, "hopper_gemm.json") if out_dir else None)
     if path:
         meta = provenance.run_metadata(("torch", "triton"), script="benchmarks/hopper_gemm.py",
                                        argv=argv, commit=args.commit, dirty=args.dirty)

@@ -51,10 +51,10 @@ def _time(f) -> float:
 
 def gemm(m: int = 256, n: int = 256, k: int = 256) -> None:
     """The warp-MMA GEMM of tylo/ops/gemm (bf16 in, f32 out) at m x n x k."""
-    from tylo.ops.gemm.host import choose_config
-    from tylo.ops.gemm.kernel import tiled_gemm_kernel
     from tylo.interpret import HostArray
     from tylo.interpret.numerics import bf16_to_f32, f32_to_bf16
+    from tylo.ops.gemm.host import choose_config
+    from tylo.ops.gemm.kernel import tiled_gemm_kernel
 
     rng = np.random.default_rng(1)
     a = f32_to_bf16(rng.standard_normal((m, k)).astype(np.float32))
@@ -81,15 +81,21 @@ def main() -> None:
     n = 1 << 20
     a, b = rng.standard_normal((2, n)).astype(np.float32)
     c = np.zeros(n, np.float32)
-    run = lambda: vector_add.interpret[n // 256, 256](c, a, b, n)
-    first, second = _time(run), _time(run)
+
+    def run_vector_add() -> None:
+        vector_add.interpret[n // 256, 256](c, a, b, n)
+
+    first, second = _time(run_vector_add), _time(run_vector_add)
     assert np.array_equal(c, a + b)
     print(f"vector_add n=2^20: {second:.2f} s (first launch, with tracing: {first:.2f} s)")
     rows, cols = 512, 4096
     x = rng.standard_normal((rows, cols)).astype(np.float32)
     out = np.zeros_like(x)
-    run = lambda: softmax_rows.interpret[rows // 8, 256](out, x, rows, cols)
-    first, second = _time(run), _time(run)
+
+    def run_softmax() -> None:
+        softmax_rows.interpret[rows // 8, 256](out, x, rows, cols)
+
+    first, second = _time(run_softmax), _time(run_softmax)
     e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
     err = np.abs(out - e / e.sum(1, keepdims=True)).max()
     print(f"softmax {rows}x{cols}: {second:.2f} s (first: {first:.2f} s), max error {err:.1e}")

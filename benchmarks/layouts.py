@@ -155,7 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         t_sym = best(sym_fn, args.repeat, max(1, args.number // 10))
         t_py = best(pycute_fn, args.repeat, args.number) if pycute_fn else None
         rows.append((label, t_py, t_static, t_sym))
-    head = f"{'op':44} {'pycute µs':>10} {'tylo µs':>9} {'ratio':>6} {'symbolic µs':>12} {'sym/static':>10}"
+    head = (
+        f"{'op':44} {'pycute µs':>10} {'tylo µs':>9} {'ratio':>6} {'symbolic µs':>12} "
+        f"{'sym/static':>10}"
+    )
     print(head)
     print("-" * len(head))
     for label, t_py, t_static, t_sym in rows:

@@ -28,7 +28,6 @@ import pytest
 
 from tylo.target import Target
 
-
 _SESSION_CACHE: list[str] = []
 
 

@@ -317,8 +317,8 @@ def suite_lines(runs: list[dict[str, Any]], git: Git | None) -> list[str]:
         commit = f"commit `{short(r['commit'])}`" if "commit" in r else "no commit recorded"
         out = [
             (
-                f"Latest complete run of the whole GPU tier (`tests/gpu`): {r['date']}, {r['gpu']}, "
-                f"{commit}: {_cell(r['result'])}"
+                f"Latest complete run of the whole GPU tier (`tests/gpu`): {r['date']}, "
+                f"{r['gpu']}, {commit}: {_cell(r['result'])}"
             )
         ]
     current = [(r, w) for r, s, w in tier if s == "current"]

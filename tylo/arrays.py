@@ -50,7 +50,8 @@ class DeviceArray:
     view is in use; it takes no part in equality. ``stream`` is the producer's stream from
     ``__cuda_array_interface__`` v3, when it named one. ``flags`` (computed) holds
     :data:`NOT_DENSE` when the array has elements and they are not C-contiguous (see
-    :meth:`is_contiguous`), or its strides do not give one per mode, and :data:`READ_ONLY` when ``readonly``: the launch paths test
+    :meth:`is_contiguous`), or its strides do not give one per mode, and :data:`READ_ONLY` when
+    ``readonly``: the launch paths test
     one int.
     """
 

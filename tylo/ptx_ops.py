@@ -1,4 +1,5 @@
-"""Moved to :mod:`tylo.nvgpu.instructions`; a deprecated alias until tylo 0.2 (:mod:`tylo._moved`)."""
+"""Moved to :mod:`tylo.nvgpu.instructions`; a deprecated alias until tylo 0.2
+(:mod:`tylo._moved`)."""
 
 from tylo._moved import alias
 

@@ -1,1 +1,2 @@
-"""Vector add example: see :mod:`examples.vector_add.kernel`; run ``python examples/vector_add/run.py N``."""
+"""Vector add example: see :mod:`examples.vector_add.kernel`; run ``python
+examples/vector_add/run.py N``."""

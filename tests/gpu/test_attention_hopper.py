@@ -20,15 +20,6 @@ from attention_cases import (  # tests/gpu/attention_cases.py
 )
 
 import tylo
-from tylo.ops.attention.hopper_host import choose_config, hopper_attention
-from tylo.ops.attention.hopper_verify import verify
-from tylo.ops.attention.hopper_kernel import (
-    BLOCK,
-    HopperAttentionConfig,
-    block_layout,
-    v_operand_layout,
-)
-from tylo.ops.attention.reference import AttentionInputError, attention_reference
 from tylo.nvgpu.warpgroup.chain import accumulator_as_register_a
 from tylo.nvgpu.warpgroup.mma import (
     WarpgroupMMAAtom,
@@ -38,6 +29,15 @@ from tylo.nvgpu.warpgroup.mma import (
     mma_async,
     wait_group,
 )
+from tylo.ops.attention.hopper_host import choose_config, hopper_attention
+from tylo.ops.attention.hopper_kernel import (
+    BLOCK,
+    HopperAttentionConfig,
+    block_layout,
+    v_operand_layout,
+)
+from tylo.ops.attention.hopper_verify import verify
+from tylo.ops.attention.reference import AttentionInputError, attention_reference
 from tylo.tile.fragment import zeros
 from tylo.tile.views import SharedTile
 
@@ -144,8 +144,10 @@ def test_d128_wide_overlap(gpu_runtime, pingpong, persistent):
     """d = 128 with overlap on 128-key tiles and 2 stages (FlashAttention-3's tile: S, O and
     the previous tile's P take 64 + 64 + 32 registers), O by TMA: the standard cases."""
     for causal in (False, True):
-        cfg = HopperAttentionConfig(d=128, causal=causal, bn=128, stages=2, pingpong=pingpong,
-                                    overlap=True, persistent=persistent, tma_store=True)  # fmt: skip
+        cfg = HopperAttentionConfig(
+            d=128, causal=causal, bn=128, stages=2, pingpong=pingpong,
+            overlap=True, persistent=persistent, tma_store=True,
+        )  # fmt: skip
         verify_standard_cases(cfg, 128, causal)
 
 

@@ -24,8 +24,8 @@ from attention_cases import (  # tests/gpu/attention_cases.py
 
 import tylo
 from tylo.ops.attention.hopper_host import THREE_CONSUMER_TILES, choose_config
-from tylo.ops.attention.hopper_verify import verify
 from tylo.ops.attention.hopper_kernel import HopperAttentionConfig
+from tylo.ops.attention.hopper_verify import verify
 
 SCHEDULES = {"plain": (False, False), "pp": (True, False), "ov": (False, True),
              "pp+ov": (True, True)}  # fmt: skip

@@ -26,8 +26,8 @@ from attention_cases import (  # tests/gpu/attention_cases.py
 
 import tylo
 from tylo.ops.attention.hopper_host import choose_config
-from tylo.ops.attention.hopper_verify import verify
 from tylo.ops.attention.hopper_kernel import HopperAttentionConfig
+from tylo.ops.attention.hopper_verify import verify
 
 # (d, bn, stages, pingpong, overlap, persistent, tma_store): the three tiles with both
 # kernels, every schedule on the default tiles, tma_store on both sides of the others

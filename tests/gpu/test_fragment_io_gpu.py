@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import tylo
-from tylo.tile.fragment_io import coordinates, load_fragment, store_fragment
 from tylo.layouts import Layout
-from tylo.tile.ownership import Ownership
 from tylo.tile.access import SharedTile
+from tylo.tile.fragment_io import coordinates, load_fragment, store_fragment
+from tylo.tile.ownership import Ownership
 
 Dim = tylo.Int(min=1, max=2**31 - 1)
 TILE = (8, 512)
@@ -59,11 +59,11 @@ def bounded_copy(out, x, rows: Dim, cols: Dim, own: tylo.Static, vec: tylo.Stati
     out = tylo.assume_aligned(out, 4 * vec)
     tylo.assume(tylo.divisible(cols, vec))
     X = tylo.view(x, Layout((rows, cols), (cols, 1)))
-    O = tylo.view(out, Layout((rows, cols), (cols, 1)))
+    Out = tylo.view(out, Layout((rows, cols), (cols, 1)))
     tid = tylo.thread_idx.x
     edge = {"origin": (tylo.block_idx.x * 8, 0), "bounds": (rows, cols), "vector": vec}
     f = load_fragment(X, own, tid, clamp=(0,), fill=0.0, **edge)
-    store_fragment(O, f * 2.0, tid, **edge)
+    store_fragment(Out, f * 2.0, tid, **edge)
 
 
 @tylo.kernel

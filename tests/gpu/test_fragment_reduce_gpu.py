@@ -12,9 +12,9 @@ import tylo
 from tylo.layouts import Layout
 from tylo.layouts.tv import MMA_M16N8K16_C_TV
 from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
+from tylo.tile.access import GlobalTile, load, store
 from tylo.tile.ownership import Ownership
 from tylo.tile.reduce import reduction_plan, reduction_scratch
-from tylo.tile.access import GlobalTile, load, store
 
 C = Ownership(MMA_M16N8K16_C_TV, (16, 8))
 PLAN = TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(2, 2), repeat=(2, 4), k=32)

@@ -19,9 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
 from tylo.ops.gemm.host import choose_config, verify
 from tylo.ops.gemm.kernel import DEFAULT_PLAN, SMALL_PLAN, gemm_config
-from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
 
 RUN = [sys.executable, "-m", "tylo.ops.gemm"]
 

@@ -1,5 +1,6 @@
 # TEST_TARGET: cc>=9.0a
-"""The warp-specialized Hopper GEMM (tylo/ops/gemm, the Hopper path): its SASS has wgmma, TMA loads and
+"""The warp-specialized Hopper GEMM (tylo/ops/gemm, the Hopper path): its SASS has wgmma, TMA loads
+and
 mbarrier operations and no local memory; on an H200 it matches float64 (poisoned output,
 fresh random data) at every edge combination, with operands TMA cannot read routed to the
 warp-MMA GEMM. The TMA-store epilogue likewise (stmatrix and TMA stores in the SASS; edges

@@ -235,7 +235,9 @@ def test_shuffle_runtime(gpu_runtime):
 
 
 @tylo.kernel
-def vector_copy(out: tylo.Ptr(align=16), x: tylo.Ptr(align=16), n: tylo.Int(multiple_of=8), cache: tylo.Static):
+def vector_copy(
+    out: tylo.Ptr(align=16), x: tylo.Ptr(align=16), n: tylo.Int(multiple_of=8), cache: tylo.Static
+):
     i = (tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x) * 8
     if i < n:
         a = x.load(i, vector=16 // x.dtype.nbytes, cache=cache)

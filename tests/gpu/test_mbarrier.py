@@ -17,7 +17,6 @@ import pytest
 
 import tylo
 from tylo.nvgpu.mbarrier import (
-    Barriers,
     Pipeline,
     PipelineError,
     PipelinePlan,

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import tylo
-from tylo.nvgpu.cpasync import CopyPlan, commit_copies, copy_async, wait_copies
 from tylo.layouts import Layout, Swizzle, composition, cosize
+from tylo.nvgpu.cpasync import CopyPlan, commit_copies, copy_async, wait_copies
 from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA, load_operands, mma, size, zero_accumulator
 from tylo.tile.access import GlobalTile, SharedTile, store
 
@@ -162,10 +162,11 @@ def test_operand_registers_hold_their_ownership(gpu_runtime, name, swizzle):
 def _exact_inputs(rng, m, n, k, dtype):
     a = rng.integers(-3, 4, size=(m, k)).astype(np.float32)
     b = rng.integers(-3, 4, size=(n, k)).astype(np.float32)
-    if dtype is tylo.bf16:
-        bits = lambda x: (x.view(np.uint32) >> 16).astype(np.uint16)
-    else:
-        bits = lambda x: x.astype(np.float16).view(np.uint16)
+    def bits(x):
+        if dtype is tylo.bf16:
+            return (x.view(np.uint32) >> 16).astype(np.uint16)
+        return x.astype(np.float16).view(np.uint16)
+
     return a, b, bits(a), bits(b)
 
 

@@ -84,7 +84,9 @@ def _np(t) -> np.ndarray:
 # ------------------------------------------------------------------ correctness
 
 
-@pytest.mark.parametrize(("m", "n", "k"), [(65, 97, 73), (256, 128, 64), (1, 1, 1), (300, 17, 1000)])
+@pytest.mark.parametrize(
+    ("m", "n", "k"), [(65, 97, 73), (256, 128, 64), (1, 1, 1), (300, 17, 1000)]
+)
 @pytest.mark.parametrize("b_layout", ["nk", "kn"])
 @pytest.mark.parametrize("out_layout", ["none", "row", "col"])
 def test_gemm_torch(gpu_runtime, m, n, k, b_layout, out_layout):

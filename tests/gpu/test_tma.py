@@ -187,7 +187,8 @@ def test_store_writes_exactly_the_box(gpu_runtime, name, where):
 def test_repeated_launches_load_each_calls_map(gpu_runtime, name, monkeypatch):
     """Launches with tensor maps take the fast paths after the first checked one (Hot.slow
     at most once here), and each launch passes the map given on that call: eight launches
-    back to back, maps of four arrays alternating, synchronized only at the end (the driver copies the parameters at the launch call),
+    back to back, maps of four arrays alternating, synchronized only at the end (the driver copies
+    the parameters at the launch call),
     each output compared with its own array's box."""
     import torch
 

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import tylo
-from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.warpgroup.roles import elect_one, set_max_registers, warpgroup_idx
 
 

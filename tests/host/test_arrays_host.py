@@ -231,9 +231,8 @@ class FakeTorchTensor:
         self.is_cuda = is_cuda
         self.dtype = "torch.bfloat16"
         self.shape = (3, 4)
-        self.device = type(
-            "Dev", (), {"index": 0, "type": "cuda" if is_cuda else "cpu", "__str__": lambda s: "cpu"}
-        )()
+        attrs = {"index": 0, "type": "cuda" if is_cuda else "cpu", "__str__": lambda s: "cpu"}
+        self.device = type("Dev", (), attrs)()
 
     def data_ptr(self) -> int:
         return PTR

@@ -27,8 +27,8 @@ class Props:
 @pytest.fixture
 def hopper(monkeypatch):
     """A device of compute capability 9.0 whose Hopper kernel takes every input."""
-    from tylo.ops.attention import hopper_host
     from tylo.backend import device
+    from tylo.ops.attention import hopper_host
 
     monkeypatch.setattr(device, "device_properties", lambda dev: Props((9, 0)))
     monkeypatch.setattr(hopper_host, "check_inputs", lambda q, k, v: (q, k, v))
@@ -59,9 +59,9 @@ def test_measured_choices(hopper):
 
 
 def test_other_devices_scales_and_refusals_take_the_warp_path(monkeypatch, hopper):
-    from tylo.ops.attention import hopper_host
     from tylo.backend import device
     from tylo.errors import TyloError
+    from tylo.ops.attention import hopper_host
 
     assert host.auto_path(*_qkv(4096, 4096, 128), scale=-1.0) == "warp"
     assert host.auto_path(*_qkv(4096, 4096, 128), scale=0.5) == "hopper"

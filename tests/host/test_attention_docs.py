@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from doc_examples import check_page
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tylo.nvgpu.errors import PlanError
 from tylo.ops.attention.hopper_kernel import HopperAttentionConfig, key_tiles
 from tylo.ops.attention.hopper_persistent import item_order
 from tylo.ops.attention.hopper_schedule import (
@@ -27,7 +28,6 @@ from tylo.ops.attention.hopper_schedule import (
     schedule_table,
     tail_rounds,
 )
-from tylo.nvgpu.errors import PlanError
 
 
 def _cfg(causal, d=64, bn=None, overlap=True):

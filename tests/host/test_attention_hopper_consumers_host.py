@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import tylo
+from tylo.nvgpu.errors import PlanError
 from tylo.ops.attention import hopper_host
 from tylo.ops.attention.hopper_host import (
     SCHEDULES,
@@ -48,7 +49,6 @@ from tylo.ops.attention.hopper_roles import (
     registers,
 )
 from tylo.ops.attention.reference import AttentionInputError
-from tylo.nvgpu.errors import PlanError
 
 HOSTILE = (0, 1, 4, -1, -3, 2**63, -(2**63), True, False, 2.0, 3.0, "3", None, np.int64(3),
            (3,), 1 + 2j)  # fmt: skip

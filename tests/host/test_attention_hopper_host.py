@@ -20,6 +20,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
+from tylo.arrays import DeviceArray
+from tylo.layouts import Layout
+from tylo.layouts.tv import MMA_M16N8K16_C_TV, wgmma_m64_c_tv
+from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.warpgroup.chain import prove_register_a
+from tylo.nvgpu.warpgroup.descriptor import derive_descriptor
+from tylo.nvgpu.warpgroup.mma import WarpgroupMMAAtom
 from tylo.ops.attention.hopper_host import check_inputs, choose_config, plans
 from tylo.ops.attention.hopper_kernel import (
     BLOCK,
@@ -30,13 +37,6 @@ from tylo.ops.attention.hopper_kernel import (
 )
 from tylo.ops.args import OpArgumentError
 from tylo.ops.attention.reference import AttentionInputError
-from tylo.arrays import DeviceArray
-from tylo.layouts import Layout
-from tylo.layouts.tv import MMA_M16N8K16_C_TV, wgmma_m64_c_tv
-from tylo.nvgpu.errors import PlanError
-from tylo.nvgpu.warpgroup.chain import prove_register_a
-from tylo.nvgpu.warpgroup.descriptor import derive_descriptor
-from tylo.nvgpu.warpgroup.mma import WarpgroupMMAAtom
 from tylo.tile.ownership import Ownership
 
 O_ATOM = WarpgroupMMAAtom((64, 64, 16), tylo.bf16, a="registers")

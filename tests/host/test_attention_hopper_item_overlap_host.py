@@ -20,13 +20,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
+from tylo.nvgpu.errors import PlanError
 from tylo.ops.attention import hopper_epilogue
 from tylo.ops.attention.hopper_host import (
     ITEM_SCHEDULES, ItemSchedule, choose_config, long_keys,
 )
 from tylo.ops.attention.hopper_kernel import SHARED_LIMIT, HopperAttentionConfig
 from tylo.ops.attention.hopper_schedule import cta_shares
-from tylo.nvgpu.errors import PlanError
 
 
 def test_refusals():

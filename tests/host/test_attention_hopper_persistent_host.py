@@ -19,6 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
+from tylo.arrays import DeviceArray
+from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.mbarrier import PipelinePlan
 from tylo.ops.attention import hopper_host
 from tylo.ops.attention.hopper_host import choose_config, persistent_grid
 from tylo.ops.attention.hopper_kernel import HopperAttentionConfig, key_tiles, own_tiles
@@ -26,9 +29,6 @@ from tylo.ops.attention.hopper_persistent import item_order, work_items
 from tylo.ops.attention.hopper_roles import consumer_rows
 from tylo.ops.attention.hopper_schedule import cta_shares, item_weights
 from tylo.ops.attention.reference import AttentionInputError
-from tylo.arrays import DeviceArray
-from tylo.nvgpu.errors import PlanError
-from tylo.nvgpu.mbarrier import PipelinePlan
 
 
 @settings(max_examples=60, deadline=None)

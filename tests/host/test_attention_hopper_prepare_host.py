@@ -16,11 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
+from tylo.arrays import DeviceArray
 from tylo.ops.args import OpArgumentError
 from tylo.ops.attention import hopper_host
 from tylo.ops.attention.hopper_kernel import HopperAttentionConfig
 from tylo.ops.attention.reference import AttentionInputError
-from tylo.arrays import DeviceArray
 from tylo.remembered import Remembered
 
 

@@ -28,12 +28,12 @@ from test_attention_hopper_persistent_host import (  # the mbarrier model and th
 )
 
 import tylo
+from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.mbarrier import PipelinePlan
 from tylo.ops.attention.hopper_host import SCHEDULES, choose_config
 from tylo.ops.attention.hopper_kernel import HopperAttentionConfig
 from tylo.ops.attention.hopper_persistent import work_items
 from tylo.ops.attention.hopper_ring import PARTS, K, V
-from tylo.nvgpu.errors import PlanError
-from tylo.nvgpu.mbarrier import PipelinePlan
 
 
 def test_config_refuses_anything_but_a_bool():

@@ -23,11 +23,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
+from tylo.nvgpu.errors import PlanError
 from tylo.ops.attention.hopper_host import SCHEDULES, choose_config
 from tylo.ops.attention.hopper_kernel import SHARED_LIMIT, HopperAttentionConfig
 from tylo.ops.attention.hopper_persistent import work_items
 from tylo.ops.attention.hopper_ring import PARTS, K, V, ring_plan
-from tylo.nvgpu.errors import PlanError
 
 
 def test_config_refusals():

@@ -11,6 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
+from tylo.arrays import DeviceArray
+from tylo.nvgpu.errors import PlanError
 from tylo.ops.attention.hopper_epilogue import check_o_map, staging_layout, staging_offset
 from tylo.ops.attention.hopper_host import (
     choose_config,
@@ -28,8 +30,6 @@ from tylo.ops.attention.hopper_kernel import (
     hopper_attention_kernel,
 )
 from tylo.ops.attention.hopper_persistent import hopper_attention_persistent_kernel
-from tylo.arrays import DeviceArray
-from tylo.nvgpu.errors import PlanError
 
 CONFIGS = [
     HopperAttentionConfig(d=d, dtype=dtype, persistent=p, tma_store=True, bn=64, stages=2)

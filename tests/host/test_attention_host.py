@@ -20,6 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tylo.arrays import DeviceArray  # noqa: E402
+from tylo.nvgpu.errors import PlanError  # noqa: E402
+from tylo.nvgpu.warp.chain import prove_chain  # noqa: E402
+from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA  # noqa: E402
 from tylo.ops.attention.config import (  # noqa: E402
     HEAD_DIMS,
     AttentionConfig,
@@ -35,10 +39,6 @@ from tylo.ops.attention.reference import (  # noqa: E402
     attention_reference,
     visible,
 )
-from tylo.arrays import DeviceArray  # noqa: E402
-from tylo.nvgpu.errors import PlanError  # noqa: E402
-from tylo.nvgpu.warp.chain import prove_chain  # noqa: E402
-from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA  # noqa: E402
 from tylo.tile.fragment import Fragment  # noqa: E402
 
 SHIPPED = [(d, dtype) for d in HEAD_DIMS for dtype in ("bf16", "f16")]

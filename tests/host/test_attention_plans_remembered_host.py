@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
-from tylo.ops.attention import host
-from tylo.ops.args import OpArgumentError
 from tylo.arrays import DeviceArray
 from tylo.nvgpu.errors import PlanError
+from tylo.ops.args import OpArgumentError
+from tylo.ops.attention import host
 from tylo.remembered import Remembered
 
 

@@ -26,6 +26,8 @@ if str(ROOT) not in sys.path:
 
 from attention_arrays import attention_args, device_array  # noqa: E402
 
+from tylo.layouts import Layout, Swizzle, composition  # noqa: E402
+from tylo.nvgpu.errors import PlanError  # noqa: E402
 from tylo.ops.attention import host  # noqa: E402
 from tylo.ops.attention.config import (  # noqa: E402
     BLOCK_NS,
@@ -36,8 +38,6 @@ from tylo.ops.attention.config import (  # noqa: E402
     attention_config,
 )
 from tylo.ops.attention.kernel import LAZY_LIMIT  # noqa: E402
-from tylo.layouts import Layout, Swizzle, composition  # noqa: E402
-from tylo.nvgpu.errors import PlanError  # noqa: E402
 
 STEPPED = host.STEPPED_128
 
@@ -133,13 +133,13 @@ def test_the_steps_check_catches_a_swizzle_that_moves_with_the_step():
 
 def lazy_warp(scores, step, c):
     """A float64 model of ``kernel.lazy_block`` over one warp's rows (``scores``: rows x
-    keys, ``-inf`` masked), ``step`` keys at a time: returns ``(o_weights, l, m, rescales)``
+    keys, ``-inf`` masked), ``step`` keys at a time: returns ``(o_weights, l_sum, m, rescales)``
     where ``o_weights`` are the unnormalized weights each key got, relative to the final
     reference ``m``. The vote: any row whose reference is passed by more than LAZY_LIMIT
     (log2 units) raises every row's reference to its running maximum."""
     rows, keys = scores.shape
     m = np.full(rows, -np.inf)
-    l = np.zeros(rows)
+    l_sum = np.zeros(rows)
     w = np.zeros((rows, keys))
     rescales = 0
     for k0 in range(0, keys, step):
@@ -150,14 +150,14 @@ def lazy_warp(scores, step, c):
             m_new = np.maximum(m, s.max(axis=1))
             base = np.where(m_new == -np.inf, 0.0, m_new * c)
             alpha = np.exp2(m * c - base)
-            l, w, m = l * alpha, w * alpha[:, None], m_new
+            l_sum, w, m = l_sum * alpha, w * alpha[:, None], m_new
             rescales += 1
         base = np.where(m == -np.inf, 0.0, m * c)
         p = np.exp2(s * c - base[:, None])
         assert (p <= 2.0**LAZY_LIMIT * (1 + 1e-12)).all()  # the bound the vote keeps
         w[:, k0 : k0 + step] = p
-        l = l + p.sum(axis=1)
-    return w, l, m, rescales
+        l_sum = l_sum + p.sum(axis=1)
+    return w, l_sum, m, rescales
 
 
 @given(
@@ -166,10 +166,10 @@ def lazy_warp(scores, step, c):
 )  # fmt: skip
 @settings(max_examples=200, deadline=None)
 def test_lazy_rescale_model_matches_the_exact_softmax(rows, blocks, step, spread, seed, holes):
-    """Defining property: the lazy weights normalized by ``l`` are the softmax, and the lse
-    ``m c + log2 l`` (in log2 units) is the exact one, for any scores, including scores that
+    """Defining property: the lazy weights normalized by ``l_sum`` are the softmax, and the lse
+    ``m c + log2 l_sum`` (in log2 units) is the exact one, for any scores, including scores that
     rise over many exponents, masked (``-inf``) entries and rows with no visible key (zero
-    weights, ``l = 0``: the kernel's zero row and ``lse = -inf``)."""
+    weights, ``l_sum = 0``: the kernel's zero row and ``lse = -inf``)."""
     rng = np.random.default_rng(seed)
     c = 1 / math.sqrt(128) * 1.4426950408889634
     keys = blocks * step
@@ -177,17 +177,17 @@ def test_lazy_rescale_model_matches_the_exact_softmax(rows, blocks, step, spread
     s[rng.random((rows, keys)) < holes] = -np.inf
     if rows > 1:
         s[0] = -np.inf  # a row that sees nothing
-    w, l, m, _ = lazy_warp(s, step, c)
+    w, l_sum, m, _ = lazy_warp(s, step, c)
     for r in range(rows):
         vis = np.isfinite(s[r])
         if not vis.any():
-            assert l[r] == 0 and (w[r] == 0).all() and m[r] == -np.inf
+            assert l_sum[r] == 0 and (w[r] == 0).all() and m[r] == -np.inf
             continue
         x = s[r][vis] * c
         exact = np.exp2(x - x.max()) / np.exp2(x - x.max()).sum()
-        np.testing.assert_allclose(w[r][vis] / l[r], exact, rtol=1e-9, atol=1e-300)
+        np.testing.assert_allclose(w[r][vis] / l_sum[r], exact, rtol=1e-9, atol=1e-300)
         lse2 = x.max() + np.log2(np.exp2(x - x.max()).sum())
-        assert abs((m[r] * c + np.log2(l[r])) - lse2) <= 1e-9 * max(1.0, abs(lse2))
+        assert abs((m[r] * c + np.log2(l_sum[r])) - lse2) <= 1e-9 * max(1.0, abs(lse2))
         assert (w[r][~vis] == 0).all()
 
 

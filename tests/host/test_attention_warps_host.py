@@ -26,6 +26,9 @@ if str(ROOT) not in sys.path:
 
 from attention_arrays import attention_args, device_array  # noqa: E402
 
+from tylo.layouts import Layout, composition  # noqa: E402
+from tylo.nvgpu.cpasync import CopyPlan  # noqa: E402
+from tylo.nvgpu.errors import PlanError  # noqa: E402
 from tylo.ops.attention import host  # noqa: E402
 from tylo.ops.attention.config import (  # noqa: E402
     BLOCK_NS,
@@ -39,9 +42,6 @@ from tylo.ops.attention.config import (  # noqa: E402
 )
 from tylo.ops.attention.kernel import key_blocks, partial_ownership, thread_partials  # noqa: E402
 from tylo.ops.attention.reference import visible  # noqa: E402
-from tylo.layouts import Layout, composition  # noqa: E402
-from tylo.nvgpu.cpasync import CopyPlan  # noqa: E402
-from tylo.nvgpu.errors import PlanError  # noqa: E402
 from tylo.remembered import Remembered  # noqa: E402
 from tylo.tile.fragment import Fragment  # noqa: E402
 

@@ -208,7 +208,7 @@ def test_partials_and_lru_cached_functions_are_what_they_wrap():
     import functools
 
     def make(k):
-        @functools.lru_cache(maxsize=None)
+        @functools.cache
         def plan(x):
             return x * k
 

@@ -1,8 +1,11 @@
-""".ci/run runs the README's two commands, exactly as written, each in a fresh environment.
+""".ci/run runs the README's two commands, exactly as written, each in a fresh environment,
+then ruff's lint, ruff's format check and mypy from the test command's environment.
 
 The real commands install packages (minutes); here ``.ci/run`` runs in a scratch git
 checkout whose README holds stand-in commands that record where they ran and what they
-saw, so the test checks the extraction and the "fresh" claims in about a second.
+saw, and whose stand-in test command puts stand-in ruff and mypy (which record their
+arguments) in ``.venv/bin``, so the test checks the extraction, the "fresh" claims and the
+order and failure of every step in about a second.
 """
 
 from __future__ import annotations
@@ -63,6 +66,29 @@ def _scratch(tmp_path: Path, readme: str) -> Path:
     return repo
 
 
+TOOLS = ("ruff", "mypy")
+
+
+def _tools(tmp_path: Path, fail: str | None = None) -> str:
+    """Stand-in ruff and mypy, each recording ``<tool> <args>`` in ``tmp_path/tools.log``
+    (the one named by ``fail`` after the argument ``fail`` also exits 5); returns a shell
+    snippet for the stand-in test command that installs them into ``.venv/bin``."""
+    src = tmp_path / "tools"
+    src.mkdir(exist_ok=True)
+    log = tmp_path / "tools.log"
+    for tool in TOOLS:
+        script = src / tool
+        body = f'echo "{tool} $*" >> {log}\n'
+        if fail is not None:
+            words = fail.split()
+            if words[0] == tool:
+                cond = " ".join(words[1:])
+                body += f'case "$*" in "{cond}"*) exit 5;; esac\n'
+        script.write_text("#!/bin/sh\n" + body)
+        script.chmod(0o755)
+    return f" && mkdir -p .venv/bin && cp {src}/* .venv/bin/"
+
+
 def _readme(main: str, tests: str) -> str:
     return (
         "# x\n\n<!-- main-command -->\n```\n" + main + "\n```\n\ntext\n\n"
@@ -78,7 +104,8 @@ def test_each_command_runs_in_a_fresh_environment(tmp_path: Path) -> None:
         "{ pwd; ls -A | sort | tr '\\n' ' '; echo; } >> " + str(log) + " && mkdir .venv && "
         "touch .venv/made-by-WHO"
     )
-    repo = _scratch(tmp_path, _readme(probe.replace("WHO", "main"), probe.replace("WHO", "tests")))
+    tests = probe.replace("WHO", "tests") + _tools(tmp_path)
+    repo = _scratch(tmp_path, _readme(probe.replace("WHO", "main"), tests))
     r = subprocess.run(
         [str(repo / ".ci" / "run")], capture_output=True, text=True, timeout=60, check=False
     )
@@ -89,7 +116,7 @@ def test_each_command_runs_in_a_fresh_environment(tmp_path: Path) -> None:
     assert main_ls.split() == sorted([".ci", ".gitignore", "README.md", "untracked.txt"])
     # tests: the checkout itself, its stale .venv removed first
     assert Path(test_dir).resolve() == repo.resolve() and ".venv" not in test_ls.split()
-    assert sorted(os.listdir(repo / ".venv")) == ["made-by-tests"]
+    assert sorted(os.listdir(repo / ".venv")) == ["bin", "made-by-tests"]
     assert "main command passed" in r.stdout and "test command passed" in r.stdout
 
 
@@ -142,7 +169,8 @@ def test_the_test_command_runs_with_the_c_launch_required(tmp_path: Path) -> Non
         pytest.skip("needs git (found: none)")
     log = tmp_path / "log"
     probe = 'echo "WHO=${TYLO_REQUIRE_C_LAUNCH:-unset}" >> ' + str(log)
-    repo = _scratch(tmp_path, _readme(probe.replace("WHO", "main"), probe.replace("WHO", "tests")))
+    tests = probe.replace("WHO", "tests") + _tools(tmp_path)
+    repo = _scratch(tmp_path, _readme(probe.replace("WHO", "main"), tests))
     env = {k: v for k, v in os.environ.items() if k != "TYLO_REQUIRE_C_LAUNCH"}
     r = subprocess.run(
         [str(repo / ".ci" / "run")], capture_output=True, text=True, timeout=60, check=False,
@@ -150,3 +178,65 @@ def test_the_test_command_runs_with_the_c_launch_required(tmp_path: Path) -> Non
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert log.read_text().splitlines() == ["main=unset", "tests=1"]
+
+STEPS = ["ruff check .", "ruff format --check .", "mypy"]
+
+
+def test_lint_format_and_types_run_after_the_tests(tmp_path: Path) -> None:
+    """After the test command: ``ruff check .``, ``ruff format --check .`` and ``mypy`` (its
+    files from pyproject.toml), in that order, from the test command's ``.venv``, each with
+    its command line and a verdict in the output."""
+    if shutil.which("git") is None:
+        pytest.skip("needs git (found: none)")
+    log = tmp_path / "order"
+    tests = f"echo tests >> {log}" + _tools(tmp_path)
+    repo = _scratch(tmp_path, _readme("true", tests))
+    r = subprocess.run(
+        [str(repo / ".ci" / "run")], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [x.rstrip() for x in (tmp_path / "tools.log").read_text().splitlines()] == STEPS
+    out = r.stdout.splitlines()
+    at = [out.index(f"+ .venv/bin/{step}") for step in STEPS]
+    tests_passed = next(i for i, x in enumerate(out) if "test command passed" in x)
+    assert tests_passed < at[0] and at == sorted(at)
+    for name in ["ruff check", "ruff format --check", "mypy"]:
+        verdict = rf"\.ci/run: {re.escape(name)} passed in \d+ s"
+        assert any(re.fullmatch(verdict, x) for x in out), (name, r.stdout)
+
+
+@pytest.mark.parametrize("failing", STEPS)
+def test_a_failing_check_fails_the_run(tmp_path: Path, failing: str) -> None:
+    """A failing lint, format check or type check fails the run with its exit status, says
+    which, and runs none of the later steps."""
+    if shutil.which("git") is None:
+        pytest.skip("needs git (found: none)")
+    repo = _scratch(tmp_path, _readme("true", "true" + _tools(tmp_path, fail=failing)))
+    r = subprocess.run(
+        [str(repo / ".ci" / "run")], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert r.returncode == 5, r.stdout + r.stderr
+    ran = [x.rstrip() for x in (tmp_path / "tools.log").read_text().splitlines()]
+    assert ran == STEPS[: STEPS.index(failing) + 1]
+    name = {"ruff check .": "ruff check", "ruff format --check .": "ruff format --check"}.get(
+        failing, "mypy"
+    )
+    assert f".ci/run: {name} failed (exit status 5)" in r.stderr
+    assert f"{name} passed" not in r.stdout
+
+
+def test_the_test_extra_pins_the_checkers_and_pyproject_configures_them() -> None:
+    """The test extra installs exact ruff and mypy versions (a new release's rules never
+    break CI unasked), and pyproject.toml holds their configuration: ruff's line length and
+    rule set, mypy strict on tylo/layouts."""
+    tomllib = pytest.importorskip("tomllib", reason="needs tomllib (Python >= 3.11)")
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    extra = conf["project"]["optional-dependencies"]["test"]
+    for tool in TOOLS:
+        pins = [d for d in extra if re.fullmatch(rf"{tool}==\d+(\.\d+)+", d)]
+        assert len(pins) == 1, (tool, extra)
+    ruff = conf["tool"]["ruff"]
+    assert ruff["line-length"] == 100
+    assert {"E", "F", "W", "I"} <= set(ruff["lint"]["select"])
+    mypy = conf["tool"]["mypy"]
+    assert mypy["strict"] is True and "tylo/layouts" in mypy["files"]

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tylo import dtypes as dt
-from tylo.nvgpu.cpasync import CopyPlan
 from tylo.layouts import Layout, Swizzle, composition, dim, make_tv_layout
+from tylo.nvgpu.cpasync import CopyPlan
 from tylo.nvgpu.warp.mma import PlanError
 
 
@@ -17,7 +17,8 @@ def _swizzled(rows: int, cols: int) -> object:
 
 
 def test_layout_examples_copy_tv():
-    # a documented CuTe case: threads (16,8):(8,1), values (1,8), tile (16,64): ((8,16),8):((128,1),16)
+    # a documented CuTe case: threads (16,8):(8,1), values (1,8), tile (16,64):
+    # ((8,16),8):((128,1),16)
     p = CopyPlan((16, 64), dt.bf16, 128, Layout((16, 64), (64, 1)))
     tile, tv = make_tv_layout(Layout((16, 8), (8, 1)), Layout((1, 8)))
     assert tile == (16, 64)

@@ -9,12 +9,11 @@ import doctest
 import re
 from pathlib import Path
 
+import doc_examples
 import pytest
+from doc_examples import DocExampleError, DocExampleSkipped, check_page, run_page
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import doc_examples
-from doc_examples import DocExampleError, DocExampleSkipped, check_page, run_page
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAGS = doctest.ELLIPSIS

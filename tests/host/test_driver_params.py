@@ -27,7 +27,6 @@ from tylo.backend.resources import (
     cubin_param_sizes,
 )
 
-
 # ---------------------------------------------------------------- cubins built in memory
 
 

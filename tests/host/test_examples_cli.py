@@ -2,7 +2,8 @@
 
 Each example's ``run.py`` runs in a subprocess exactly as a user runs it; a usage error
 (a size below 1 in any mode, a negative seed, ``--torch`` without torch, an unknown target)
-exits 2 with one line ``<prog>: error: ...`` (``python -m tylo.ops.gemm: error: ...``) and no traceback, before any
+exits 2 with one line ``<prog>: error: ...`` (``python -m tylo.ops.gemm: error: ...``) and no
+traceback, before any
 compiling. The typed-error and SASS-optional paths of :mod:`tylo.ops.cli` and the GEMM
 example are checked in-process with stand-ins (no compiler, no GPU).
 """
@@ -24,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tylo.ops import cli as _cli
 from tylo.backend.errors import CompileError, NoDeviceError, ToolchainError
+from tylo.ops import cli as _cli
 
 SIZES = {  # valid positional sizes of each example
     "vector_add": ["1000"],
@@ -246,8 +247,8 @@ def test_emit_error_prints_no_partial_output(capsys, monkeypatch) -> None:
 
 def test_gemm_sass_checks_print_or_say_how_to_enable(capsys, monkeypatch) -> None:
     import tylo.ops.gemm.kernel as gemm_kernel
-    from tylo.ops.gemm import cli as gemm_run
     from tylo.backend import sass
+    from tylo.ops.gemm import cli as gemm_run
 
     def no_disassembly(compiled):
         raise AssertionError("sass_summary called without nvdisasm")

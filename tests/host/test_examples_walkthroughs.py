@@ -19,12 +19,14 @@ def test_walkthrough_files_are_short():
 
 
 def test_ops_walkthrough_plans_without_torch():
-    r = subprocess.run([sys.executable, "-c", NO_TORCH, str(ROOT / "examples" / "ops_from_torch.py")],
+    script = str(ROOT / "examples" / "ops_from_torch.py")
+    r = subprocess.run([sys.executable, "-c", NO_TORCH, script],
                        capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0].startswith("gemm 4096^3: ") and any(l.startswith("attention D=128: ")
-                                                         for l in lines)
-    proved = [l for l in lines if l.endswith(": proved")]
-    assert len(proved) >= 10 and not any(l.endswith(": disproved") for l in lines)
+    assert lines[0].startswith("gemm 4096^3: ") and any(
+        line.startswith("attention D=128: ") for line in lines
+    )
+    proved = [line for line in lines if line.endswith(": proved")]
+    assert len(proved) >= 10 and not any(line.endswith(": disproved") for line in lines)
     assert lines[-1] == "torch is not installed: planned, not run (pip install 'tylo[torch]')"

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tylo.tile.fragment import Fragment, FragmentError, full, zeros
 from tylo.kernel.tree import flatten, unflatten
 from tylo.layouts import Layout, idx2crd, index_symbol
 from tylo.layouts.tv import (
@@ -18,6 +17,7 @@ from tylo.layouts.tv import (
     MMA_M16N8K16_C_TV,
     make_tv_layout,
 )
+from tylo.tile.fragment import Fragment, FragmentError, full, zeros
 from tylo.tile.ownership import Ownership, OwnershipError, broadcast_map, fit_modes
 
 MMA = [

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from doc_examples import check_page
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +71,10 @@ def test_all_is_sorted_and_resolves(name):
     mod = importlib.import_module(name)
     names = list(mod.__all__)
     # isort style, as ruff's RUF022: CONSTANTS, then Classes, then functions
-    kind = lambda n: 0 if n.isupper() else 1 if n[:1].isupper() else 2
+
+    def kind(n: str) -> int:
+        return 0 if n.isupper() else 1 if n[:1].isupper() else 2
+
     assert names == sorted(names, key=lambda n: (kind(n), n))
     for n in names:
         assert hasattr(mod, n), f"{name}.{n}"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tylo.tile.fragment_io import vector_axis
 from tylo.layouts.tv import MMA_M16N8K16_C_TV
-from tylo.tile.ownership import Ownership
 from tylo.tile.access import TileError
+from tylo.tile.fragment_io import vector_axis
+from tylo.tile.ownership import Ownership
 
 C = Ownership(MMA_M16N8K16_C_TV, (16, 8))  # lane t: rows t//4, t//4 + 8; cols 2(t%4), +1
 STRIPED = Ownership.from_modes((8, 512), [(32, 1, 4), (8, 0, 1)], [(4, 1, 1), (4, 1, 128)])

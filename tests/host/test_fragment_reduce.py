@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tylo.tile.fragment import Fragment
 from tylo.layouts.tv import MMA_M16N8K16_C_TV
 from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
+from tylo.tile.fragment import Fragment
 from tylo.tile.ownership import Ownership
 from tylo.tile.reduce import ReductionError, ReductionPlan, fold_pairwise, reduction_plan
 

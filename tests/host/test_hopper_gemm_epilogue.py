@@ -14,13 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
-from tylo.ops.gemm import hopper_host as host
-from tylo.ops.gemm.hopper_kernel import HopperGemmConfig, hopper_gemm_kernel
 from tylo.arrays import DeviceArray
 from tylo.kernel.errors import TraceError
 from tylo.layouts import ComposedLayout, Layout, Swizzle
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.tma import TMAError
+from tylo.ops.gemm import hopper_host as host
+from tylo.ops.gemm.hopper_kernel import HopperGemmConfig, hopper_gemm_kernel
 
 LIMIT = 227 * 1024
 DTYPES = {"f32": tylo.f32, "bf16": tylo.bf16, "f16": tylo.f16}
@@ -94,12 +94,16 @@ def _tma_box_byte(r, c, nbytes):
 
 TMA_CONFIGS = [
     dict(bn=bn, m_atoms=m, pingpong=p, stages=2, out=o, tma_store=True)
-    for bn, m, p, o in itertools.product((64, 128, 256), (1, 2), (False, True), (tylo.bf16, tylo.f16))
+    for bn, m, p, o in itertools.product(
+        (64, 128, 256), (1, 2), (False, True), (tylo.bf16, tylo.f16)
+    )
     if m * bn <= 256
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("kw", TMA_CONFIGS, ids=lambda kw: f"{kw['bn']}-{kw['m_atoms']}-{kw['out']}")
+@pytest.mark.parametrize(
+    "kw", TMA_CONFIGS, ids=lambda kw: f"{kw['bn']}-{kw['m_atoms']}-{kw['out']}"
+)
 def test_every_element_of_the_buffer_is_where_its_tma_box_reads_it(kw):
     cfg = HopperGemmConfig(**kw)
     plan = host.c_plan(cfg)

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tylo
-from tylo.ops.gemm import hopper_host as host
 from tylo.arrays import DeviceArray
 from tylo.nvgpu.errors import PlanError
+from tylo.ops.gemm import hopper_host as host
 
 
 def _brute_span(shape, strides):

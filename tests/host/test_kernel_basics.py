@@ -52,9 +52,9 @@ def atomic_shared(out, x, dtype: tylo.Static, op: tylo.Static, kw: tylo.Static):
     i = tylo.thread_idx.x
     v = x[i]
     if op == "cas":
-        old = tylo.atomic_cas(s, i, v, v, **kw)
+        _old = tylo.atomic_cas(s, i, v, v, **kw)
     else:
-        old = getattr(tylo, f"atomic_{op}")(s, i, v, **kw)
+        _old = getattr(tylo, f"atomic_{op}")(s, i, v, **kw)
     out[i] = s[i]
 
 
@@ -192,7 +192,7 @@ def test_local_static_indices_within_the_array_only(n, k):
 
 @tylo.kernel
 def local_sized(out, n: tylo.Static, d: tylo.Static):
-    a = tylo.local(d, n)
+    _a = tylo.local(d, n)
     out[0] = 1.0
 
 

@@ -16,7 +16,7 @@ ptxas info    : Compiling entry function 'k' for 'sm_90a'
 ptxas info    : Function properties for k
 ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 ptxas info    : Used 14 registers, used 0 barriers
-info    : used 14 registers, used 5 barriers, 0 stack, 0 bytes smem, 560 bytes cmem[0], 0 bytes lmem"""
+info    : used 14 registers, used 5 barriers, 0 stack, 0 bytes smem, 560 bytes cmem[0], 0 bytes lmem"""  # noqa: E501 - a verbatim nvJitLink line
 
 
 def test_resource_report_is_quiet() -> None:

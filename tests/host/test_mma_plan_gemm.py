@@ -13,9 +13,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import tylo
+from tylo.nvgpu.warp.mma import MMAAtom, PlanError, TiledMMA
 from tylo.ops.gemm.host import choose_config
 from tylo.ops.gemm.kernel import DEFAULT_PLAN, SMALL_PLAN, gemm_config
-from tylo.nvgpu.warp.mma import MMAAtom, PlanError, TiledMMA
 
 
 def test_seed_config_proofs():

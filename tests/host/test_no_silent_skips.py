@@ -14,9 +14,9 @@ import re
 import sys
 from pathlib import Path
 
+import extras
 import pytest
 
-import extras
 from tylo.kernel import fastpath
 from tylo.testing import c_launch_required, require_c_launch
 

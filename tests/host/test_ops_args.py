@@ -140,7 +140,11 @@ def test_the_kernel_call_reads_and_writes_the_users_elements(m, n, k, row_major,
 
 BAD_GEMM = [
     ("shapes", dict(a=arr((4, 8)), b=arr((9, 4), (1, 9))), "a's columns must equal b's rows"),
-    ("dtype", dict(a=arr((4, 8)), b=arr((8, 4), (1, 8), tylo.f32)), "must both be bf16 or both f16"),
+    (
+        "dtype",
+        dict(a=arr((4, 8)), b=arr((8, 4), (1, 8), tylo.f32)),
+        "must both be bf16 or both f16",
+    ),
     ("dims", dict(a=arr((4, 8, 1)), b=arr((8, 4), (1, 8))), "a must have 2 dimensions"),
     ("a col-major", dict(a=arr((4, 8), (1, 4)), b=arr((8, 4), (1, 8))), "a must be row-major"),
     ("out stride 0", dict(out=arr((4, 4), (0, 1), tylo.f32)), "out has stride 0"),

@@ -7,8 +7,9 @@ import doctest
 import inspect
 from pathlib import Path
 
-import tylo.ops
 from doc_examples import check_page
+
+import tylo.ops
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "ops.md"
 

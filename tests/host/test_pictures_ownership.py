@@ -16,8 +16,8 @@ from tylo.layouts import Layout, dim, flatten
 from tylo.layouts.strategies import layouts
 from tylo.layouts.tv import MMA_M16N8K16_C_TV
 from tylo.nvgpu.warp.mma import MMAAtom
-from tylo.tile.ownership import Ownership
 from tylo.pictures import PictureError, index_colour, mma_svg, ownership_svg, repr_svg, tv_svg
+from tylo.tile.ownership import Ownership
 
 NS = "{http://www.w3.org/2000/svg}"
 

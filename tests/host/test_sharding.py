@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from sharding import parse_shard, shard_members
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -459,7 +459,8 @@ def test_planted_table_older_than_a_tylo_change_renders_stale(tmp_path: Path) ->
     assert f"{head}**stale**: `tylo/` or `benchmarks/gemm.py` changed after `{before[:10]}`" in old
     assert f"{head}current: no change to" in new
     assert (
-        f"the latest complete GPU-tier run of the current suite is the one of 2026-12-01 at `{suite_at[:10]}`"
+        "the latest complete GPU-tier run of the current suite is the one of 2026-12-01 at "
+        f"`{suite_at[:10]}`"
         in text
     )
     assert "ran on older code (`tylo/` changed" in text

@@ -26,7 +26,6 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
 from extras import require_module
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from doc_examples import check_page
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,6 +72,9 @@ def test_fragments_page_has_the_softmax_section():
 def test_all_is_sorted_and_resolves(name):
     mod = importlib.import_module(name)
     names = list(mod.__all__)
-    kind = lambda n: 0 if n.isupper() else 1 if n[:1].isupper() else 2
+
+    def kind(n: str) -> int:
+        return 0 if n.isupper() else 1 if n[:1].isupper() else 2
+
     assert names == sorted(names, key=lambda n: (kind(n), n))
     assert all(hasattr(mod, n) for n in names)

@@ -17,6 +17,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import tylo
+from tylo.arrays import DeviceArray
 from tylo.ops.softmax.host import plan_launch, reference
 from tylo.ops.softmax.plan import (
     SoftmaxConfig,
@@ -25,7 +26,6 @@ from tylo.ops.softmax.plan import (
     make_config,
     vector_width,
 )
-from tylo.arrays import DeviceArray
 from tylo.tile.ownership import broadcast_map
 from tylo.tile.reduce import reduction_plan
 

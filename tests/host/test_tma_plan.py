@@ -100,7 +100,9 @@ def test_hardware_limits_are_typed_refusals(args, match):
 
 def test_element_types_tma_lacks_are_refused():
     with pytest.raises(TMAError, match="no bool"):
-        TensorMapPlan(dt.bool_, Layout((64, 64), (64, 1)), (16, 16), "none", Layout((16, 16), (16, 1)))
+        TensorMapPlan(
+            dt.bool_, Layout((64, 64), (64, 1)), (16, 16), "none", Layout((16, 16), (16, 1))
+        )
 
 
 def test_encode_checks_concrete_values_before_the_driver():

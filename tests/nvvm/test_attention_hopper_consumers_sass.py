@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from attention_sass import SERIALIZATION_NOTES, assert_not_serialized, compile_quiet, live_lines
 
-from tylo.ops.attention.hopper_kernel import HopperAttentionConfig
 from tylo.backend.sass import disassemble
+from tylo.ops.attention.hopper_kernel import HopperAttentionConfig
 
 PTXAS = Path("/usr/local/cuda-13.0/bin/ptxas")
 # the configurations compiled here, each once (both linkers' tests read the same PTX)

@@ -11,10 +11,10 @@ import re
 import pytest
 
 import tylo
-from tylo.tile.fragment_io import coordinates, load_fragment, store_fragment
 from tylo.layouts import Layout
-from tylo.tile.ownership import Ownership
 from tylo.tile.access import GlobalTile, SharedTile
+from tylo.tile.fragment_io import coordinates, load_fragment, store_fragment
+from tylo.tile.ownership import Ownership
 
 Dim = tylo.Int(min=1, max=2**31 - 1)
 # 8 rows of 128 columns, 32 lanes per row striding 4-element vectors, 4 vectors per lane
@@ -40,16 +40,16 @@ def window(out, x, rows: Dim, cols: Dim, own: tylo.Static, vec: tylo.Static, mod
     if "full" in mode:  # the facts settle the column checks
         tylo.assume(cols >= own.shape[1])
     X = tylo.view(x, Layout((rows, cols), (cols, 1)))
-    O = tylo.view(out, Layout((rows, cols), (cols, 1)))
+    Out = tylo.view(out, Layout((rows, cols), (cols, 1)))
     tid = tylo.thread_idx.x
     at = (tylo.block_idx.x * own.shape[0], 0)
     edge = {"origin": at, "bounds": (rows, cols), "vector": vec}
     clamp = (0,) if "clamp" in mode else ()
     f = load_fragment(X, own, tid, clamp=clamp, fill=-1.0, **edge)
     if "show" in mode:  # every value stored (out has room for the whole grid's tiles)
-        store_fragment(O, f * 2.0, tid, origin=at, vector=vec)
+        store_fragment(Out, f * 2.0, tid, origin=at, vector=vec)
     else:
-        store_fragment(O, f * 2.0, tid, **edge)
+        store_fragment(Out, f * 2.0, tid, **edge)
 
 
 # --8<-- [end:window]

@@ -9,13 +9,13 @@ import re
 import pytest
 
 import tylo
-from tylo.tile.fragment import Fragment
 from tylo.layouts import Layout
 from tylo.layouts.tv import MMA_M16N8K16_C_TV
 from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
+from tylo.tile.access import GlobalTile, SharedTile, load, store
+from tylo.tile.fragment import Fragment
 from tylo.tile.ownership import Ownership
 from tylo.tile.reduce import reduction_plan, reduction_scratch
-from tylo.tile.access import GlobalTile, SharedTile, load, store
 
 C = Ownership(MMA_M16N8K16_C_TV, (16, 8))
 PLAN = TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(2, 2), repeat=(2, 4), k=32)

@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
 from tylo.ops.gemm.host import compile_gemm
 from tylo.ops.gemm.kernel import DEFAULT_PLAN, gemm_config, sass_summary
-from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
 
 SEED = TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(2, 2), repeat=(2, 4), k=32)
 # ptxas 13.x adds the L2 128-byte qualifier (LTC128B) on its own to cp.async.cg

@@ -17,15 +17,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["inc", "dec"]), st.integers(24, 256).map(lambda n: n // 8 * 8)),
-                max_size=6))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["inc", "dec"]), st.integers(24, 256).map(lambda n: n // 8 * 8)),
+        max_size=6,
+    )
+)
 def test_split_counts_every_request(requests):
-    ptx = "".join(f"  setmaxnreg.{op}.sync.aligned.u32 {n};\n mov.u32 %r1, 0;\n" for op, n in requests)
+    ptx = "".join(
+        f"  setmaxnreg.{op}.sync.aligned.u32 {n};\n mov.u32 %r1, 0;\n" for op, n in requests
+    )
     line = register_split(ptx)
     if not requests:
         assert line is None
         return
-    got = {(op, int(n)): int(c) for op, n, c in re.findall(r"(inc|dec) to (\d+) \((\d+) place", line)}
+    found = re.findall(r"(inc|dec) to (\d+) \((\d+) place", line)
+    got = {(op, int(n)): int(c) for op, n, c in found}
     want: dict = {}
     for r in requests:
         want[r] = want.get(r, 0) + 1

@@ -18,7 +18,8 @@ from tylo.tile.views import SharedTile
 @tylo.kernel
 def write_swizzled(a: tylo.Ptr(align=16)):
     tid = tylo.thread_idx.x
-    t = SharedTile(tylo.shared(a.dtype, 512), composition(Swizzle(3, 3, 3), Layout((8, 64), (64, 1))))
+    swizzled = composition(Swizzle(3, 3, 3), Layout((8, 64), (64, 1)))
+    t = SharedTile(tylo.shared(a.dtype, 512), swizzled)
     t.storage[t.offset((tid // 64, tid % 64))] = a[tid]
     a[tid] = t.storage[t.offset((tid % 8, tid // 8))]
 

@@ -188,7 +188,23 @@ def test_resources_fall_back_to_the_cubin() -> None:
 
 
 def test_parse_ptxas_log_formats() -> None:
-    log = "ptxas info    : 0 bytes gmem\nptxas info    : Compiling entry function 'k1' for 'sm_80'\nptxas info    : Function properties for k1\nptxas         .     16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\nptxas info    : Used 40 registers, used 1 barriers, 2048 bytes smem, 380 bytes cmem[0]\nptxas info    : Compiling entry function 'k2' for 'sm_80'\nptxas info    : Function properties for k2\nptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\nptxas info    : Used 8 registers, 356 bytes cmem[0]\ninfo    : used 99 registers, 4096 bytes smem\nptxas info    : Compiling entry function 'k3' for 'sm_90a'\nptxas info    : Function properties for k3\n    768 bytes stack frame, 484 bytes spill stores, 572 bytes spill loads\nptxas info    : Used 24 registers, used 1 barriers, 768 bytes cumulative stack size, 1024 bytes smem"
+    log = (
+        "ptxas info    : 0 bytes gmem\n"
+        "ptxas info    : Compiling entry function 'k1' for 'sm_80'\n"
+        "ptxas info    : Function properties for k1\n"
+        "ptxas         .     16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n"
+        "ptxas info    : Used 40 registers, used 1 barriers, 2048 bytes smem, 380 bytes cmem[0]\n"
+        "ptxas info    : Compiling entry function 'k2' for 'sm_80'\n"
+        "ptxas info    : Function properties for k2\n"
+        "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        "ptxas info    : Used 8 registers, 356 bytes cmem[0]\n"
+        "info    : used 99 registers, 4096 bytes smem\n"
+        "ptxas info    : Compiling entry function 'k3' for 'sm_90a'\n"
+        "ptxas info    : Function properties for k3\n"
+        "    768 bytes stack frame, 484 bytes spill stores, 572 bytes spill loads\n"
+        "ptxas info    : Used 24 registers, used 1 barriers, 768 bytes cumulative stack size, "
+        "1024 bytes smem"
+    )
     got = parse_ptxas_log(log)
     assert got["k1"] == Resources(40, 2048, 8, 4, 16, 1)
     assert got["k2"] == Resources(8, 0, 0, 0, 0, None)

@@ -366,7 +366,6 @@ def test_owned_buffers_on_the_inline_path(recorder, monkeypatch):
     """A DeviceBuffer is read without its property while open; once closed, the inline
     path raises the buffer's own error, as the reader path does."""
     from tylo.arrays import DeviceBuffer
-
     from tylo.backend import memory
 
     monkeypatch.setattr(memory, "mem_free", lambda ptr: None)

@@ -9,7 +9,8 @@ the whole capture. tylo checks first. Inside :func:`capture_scope` (the ops ente
 the current torch stream is capturing) each such call raises :class:`CaptureError`, which
 says to run the call once before capturing ("warm up"): the first call of a shape compiles
 and allocates what later calls reuse. A kernel launch that must compile asks the driver
-whether its stream is capturing (:func:`tylo.backend.driver.stream_is_capturing`) whatever the scope.
+whether its stream is capturing (:func:`tylo.backend.driver.stream_is_capturing`) whatever the
+scope.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
+
 from tylo.backend.errors import LaunchError
 
 __all__ = ["CaptureError", "capture_scope", "forbid_in_capture", "in_capture_scope"]

@@ -272,7 +272,9 @@ class NVVMModule:
         1024: TMA and wgmma's 128-byte swizzle need 1024); its size is the launch's
         ``shared`` bytes."""
         if align < 16 or align > 1024 or align & (align - 1):
-            raise IRError(f"dynamic_shared: align must be a power of two in [16, 1024], got {align}")
+            raise IRError(
+                f"dynamic_shared: align must be a power of two in [16, 1024], got {align}"
+            )
         if self._dynamic_shared is not None:
             self._dynamic_shared.align = max(self._dynamic_shared.align, align)
         if self._dynamic_shared is None:

@@ -367,13 +367,17 @@ def register_split(ptx: str, sass: str | None = None) -> str | None:
     """How a warp-specialized kernel splits the register file (``setmaxnreg``, PTX ISA
     9.7.19.1), read from its PTX: one phrase per distinct request, in program order, with
     how many places in the code make it (a warpgroup role each, in a warp-specialized
-    kernel: the producer gives, the consumers take); None if the kernel makes none. With ``sass``, also whether the
+    kernel: the producer gives, the consumers take); None if the kernel makes none. With ``sass``,
+    also whether the
     linker kept them (``USETMAXREG``: nvJitLink's relocatable path drops them, ptxas note
     C7504).
 
-    >>> ptx = "setmaxnreg.dec.sync.aligned.u32 40;\\n" + "setmaxnreg.inc.sync.aligned.u32 232;\\n" * 2
+    >>> ptx = "setmaxnreg.dec.sync.aligned.u32 40;\\n"
+    >>> ptx += "setmaxnreg.inc.sync.aligned.u32 232;\\n" * 2
     >>> register_split(ptx, sass="USETMAXREG.DEALLOC ... USETMAXREG.TRY_ALLOC ... x2")
-    'setmaxnreg: dec to 40 (1 place), inc to 232 (2 places) (the warpgroups that run a dec give registers to those that run an inc); kept in SASS'
+    ... # doctest: +NORMALIZE_WHITESPACE
+    'setmaxnreg: dec to 40 (1 place), inc to 232 (2 places) (the warpgroups that run a dec give
+    registers to those that run an inc); kept in SASS'
     """
     found: dict[tuple[str, int], int] = {}
     for op, n in _SETMAXNREG_RE.findall(ptx):

@@ -31,8 +31,15 @@ from tylo.interpret.errors import (
     UnsupportedOperation,
 )
 
-__all__ = ["CONSTANT_BASE", "GLOBAL_STRIDE", "LOCAL_WINDOW", "SHARED_WINDOW", "Allocation", "Memory",
-           "cast_address"]  # fmt: skip
+__all__ = [
+    "CONSTANT_BASE",
+    "GLOBAL_STRIDE",
+    "LOCAL_WINDOW",
+    "SHARED_WINDOW",
+    "Allocation",
+    "Memory",
+    "cast_address",
+]
 
 GLOBAL_STRIDE = 1 << 40
 CONSTANT_BASE = 4096  # window index of the module's first constant global (format strings)

@@ -415,7 +415,10 @@ def _matrix(env: _Env, op: str, o: list[str], sel: Any, site: str) -> None:
         if kind is None:
             raise UnsupportedOperation(op, f"{site}: mma operand type not interpreted")
         d, av, bv, cv = (_vec(x) for x in o[:4])
-        reg = lambda r, t: _full(st, env.get(r, t), sel, env)
+
+        def reg(r: str, t: Any) -> Any:
+            return _full(st, env.get(r, t), sel, env)
+
         outs = warp.mma_m16n8k16(st, kind, [reg(r, np.int32) for r in av],
                                  [reg(r, np.int32) for r in bv],
                                  [reg(r, np.float32) for r in cv], site)  # fmt: skip

@@ -50,7 +50,10 @@ def _arith(env: Any, op: str, o: list[str], sel: Any, site: str) -> None:
     name, t = op.split(".")[0], _type(op, site)
     _rounding(op, site)
     d = np.dtype(_T[t])
-    get = lambda k, dt=_T[t]: env.get(o[k], dt)
+
+    def get(k: int, dt: Any = _T[t]) -> Any:
+        return env.get(o[k], dt)
+
     float_ = d.kind == "f"
     with np.errstate(all="ignore"):
         if name in ("add", "sub"):

@@ -34,7 +34,8 @@ def barrier(st: Any, site: str) -> None:
         block = st.program.order[int(st.pc[lane])].name
         raise BarrierDivergence(
             f"barrier divergence: {st.where(at)} waits at `{site}`, but "
-            f"thread {st.where(int(lane)).split(' thread ')[-1]} of the same block is live and does not "
+            f"thread {st.where(int(lane)).split(' thread ')[-1]} of the same block is live and "
+            "does not "
             f"reach it (it is at block {block!r}); every thread of a block must reach each "
             "sync_threads() (hoist it out of the condition)"
         )

@@ -45,8 +45,8 @@ from tylo.kernel.launch import (
     make_reader,
 )
 from tylo.kernel.readers import tensor_map_device
-from tylo.kernel.torch_streams import note_type
 from tylo.kernel.spec import Float, Int, ParamKind, Ptr, Static, classify
+from tylo.kernel.torch_streams import note_type
 from tylo.kernel.trace import Binding, TraceResult, trace_kernel
 
 __all__ = ["Kernel", "KernelStats", "inline", "kernel"]

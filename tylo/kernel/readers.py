@@ -52,7 +52,8 @@ class ArgSpec:
     through ``._ptr`` where that is faster, ``.ptr`` once it is closed), ``"torch"`` (a
     tensor: ``dtype``, ``get_device()``, ``data_ptr()``), ``"int"`` (an exact int),
     ``"float"`` (the value ``float(arg)``), ``"static"`` (an argument equal to
-    ``value``) or ``"tensor_map"`` (a TMA tensor map: ``value`` is its plan (the same or an equal one),
+    ``value``) or ``"tensor_map"`` (a TMA tensor map: ``value`` is its plan (the same or an equal
+    one),
     ``device`` the device of its array, :func:`tensor_map_device`; the value its ``data``,
     which must be ``bytes`` of exactly :data:`TENSOR_MAP_BYTES`). ``type`` is the
     argument's exact type. ``refuse``: the

@@ -14,7 +14,8 @@ lookup: any difference is a miss, never a stale cubin.
   DTypes, enums, dataclasses field by field, numpy arrays by content, llvmlite IR types
   by their IR text, functions by name, bytecode, closure and defaults,
   ``functools.partial`` and ``lru_cache`` functions by what they wrap, objects with
-  ``__tylo_cache_key__``), and names that resolve to builtins (a later global of that name shadows the builtin: a miss);
+  ``__tylo_cache_key__``), and names that resolve to builtins (a later global of that name shadows
+  the builtin: a miss);
 - through modules and user classes it names, their attributes that the code names too:
   ``othermodule.ATTR``, ``pkg.sub.TABLE``, ``Config.TILE`` (recursively, a few levels).
 

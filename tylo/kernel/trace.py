@@ -79,7 +79,8 @@ def _entry_name(name: str) -> str:
 
 
 def _param_type(b: Binding, index_bits: int) -> ir.Type:
-    if b.kind is ParamKind.TENSOR_MAP:  # CUtensorMap by value (docs/toolchain.md: byval + grid_constant)
+    # CUtensorMap by value (docs/toolchain.md: byval + grid_constant)
+    if b.kind is ParamKind.TENSOR_MAP:
         return ir.ArrayType(ir.IntType(8), 128).as_pointer()
     if b.kind is ParamKind.POINTER:
         return memory_type(b.dtype).as_pointer(ADDRSPACE_GLOBAL)  # type: ignore[arg-type]

@@ -31,7 +31,7 @@ stride of B must be a multiple of the product of A's bounded extents)."""
 # -- the exhaustive decision ------------------------------------------------------------------
 
 
-def _layout_1d(g: list) -> tuple | None:
+def _layout_1d(g: list[int]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
     """Extents and strides ``(t..), (e..)`` of a layout computing ``x -> g[x]`` on
     ``[0, len(g))``, trying every ordered factorization of ``len(g)``; None if none does."""
     n = len(g)
@@ -106,7 +106,7 @@ def trunc_eval(a: Layout, i: int) -> int:
             q, r = -q, -r
         total += r * d
         i = q
-    return total + i * fd[-1]
+    return int(total + i * fd[-1])
 
 
 def _offsets(b: Layout) -> list[int]:
@@ -123,7 +123,7 @@ _FIX = (
 )
 
 
-def check_negative_reach(a: Layout, b: Layout, bounded: list) -> None:
+def check_negative_reach(a: Layout, b: Layout, bounded: list[int]) -> None:
     """Refuse B when it reaches a negative index of A at which CuTe's truncating and
     floor-division evaluations of A differ. ``bounded`` are the extents of A's coalesced
     modes before its last (unbounded) one; at a multiple of their product ``P`` both

@@ -29,6 +29,7 @@ from typing import Any
 import sympy
 
 from tylo.layouts import _poly as P
+from tylo.layouts._scope import Fact
 from tylo.layouts._symbols import Dim, Divisible, IndexSymbol
 from tylo.layouts.errors import AssumptionError
 
@@ -44,23 +45,23 @@ def _text(x: Any) -> str:
 class Facts:
     """Everything known under one tuple of assumptions, as polynomial rewrites."""
 
-    def __init__(self, assumptions: tuple) -> None:
+    def __init__(self, assumptions: tuple[Fact, ...]) -> None:
         self.assumptions = assumptions
-        self.bind: dict[Any, dict] = {}  # symbol or opaque atom -> polynomial
+        self.bind: dict[Any, P.Poly] = {}  # symbol or opaque atom -> polynomial
         self.kind: list[int] = []  # variable id -> NONNEG / INT / REAL
         self.names: list[Any] = []  # what each variable stands for (see name())
-        self.ge: list[dict] = []  # polynomials known to be >= 0
+        self.ge: list[P.Poly] = []  # polynomials known to be >= 0
         # owner of each ge fact: the variable whose own range it states (an index symbol's
         # bound, a Mod's residue range), or None for an assumption. An owned fact is used
         # only for questions that mention its owner: a possibly empty range (a loop index
         # ``k < trips`` with ``trips`` maybe 0) then cannot leak into unrelated decisions.
-        self.ge_owner: list[frozenset | None] = []
-        self.eq: list[dict] = []  # polynomials known to be == 0 (not solved)
-        self.div: list[tuple[dict, int]] = []  # (integer polynomial, modulus): modulus | poly
-        self.sdiv: list[tuple[dict, dict]] = []  # (d, e) with symbolic d: d | e
-        self.upper: dict[int, dict] = {}  # variable -> its inclusive upper bound
+        self.ge_owner: list[frozenset[int] | None] = []
+        self.eq: list[P.Poly] = []  # polynomials known to be == 0 (not solved)
+        self.div: list[tuple[P.Poly, int]] = []  # (integer polynomial, modulus): modulus | poly
+        self.sdiv: list[tuple[P.Poly, P.Poly]] = []  # (d, e) with symbolic d: d | e
+        self.upper: dict[int, P.Poly] = {}  # variable -> its inclusive upper bound
         self.alt: dict[int, int] = {}  # variable -> slack variable of the upper bound
-        self._cache: dict[Any, dict] = {}
+        self._cache: dict[Any, P.Poly] = {}
         for a in assumptions:
             self._add(a)
 
@@ -81,7 +82,7 @@ class Facts:
             return f"{self.name(base) if type(base) is int else _text(base)}{suffix}"
         return n if type(n) is str else _text(n)
 
-    def poly(self, x: Any) -> dict:
+    def poly(self, x: Any) -> P.Poly:
         """The polynomial (over fresh variables) equal to the expression ``x``."""
         if type(x) is int:
             return P.const(x)
@@ -90,7 +91,7 @@ class Facts:
             got = self._cache[x] = self._convert(x)
         return got
 
-    def _convert(self, x: Any) -> dict:
+    def _convert(self, x: Any) -> P.Poly:
         if isinstance(x, (bool, sympy.logic.boolalg.BooleanAtom, sympy.core.relational.Relational)):
             raise AssumptionError(f"expected an integer expression, got the condition {x}")
         if not isinstance(x, sympy.Basic):
@@ -102,7 +103,7 @@ class Facts:
         if x.is_Symbol:
             return self._leaf(x)
         if x.is_Add:
-            r: dict = {}
+            r: P.Poly = {}
             for a in x.args:
                 r = P.add(r, self.poly(a))
             return r
@@ -115,7 +116,7 @@ class Facts:
             return P.power(self.poly(x.base), int(x.exp))
         return self._leaf(x)
 
-    def _leaf(self, atom: Any) -> dict:
+    def _leaf(self, atom: Any) -> P.Poly:
         got = self.bind.get(atom)
         if got is not None:
             return got
@@ -123,12 +124,12 @@ class Facts:
             got = self.bind.get(atom)
             return got if got is not None else self._bind_new(atom)
 
-    def _bind_new(self, atom: Any) -> dict:
+    def _bind_new(self, atom: Any) -> P.Poly:
         name = atom
         if isinstance(atom, Dim):
             v = self._new(NONNEG, name)
             m = atom.multiple_of
-            p = {(): m, ((v, 1),): m}
+            p: P.Poly = {(): m, ((v, 1),): m}
         elif isinstance(atom, IndexSymbol):
             v = self._new(NONNEG, name)
             p = P.var(v)
@@ -169,11 +170,11 @@ class Facts:
         self.bind[atom] = p
         return p
 
-    def _fact(self, g: dict, owner: int | None) -> None:
+    def _fact(self, g: P.Poly, owner: int | None) -> None:
         self.ge.append(g)
         self.ge_owner.append(None if owner is None else frozenset((owner,)))
 
-    def integral(self, p: dict) -> bool:
+    def integral(self, p: P.Poly) -> bool:
         """True when ``p`` is integer-valued: integer coefficients, integer variables."""
         kind = self.kind
         for m, c in p.items():
@@ -186,7 +187,7 @@ class Facts:
 
     # -- proving signs --------------------------------------------------------------------
 
-    def _coeffs_nonneg(self, p: dict, strict: bool) -> bool:
+    def _coeffs_nonneg(self, p: P.Poly, strict: bool) -> bool:
         c0 = p.get((), 0)
         if c0 < 0 or (strict and c0 == 0):
             return False
@@ -201,7 +202,7 @@ class Facts:
                     return False
         return True
 
-    def _with_facts(self, p: dict, strict: bool) -> bool:
+    def _with_facts(self, p: P.Poly, strict: bool) -> bool:
         if self._coeffs_nonneg(p, strict):
             return True
         mentioned = None
@@ -224,7 +225,7 @@ class Facts:
                 return True
         return False
 
-    def prove(self, p: dict, strict: bool = False) -> bool:
+    def prove(self, p: P.Poly, strict: bool = False) -> bool:
         """True when ``p >= 0`` (``> 0`` if strict) holds for all values of the variables."""
         if self._with_facts(p, strict):
             return True
@@ -240,7 +241,7 @@ class Facts:
                 return True
         return False
 
-    def nonneg(self, p: dict) -> bool | None:
+    def nonneg(self, p: P.Poly) -> bool | None:
         """Decide ``p >= 0``: True (always), False (never), None (depends on the values)."""
         if self.prove(p):
             return True
@@ -252,7 +253,7 @@ class Facts:
             return False
         return None
 
-    def is_zero(self, p: dict) -> bool | None:
+    def is_zero(self, p: P.Poly) -> bool | None:
         """Decide ``p == 0``."""
         if not p:
             return True
@@ -274,13 +275,13 @@ class Facts:
 
     # -- divisibility ---------------------------------------------------------------------
 
-    def divides_static(self, m: int, p: dict) -> bool | None:
+    def divides_static(self, m: int, p: P.Poly) -> bool | None:
         """Decide ``m | p`` for a static ``m >= 1`` by residue enumeration."""
         if any(self.kind[v] == REAL for v in P.variables(p)):
             return None
         den = P.denominator(p)
         mod = m * den
-        q = {mono: int(c * den) % mod for mono, c in p.items()}
+        q: P.Poly = {mono: int(c * den) % mod for mono, c in p.items()}
         q = {mono: c for mono, c in q.items() if c}
         if not q:
             return True
@@ -292,7 +293,7 @@ class Facts:
         # fact connected to the question, enumerating its extra variables as well.
         vset = set(vs)
         modulus = mod
-        facts: list = []
+        facts: list[tuple[P.Poly, int]] = []
         pending = [(g, dm) for g, dm in self.div]
         grew = True
         while grew:
@@ -363,7 +364,7 @@ class Facts:
             return False
         return None
 
-    def _implied_by(self, qd: dict, qe: dict, fd: dict, fe: dict) -> bool:
+    def _implied_by(self, qd: P.Poly, qe: P.Poly, fd: P.Poly, fe: P.Poly) -> bool:
         """Does the fact ``fd | fe`` give ``qd | qe``? (``qd | fd | fe | qe``, or the
         fact scaled by a constant.)"""
         k = P.exact_quotient(fd, qd)
@@ -378,8 +379,8 @@ class Facts:
 
     # -- adding assumptions ---------------------------------------------------------------
 
-    def _rebind(self, v: int, q: dict) -> None:
-        def s(p: dict) -> dict:
+    def _rebind(self, v: int, q: P.Poly) -> None:
+        def s(p: P.Poly) -> P.Poly:
             return P.substitute(p, v, q)
 
         self.bind = {a: s(p) for a, p in self.bind.items()}
@@ -400,7 +401,9 @@ class Facts:
             "remove or correct the contradicting assumption"
         )
 
-    def _pick(self, e: dict, preferred: set[int], coeffs: tuple) -> tuple[int, Any] | None:
+    def _pick(
+        self, e: P.Poly, preferred: set[int], coeffs: tuple[int, ...]
+    ) -> tuple[int, Any] | None:
         best = None
         for m, c in e.items():
             if len(m) != 1 or m[0][1] != 1 or c not in coeffs:
@@ -445,7 +448,7 @@ class Facts:
             e = P.sub(e, P.ONE) if self.integral(e) else e
         self._add_ge(a, e, preferred, strict=op in (">", "<") and not self.integral(e))
 
-    def _add_ge(self, a: Any, e: dict, preferred: set[int], strict: bool) -> None:
+    def _add_ge(self, a: Any, e: P.Poly, preferred: set[int], strict: bool) -> None:
         if self.integral(e):
             g = P.integer_content(e)
             if g > 1:
@@ -473,7 +476,7 @@ class Facts:
         if needs_fact:
             self._fact(newv, None)
 
-    def _add_eq(self, a: Any, e: dict, preferred: set[int]) -> None:
+    def _add_eq(self, a: Any, e: P.Poly, preferred: set[int]) -> None:
         if not e:
             return
         if self.is_zero(e) is False:
@@ -523,7 +526,9 @@ class Facts:
         self.div.append((q, mod))
 
 
-def _enumerate_numpy(q: dict, mod: int, vs: list[int], ranges: list[int], facts: list) -> Any:
+def _enumerate_numpy(
+    q: P.Poly, mod: int, vs: list[int], ranges: list[int], facts: list[tuple[P.Poly, int]]
+) -> bool | None:
     import numpy as np
 
     # residues below 2**31 keep every product below 2**62 in int64; larger moduli use
@@ -532,7 +537,7 @@ def _enumerate_numpy(q: dict, mod: int, vs: list[int], ranges: list[int], facts:
     grids = np.meshgrid(*(np.arange(n).astype(dt) for n in ranges), indexing="ij")
     env = {v: g.ravel() for v, g in zip(vs, grids)}
 
-    def ev(p: dict, m: int) -> Any:
+    def ev(p: P.Poly, m: int) -> Any:
         total = np.zeros(grids[0].size, dtype=dt)
         for mono, c in p.items():
             t = np.full(total.shape, int(c) % m, dtype=dt)
@@ -549,17 +554,17 @@ def _enumerate_numpy(q: dict, mod: int, vs: list[int], ranges: list[int], facts:
     if vals.size == 0:
         return True
     zero = vals == 0
-    if zero.all():
+    if bool(zero.all()):
         return True
-    if not zero.any():
+    if not bool(zero.any()):
         return False
     return None
 
 
-_FACTS: dict[tuple, Facts] = {}
+_FACTS: dict[tuple[Fact, ...], Facts] = {}
 
 
-def facts_for(assumptions: tuple) -> Facts:
+def facts_for(assumptions: tuple[Fact, ...]) -> Facts:
     """The (cached) :class:`Facts` of an assumption tuple; raises if unsatisfiable."""
     f = _FACTS.get(assumptions)
     if f is None:

@@ -29,7 +29,7 @@ MAX_SYMBOLIC_EXPONENT = 64
 
 
 class _Parser:
-    def __init__(self, text: str, symbols: dict) -> None:
+    def __init__(self, text: str, symbols: dict[str, sympy.Symbol]) -> None:
         self.text = text
         self.symbols = symbols
         self.tokens: list[tuple[str, str, int]] = []
@@ -42,8 +42,8 @@ class _Parser:
                 col = pos + len(text[pos:]) - len(text[pos:].lstrip())
                 raise self.error(f"unexpected character {text[col]!r}", col)
             kind = "int" if m.group(1) else "name" if m.group(2) else "op"
-            start = m.start(m.lastindex)
-            self.tokens.append((kind, m.group(m.lastindex), start))
+            start = m.start(m.lastindex or 0)
+            self.tokens.append((kind, m.group(m.lastindex or 0), start))
             pos = m.end()
         self.i = 0
 
@@ -218,7 +218,7 @@ def _power(base: Any, exp: Any, error: Any, col: int) -> Any:
     return base**e
 
 
-def _symbol_table(symbols: Any) -> dict:
+def _symbol_table(symbols: Any) -> dict[str, sympy.Symbol]:
     if symbols is None:
         return {}
     if isinstance(symbols, Mapping):
@@ -232,11 +232,11 @@ def _values(t: Any) -> Any:
     return tuple(_values(e) for e in t) if type(t) is tuple else to_value(t)
 
 
-def symbol_table(symbols: Any) -> dict:
+def symbol_table(symbols: Any) -> dict[str, sympy.Symbol]:
     return _symbol_table(symbols)
 
 
-def read_layout(text: str, table: dict) -> tuple[Any, Any]:
+def read_layout(text: str, table: dict[str, sympy.Symbol]) -> tuple[Any, Any]:
     """``(shape, stride)`` of a plain layout's text (stride None: compact column-major)."""
     p = _Parser(text, table)
     if not p.tokens:

@@ -16,7 +16,8 @@ from fractions import Fraction
 from math import gcd, lcm
 
 Mono = tuple[tuple[int, int], ...]
-Poly = dict
+Coeff = int | Fraction
+Poly = dict[Mono, Coeff]
 
 ONE: Poly = {(): 1}
 ZERO: Poly = {}

@@ -17,7 +17,7 @@ import sympy
 from tylo.layouts import _poly as P
 from tylo.layouts._depth import MAX_DEPTH, check_depth
 from tylo.layouts._facts import facts_for
-from tylo.layouts._scope import _STACK, _normalize_fact, to_value
+from tylo.layouts._scope import _STACK, Fact, _normalize_fact, to_value
 from tylo.layouts._symbols import Dim, Divisible, IndexSymbol
 from tylo.layouts.errors import AssumptionError, ShapeError
 
@@ -67,22 +67,22 @@ def substitute(obj: Any, values: Mapping[Any, int]) -> Any:
 
 def _exact_int(k: Any, v: Any) -> int:
     """``v`` as an int, refusing anything that is not exactly an integer (2.5, "3", True)."""
-    given = v
+    out: int | None = None
     if isinstance(v, bool):
-        v = None
+        pass
     elif isinstance(v, sympy.Basic):
-        v = int(v) if v.is_Integer else None
+        out = int(v) if v.is_Integer else None
     else:
         try:
-            v = operator.index(v)
+            out = operator.index(v)
         except TypeError:
-            v = None
-    if v is None:
+            pass
+    if out is None:
         raise AssumptionError(
-            f"substitute: the value of {k} must be an integer, got {given!r} "
-            f"({type(given).__name__}); symbols stand for integers (give an int)"
+            f"substitute: the value of {k} must be an integer, got {v!r} "
+            f"({type(v).__name__}); symbols stand for integers (give an int)"
         )
-    return v
+    return out
 
 
 def _map(obj: Any, fn: Any, depth: int = 0) -> Any:
@@ -100,8 +100,8 @@ def _map(obj: Any, fn: Any, depth: int = 0) -> Any:
     return fn(obj)
 
 
-def _free_symbols(obj: Any) -> set:
-    out: set = set()
+def _free_symbols(obj: Any) -> set[sympy.Symbol]:
+    out: set[sympy.Symbol] = set()
 
     def grab(x: Any) -> Any:
         if isinstance(x, sympy.Basic):
@@ -112,7 +112,7 @@ def _free_symbols(obj: Any) -> set:
     return out
 
 
-def _closure(symbols: Iterable, assumptions: tuple) -> list:
+def _closure(symbols: Iterable[sympy.Symbol], assumptions: tuple[Fact, ...]) -> list[sympy.Symbol]:
     syms = set()
     for s in symbols:
         syms |= _free_symbols(s) if not isinstance(s, sympy.Symbol) else {s}
@@ -133,7 +133,7 @@ def _closure(symbols: Iterable, assumptions: tuple) -> list:
     return sorted(syms, key=lambda s: (isinstance(s, IndexSymbol), s.name, str(type(s))))
 
 
-def _holds(a: Any, env: dict) -> bool:
+def _holds(a: Any, env: dict[sympy.Symbol, sympy.Integer]) -> bool:
     if isinstance(a, Divisible):
         e = to_value(sympy.sympify(a.expr).xreplace(env))
         d = to_value(sympy.sympify(a.divisor).xreplace(env))
@@ -144,7 +144,7 @@ def _holds(a: Any, env: dict) -> bool:
     return bool(a)
 
 
-def _intrinsic_ok(s: Any, v: int, env: dict) -> bool:
+def _intrinsic_ok(s: Any, v: int, env: dict[sympy.Symbol, sympy.Integer]) -> bool:
     if isinstance(s, Dim):
         return v >= 1 and v % s.multiple_of == 0
     if isinstance(s, IndexSymbol):
@@ -160,13 +160,13 @@ def _intrinsic_ok(s: Any, v: int, env: dict) -> bool:
 
 
 def sample_assignment(
-    symbols: Iterable,
+    symbols: Iterable[sympy.Symbol],
     rng: random.Random | int | None = None,
     *,
     max_value: int = 64,
-    assumptions: Iterable = (),
+    assumptions: Iterable[Fact] = (),
     tries: int = 400,
-) -> dict:
+) -> dict[sympy.Symbol, int]:
     """A random integer assignment satisfying every fact: each symbol's own (positivity,
     ``multiple_of``, index bounds) and the assumptions in force (plus ``assumptions``).
 
@@ -208,8 +208,8 @@ def sample_assignment(
             hi = top if roll > 0.5 else min(top, 2)
             x = rng.randint(0, hi)
             vals[v] = x if f.kind[v] == 0 or rng.random() < 0.5 else -x
-        env: dict = {}
-        out: dict = {}
+        env: dict[sympy.Symbol, sympy.Integer] = {}
+        out: dict[sympy.Symbol, int] = {}
         ok = True
         for s in syms:
             val = P.evaluate(polys[s], vals)
@@ -256,13 +256,13 @@ def sample_assignment(
 
 
 def assignments(
-    symbols: Iterable,
+    symbols: Iterable[sympy.Symbol],
     rng: random.Random | int | None = None,
     *,
     count: int = 10,
     max_value: int = 64,
-    assumptions: Iterable = (),
-) -> Iterator[dict]:
+    assumptions: Iterable[Fact] = (),
+) -> Iterator[dict[sympy.Symbol, int]]:
     """Yield ``count`` random satisfying assignments (see :func:`sample_assignment`).
 
     >>> from tylo.layouts.symbolic import dim

@@ -16,11 +16,12 @@ from tylo.layouts.errors import AssumptionError
 __all__ = ["to_value"]
 
 Value = Any  # an int or a sympy integer expression
+Fact = Any  # an assumption: a sympy relation (>=, <=, ==, ...) or a Divisible
 
 
 class _Stack(threading.local):
     def __init__(self) -> None:
-        self.current: tuple = ()
+        self.current: tuple[Fact, ...] = ()
 
 
 _STACK = _Stack()

@@ -9,14 +9,18 @@ from typing import Any
 import sympy
 from hypothesis import strategies as st
 
+from tylo.layouts._scope import Fact, Value
 from tylo.layouts.errors import AssumptionError
+from tylo.layouts.inttuple import IntTuple
 from tylo.layouts.layout import Layout
 from tylo.layouts.symbolic import Dim, dim, divisible, index_symbol, sample_assignment
 
 __all__ = ["assignments_for", "fact_symbols"]
 
 
-def assignments_for(obj: Any, assumptions: tuple = (), max_value: int = 40) -> st.SearchStrategy:
+def assignments_for(
+    obj: Any, assumptions: tuple[Fact, ...] = (), max_value: int = 40
+) -> st.SearchStrategy[dict[sympy.Symbol, int]]:
     """Random integer assignments (dict symbol -> int) of the symbols in ``obj``
     satisfying their facts and ``assumptions`` (see ``symbolic.sample_assignment``). Half
     the time a symbol that may be 1 (a ``dim`` without ``multiple_of``) is
@@ -26,16 +30,20 @@ def assignments_for(obj: Any, assumptions: tuple = (), max_value: int = 40) -> s
     )
 
 
-def _symbols(obj: Any) -> set:
-    vals: tuple = (*_flat(obj.shape), *_flat(obj.stride)) if isinstance(obj, Layout) else _flat(obj)
+def _symbols(obj: Any) -> set[sympy.Symbol]:
+    vals: tuple[Value, ...] = (
+        (*_flat(obj.shape), *_flat(obj.stride)) if isinstance(obj, Layout) else _flat(obj)
+    )
     return {s for v in vals if isinstance(v, sympy.Basic) for s in v.free_symbols}
 
 
-def _flat(t: Any) -> tuple:
+def _flat(t: IntTuple) -> tuple[Value, ...]:
     return tuple(x for e in t for x in _flat(e)) if isinstance(t, (tuple, list)) else (t,)
 
 
-def _assignment(obj: Any, assumptions: tuple, max_value: int, rng: random.Random) -> dict:
+def _assignment(
+    obj: Any, assumptions: tuple[Fact, ...], max_value: int, rng: random.Random
+) -> dict[sympy.Symbol, int]:
     ones = sorted((s for s in _symbols(obj) if isinstance(s, Dim) and s.multiple_of == 1), key=str)
     if ones and rng.random() < 0.5:
         pin = (sympy.Eq(rng.choice(ones), 1),)
@@ -52,7 +60,7 @@ _FACT_KINDS = ("multiple_of", "odd_multiple", "index", "lower", "upper", "relati
 
 
 @st.composite
-def fact_symbols(draw: Any) -> tuple[Any, tuple]:
+def fact_symbols(draw: st.DrawFn) -> tuple[sympy.Symbol, tuple[Fact, ...]]:
     """``(symbol, assumptions)``: a symbol with one kind of fact tylo records, drawn from
     ``dim(multiple_of=k)`` (k a power of two up to 1024), ``dim(multiple_of=k)`` with k
     not a power of two (3, 6, 12), ``index_symbol(upper=u)``, and a plain ``dim`` under an

@@ -22,7 +22,7 @@ _DIM_CACHE: dict[tuple[str, int], Dim] = {}
 _INDEX_CACHE: dict[tuple[str, Any], IndexSymbol] = {}
 
 
-class Dim(sympy.Symbol):
+class Dim(sympy.Symbol):  # type: ignore[misc]  # sympy ships no type information
     """A positive integer symbol (a runtime extent or stride) with a divisibility fact.
 
     ``Dim("N", multiple_of=16)`` stands for a value in {16, 32, 48, ...}. Instances are
@@ -36,7 +36,7 @@ class Dim(sympy.Symbol):
     __slots__ = ("multiple_of",)
     multiple_of: int
 
-    def __new__(cls, name: str, multiple_of: int = 1) -> Any:
+    def __new__(cls, name: str, multiple_of: int = 1) -> Dim:
         key = (name, multiple_of)
         obj = _DIM_CACHE.get(key)
         if obj is not None:
@@ -60,14 +60,14 @@ class Dim(sympy.Symbol):
     def __getnewargs_ex__(self) -> tuple[tuple[str], dict[str, int]]:
         return ((self.name,), {"multiple_of": self.multiple_of})
 
-    def _hashable_content(self) -> tuple:
-        return super()._hashable_content() + (("multiple_of", self.multiple_of),)
+    def _hashable_content(self) -> tuple[object, ...]:
+        return (*super()._hashable_content(), ("multiple_of", self.multiple_of))
 
     def __repr__(self) -> str:
-        return self.name
+        return str(self.name)
 
 
-class IndexSymbol(sympy.Symbol):
+class IndexSymbol(sympy.Symbol):  # type: ignore[misc]  # as Dim
     """A non-negative integer symbol (thread, block or loop index) with an optional
     exclusive upper bound ``upper`` (an int or an expression over other symbols).
 
@@ -79,7 +79,7 @@ class IndexSymbol(sympy.Symbol):
     __slots__ = ("upper",)
     upper: Any
 
-    def __new__(cls, name: str, upper: Any = None) -> Any:
+    def __new__(cls, name: str, upper: Any = None) -> IndexSymbol:
         if isinstance(upper, sympy.Integer):
             upper = int(upper)
         key = (name, upper)
@@ -115,11 +115,11 @@ class IndexSymbol(sympy.Symbol):
     def __getnewargs_ex__(self) -> tuple[tuple[str], dict[str, Any]]:
         return ((self.name,), {"upper": self.upper})
 
-    def _hashable_content(self) -> tuple:
-        return super()._hashable_content() + (("upper", self.upper),)
+    def _hashable_content(self) -> tuple[object, ...]:
+        return (*super()._hashable_content(), ("upper", self.upper))
 
     def __repr__(self) -> str:
-        return self.name
+        return str(self.name)
 
 
 # The fact engine (_facts.py) builds on these classes, so it sits above this module; it
@@ -153,5 +153,5 @@ class Divisible:
 
 def _text(x: Any) -> str:
     if isinstance(x, sympy.Basic):
-        return sympy.sstr(x)
+        return str(sympy.sstr(x))
     return str(x)

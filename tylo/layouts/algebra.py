@@ -7,12 +7,15 @@ simplified but never wrong; complement raises when admissibility depends on the 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, overload
 
 import sympy
 
+from tylo.layouts._depth import check_depth
+from tylo.layouts._scope import Value
 from tylo.layouts.errors import ComplementError, ShapeError
-from tylo.layouts.inttuple import check_depth, flatten_tuple, fmt, product, vmul
+from tylo.layouts.inttuple import IntTuple, flatten_tuple, fmt, product, vmul
 from tylo.layouts.layout import Layout, _as_layout, cosize, make_layout, size
 from tylo.layouts.swizzle import ComposedLayout
 from tylo.layouts.symbolic import (
@@ -25,6 +28,8 @@ from tylo.layouts.symbolic import (
 )
 
 __all__ = ["coalesce", "complement", "filter_", "undecided_simplification"]
+
+_M = TypeVar("_M", bound=tuple[Any, ...])  # a mode tuple, its stride first
 
 
 def is_one(x: Any) -> bool:
@@ -48,11 +53,11 @@ def same(a: Any, b: Any) -> bool:
     return decide_cmp(a, "==", b) is True
 
 
-def _static_coalesced(fs: tuple, fd: tuple) -> tuple[list, list]:
+def _static_coalesced(fs: Sequence[Value], fd: Sequence[Value]) -> tuple[list[Value], list[Value]]:
     """Merge adjacent static modes (``s1:d1, s2:s1*d1`` -> ``s1*s2:d1``), dropping extent-1
     modes; never empty (``[1], [0]`` for a layout of size 1)."""
-    rs: list = []
-    rd: list = []
+    rs: list[Value] = []
+    rd: list[Value] = []
     for s, d in zip(fs, fd):
         if s == 1:
             continue
@@ -64,9 +69,9 @@ def _static_coalesced(fs: tuple, fd: tuple) -> tuple[list, list]:
     return (rs, rd) if rs else ([1], [0])
 
 
-def _coalesce_flat(fs: tuple, fd: tuple, static: bool) -> tuple[Any, Any]:
-    rs: list = []
-    rd: list = []
+def _coalesce_flat(fs: Sequence[Value], fd: Sequence[Value], static: bool) -> tuple[Any, Any]:
+    rs: list[Value] = []
+    rd: list[Value] = []
     if static:
         rs, rd = _static_coalesced(fs, fd)
     else:
@@ -104,13 +109,20 @@ def _coalesce(x: Layout, profile: Any) -> tuple[Any, Any]:
     return tuple(rs) + shape[len(profile) :], tuple(rd) + stride[len(profile) :]
 
 
-def coalesce(layout: Any, profile: Any = None) -> Any:
+@overload
+def coalesce(layout: ComposedLayout, profile: IntTuple = None) -> ComposedLayout: ...
+@overload
+def coalesce(layout: Layout | int, profile: IntTuple = None) -> Layout: ...
+def coalesce(
+    layout: Layout | ComposedLayout | int, profile: IntTuple = None
+) -> Layout | ComposedLayout:
     """The same function with the fewest modes: drop extent-1 modes, merge mode pairs
     ``s0:d0, s1:d1`` with ``d1 == s0*d0``. With ``profile`` (a tuple), coalesce each
     top-level mode separately, keeping the rank. Defining property: ``coalesce(L)(i) ==
     L(i)`` for every index ``i < size(L)``.
 
-    >>> str(coalesce(Layout((2, (1, 6)), (1, (6, 2))))), str(coalesce(Layout((2, (1, 6)), (1, (6, 2))), (1, 1)))
+    >>> a = Layout((2, (1, 6)), (1, (6, 2)))
+    >>> str(coalesce(a)), str(coalesce(a, (1, 1)))
     ('12:1', '(2,6):(1,2)')
     """
     if type(layout) is Layout and profile is None:
@@ -120,9 +132,9 @@ def coalesce(layout: Any, profile: Any = None) -> Any:
             return Layout._make(s, d)
     if type(profile) is tuple:
         check_depth(profile, "the profile", "coalesce")
-    if isinstance(layout, ComposedLayout):
-        return ComposedLayout(layout.outer, layout.offset, coalesce(layout.inner, profile))
     x = _as_layout(layout, "coalesce")
+    if isinstance(x, ComposedLayout):
+        return ComposedLayout(x.outer, x.offset, coalesce(x.inner, profile))
     s, d = _coalesce(x, profile)
     return Layout._make(s, d)
 
@@ -150,10 +162,17 @@ def _drop_zero_strides(shape: Any, stride: Any) -> Any:
     return 1 if is_zero(stride) else shape
 
 
-def filter_(layout: Any, profile: Any = None) -> Layout:
+@overload
+def filter_(layout: ComposedLayout, profile: IntTuple = None) -> ComposedLayout: ...
+@overload
+def filter_(layout: Layout | int, profile: IntTuple = None) -> Layout: ...
+def filter_(
+    layout: Layout | ComposedLayout | int, profile: IntTuple = None
+) -> Layout | ComposedLayout:
     """CuTe's ``filter``: drop stride-0 modes and extent-1 modes, then coalesce. The
     result is the function on the remaining coordinates: ``filter_(L)(i) == L'(i)`` where
-    ``L'`` is ``L`` with every stride-0 extent replaced by 1.
+    ``L'`` is ``L`` with every stride-0 extent replaced by 1. A composed layout
+    ``S o offset o L`` gives ``S o offset o filter_(L)``, as :func:`coalesce` does.
 
     >>> str(filter_(Layout((4, 2, 3), (1, 0, 4))))
     '12:1'
@@ -161,6 +180,8 @@ def filter_(layout: Any, profile: Any = None) -> Layout:
     if type(profile) is tuple:
         check_depth(profile, "the profile", "filter_")
     x = _as_layout(layout, "filter_")
+    if isinstance(x, ComposedLayout):
+        return ComposedLayout(x.outer, x.offset, filter_(x.inner, profile))
     return coalesce(Layout._make(_drop_zero_strides(x.shape, x.stride), x.stride), profile)
 
 
@@ -169,22 +190,23 @@ class _Text:
 
     __slots__ = ("make",)
 
-    def __init__(self, make: Any) -> None:
+    def __init__(self, make: Callable[[], str]) -> None:
         self.make = make
 
     def __str__(self) -> str:
         return self.make()
 
-    __format__ = lambda self, spec: format(str(self), spec)
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
-def sorted_modes(modes: list, what: Any, op: str = "complement") -> list:
+def sorted_modes(modes: list[_M], what: object, op: str = "complement") -> list[_M]:
     """Sort mode tuples by their first item, the stride (stable), deciding symbolic
     comparisons exactly; an undecidable comparison raises for operation ``op``, naming
     ``what``."""
     if all(type(m[0]) is int for m in modes):
         return sorted(modes, key=lambda m: m[0])
-    out: list = []
+    out: list[_M] = []
     for m in modes:
         pos = len(out)
         while pos > 0:
@@ -244,7 +266,7 @@ def _check_cotarget(x: Any, cotarget: Any) -> Any:
     return cotarget
 
 
-def _offsets(layout: Layout, limit: int) -> list | None:
+def _offsets(layout: Layout, limit: int) -> list[int] | None:
     """Every offset of a static layout, or None when it has more than ``limit``."""
     n = 1
     for s in layout.flat()[0]:
@@ -255,7 +277,7 @@ def _offsets(layout: Layout, limit: int) -> list | None:
 
 
 def _inadmissible(
-    x: Layout, what: Any, rs: list, rd: list, cur: Any, cotarget: Any, d: Any, s: Any
+    x: Layout, what: Any, rs: list[Value], rd: list[Value], cur: Any, cotarget: Any, d: Any, s: Any
 ) -> Layout:
     """A mode of stride ``d`` is not a multiple of ``cur``, the reach of the modes with
     smaller strides. When the cotarget is within that reach, the gaps ``rs:rd`` of the
@@ -278,9 +300,9 @@ def _inadmissible(
             both = _offsets(make_layout(filtered, cand), _ENUMERATION_LIMIT)
             if both is not None and len(set(both)) == len(both):
                 return cand
-        cand = _floor_candidate(filtered, cotarget)
-        if cand is not None:
-            return cand
+        floor = _floor_candidate(filtered, cotarget)
+        if floor is not None:
+            return floor
         image = _offsets(filtered, _ENUMERATION_LIMIT)
         if image is not None and len(set(image)) < len(image):
             raise ComplementError(
@@ -331,7 +353,7 @@ _ENUMERATION_LIMIT = 1 << 14
 """Most offsets complement enumerates to check a candidate or a non-injectivity claim."""
 
 
-def complement(layout: Any, cotarget: Any = None) -> Layout:
+def complement(layout: Layout | ComposedLayout | int, cotarget: IntTuple = None) -> Layout:
     """The layout ``R`` of the offsets ``layout`` does not reach, up to ``cotarget`` (an
     int ``n >= 1``, a shape meaning its size, or a symbolic size; default
     ``cosize(layout)``). Stride-0 and extent-1 modes are ignored (CuTe filters them first);
@@ -380,8 +402,8 @@ def complement(layout: Any, cotarget: Any = None) -> Layout:
             raise undecidable_cmp("complement", d, ">=", 1, f"a stride of {x}")
         modes.append((d, s))
     modes = sorted_modes(modes, _Text(lambda: f"strides of {x}"))
-    rs: list = []
-    rd: list = []
+    rs: list[Value] = []
+    rd: list[Value] = []
     cur: Any = 1
     maybe_trivial = None
     for d, s in modes:

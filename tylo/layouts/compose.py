@@ -38,11 +38,14 @@ UndecidableError naming the fact to supply.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import sympy
 
 from tylo.layouts._compose_eval import check_negative_reach, search
+from tylo.layouts._depth import check_depth
+from tylo.layouts._scope import Value
 from tylo.layouts.algebra import (
     is_one,
     is_zero,
@@ -50,7 +53,7 @@ from tylo.layouts.algebra import (
 )
 from tylo.layouts.errors import CompositionError, LayoutError, ShapeError, UndecidableError
 from tylo.layouts.inttuple import fmt, product, vadd, vmul
-from tylo.layouts.layout import Layout, _as_layout, check_depth, size
+from tylo.layouts.layout import Layout, _as_layout, size
 from tylo.layouts.swizzle import ComposedLayout, Swizzle
 from tylo.layouts.symbolic import (
     decide_cmp,
@@ -72,10 +75,11 @@ class _Refusal(Exception):
 # -- A, coalesced with its extension --------------------------------------------------------
 
 
-_EXT: dict = {}  # memo of _ext_coalesce for static layouts (bounded; layouts are immutable)
+# memo of _ext_coalesce for static layouts (bounded; layouts are immutable)
+_EXT: dict[Layout, tuple[list[Value], list[Value], Value]] = {}
 
 
-def _ext_coalesce(a: Layout) -> tuple[list, list, Any]:
+def _ext_coalesce(a: Layout) -> tuple[list[Value], list[Value], Value]:
     """A's flat modes merged like CuTe's ``coalesce_x``: ``(fs, fd, dn)``, the bounded modes
     (extent-1 ones dropped, mergeable pairs merged) and the stride of the last, unbounded
     mode. Every merge keeps ``A(i)`` for every integer ``i``. Callers must not mutate."""
@@ -84,8 +88,8 @@ def _ext_coalesce(a: Layout) -> tuple[list, list, Any]:
         if hit is not None:
             return hit
     fs, fd = a.flat()
-    rs: list = []
-    rd: list = []
+    rs: list[Value] = []
+    rd: list[Value] = []
     for k in range(len(fs) - 1):
         s, d = fs[k], fd[k]
         if is_one(s):
@@ -126,7 +130,9 @@ def _undecided_form(a: Layout) -> str | None:
 # -- the static fast path ------------------------------------------------------------------
 
 
-def _static_leaf(fs: list, fd: list, dn: int, s: int, d: int, used: list) -> Any:
+def _static_leaf(
+    fs: list[int], fd: list[int], dn: int, s: int, d: int, used: list[int]
+) -> Any:
     """Static core of ``_leaf``: (shape, stride), adding the leaf's largest digit in each
     mode of A to ``used``; None when a condition fails (the general path then decides)."""
     if d == 0 or s == 1:
@@ -172,7 +178,9 @@ def _static_leaf(fs: list, fd: list, dn: int, s: int, d: int, used: list) -> Any
     return _pack(rs, rd)
 
 
-def _static_tree(fs: list, fd: list, dn: int, bs: Any, bd: Any, used: list) -> Any:
+def _static_tree(
+    fs: list[int], fd: list[int], dn: int, bs: Any, bd: Any, used: list[int]
+) -> Any:
     if type(bs) is tuple:
         shapes = []
         strides = []
@@ -211,7 +219,7 @@ class _Walk:
         self.a = a
         self.b = b
         self.fs, self.fd, self.dn = _ext_coalesce(a)
-        self.used: list = [[] for _ in self.fs]
+        self.used: list[list[int]] = [[] for _ in self.fs]
 
     def undecidable(self, d: Any, e: Any, alt: str, what: str) -> UndecidableError:
         return undecidable_divides(
@@ -231,8 +239,8 @@ class _Walk:
         if neg:
             return self.negative(s, d)
         fs, fd = self.fs, self.fd
-        rs: list = []
-        rd: list = []
+        rs: list[Value] = []
+        rd: list[Value] = []
         orig_d = d
         for k, a in enumerate(fs):
             down = divides(d, a)
@@ -289,7 +297,7 @@ class _Walk:
             rd.append(vmul(d, self.dn))
         return _pack(rs, rd)
 
-    def finish(self, rs: list, rd: list, k: int, s: Any, d: Any) -> tuple[Any, Any]:
+    def finish(self, rs: list[Value], rd: list[Value], k: int, s: Any, d: Any) -> tuple[Any, Any]:
         """The leaf's remaining ``s`` elements of stride ``d`` fit in mode ``k``."""
         rs.append(s)
         rd.append(vmul(d, self.fd[k]))
@@ -346,7 +354,7 @@ class _Walk:
             )
 
 
-def _pack(rs: list, rd: list) -> tuple[Any, Any]:
+def _pack(rs: list[Value], rd: list[Value]) -> tuple[Any, Any]:
     if not rs:
         return 1, 0
     if len(rs) == 1:
@@ -500,7 +508,7 @@ def _swizzled_right(a: Layout, b: Any) -> Any:
     )
 
 
-def _by_mode(a: Layout, tiler: tuple) -> Layout:
+def _by_mode(a: Layout, tiler: tuple[object, ...]) -> Layout:
     def head() -> str:
         return f"composition({a}, <{','.join(_tiler_text(t) for t in tiler)}>)"
 
@@ -508,7 +516,13 @@ def _by_mode(a: Layout, tiler: tuple) -> Layout:
 
 
 def by_mode(
-    fn: Any, op: str, a: Layout, tiler: tuple, *, error: type = ShapeError, head: Any = None
+    fn: Callable[[Layout, Any], Layout],
+    op: str,
+    a: Layout,
+    tiler: tuple[object, ...],
+    *,
+    error: type[LayoutError] = ShapeError,
+    head: Callable[[], str] | None = None,
 ) -> Layout:
     """Apply ``fn(mode_i, tiler[i])`` to the first ``len(tiler)`` modes of ``a`` (a by-mode
     tiler, as composition, the divides and the products take it); other modes stay.

@@ -9,25 +9,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from tylo.layouts._depth import check_depth
 from tylo.layouts.algebra import complement
 from tylo.layouts.compose import by_mode, composition
-from tylo.layouts.errors import LayoutError, ShapeError
-from tylo.layouts.layout import Layout, _as_layout, check_depth, make_layout, size
+from tylo.layouts.errors import ComplementError, LayoutError, ShapeError
+from tylo.layouts.layout import Layout, _as_layout, make_layout, size
 from tylo.layouts.swizzle import ComposedLayout
 
 __all__ = ["flat_divide", "logical_divide", "tiled_divide", "unzip_modes", "zipped_divide"]
 
 
-def _modes(x: Any) -> list:
+def _modes(x: Any) -> list[Layout]:
     if type(x.shape) is tuple:
         return [x[i] for i in range(len(x.shape))]
     return [x]
 
 
-def _tiler_layout(b: Any, op: str) -> Layout:
+def _tiler_layout(b: object, op: str) -> Layout | ComposedLayout:
     if isinstance(b, Layout):
         return b
-    return _as_layout(b, op)
+    got: Layout | ComposedLayout = _as_layout(b, op)
+    return got
 
 
 def logical_divide(a: Any, tiler: Any) -> Any:
@@ -60,13 +62,15 @@ def logical_divide(a: Any, tiler: Any) -> Any:
         )
     b = Layout._make(tiler, 1) if type(tiler) is int else _tiler_layout(tiler, "logical_divide")
     try:
+        if not isinstance(b, Layout):
+            raise ComplementError(f"complement({b}, ...): a composed layout has no complement")
         c = complement(b, size(a))
         return composition(a, Layout._make((b.shape, c.shape), (b.stride, c.stride)))
     except LayoutError as e:
         raise e.within(f"logical_divide({a}, {b})") from None
 
 
-def _by_mode(fn: Any, op: str, a: Layout, tiler: tuple) -> Layout:
+def _by_mode(fn: Any, op: str, a: Layout, tiler: tuple[Any, ...]) -> Layout:
     return by_mode(fn, op, a, tiler)
 
 
@@ -93,7 +97,7 @@ def unzip_modes(fn: Any, a: Any, tiler: Any) -> Any:
     return make_layout(_group(tiles), _group(rests))
 
 
-def _group(layouts: list) -> Layout:
+def _group(layouts: list[Layout]) -> Layout:
     if len(layouts) == 1:
         return layouts[0]
     return make_layout(*layouts)

@@ -15,6 +15,7 @@ from typing import Any
 import sympy
 
 from tylo.layouts._depth import check_depth
+from tylo.layouts._scope import Value
 from tylo.layouts.errors import ShapeError
 from tylo.layouts.symbolic import floor_div, mod, to_value
 
@@ -51,7 +52,7 @@ def vadd(a: Any, b: Any) -> Any:
     return to_value(a + b)
 
 
-def flatten_tuple(t: IntTuple) -> tuple:
+def flatten_tuple(t: IntTuple) -> tuple[Value, ...]:
     """The leaves of ``t`` in order.
 
     >>> flatten_tuple(((2, 2), (8, (3,))))
@@ -64,7 +65,7 @@ def flatten_tuple(t: IntTuple) -> tuple:
             break
     else:
         return t  # already flat (the common case)
-    out: list = []
+    out: list[Value] = []
     stack = [iter(t)]  # iterative: any nesting depth, no RecursionError
     while stack:
         for e in stack[-1]:
@@ -98,7 +99,7 @@ def product(t: IntTuple) -> Any:
     return r
 
 
-def product_each(t: IntTuple) -> tuple:
+def product_each(t: IntTuple) -> tuple[Value, ...]:
     """The product of each top-level mode.
 
     >>> product_each(((2, 3), 4))
@@ -315,5 +316,5 @@ def fmt(t: IntTuple) -> str:
     if type(t) is int:
         return str(t)
     if isinstance(t, sympy.Basic):
-        return sympy.sstr(t).replace(" ", "")
+        return str(sympy.sstr(t)).replace(" ", "")
     return str(t)

@@ -13,11 +13,13 @@ rewrite is exact; otherwise a typed refusal says which condition tylo needs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import pairwise
-from typing import Any
+from typing import Any, overload
 
 import sympy
 
+from tylo.layouts._scope import Value
 from tylo.layouts.algebra import coalesce, is_one, is_zero, sorted_modes
 from tylo.layouts.errors import InverseError, LayoutError, SwizzleError
 from tylo.layouts.inttuple import fmt, vmul
@@ -34,6 +36,8 @@ from tylo.layouts.symbolic import (
 
 __all__ = ["left_inverse", "right_inverse"]
 
+_Mode = tuple[Value, Value, Value]  # (stride, extent, index stride) of a moving mode
+
 #: Largest number of indices tylo enumerates to prove that a swizzle commutes with a
 #: layout (``inv(L) o S == S' o inv(L)``) when the bitwise argument does not apply.
 ENUMERATION_LIMIT = 1 << 16
@@ -42,7 +46,11 @@ ENUMERATION_LIMIT = 1 << 16
 MAYBE_ONE_LIMIT = 6
 
 
-def right_inverse(layout: Any) -> Any:
+@overload
+def right_inverse(layout: ComposedLayout) -> Layout | ComposedLayout: ...
+@overload
+def right_inverse(layout: Layout | int) -> Layout: ...
+def right_inverse(layout: Layout | ComposedLayout | int) -> Layout | ComposedLayout:
     """A layout ``R`` with ``layout(R(i)) == i`` for every ``i < size(R)``, and every
     ``R(i)`` an index of ``layout`` (``0 <= R(i) < size(layout)``). ``R`` follows the
     modes of ``coalesce(layout)`` whose strides chain ``1, s0, s0*s1, ...`` from stride 1
@@ -75,8 +83,8 @@ def _right_inverse(x: Layout) -> Layout:
         idx_strides.append(acc)
         acc = vmul(acc, s)
     remaining = [k for k in range(len(fs)) if not is_one(fs[k])]
-    rs: list = []
-    rd: list = []
+    rs: list[Value] = []
+    rd: list[Value] = []
     cur: Any = 1
     while remaining:
         found = None
@@ -113,7 +121,11 @@ def _right_inverse(x: Layout) -> Layout:
     return coalesce(Layout._make(tuple(rs), tuple(rd)))
 
 
-def left_inverse(layout: Any) -> Any:
+@overload
+def left_inverse(layout: ComposedLayout) -> Layout | ComposedLayout: ...
+@overload
+def left_inverse(layout: Layout | int) -> Layout: ...
+def left_inverse(layout: Layout | ComposedLayout | int) -> Layout | ComposedLayout:
     """A layout ``R`` with ``R(layout(c)) == c`` for every index ``c < size(layout)``,
     every offset ``layout(c)`` lying in R's domain ``[0, size(R))``.
 
@@ -145,7 +157,7 @@ def left_inverse(layout: Any) -> Any:
     return _left_inverse(x)
 
 
-def _index_strides(fs: tuple) -> list:
+def _index_strides(fs: Sequence[Value]) -> list[Value]:
     out = []
     acc: Any = 1
     for s in fs:
@@ -159,7 +171,7 @@ def _collision(x: Layout) -> tuple[int, int] | None:
     n = size(x)
     if n > ENUMERATION_LIMIT:
         return None
-    seen: dict = {}
+    seen: dict[int, int] = {}
     for i in range(n):
         o = x(i)
         if o in seen:
@@ -168,7 +180,7 @@ def _collision(x: Layout) -> tuple[int, int] | None:
     return None
 
 
-def _left_modes(x: Layout, maybe_one: list) -> list:
+def _left_modes(x: Layout, maybe_one: list[Value]) -> list[_Mode]:
     """The (stride, extent, index stride) of each mode that moves, sorted by stride;
     raises when a mode shows that no left inverse exists. A mode with a positive stride
     whose extent may be 1 is kept, and its extent is listed in ``maybe_one``: where it is
@@ -209,7 +221,7 @@ def _left_modes(x: Layout, maybe_one: list) -> list:
     return sorted_modes(modes, f"{x}", "left_inverse")
 
 
-def _pair_collision(modes: list) -> tuple[int, int] | None:
+def _pair_collision(modes: list[_Mode]) -> tuple[int, int] | None:
     """Two indices with one offset, from two modes alone: ``a*d_i == b*d_j`` with
     ``0 < a < s_i``, ``0 < b < s_j`` (smallest such a, b: ``d_j/g``, ``d_i/g``)."""
     for i, (di, si, ei) in enumerate(modes):
@@ -221,7 +233,7 @@ def _pair_collision(modes: list) -> tuple[int, int] | None:
     return None
 
 
-def _refuse_chain(x: Layout, modes: list, why: str) -> InverseError:
+def _refuse_chain(x: Layout, modes: list[_Mode], why: str) -> InverseError:
     if x.is_static:
         hit = _pair_collision(modes) or _collision(x)
         if hit is not None:
@@ -238,7 +250,7 @@ def _refuse_chain(x: Layout, modes: list, why: str) -> InverseError:
     )
 
 
-def _left_inverse(x: Layout, memo: dict | None = None) -> Layout:
+def _left_inverse(x: Layout, memo: dict[Layout, Layout | LayoutError] | None = None) -> Layout:
     """The left inverse of ``x``; ``memo`` holds the layouts with some extents set to 1
     already checked (each subset of them once, not once per order)."""
     memo = {} if memo is None else memo
@@ -248,7 +260,7 @@ def _left_inverse(x: Layout, memo: dict | None = None) -> Layout:
             raise got
         return got
     try:
-        maybe_one: list = []
+        maybe_one: list[Value] = []
         r = _left_chain(x, _left_modes(x, maybe_one))
         if len(maybe_one) > MAYBE_ONE_LIMIT:  # 2**n layouts to check: ask instead
             raise undecidable_cmp(
@@ -265,7 +277,7 @@ def _left_inverse(x: Layout, memo: dict | None = None) -> Layout:
     return r
 
 
-def _check_at_one(x: Layout, r: Layout, s: Any, memo: dict) -> None:
+def _check_at_one(x: Layout, r: Layout, s: Any, memo: dict[Layout, Layout | LayoutError]) -> None:
     """Raise unless ``r``, built with the mode of extent ``s`` kept, is also what the
     construction gives where ``s`` is 1 (the mode then dropped): the same layout after
     coalescing, with ``s``'s symbols set to 1 in both. Only extents that are 1 at exactly
@@ -284,7 +296,7 @@ def _check_at_one(x: Layout, r: Layout, s: Any, memo: dict) -> None:
         raise refuse
 
 
-def _left_chain(x: Layout, modes: list) -> Layout:
+def _left_chain(x: Layout, modes: list[_Mode]) -> Layout:
     if not modes:
         return Layout._make(1, 0)
     for (d0, s0, _), (d1, s1, _) in pairwise(modes):
@@ -314,8 +326,8 @@ def _left_chain(x: Layout, modes: list) -> Layout:
             raise _refuse_chain(
                 x, modes, f"stride {fmt(d0)} does not divide the next stride {fmt(d1)}"
             )
-    rs: list = [modes[0][0]]
-    rd: list = [0]
+    rs: list[Value] = [modes[0][0]]
+    rd: list[Value] = [0]
     for (d0, _, e0), (d1, _, _) in pairwise(modes):
         rs.append(exact_div(d1, d0, op=f"left_inverse({x})"))
         rd.append(e0)
@@ -332,12 +344,12 @@ def _bit_range(mask: int) -> tuple[int, int]:
     return (mask & -mask).bit_length() - 1, mask.bit_length()
 
 
-def _split_at(q: Layout, n: int) -> tuple[Layout, list] | None:
+def _split_at(q: Layout, n: int) -> tuple[Layout, list[tuple[Value, Value]]] | None:
     """``q`` split into the modes below index ``n`` and the (extent, stride) pairs above,
     or None when no mode boundary (after splitting one mode) falls at ``n``."""
     fs, fd = q.flat()
-    low_s: list = []
-    low_d: list = []
+    low_s: list[Value] = []
+    low_d: list[Value] = []
     acc = 1
     for k, (s, d) in enumerate(zip(fs, fd)):
         if acc == n:
@@ -360,12 +372,12 @@ def _split_at(q: Layout, n: int) -> tuple[Layout, list] | None:
     return None
 
 
-def _support(modes: list) -> int | None:
+def _support(modes: list[tuple[int, int]]) -> int | None:
     """A mask of every bit that ``sum(c_k * d_k)``, ``0 <= c_k < s_k``, may set (None when
     a stride is negative): the OR of the modes' masks when those are disjoint (the sum is
     then an OR), else every bit from the lowest stride bit to the largest sum's top bit."""
     masks = []
-    low = None
+    lows = []
     total = 0
     for s, d in modes:
         if d < 0:
@@ -374,11 +386,12 @@ def _support(modes: list) -> int | None:
             continue
         lo = (d & -d).bit_length() - 1
         masks.append(((1 << ((s - 1) * d).bit_length()) - 1) >> lo << lo)
-        low = lo if low is None else min(low, lo)
+        lows.append(lo)
         total += (s - 1) * d
     union = 0
     for m in masks:
         if union & m:
+            low = min(lows)
             return ((1 << total.bit_length()) - 1) >> low << low
         union |= m
     return union
@@ -430,7 +443,7 @@ def _commuted_swizzle(q: Layout, sw: Swizzle) -> Swizzle | None:
     return out
 
 
-def _swizzled_inverse(x: ComposedLayout, op: str) -> Any:
+def _swizzled_inverse(x: ComposedLayout, op: str) -> Layout | ComposedLayout:
     sw = x.outer
     if not isinstance(sw, Swizzle):
         raise InverseError(

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import numbers
 import reprlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar, overload
 
 import sympy
 
 from tylo.layouts._depth import MAX_DEPTH, check_depth  # re-exported here
+from tylo.layouts._scope import Value
 from tylo.layouts.errors import LayoutError, NotationError, ShapeError, UndecidableError
 from tylo.layouts.inttuple import (
+    IntTuple,
     crd2idx,
     depth_of,
     flatten_tuple,
@@ -28,6 +31,17 @@ from tylo.layouts.inttuple import (
     vmul,
 )
 from tylo.layouts.symbolic import decide_cmp, divides, to_value, undecidable_cmp
+
+
+class _Composed(Protocol):
+    """A composed layout (:class:`tylo.layouts.swizzle.ComposedLayout`) as this module sees
+    it: swizzle.py builds on this module, so this module names it without importing it."""
+
+    @property
+    def is_composed(self) -> bool: ...
+
+
+_C = TypeVar("_C", bound=_Composed)
 
 __all__ = [
     "Layout",
@@ -130,8 +144,12 @@ class Layout:
 
     __slots__ = ("_flat", "_hash", "_modes", "_static", "shape", "stride")
 
-    shape: Any
-    stride: Any
+    shape: IntTuple
+    stride: IntTuple
+    _flat: tuple[tuple[Value, ...], tuple[Value, ...]] | None
+    _hash: int | None
+    _static: bool | None
+    _modes: tuple[tuple[tuple[Value, ...], tuple[Value, ...]], ...] | None
 
     def __init__(self, shape: Any, stride: Any = None) -> None:
         if type(shape) is not int:
@@ -203,7 +221,7 @@ class Layout:
         return cls._from_text(text, symbol_table(symbols))
 
     @classmethod
-    def _from_text(cls, text: str, table: dict) -> Layout:
+    def _from_text(cls, text: str, table: dict[str, sympy.Symbol]) -> Layout:
         """The plain layout that ``text`` spells (symbols from ``table``), or a
         NotationError naming the text; shared with :func:`tylo.layouts.parse.parse`."""
         from tylo.layouts._notation import read_layout
@@ -218,7 +236,7 @@ class Layout:
 
     # -- structure ---------------------------------------------------------------------
 
-    def flat(self) -> tuple[tuple, tuple]:
+    def flat(self) -> tuple[tuple[Value, ...], tuple[Value, ...]]:
         """The flattened (shape, stride) leaves, cached."""
         f = self._flat
         if f is None:
@@ -235,9 +253,9 @@ class Layout:
         return s
 
     @property
-    def free_symbols(self) -> set:
+    def free_symbols(self) -> set[sympy.Symbol]:
         """The symbols in the shape and stride."""
-        out: set = set()
+        out: set[sympy.Symbol] = set()
         for x in self.flat()[0] + self.flat()[1]:
             if isinstance(x, sympy.Basic):
                 out |= x.free_symbols
@@ -251,7 +269,7 @@ class Layout:
             return self
         raise IndexError(f"{self} has rank 1; mode {i} does not exist")
 
-    def map_values(self, fn: Any) -> Layout:
+    def map_values(self, fn: Callable[[Value], Value]) -> Layout:
         """Apply ``fn`` to every extent and stride (used by ``substitute``)."""
 
         def m(t: Any) -> Any:
@@ -307,7 +325,7 @@ class Layout:
     def __eq__(self, other: object) -> bool:
         if type(other) is not Layout:
             return NotImplemented
-        return self.shape == other.shape and self.stride == other.stride
+        return bool(self.shape == other.shape and self.stride == other.stride)
 
     def __hash__(self) -> int:
         h = self._hash
@@ -330,7 +348,7 @@ class Layout:
 
         return _notebook_svg(self)
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[type[Layout], tuple[IntTuple, IntTuple]]:
         return (Layout, (self.shape, self.stride))
 
 
@@ -340,7 +358,7 @@ def _congruent(a: Any, b: Any) -> bool:
     return type(b) is not tuple
 
 
-def _as_layout(x: Any, op: str) -> Any:
+def _as_layout(x: object, op: str) -> Any:
     """Accept a Layout (or ComposedLayout) or an int (meaning ``n:1``)."""
     if isinstance(x, Layout):
         return x
@@ -356,7 +374,13 @@ def _as_layout(x: Any, op: str) -> Any:
     )
 
 
-def make_layout(*args: Any, stride: Any = None) -> Layout:
+@overload
+def make_layout(layout: _C, /) -> _C: ...
+@overload
+def make_layout(*args: Layout | IntTuple, stride: IntTuple = None) -> Layout: ...
+def make_layout(
+    *args: Layout | _Composed | IntTuple, stride: IntTuple = None
+) -> Layout | _Composed:
     """Build a layout: from a shape (and optional stride), or by concatenating layouts as
     the modes of a new layout (ints count as ``n:1``).
 
@@ -378,17 +402,18 @@ def make_layout(*args: Any, stride: Any = None) -> Layout:
         raise ShapeError("make_layout: stride= is only accepted together with a single shape")
     if not args:
         raise ShapeError("make_layout: give a shape or at least one layout")
-    layouts = [_as_layout(a, "make_layout") for a in args]
+    layouts: list[Layout | _Composed] = [_as_layout(a, "make_layout") for a in args]
     if len(layouts) == 1:
         return layouts[0]
-    composed = [x for x in layouts if not isinstance(x, Layout)]
-    if composed:
+    plain = [x for x in layouts if isinstance(x, Layout)]
+    if len(plain) < len(layouts):
+        composed = next(x for x in layouts if not isinstance(x, Layout))
         raise ShapeError(
-            f"make_layout: {composed[0]} is a composed layout; its outer function acts on the "
+            f"make_layout: {composed} is a composed layout; its outer function acts on the "
             "sum of all modes' offsets, so it cannot be one mode of a layout: concatenate the "
             "inner layouts and compose the result (composition(swizzle, make_layout(...)))"
         )
-    return Layout._make(tuple(x.shape for x in layouts), tuple(x.stride for x in layouts))
+    return Layout._make(tuple(x.shape for x in plain), tuple(x.stride for x in plain))
 
 
 def size(x: Any) -> Any:

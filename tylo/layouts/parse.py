@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import sympy
+
 from tylo.layouts._notation import (  # noqa: F401 - the limits are public here too
     _SWIZZLE,
     MAX_INT_BITS,
@@ -36,7 +38,7 @@ from tylo.layouts.symbolic import dim, to_value  # noqa: F401 - dim: the doctest
 __all__ = ["parse", "parse_layout"]
 
 
-def _layout(text: str, table: dict) -> Layout:
+def _layout(text: str, table: dict[str, sympy.Symbol]) -> Layout:
     return Layout._from_text(text, table)
 
 

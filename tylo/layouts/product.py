@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tylo.layouts._depth import check_depth
+from tylo.layouts._scope import Value
 from tylo.layouts.algebra import coalesce, complement
 from tylo.layouts.compose import composition
 from tylo.layouts.divide import _by_mode, _modes, unzip_modes
@@ -18,7 +20,6 @@ from tylo.layouts.inttuple import flatten_tuple, fmt, product, product_each, vmu
 from tylo.layouts.layout import (
     Layout,
     _as_layout,
-    check_depth,
     cosize,
     make_layout,
     rank,
@@ -189,7 +190,7 @@ def make_ordered_layout(shape: Any, order: Any = None) -> Layout:
             f"make_ordered_layout({fmt(shape)}, {order!r}): order entries must be ints (the "
             "rank of each mode's stride)"
         )
-    stride: list = [0] * len(shape)
+    stride: list[Value] = [0] * len(shape)
     acc: Any = 1
     for i in sorted(range(len(shape)), key=lambda k: (order[k], k)):
         stride[i] = acc

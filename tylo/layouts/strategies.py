@@ -28,7 +28,9 @@ from typing import Any
 import sympy
 from hypothesis import strategies as st
 
+from tylo.layouts._scope import Fact, Value
 from tylo.layouts._strategies_symbols import assignments_for, fact_symbols
+from tylo.layouts.inttuple import IntTuple
 from tylo.layouts.layout import Layout
 from tylo.layouts.swizzle import ComposedLayout, Swizzle
 from tylo.layouts.symbolic import dim, divisible
@@ -64,7 +66,7 @@ def _divisors(n: int) -> list[int]:
 
 
 @st.composite
-def nest(draw: Any, flat: tuple, max_depth: int = 2) -> Any:
+def nest(draw: st.DrawFn, flat: tuple[Value, ...], max_depth: int = 2) -> IntTuple:
     """A random nesting of the sequence ``flat`` into a tuple whose leaves in order are
     ``flat`` (a scalar when ``flat`` has one element and no nesting is drawn)."""
     flat = tuple(flat)
@@ -78,7 +80,7 @@ def nest(draw: Any, flat: tuple, max_depth: int = 2) -> Any:
         else []
     )
     groups = [flat[a:b] for a, b in zip([0, *cuts], [*cuts, len(flat)])]
-    out = []
+    out: list[IntTuple] = []
     for g in groups:
         if len(g) == 1 and draw(st.integers(0, 3)) > 0:
             out.append(g[0])
@@ -98,7 +100,9 @@ def _regroup(shape: Any, like: Any) -> Any:
 
 
 @st.composite
-def int_tuples(draw: Any, max_leaf: int = 8, max_leaves: int = 4, max_depth: int = 2) -> Any:
+def int_tuples(
+    draw: st.DrawFn, max_leaf: int = 8, max_leaves: int = 4, max_depth: int = 2
+) -> IntTuple:
     """A positive int (1..max_leaf) or a nested tuple of them: at most ``max_leaves``
     leaves, at most ``max_depth`` levels of nesting."""
     n = draw(st.integers(1, max_leaves))
@@ -107,7 +111,9 @@ def int_tuples(draw: Any, max_leaf: int = 8, max_leaves: int = 4, max_depth: int
 
 
 @st.composite
-def _flat_extents(draw: Any, max_size: int, max_leaves: int, min_extent: int = 1) -> tuple:
+def _flat_extents(
+    draw: st.DrawFn, max_size: int, max_leaves: int, min_extent: int = 1
+) -> tuple[int, ...]:
     n = draw(st.integers(1, max_leaves))
     out: list[int] = []
     budget = max_size
@@ -121,13 +127,15 @@ def _flat_extents(draw: Any, max_size: int, max_leaves: int, min_extent: int = 1
 
 
 @st.composite
-def shapes(draw: Any, max_size: int = 64, max_leaves: int = 4, max_depth: int = 2) -> Any:
+def shapes(
+    draw: st.DrawFn, max_size: int = 64, max_leaves: int = 4, max_depth: int = 2
+) -> IntTuple:
     """A shape (positive int or nested tuple of them) whose size is at most ``max_size``."""
     return draw(nest(draw(_flat_extents(max_size, max_leaves)), max_depth))
 
 
 @st.composite
-def compact_layouts(draw: Any, max_size: int = 64, max_leaves: int = 4) -> Layout:
+def compact_layouts(draw: st.DrawFn, max_size: int = 64, max_leaves: int = 4) -> Layout:
     """A compact layout: a bijection from [0, size) onto [0, size); the modes are
     column-major in a random order (so row-major and mixed orders appear), then nested."""
     flat = draw(_flat_extents(max_size, max_leaves))
@@ -143,7 +151,7 @@ def compact_layouts(draw: Any, max_size: int = 64, max_leaves: int = 4) -> Layou
 
 @st.composite
 def strided_layouts(
-    draw: Any, max_size: int = 64, max_leaves: int = 4, max_stride: int = 24
+    draw: st.DrawFn, max_size: int = 64, max_leaves: int = 4, max_stride: int = 24
 ) -> Layout:
     """Any layout: random extents (size <= max_size) and random strides in
     [0, max_stride] (zero and repeated strides included, so it may not be injective)."""
@@ -155,7 +163,7 @@ def strided_layouts(
 
 @st.composite
 def injective_layouts(
-    draw: Any, max_size: int = 64, max_leaves: int = 4, max_gap: int = 3
+    draw: st.DrawFn, max_size: int = 64, max_leaves: int = 4, max_gap: int = 3
 ) -> Layout:
     """An injective, *admissible* layout: sorted by stride, each stride is a multiple of
     the previous mode's ``extent*stride`` (gaps up to ``max_gap``), in a random mode order
@@ -179,7 +187,7 @@ def layouts(max_size: int = 64) -> st.SearchStrategy:
 
 
 @st.composite
-def swizzled_layouts(draw: Any, max_size: int = 256) -> ComposedLayout:
+def swizzled_layouts(draw: st.DrawFn, max_size: int = 256) -> ComposedLayout:
     """``S<b,m,s> o L`` with a valid swizzle (``|s| >= b``) and an injective ``L``: a
     bijection from L's domain onto its (swizzled) image."""
     b = draw(st.integers(0, 3))
@@ -191,7 +199,7 @@ def swizzled_layouts(draw: Any, max_size: int = 256) -> ComposedLayout:
 
 
 @st.composite
-def _digit_mode(draw: Any, flat: tuple) -> tuple[int, int]:
+def _digit_mode(draw: st.DrawFn, flat: tuple[int, ...]) -> tuple[int, int]:
     """One mode s:d that composes with a layout whose (coalesced) flat extents are
     ``flat`` and stays inside its domain."""
     n = len(flat)
@@ -209,7 +217,7 @@ def _digit_mode(draw: Any, flat: tuple) -> tuple[int, int]:
 
 
 @st.composite
-def _refined_digits(draw: Any, flat: tuple) -> list[tuple[int, int]]:
+def _refined_digits(draw: st.DrawFn, flat: tuple[int, ...]) -> list[tuple[int, int]]:
     """Split each extent of ``flat`` into factors: the (extent, index stride) digits of
     the mixed-radix index space of a layout with flat extents ``flat``."""
     digits: list[tuple[int, int]] = []
@@ -225,7 +233,9 @@ def _refined_digits(draw: Any, flat: tuple) -> list[tuple[int, int]]:
 
 
 @st.composite
-def _digit_runs(draw: Any, flat: tuple, max_modes: int = 3) -> list[tuple[int, int]]:
+def _digit_runs(
+    draw: st.DrawFn, flat: tuple[int, ...], max_modes: int = 3
+) -> list[tuple[int, int]]:
     """Disjoint runs of refined digits, as modes (extent, stride), in random order."""
     digits = draw(_refined_digits(flat))
     if not digits:
@@ -244,7 +254,7 @@ def _digit_runs(draw: Any, flat: tuple, max_modes: int = 3) -> list[tuple[int, i
 
 
 @st.composite
-def composable_pairs(draw: Any, max_size: int = 64) -> tuple[Layout, Layout]:
+def composable_pairs(draw: st.DrawFn, max_size: int = 64) -> tuple[Layout, Layout]:
     """``(A, B)`` such that ``composition(A, B)`` is defined (both divisibility conditions
     hold at every step) and ``composition(A, B)(c) == A(B(c))`` for every coordinate of
     B: B maps into ``[0, size(A))`` and its modes occupy disjoint digits of A's
@@ -266,7 +276,7 @@ def composable_pairs(draw: Any, max_size: int = 64) -> tuple[Layout, Layout]:
 
 
 @st.composite
-def _digit_tiler(draw: Any, flat: tuple) -> Layout:
+def _digit_tiler(draw: st.DrawFn, flat: tuple[int, ...]) -> Layout:
     """An injective layout made of disjoint digit runs of the index space with extents
     ``flat``; dividing by it is always defined."""
     modes = draw(_digit_runs(flat))
@@ -276,7 +286,7 @@ def _digit_tiler(draw: Any, flat: tuple) -> Layout:
 
 
 @st.composite
-def divisible_pairs(draw: Any, max_size: int = 64) -> tuple[Layout, Any]:
+def divisible_pairs(draw: st.DrawFn, max_size: int = 64) -> tuple[Layout, Any]:
     """``(A, tiler)`` such that ``logical_divide(A, tiler)`` (and the zipped, tiled and
     flat divides) are defined: the tiler is a Layout, an int, or a tuple with one entry
     per leading mode of A; each picks digits of the index space of A (or of its mode)
@@ -311,7 +321,7 @@ _MULTIPLES = (1, 1, 1, 2, 4, 8, 16)  # 1 most often: such a symbol may take the 
 
 
 @st.composite
-def symbolic_layouts(draw: Any, max_leaves: int = 3) -> tuple[Layout, tuple]:
+def symbolic_layouts(draw: st.DrawFn, max_leaves: int = 3) -> tuple[Layout, tuple[Fact, ...]]:
     """``(layout, assumptions)``: a layout whose extents are ints or :func:`dim` symbols
     (``multiple_of`` in {1, 2, 4, 8, 16}) and whose strides are compact products of the
     extents, possibly with a leading-dimension symbol ``ld`` in place of a product
@@ -350,13 +360,13 @@ def symbolic_layouts(draw: Any, max_leaves: int = 3) -> tuple[Layout, tuple]:
 # ---- wide strategies: operands the algebra must refuse or handle with care -----------
 
 
-def _flat_layout(extents: list, strides: list, draw: Any) -> Layout:
+def _flat_layout(extents: list[Value], strides: list[Value], draw: st.DrawFn) -> Layout:
     shape = draw(nest(tuple(extents)))
     return Layout(shape, _regroup(strides, shape))
 
 
 @st.composite
-def non_injective_layouts(draw: Any, max_size: int = 64, max_leaves: int = 4) -> Layout:
+def non_injective_layouts(draw: st.DrawFn, max_size: int = 64, max_leaves: int = 4) -> Layout:
     """A layout that is *not* injective: some mode has extent >= 2 and stride 0, or two
     modes overlap (mode j's stride is ``m * d_i`` with ``0 < m < s_i`` for another mode
     i, so coordinate m of mode i and coordinate 1 of mode j meet). Nested at random."""
@@ -377,7 +387,7 @@ def non_injective_layouts(draw: Any, max_size: int = 64, max_leaves: int = 4) ->
 
 
 @st.composite
-def interleaving_layouts(draw: Any, max_leaves: int = 3, max_stride: int = 40) -> Layout:
+def interleaving_layouts(draw: st.DrawFn, max_leaves: int = 3, max_stride: int = 40) -> Layout:
     """An injective layout that is *not admissible*: sorted by stride, each stride exceeds
     the reach ``sum((s-1)*d)`` of the smaller ones (so it is injective), and at least one
     is not a multiple of the previous mode's ``extent*stride`` (so the modes interleave and
@@ -405,7 +415,7 @@ def interleaving_layouts(draw: Any, max_leaves: int = 3, max_stride: int = 40) -
 
 
 @st.composite
-def negative_stride_layouts(draw: Any, max_size: int = 64, injective: bool = False) -> Layout:
+def negative_stride_layouts(draw: st.DrawFn, max_size: int = 64, injective: bool = False) -> Layout:
     """A layout with at least one negative stride: an :func:`injective_layouts` value
     (``injective=True``; negating strides keeps it injective) or a
     :func:`strided_layouts` one, with a non-empty random subset of its non-zero strides
@@ -437,7 +447,7 @@ _EDGES = (2**31 - 1, 2**31, 2**31 + 1, 2**63 - 1, 2**63, 2**63 + 1)
 
 
 @st.composite
-def huge_layouts(draw: Any, max_leaves: int = 3) -> Layout:
+def huge_layouts(draw: st.DrawFn, max_leaves: int = 3) -> Layout:
     """A layout whose extents reach ``2**40`` and the edges of 32- and 64-bit integers
     (``2**31 - 1 .. 2**31 + 1``, ``2**63 - 1 .. 2**63 + 1``) and whose strides or offsets
     are near and past ``2**63`` (some stride is one of ``2**62, 2**63-1, 2**63, 2**63+1,
@@ -456,7 +466,7 @@ def huge_layouts(draw: Any, max_leaves: int = 3) -> Layout:
 
 
 @st.composite
-def composed_layouts(draw: Any, max_size: int = 128) -> ComposedLayout:
+def composed_layouts(draw: st.DrawFn, max_size: int = 128) -> ComposedLayout:
     """``outer o offset o inner``: outer a valid Swizzle (the identity ``S<0,m,s>``
     included) or a compact 1-D Layout long enough for every offset, ``offset`` in
     ``[0, 64]``, ``inner`` an injective or arbitrary strided layout. A bijection onto its
@@ -474,7 +484,7 @@ def composed_layouts(draw: Any, max_size: int = 128) -> ComposedLayout:
     return ComposedLayout(outer, offset, inner)
 
 
-def _flat(t: Any) -> tuple:
+def _flat(t: IntTuple) -> tuple[Value, ...]:
     return tuple(x for e in t for x in _flat(e)) if type(t) is tuple else (t,)
 
 
@@ -490,7 +500,7 @@ RIGHT_OPERAND_KINDS = (
 
 
 @st.composite
-def right_operands(draw: Any, a: Layout, kinds: tuple = RIGHT_OPERAND_KINDS) -> Any:
+def right_operands(draw: st.DrawFn, a: Layout, kinds: tuple[str, ...] = RIGHT_OPERAND_KINDS) -> Any:
     """A right operand B for ``composition(a, B)``, of one of ``kinds``: ``composable``
     (injective, picks disjoint digits of a's index space aligned to a's flat extents, so
     it maps into ``[0, size(a))``), ``non_injective`` (a stride-0 mode or two overlapping
@@ -523,7 +533,7 @@ def right_operands(draw: Any, a: Layout, kinds: tuple = RIGHT_OPERAND_KINDS) -> 
 
 
 @st.composite
-def wide_composition_pairs(draw: Any, max_size: int = 32) -> tuple[Layout, Any]:
+def wide_composition_pairs(draw: st.DrawFn, max_size: int = 32) -> tuple[Layout, Any]:
     """``(A, B)``: A any layout (compact, injective or strided, size <= max_size) and B a
     :func:`right_operands` value of any kind (so ``composition(A, B)`` may or may not
     exist)."""
@@ -532,7 +542,7 @@ def wide_composition_pairs(draw: Any, max_size: int = 32) -> tuple[Layout, Any]:
 
 
 @st.composite
-def deep_layouts(draw: Any, max_depth: int = 6, max_leaves: int = 6) -> Layout:
+def deep_layouts(draw: st.DrawFn, max_depth: int = 6, max_leaves: int = 6) -> Layout:
     """A :func:`layouts` value (compact, injective or strided, size <= 64) re-nested to
     depth up to ``max_depth``, with extent-1 modes (stride 0 or not) spliced in at random:
     the same function as the flat layout on its domain (past it, an extent-1 mode spliced

@@ -17,11 +17,13 @@ A :class:`ComposedLayout` ``outer o offset o inner`` evaluates
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import sympy
 
 from tylo.layouts._budget import INT64_SAFE, check_budget
+from tylo.layouts._scope import Value
 from tylo.layouts.errors import LayoutError, SwizzleError
 from tylo.layouts.inttuple import fmt
 from tylo.layouts.layout import Layout, size
@@ -42,7 +44,7 @@ def _apply(x: int, bits: int, base: int, shift: int) -> int:
     return x ^ _shiftr(x & mask, shift)
 
 
-class SwizzleXor(sympy.Function):
+class SwizzleXor(sympy.Function):  # type: ignore[misc]  # sympy ships no type information
     """The symbolic value of a swizzle applied to an offset: ``SwizzleXor(x, b, m, s)`` is
     ``x ^ ((x & (((1 << b) - 1) << (m + max(0, s)))) >> s)``. It evaluates when ``x`` is an
     integer; code generators lower it to and/shift/xor.
@@ -125,7 +127,7 @@ class Swizzle:
         """The period: the swizzle permutes each aligned block of this many offsets."""
         return 1 << (self.bits + self.base + abs(self.shift))
 
-    def map_values(self, fn: Any) -> Swizzle:
+    def map_values(self, fn: Callable[[Value], Value]) -> Swizzle:
         return self
 
     def __eq__(self, other: object) -> bool:
@@ -142,7 +144,7 @@ class Swizzle:
     def __repr__(self) -> str:
         return f"Swizzle({self.bits}, {self.base}, {self.shift})"
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[type[Swizzle], tuple[int, int, int]]:
         return (Swizzle, (self.bits, self.base, self.shift))
 
 
@@ -214,7 +216,7 @@ class ComposedLayout:
         return outer_static and self.inner.is_static and type(self.offset) is int
 
     @property
-    def free_symbols(self) -> set:
+    def free_symbols(self) -> set[sympy.Symbol]:
         out = set(self.inner.free_symbols)
         if isinstance(self.outer, Layout):
             out |= self.outer.free_symbols
@@ -263,7 +265,7 @@ class ComposedLayout:
         )
         return _max_offset(self) + 1
 
-    def map_values(self, fn: Any) -> ComposedLayout:
+    def map_values(self, fn: Callable[[Value], Value]) -> ComposedLayout:
         return ComposedLayout(self.outer.map_values(fn), fn(self.offset), self.inner.map_values(fn))
 
     def __eq__(self, other: object) -> bool:
@@ -287,7 +289,7 @@ class ComposedLayout:
 
         return _notebook_svg(self)
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[type[ComposedLayout], tuple[Any, int, Any]]:
         return (ComposedLayout, (self.outer, self.offset, self.inner))
 
 

@@ -36,7 +36,7 @@ arguments are plain ints.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import sympy
@@ -44,7 +44,7 @@ import sympy
 from tylo.layouts import _poly as P
 from tylo.layouts import _ranges  # noqa: F401 - installs the index-range check
 from tylo.layouts._facts import Facts, facts_for
-from tylo.layouts._scope import _STACK, _normalize_fact, to_value
+from tylo.layouts._scope import _STACK, Fact, _normalize_fact, to_value
 from tylo.layouts._symbols import Dim, Divisible, IndexSymbol
 from tylo.layouts.errors import (
     AssumptionError,
@@ -123,7 +123,7 @@ def divisible(expr: Value, divisor: Value) -> Divisible:
 
 
 @contextlib.contextmanager
-def assuming(*facts: Any) -> Iterator[tuple]:
+def assuming(*facts: Any) -> Iterator[tuple[Fact, ...]]:
     """Put relations (``lda >= m``, ``sympy.Eq(a, b)``, ``>``, ``<=``, ``<``) and
     :func:`divisible` facts in force for the enclosed block (thread-local, nestable).
 
@@ -140,7 +140,7 @@ def assuming(*facts: Any) -> Iterator[tuple]:
     ...
     tylo.layouts.errors.AssumptionError: assuming: ...unsatisfiable...
     """
-    flat: list = []
+    flat: list[Fact] = []
     for f in facts:
         if isinstance(f, (list, tuple)):
             flat.extend(f)
@@ -156,7 +156,7 @@ def assuming(*facts: Any) -> Iterator[tuple]:
         _STACK.current = previous
 
 
-def current_assumptions() -> tuple:
+def current_assumptions() -> tuple[Fact, ...]:
     """The assumptions in force in this thread (outermost first).
 
     >>> with assuming(dim("a") >= 2):
@@ -169,7 +169,7 @@ def current_assumptions() -> tuple:
 # -- values --------------------------------------------------------------------------------
 
 
-def is_static(x: Any) -> bool:
+def is_static(x: object) -> bool:
     """True when ``x`` (a scalar or a nested tuple) holds only plain integers.
 
     >>> is_static((4, (8, 2))), is_static((4, dim("N")))
@@ -195,7 +195,8 @@ def require_static(x: Any, what: str = "value") -> int:
     >>> require_static(dim("M"), what="tile_m")
     Traceback (most recent call last):
     ...
-    tylo.layouts.errors.StaticRequiredError: tile_m must be a static int, got the symbolic value M; ...
+    tylo.layouts.errors.StaticRequiredError: tile_m must be a static int, got the symbolic value
+    M; ...
     """
     if type(x) is int:
         return x
@@ -210,21 +211,21 @@ def require_static(x: Any, what: str = "value") -> int:
 
 def _text(x: Any) -> str:
     if isinstance(x, sympy.Basic):
-        return sympy.sstr(x).replace(" ", "")
+        return str(sympy.sstr(x)).replace(" ", "")
     return str(x)
 
 
 # -- decisions -------------------------------------------------------------------------------
 
-_MEMO: dict = {}
+_MEMO: dict[tuple[object, ...], bool | None] = {}
 _OPS = ("==", "!=", "<", "<=", ">", ">=")
 
 
-def _facts(extra: tuple = ()) -> Facts:
+def _facts(extra: tuple[Fact, ...] = ()) -> Facts:
     return facts_for(_STACK.current + tuple(extra) if extra else _STACK.current)
 
 
-def _memo(key: tuple, compute: Any) -> Any:
+def _memo(key: tuple[object, ...], compute: Callable[[], bool | None]) -> bool | None:
     try:
         return _MEMO[key]
     except KeyError:
@@ -236,7 +237,7 @@ def _memo(key: tuple, compute: Any) -> Any:
     return r
 
 
-def decide_cmp(a: Value, op: str, b: Value, *, assumptions: Iterable = ()) -> bool | None:
+def decide_cmp(a: Value, op: str, b: Value, *, assumptions: Iterable[Fact] = ()) -> bool | None:
     """Decide ``a op b`` (op one of ``== != < <= > >=``) exactly: True, False or None.
 
     Same as :func:`decide` on a relation, without building a sympy relation.
@@ -289,7 +290,7 @@ def _decide_cmp(f: Facts, a: Value, op: str, b: Value) -> bool | None:
     return f.nonneg(d)
 
 
-def decide(rel: Any, *, assumptions: Iterable = ()) -> bool | None:
+def decide(rel: Any, *, assumptions: Iterable[Fact] = ()) -> bool | None:
     """Decide a relation or fact exactly: True (always), False (never), None (depends).
 
     ``rel`` is a sympy relation (``lda >= m``, ``sympy.Eq(a, b)``, ``sympy.Ne``, ``<``,
@@ -316,7 +317,7 @@ def decide(rel: Any, *, assumptions: Iterable = ()) -> bool | None:
     )
 
 
-def divides(d: Value, e: Value, *, assumptions: Iterable = ()) -> bool | None:
+def divides(d: Value, e: Value, *, assumptions: Iterable[Fact] = ()) -> bool | None:
     """Decide ``d | e`` (``e`` is an integer multiple of ``d``): True, False or None.
 
     >>> N = dim("N", multiple_of=128)
@@ -355,7 +356,9 @@ def undecidable_divides(op: str, d: Value, e: Value, context: str = "") -> Undec
     )
 
 
-def undecidable_cmp(op: str, a: Value, rel: str, b: Value, context: str = "") -> UndecidableError:
+def undecidable_cmp(
+    op: str, a: Value, rel: str, b: Value, context: object = ""
+) -> UndecidableError:
     """The error for an undecided comparison ``a rel b`` needed by ``op``."""
     cond = f"{_text(a)} {rel} {_text(b)}"
     hint = f"assume it (or its negation): with assuming({cond}): ..."
@@ -392,7 +395,8 @@ def exact_div(a: Value, b: Value, *, op: str = "exact_div") -> Value:
     >>> exact_div(dim("N"), 16, op="composition")
     Traceback (most recent call last):
     ...
-    tylo.layouts.errors.UndecidableError: composition needs 16 | N, which depends on the symbols' values: use dim('N', multiple_of=16) or assume it: ...
+    tylo.layouts.errors.UndecidableError: composition needs 16 | N, which depends on the symbols'
+    values: use dim('N', multiple_of=16) or assume it: ...
     """
     if type(a) is int and type(b) is int:
         if b and a % b == 0:
@@ -491,7 +495,7 @@ def sym_max(*values: Value, op: str = "sym_max") -> Value:
     return _extreme(values, ">=", op)
 
 
-def _extreme(values: tuple, rel: str, op: str) -> Value:
+def _extreme(values: tuple[Value, ...], rel: str, op: str) -> Value:
     if not values:
         raise AssumptionError(f"{op}: needs at least one value")
     if all(type(v) is int for v in values):
@@ -510,7 +514,7 @@ def _extreme(values: tuple, rel: str, op: str) -> Value:
 
 # Substitution and sampling live in _sampling.py (imported last: it builds on the above).
 # The private helpers are re-exported for tylo.layouts.proofs, which uses them.
-from tylo.layouts._sampling import (  # noqa: F401
+from tylo.layouts._sampling import (  # noqa: E402, F401 - after the above, which it uses
     _closure,
     _holds,
     _intrinsic_ok,

@@ -19,7 +19,7 @@ import sympy
 
 from tylo.layouts.compose import composition
 from tylo.layouts.errors import LayoutError, ShapeError
-from tylo.layouts.inttuple import fmt, idx2crd, product_each, vmul
+from tylo.layouts.inttuple import IntTuple, fmt, idx2crd, product_each, vmul
 from tylo.layouts.inverse import right_inverse
 from tylo.layouts.layout import Layout, _as_layout, size
 from tylo.layouts.product import raked_product
@@ -94,7 +94,7 @@ def wgmma_m64_c_tv(n: Any) -> Layout:
     )
 
 
-def make_tv_layout(thr_layout: Any, val_layout: Any) -> tuple[tuple, Layout]:
+def make_tv_layout(thr_layout: Any, val_layout: Any) -> tuple[tuple[int, ...], Layout]:
     """CuTe's ``make_layout_tv``: threads arranged by ``thr_layout`` each own a block of
     values arranged by ``val_layout``; returns ``(tile_shape, tv)`` where ``tv`` maps
     ``(thread, value)`` to the column-major index in ``tile_shape``. Defining property:
@@ -139,7 +139,7 @@ def _tile_shape(tile_shape: Any, op: str) -> Any:
         raise e.within(f"{op}: tile shape {reprlib.repr(tile_shape)}") from None
 
 
-def tv_coords(tv: Layout, tile_shape: Any, thread: Any) -> list:
+def tv_coords(tv: Layout, tile_shape: Any, thread: Any) -> list[IntTuple]:
     """The tile coordinates thread ``thread`` owns, in value order (``thread`` may be a
     symbolic index; the coordinates are then expressions).
 
@@ -160,7 +160,7 @@ def tv_coords(tv: Layout, tile_shape: Any, thread: Any) -> list:
     return [idx2crd(tv(thread, v), tile_shape) for v in range(nval)]
 
 
-def tv_owners(tv: Layout, tile_shape: Any) -> dict:
+def tv_owners(tv: Layout, tile_shape: Any) -> dict[tuple[int, ...], list[tuple[int, int]]]:
     """Map every coordinate of the tile to the ``(thread, value)`` pairs that hold it
     (static layouts). A TV layout that covers its tile once has exactly one per element.
 
@@ -173,7 +173,7 @@ def tv_owners(tv: Layout, tile_shape: Any) -> dict:
     nthr = require_static(size(tv[0]), what="the number of threads")
     nval = require_static(size(tv[1]), what="the number of values per thread")
     n = require_static(size(tile_shape), what="the tile size")
-    out: dict = {}
+    out: dict[tuple[int, ...], list[tuple[int, int]]] = {}
     for t in range(nthr):
         for v in range(nval):
             i = require_static(tv(t, v), what="a TV layout index")

@@ -35,7 +35,9 @@ def _static_shape(tile_shape: Any, what: str) -> tuple[int, ...]:
     return tuple(flat)
 
 
-def tv_owner_table(tv: Any, tile_shape: Any, *, what: str = "tv_svg") -> dict[int, list]:
+def tv_owner_table(
+    tv: object, tile_shape: Any, *, what: str = "tv_svg"
+) -> dict[int, list[tuple[int, int]]]:
     """Every tile index held by ``tv``, mapped to its holders ``[(thread, value), ...]``
     in thread-then-value order. Refuses (PictureError) a layout that is not a static
     rank-2 Layout, and an index outside the tile."""
@@ -54,7 +56,7 @@ def tv_owner_table(tv: Any, tile_shape: Any, *, what: str = "tv_svg") -> dict[in
             f"{what}: {tv} over {tile_shape} has {threads * values} (thread, value) pairs "
             f"and {n} elements, more than the {MAX_CELLS} a picture shows; draw one atom"
         )
-    owners: dict[int, list] = {}
+    owners: dict[int, list[tuple[int, int]]] = {}
     for t in range(threads):
         for v in range(values):
             i = int(tv(t, v))
@@ -118,7 +120,8 @@ def ownership_svg(own: Any, *, title: str | None = None) -> str:
 def mma_svg(atom: Any, *, title: str | None = None) -> str:
     """An SVG picture of an MMA atom's three operand ownerships side by side: A over
     (M, K), B over (N, K) and C over (M, N), each as :func:`ownership_svg` draws it.
-    ``atom`` is anything with ownerships ``.a``, ``.b`` and ``.c`` (``tylo.nvgpu.warp.mma.MMAAtom``).
+    ``atom`` is anything with ownerships ``.a``, ``.b`` and ``.c``
+    (``tylo.nvgpu.warp.mma.MMAAtom``).
     """
     panels = []
     for part, axes in (("a", "M x K"), ("b", "N x K"), ("c", "M x N")):

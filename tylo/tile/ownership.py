@@ -338,7 +338,10 @@ class Ownership:
             raise OwnershipError(f"{self.label}.transpose: {axes} is not a permutation")
         where = {a: i for i, a in enumerate(axes)}
         th, va = self._as_mode_lists()
-        fix = lambda ms: [(e, None if a is None else where[a], s) for e, a, s in ms]
+
+        def fix(ms: list[tuple[int, int | None, int]]) -> list[tuple[int, int | None, int]]:
+            return [(e, None if a is None else where[a], s) for e, a, s in ms]
+
         shape = tuple(self.shape[a] for a in axes)
         return Ownership.from_modes(shape, fix(th), fix(va), self.name and self.name + ".T")
 

@@ -5,7 +5,8 @@ evaluated by tylo itself past size(A), and below 0 also by C's truncating divisi
 CuTe's C++ splits a negative index: tylo composes there only where the two agree); every
 refusal that says no layout exists is checked by an independent brute force over every
 refinement of B's shape, and every refusal of negative indices by finding one where the
-two evaluations differ. Right operands are random: not injective, overlapping, interleaving, reaching past
+two evaluations differ. Right operands are random: not injective, overlapping, interleaving,
+reaching past
 size(A), with zero and negative strides.
 """
 

@@ -1,4 +1,5 @@
-"""The reference cases with known answers (CuTe's documented examples), compared as functions (same size, same
+"""The reference cases with known answers (CuTe's documented examples), compared as functions (same
+size, same
 offset at every index) unless the case pins the exact form."""
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def check(result, expected: str, exact: bool = False) -> None:
     assert same_function(result, want), f"{result} is not the function of {expected}"
 
 
-# -- coordinates and construction ----------------------------------------------------------
+# -- coordinates and construction ------------------------------------------------------------------
 
 
 def test_coordinates():
@@ -80,7 +81,7 @@ def test_construction():
     assert str(group_modes(g, 1, 3)) == "(4,(5,6)):(1,(4,20))"
 
 
-# -- coalesce -----------------------------------------------------------------------------------
+# -- coalesce --------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -96,7 +97,7 @@ def test_coalesce(text, profile, expected):
     check(coalesce(P(text), profile), expected, exact=True)
 
 
-# -- composition ------------------------------------------------------------------------------
+# -- composition -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -134,7 +135,7 @@ def test_composition_divisibility_failure_raises():
         composition(P("(3,5):(1,4)"), P("4:1"))
 
 
-# -- complement -------------------------------------------------------------------------------
+# -- complement ------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -153,7 +154,7 @@ def test_complement(a, cotarget, expected):
     check(complement(P(a), cotarget), expected, exact=True)
 
 
-# -- divide ---------------------------------------------------------------------------------------
+# -- divide ----------------------------------------------------------------------------------------
 
 
 def test_divides():
@@ -167,7 +168,7 @@ def test_divides():
     check(zipped_divide(Layout((8, 24)), (4, 8)), "((4,8),(2,3)):((1,8),(4,64))", True)
 
 
-# -- product ------------------------------------------------------------------------------------
+# -- product ---------------------------------------------------------------------------------------
 
 
 def test_products():
@@ -180,7 +181,7 @@ def test_products():
     check(tile_to_shape(P("(2,2):(1,2)"), (8, 8)), "((2,4),(2,4)):((1,4),(2,16))", True)
 
 
-# -- inverse ----------------------------------------------------------------------------------------
+# -- inverse ---------------------------------------------------------------------------------------
 
 
 def test_inverses():
@@ -193,7 +194,7 @@ def test_inverses():
         left_inverse(P("(4,8):(1,2)"))
 
 
-# -- symbolic ------------------------------------------------------------------------------------------
+# -- symbolic --------------------------------------------------------------------------------------
 
 
 def test_symbolic_rows():
@@ -230,7 +231,7 @@ def _divisible(e, d):
     return divisible(e, d)
 
 
-# -- thread-value layouts ------------------------------------------------------------------------------
+# -- thread-value layouts --------------------------------------------------------------------------
 
 
 def test_mma_tv_layouts():
@@ -263,7 +264,7 @@ def test_cp_async_tv():
     check(tv, "((8,16),8):((128,1),16)", True)
 
 
-# -- swizzles -------------------------------------------------------------------------------------
+# -- swizzles --------------------------------------------------------------------------------------
 
 
 def test_swizzle_row():

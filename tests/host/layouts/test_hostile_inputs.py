@@ -20,6 +20,7 @@ from tylo.layouts import (
     ShapeError,
     Swizzle,
     SwizzleError,
+    _budget,
     composition,
     cosize,
     dim,
@@ -28,7 +29,6 @@ from tylo.layouts import (
     substitute,
     zipped_divide,
 )
-from tylo.layouts import _budget
 from tylo.layouts.errors import AssumptionError, SizeBudgetError
 from tylo.layouts.inttuple import (
     congruent,

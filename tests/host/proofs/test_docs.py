@@ -7,7 +7,6 @@ import importlib
 from pathlib import Path
 
 import pytest
-
 from doc_examples import check_page
 
 ROOT = Path(__file__).resolve().parents[3]

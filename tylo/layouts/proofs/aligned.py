@@ -21,7 +21,8 @@ from functools import partial
 from math import gcd
 from typing import Any
 
-from tylo.layouts.inttuple import product
+from tylo.layouts._scope import Fact, Value
+from tylo.layouts.inttuple import IntTuple, product
 from tylo.layouts.layout import Layout
 from tylo.layouts.proofs.engine import (
     Problem,
@@ -31,9 +32,9 @@ from tylo.layouts.proofs.engine import (
     prove,
     symbolic_value,
 )
-from tylo.layouts.proofs.normalize import Form, simplify, swizzle_bits, to_form
+from tylo.layouts.proofs.normalize import Concrete, Form, Source, simplify, swizzle_bits, to_form
 from tylo.layouts.proofs.obligation import Atom, Obligation
-from tylo.layouts.proofs.static import check_aligned
+from tylo.layouts.proofs.static import Outcome, check_aligned
 from tylo.layouts.proofs.verdict import Verdict
 from tylo.layouts.symbolic import divides
 
@@ -41,14 +42,14 @@ __all__ = ["prove_aligned", "start_clauses"]
 
 
 def prove_aligned(
-    layout: Any,
+    layout: Source,
     *,
     vector: int,
     elem_bytes: int,
     mode: int = 0,
-    base: Any = 0,
+    base: Value = 0,
     align: int = 16,
-    assuming: Any = (),
+    assuming: object = (),
 ) -> Verdict:
     """Prove that every ``vector``-wide vector of ``mode`` starts ``align``-byte aligned.
 
@@ -91,7 +92,7 @@ def prove_aligned(
 
 
 def start_clauses(
-    form: Form, v: int, mode: int, a_e: int, base: Any, extra: tuple
+    form: Form, v: int, mode: int, a_e: int, base: Any, extra: tuple[Fact, ...]
 ) -> list[tuple[Atom, ...]] | None:
     """Clauses (each ``a | g`` or ``count <= 1``) under which every vector start of
     ``mode``, plus ``base``, is a multiple of ``a_e`` (before any outer map); None when
@@ -107,7 +108,7 @@ def start_clauses(
         never = absent.decide(extra)
         if never is True:
             return
-        atoms = (Atom("|", a_e, g),)
+        atoms: tuple[Atom, ...] = (Atom("|", a_e, g),)
         if never is None:
             atoms += (absent,)
         clauses.append(atoms)
@@ -137,16 +138,23 @@ def start_clauses(
 
 # module-level functions (partials of them), not closures: a verdict's guard keeps its
 # problem, and a guard must pickle (to be sent to a process pool)
-def _check(v: int, a_e: int, m: int, cfs: tuple, p: dict) -> Any:
+def _check(v: int, a_e: int, m: int, cfs: tuple[Concrete, ...], p: dict[str, int]) -> Outcome:
     return check_aligned(cfs[0], v, a_e, m, p["base"])
 
 
-def _replay(a_e: int, objs: tuple, coords: tuple, offsets: tuple, pvals: dict, idx: tuple) -> bool:
+def _replay(a_e: int, objs: tuple[Source, ...],
+    coords: tuple[IntTuple, ...],
+    offsets: tuple[int, ...],
+    pvals: dict[str, int],
+    idx: tuple[int, ...],
+) -> bool:
     o = objs[0](coords[0])
     return bool(o == offsets[0] and (pvals["base"] + o) % a_e != 0)
 
 
-def _rules(form: Form, v: int, a_e: int, mode: int, base: Any, extra: tuple) -> RuleResult:
+def _rules(
+    form: Form, v: int, a_e: int, mode: int, base: Any, extra: tuple[Fact, ...]
+) -> RuleResult:
     if a_e == 1:
         return RuleResult(True, "alignment of one element")
     if isinstance(form.outer, Layout):

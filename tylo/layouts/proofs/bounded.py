@@ -15,18 +15,22 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from tylo.layouts._scope import Fact, Value
+from tylo.layouts.inttuple import IntTuple
 from tylo.layouts.layout import Layout
 from tylo.layouts.proofs.engine import Problem, RuleResult, prove, symbolic_value
-from tylo.layouts.proofs.normalize import Form, swizzle_bits, to_form
+from tylo.layouts.proofs.normalize import Concrete, Form, Source, swizzle_bits, to_form
 from tylo.layouts.proofs.obligation import Atom, Obligation, text
-from tylo.layouts.proofs.static import check_bounded
+from tylo.layouts.proofs.static import Outcome, check_bounded
 from tylo.layouts.proofs.verdict import Verdict
 from tylo.layouts.symbolic import decide_cmp, divides
 
 __all__ = ["prove_bounded"]
 
 
-def prove_bounded(layout: Any, *, extent: Any, base: Any = 0, assuming: Any = ()) -> Verdict:
+def prove_bounded(
+    layout: Source, *, extent: Value, base: Value = 0, assuming: object = ()
+) -> Verdict:
     """Prove that every offset plus ``base`` lies in ``[0, extent)`` (elements).
 
     >>> from tylo.layouts import Layout, dim
@@ -57,16 +61,21 @@ def prove_bounded(layout: Any, *, extent: Any, base: Any = 0, assuming: Any = ()
 
 # module-level functions (partials of them), not closures: a verdict's guard keeps its
 # problem, and a guard must pickle (to be sent to a process pool)
-def _check(cfs: tuple, p: dict) -> Any:
+def _check(cfs: tuple[Concrete, ...], p: dict[str, int]) -> Outcome:
     return check_bounded(cfs[0], p["extent"], p["base"])
 
 
-def _replay(objs: tuple, coords: tuple, offsets: tuple, pvals: dict, idx: tuple) -> bool:
+def _replay(objs: tuple[Source, ...],
+    coords: tuple[IntTuple, ...],
+    offsets: tuple[int, ...],
+    pvals: dict[str, int],
+    idx: tuple[int, ...],
+) -> bool:
     o = objs[0](coords[0])
     return bool(o == offsets[0] and not 0 <= pvals["base"] + o < pvals["extent"])
 
 
-def _rules(form: Form, extent: Any, base: Any, extra: tuple) -> RuleResult:
+def _rules(form: Form, extent: Any, base: Any, extra: tuple[Fact, ...]) -> RuleResult:
     if isinstance(form.outer, Layout):
         return RuleResult(False, "no symbolic rule for an outer layout")
     lo: Any = form.offset

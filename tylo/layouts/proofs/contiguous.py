@@ -17,20 +17,30 @@ from __future__ import annotations
 
 import itertools
 from functools import partial
-from typing import Any
 
+from tylo.layouts._scope import Fact
+from tylo.layouts.inttuple import IntTuple
 from tylo.layouts.layout import Layout
 from tylo.layouts.proofs.aligned import mode_size, start_clauses
 from tylo.layouts.proofs.engine import Problem, RuleResult, check_mode, positive_int, prove
-from tylo.layouts.proofs.normalize import Form, simplify, swizzle_block_bits, to_form
+from tylo.layouts.proofs.normalize import (
+    Concrete,
+    Form,
+    Source,
+    simplify,
+    swizzle_block_bits,
+    to_form,
+)
 from tylo.layouts.proofs.obligation import Atom, Obligation, text
-from tylo.layouts.proofs.static import check_contiguous
+from tylo.layouts.proofs.static import Outcome, check_contiguous
 from tylo.layouts.proofs.verdict import Verdict
 
 __all__ = ["prove_contiguous"]
 
 
-def prove_contiguous(layout: Any, *, vector: int, mode: int = 0, assuming: Any = ()) -> Verdict:
+def prove_contiguous(
+    layout: Source, *, vector: int, mode: int = 0, assuming: object = ()
+) -> Verdict:
     """Prove that every ``vector``-wide vector of ``mode`` covers consecutive offsets.
 
     >>> from tylo.layouts import Layout, dim, divisible
@@ -61,12 +71,17 @@ def prove_contiguous(layout: Any, *, vector: int, mode: int = 0, assuming: Any =
 
 # module-level functions (partials of them), not closures: a verdict's guard keeps its
 # problem, and a guard must pickle (to be sent to a process pool)
-def _check(v: int, m: int, cfs: tuple, p: dict) -> Any:
+def _check(v: int, m: int, cfs: tuple[Concrete, ...], p: dict[str, int]) -> Outcome:
     return check_contiguous(cfs[0], v, m)
 
 
 def _replay(
-    v: int, m: int, objs: tuple, coords: tuple, offsets: tuple, pvals: dict, idx: tuple
+    v: int, m: int, objs: tuple[Source, ...],
+    coords: tuple[IntTuple, ...],
+    offsets: tuple[int, ...],
+    pvals: dict[str, int],
+    idx: tuple[int, ...],
+
 ) -> bool:
     obj = objs[0]
     offs = tuple(obj(c) for c in coords)
@@ -77,7 +92,7 @@ def _replay(
     return len(offs) == v and any(b - a != 1 for a, b in itertools.pairwise(offs))
 
 
-def _rules(form: Form, v: int, mode: int, extra: tuple) -> RuleResult:
+def _rules(form: Form, v: int, mode: int, extra: tuple[Fact, ...]) -> RuleResult:
     if v == 1:
         return RuleResult(True, "vector width 1")
     if isinstance(form.outer, Layout):

@@ -22,17 +22,18 @@ from __future__ import annotations
 import operator
 import reprlib
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, SupportsIndex
 
 import sympy
 
 from tylo.layouts._facts import facts_for
+from tylo.layouts._scope import Fact, Value
 from tylo.layouts._symbols import Dim, Divisible
 from tylo.layouts.errors import AssumptionError, LayoutError, SizeBudgetError
 from tylo.layouts.proofs.errors import ProofArgumentError, ProofInternalError
 from tylo.layouts.proofs.guards import Guard
 from tylo.layouts.proofs.normalize import Concrete, Form
-from tylo.layouts.proofs.obligation import Obligation, compile_expr, text
+from tylo.layouts.proofs.obligation import Atom, Env, Obligation, compile_expr, text
 from tylo.layouts.proofs.search import candidates, first_assignment
 from tylo.layouts.proofs.static import Outcome
 from tylo.layouts.proofs.verdict import DISPROVED, PROVED, UNKNOWN, FrozenDict, Verdict
@@ -57,7 +58,7 @@ class RuleResult(NamedTuple):
     proved: bool
     rule: str
     obligation: Obligation | None = None
-    hints: tuple = ()  # atoms worth naming when they fail at a counterexample
+    hints: tuple[Atom, ...] = ()  # atoms worth naming when they fail at a counterexample
 
 
 class Problem:
@@ -75,11 +76,11 @@ class Problem:
         prop: str,
         forms: tuple[Form, ...],
         *,
-        check: Callable[[tuple[Concrete, ...], dict], Outcome],
-        rules: Callable[[tuple], RuleResult],
+        check: Callable[[tuple[Concrete, ...], dict[str, int]], Outcome],
+        rules: Callable[[tuple[Fact, ...]], RuleResult],
         replay: Callable[..., bool],
-        params: dict | None = None,
-        static: tuple = (),
+        params: dict[str, Value] | None = None,
+        static: tuple[object, ...] = (),
         subject: str = "",
     ) -> None:
         self.prop = prop
@@ -90,7 +91,7 @@ class Problem:
         self.params = dict(params or {})
         self.static = static
         self.subject = subject or " and ".join(str(f) for f in forms)
-        syms: set = set()
+        syms: set[sympy.Symbol] = set()
         for f in forms:
             syms |= f.symbols
         for v in self.params.values():
@@ -100,20 +101,20 @@ class Problem:
         self._pcomp = {k: compile_expr(v) for k, v in self.params.items()}
         self.key = (prop, tuple(f.key for f in forms), static, tuple(sorted(self.params.items())))
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, object]:
         """The problem without its compiled parameter closures (rebuilt on unpickling):
         a verdict's guard keeps its problem, and must pickle."""
         state = dict(self.__dict__)
         state.pop("_pcomp", None)
         return state
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
         self._pcomp = {k: compile_expr(v) for k, v in self.params.items()}
 
-    def param_values(self, env: dict) -> dict:
+    def param_values(self, env: Env) -> dict[str, int]:
         """The parameters at concrete symbol values."""
-        out = {}
+        out: dict[str, int] = {}
         for k, fn in self._pcomp.items():
             v = fn(env)
             if type(v) is not int:
@@ -121,14 +122,24 @@ class Problem:
             out[k] = v
         return out
 
-    def concretes(self, env: dict) -> tuple[Concrete, ...]:
+    def concretes(self, env: Env) -> tuple[Concrete, ...]:
         return tuple(f.instantiate(env) for f in self.forms)
 
 
 # -- arguments --------------------------------------------------------------------------------
 
 
-def positive_int(x: Any, name: str, what: str) -> int:
+def _index(x: object) -> int | None:
+    """``operator.index(x)``, or None where ``x`` is not an integer."""
+    if not isinstance(x, SupportsIndex):
+        return None
+    try:
+        return operator.index(x)
+    except TypeError:
+        return None
+
+
+def positive_int(x: object, name: str, what: str) -> int:
     """``x`` as a positive static int, or ProofArgumentError.
 
     >>> positive_int(8, "vector", "prove_contiguous")
@@ -138,16 +149,13 @@ def positive_int(x: Any, name: str, what: str) -> int:
     ...
     tylo.layouts.proofs.errors.ProofArgumentError: prove_contiguous: vector must be ...
     """
-    try:
-        v = operator.index(x)
-    except TypeError:
-        v = None
+    v = _index(x)
     if isinstance(x, bool) or v is None or v < 1:
         raise ProofArgumentError(f"{what}: {name} must be a positive static int, got {x!r}")
     return v
 
 
-def check_mode(form: Form, mode: Any, what: str) -> int:
+def check_mode(form: Form, mode: object, what: str) -> int:
     """A top-level mode index of ``form`` (negative counts from the end).
 
     >>> from tylo.layouts import Layout
@@ -155,10 +163,7 @@ def check_mode(form: Form, mode: Any, what: str) -> int:
     >>> check_mode(to_form(Layout((4, 8), (1, 4)), ""), -1, "prove_contiguous")
     1
     """
-    try:
-        m = operator.index(mode)
-    except TypeError:
-        m = None
+    m = _index(mode)
     r = form.rank
     if isinstance(mode, bool) or m is None or not -r <= m < r:
         raise ProofArgumentError(
@@ -168,7 +173,7 @@ def check_mode(form: Form, mode: Any, what: str) -> int:
     return m % r
 
 
-def symbolic_value(x: Any, name: str, what: str) -> Any:
+def symbolic_value(x: object, name: str, what: str) -> Value:
     """An int or a sympy integer expression (``base``, ``extent``)."""
     from tylo.layouts.symbolic import to_value
 
@@ -183,7 +188,7 @@ def symbolic_value(x: Any, name: str, what: str) -> Any:
 # -- assumptions ------------------------------------------------------------------------------
 
 
-def normalize_assumptions(assuming: Any, what: str) -> tuple:
+def normalize_assumptions(assuming: object, what: str) -> tuple[Fact, ...]:
     """The ``assuming=`` argument as a flat tuple of relations and divisibility facts.
 
     >>> from tylo.layouts.symbolic import dim, divisible
@@ -194,7 +199,7 @@ def normalize_assumptions(assuming: Any, what: str) -> tuple:
     if assuming is None:
         return ()
     items = list(assuming) if isinstance(assuming, (list, tuple, set, frozenset)) else [assuming]
-    out: list = []
+    out: list[Fact] = []
     for a in items:
         if isinstance(a, (list, tuple)):
             out.extend(normalize_assumptions(a, what))
@@ -220,7 +225,7 @@ def _describe(a: Any) -> str:
     return str(a) if isinstance(a, Divisible) else text(a)
 
 
-def _relied(symbols: Iterable, assumptions: tuple) -> str:
+def _relied(symbols: Iterable[sympy.Symbol], assumptions: tuple[Fact, ...]) -> str:
     facts = [_describe(a) for a in assumptions if a is not sympy.true]
     for s in sorted(symbols, key=lambda s: s.name):
         if isinstance(s, Dim) and s.multiple_of > 1:
@@ -228,7 +233,9 @@ def _relied(symbols: Iterable, assumptions: tuple) -> str:
     return "; relied on: " + ", ".join(facts) if facts else ""
 
 
-def _check_names(symbols: frozenset, assumptions: tuple, what: str) -> None:
+def _check_names(
+    symbols: frozenset[sympy.Symbol], assumptions: tuple[Fact, ...], what: str
+) -> None:
     """Distinct symbols must have distinct names: counterexamples and guards key values
     by name (a kernel argument ``M`` has one value)."""
     every = set(symbols)
@@ -258,10 +265,12 @@ def _symbol_text(s: Any) -> str:
     return f"{type(s).__name__}({s.name!r})"
 
 
-_SAT: dict[tuple, bool] = {}
+_SAT: dict[tuple[frozenset[sympy.Symbol], tuple[Fact, ...]], bool] = {}
 
 
-def _check_satisfiable(symbols: frozenset, assumptions: tuple, what: str) -> None:
+def _check_satisfiable(
+    symbols: frozenset[sympy.Symbol], assumptions: tuple[Fact, ...], what: str
+) -> None:
     if assumptions:
         try:
             facts_for(assumptions)
@@ -284,7 +293,7 @@ def _check_satisfiable(symbols: frozenset, assumptions: tuple, what: str) -> Non
 
 # -- verdicts ---------------------------------------------------------------------------------
 
-_CACHE: dict[tuple, Verdict] = {}
+_CACHE: dict[tuple[object, ...], Verdict] = {}
 
 
 def clear_cache() -> None:
@@ -293,7 +302,7 @@ def clear_cache() -> None:
     _SAT.clear()
 
 
-def prove(problem: Problem, assuming: Any, what: str) -> Verdict:
+def prove(problem: Problem, assuming: object, what: str) -> Verdict:
     """Run the layers for ``problem`` under ``assuming`` plus the assumptions in force."""
     extra = normalize_assumptions(assuming, what)
     allf = current_assumptions() + extra
@@ -316,7 +325,7 @@ def prove(problem: Problem, assuming: Any, what: str) -> Verdict:
     return verdict
 
 
-def _static(problem: Problem, allf: tuple) -> Verdict:
+def _static(problem: Problem, allf: tuple[Fact, ...]) -> Verdict:
     out = problem.check(problem.concretes({}), problem.param_values({}))
     if out.ok:
         return Verdict(PROVED, problem.prop, out.rule, subject=problem.subject, assumptions=allf)
@@ -345,7 +354,7 @@ def _static(problem: Problem, allf: tuple) -> Verdict:
     )
 
 
-def _symbolic(problem: Problem, extra: tuple, allf: tuple) -> Verdict:
+def _symbolic(problem: Problem, extra: tuple[Fact, ...], allf: tuple[Fact, ...]) -> Verdict:
     # The rules decide under the full assumption stack (the layouts package's own
     # coalesce reads only the stack), so ``extra`` is pushed rather than passed.
     with assuming(*extra):
@@ -388,7 +397,7 @@ def _symbolic(problem: Problem, extra: tuple, allf: tuple) -> Verdict:
 SEARCH_SIZE_LIMIT = 1 << 16
 
 
-def _search(problem: Problem, allf: tuple) -> tuple[dict, Outcome] | None:
+def _search(problem: Problem, allf: tuple[Fact, ...]) -> tuple[Env, Outcome] | None:
     for env in candidates(problem.symbols, allf):
         try:
             cfs = problem.concretes(env)
@@ -403,7 +412,7 @@ def _search(problem: Problem, allf: tuple) -> tuple[dict, Outcome] | None:
     return None
 
 
-def _hint(ob: Obligation, env: dict, extra_atoms: tuple = ()) -> str | None:
+def _hint(ob: Obligation, env: Env, extra_atoms: tuple[Atom, ...] = ()) -> str | None:
     if not ob.residual:
         for clause in ob.clauses:
             if not any(a.holds(env) for a in clause):
@@ -420,11 +429,13 @@ def _has_symbols(a: Any) -> bool:
     return any(isinstance(x, sympy.Basic) and x.free_symbols for x in (a.lhs, a.rhs))
 
 
-def _counterexample(problem: Problem, env: dict, out: Outcome) -> FrozenDict:
+def _counterexample(problem: Problem, env: Env, out: Outcome) -> FrozenDict:
     """The counterexample dict (symbol values plus the witness), replayed first."""
     cfs = problem.concretes(env)
     pvals = problem.param_values(env)
     raw = out.witness
+    if raw is None:
+        raise ProofInternalError(f"{problem.prop}: a failed check without a witness; a bug in tylo")
     idx = raw["indices"]
     if len(cfs) == 1:
         coords = tuple(cfs[0].coordinate(i) for i in idx)
@@ -452,5 +463,5 @@ def _counterexample(problem: Problem, env: dict, out: Outcome) -> FrozenDict:
     return FrozenDict({**_names(env), "witness": witness})
 
 
-def _names(env: dict) -> dict:
+def _names(env: Env) -> dict[str, int]:
     return {s.name: v for s, v in sorted(env.items(), key=lambda kv: kv[0].name)}

@@ -13,17 +13,19 @@ import itertools
 from functools import partial
 from typing import Any
 
+from tylo.layouts._scope import Fact
+from tylo.layouts.inttuple import IntTuple
 from tylo.layouts.layout import size
 from tylo.layouts.proofs.engine import Problem, RuleResult, prove
-from tylo.layouts.proofs.normalize import Form, simplify, to_form
+from tylo.layouts.proofs.normalize import Concrete, Form, Pairs, Source, simplify, to_form
 from tylo.layouts.proofs.obligation import Atom, Obligation
-from tylo.layouts.proofs.static import check_equal
+from tylo.layouts.proofs.static import Outcome, check_equal
 from tylo.layouts.proofs.verdict import Verdict
 
 __all__ = ["prove_equal"]
 
 
-def prove_equal(a: Any, b: Any, *, assuming: Any = ()) -> Verdict:
+def prove_equal(a: Source, b: Source, *, assuming: object = ()) -> Verdict:
     """Prove that ``a`` and ``b`` have the same size and the same offset at every index.
 
     >>> import sympy
@@ -49,26 +51,31 @@ def prove_equal(a: Any, b: Any, *, assuming: Any = ()) -> Verdict:
     return prove(problem, assuming, what)
 
 
-def _check(cfs: tuple, p: dict) -> Any:
+def _check(cfs: tuple[Concrete, ...], p: dict[str, int]) -> Outcome:
     return check_equal(cfs[0], cfs[1])
 
 
-def _replay(objs: tuple, coords: tuple, offsets: tuple, pvals: dict, idx: tuple) -> bool:
+def _replay(objs: tuple[Source, ...],
+    coords: tuple[IntTuple, ...],
+    offsets: tuple[int, ...],
+    pvals: dict[str, int],
+    idx: tuple[int, ...],
+) -> bool:
     oa, ob = objs
     i = idx[0]
     na, nb = size(oa), size(ob)
     if na != nb:
-        return i == min(na, nb)
+        return bool(i == min(na, nb))
     va, vb = oa(i), ob(i)
     return va != vb and (va, vb) == tuple(offsets) and (oa(coords[0]), ob(coords[1])) == (va, vb)
 
 
-def _same(x: Any, y: Any, extra: tuple) -> Atom | None:
+def _same(x: Any, y: Any, extra: tuple[Fact, ...]) -> Atom | None:
     atom = Atom("==", x, y)
     return None if atom.decide(extra) is True else atom
 
 
-def _merge_hints(pairs: tuple, extra: tuple) -> list[Atom]:
+def _merge_hints(pairs: Pairs, extra: tuple[Fact, ...]) -> list[Atom]:
     out = []
     for (e0, d0), (_, d1) in itertools.pairwise(pairs):
         atom = Atom("==", d1, e0 * d0)
@@ -77,7 +84,7 @@ def _merge_hints(pairs: tuple, extra: tuple) -> list[Atom]:
     return out
 
 
-def _rules(fa: Form, fb: Form, extra: tuple) -> RuleResult:
+def _rules(fa: Form, fb: Form, extra: tuple[Fact, ...]) -> RuleResult:
     pa, pb = simplify(fa.flat), simplify(fb.flat)
     hints = tuple(_merge_hints(pa, extra) + _merge_hints(pb, extra))
     if fa.outer != fb.outer or type(fa.outer) is not type(fb.outer):

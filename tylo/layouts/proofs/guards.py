@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, SupportsIndex
 
 import sympy
 
+from tylo.layouts._scope import Fact
 from tylo.layouts._symbols import Divisible, IndexSymbol
 from tylo.layouts.proofs.errors import GuardError
-from tylo.layouts.proofs.obligation import Atom
+from tylo.layouts.proofs.obligation import Atom, Obligation
 from tylo.layouts.proofs.static import Outcome
 
 __all__ = ["Guard"]
@@ -45,39 +46,51 @@ class Guard:
 
     __slots__ = ("_by_name", "_memo", "_premises", "obligation", "problem", "symbols")
 
-    def __init__(self, problem: Any, obligation: Any, assumptions: tuple = ()) -> None:
+    def __init__(
+        # problem: a tylo.layouts.proofs.engine.Problem (the engine imports this module, so
+        # naming the class here would be an import cycle)
+        self,
+        problem: Any,
+        obligation: Obligation,
+        assumptions: tuple[Fact, ...] = (),
+    ) -> None:
         self.problem = problem
         self.obligation = obligation
-        by_name: dict[str, list] = {}
+        by_name: dict[str, list[sympy.Symbol]] = {}
         for s in problem.symbols:
             by_name.setdefault(s.name, []).append(s)
         self._by_name = by_name
         self.symbols = tuple(sorted(by_name))
-        self._memo: dict[tuple, Outcome] = {}
+        self._memo: dict[tuple[int, ...], Outcome] = {}
         self._premises = _premises(problem.symbols, assumptions)
 
-    def _obligation_applies(self, env: dict) -> bool:
+    def _obligation_applies(self, env: dict[sympy.Symbol, int]) -> bool:
         """True when the assumptions and symbol facts the obligation relied on hold."""
         if self._premises is None:
             return False
         return all(a.holds(env) for a in self._premises)
 
-    def _env(self, values: Mapping | None, kwargs: dict) -> tuple[dict, tuple]:
-        given: dict = {}
+    def _env(
+        self, values: Mapping[Any, object] | None, kwargs: dict[str, object]
+    ) -> tuple[dict[sympy.Symbol, int], tuple[int, ...]]:
+        given: dict[str, object] = {}
         if values is not None:
             for k, v in values.items():
                 given[k if isinstance(k, str) else getattr(k, "name", str(k))] = v
         given.update(kwargs)
-        env: dict = {}
-        key = []
+        env: dict[sympy.Symbol, int] = {}
+        key: list[int] = []
         for name in self.symbols:
             if name not in given:
                 raise GuardError(
                     f"guard for {self.problem.prop} of {self.problem.subject}: no value for "
                     f"{name}; pass every one of {', '.join(self.symbols)}"
                 )
+            raw = given[name]
             try:
-                v = operator.index(given[name])
+                if not isinstance(raw, SupportsIndex):
+                    raise TypeError
+                v = operator.index(raw)
             except TypeError:
                 raise GuardError(
                     f"guard for {self.problem.prop}: {name}={given[name]!r} is not an int"
@@ -94,7 +107,7 @@ class Guard:
             key.append(v)
         return env, tuple(key)
 
-    def check(self, values: Mapping | None = None, /, **kwargs: Any) -> Outcome:
+    def check(self, values: Mapping[Any, object] | None = None, /, **kwargs: object) -> Outcome:
         """The exact outcome (``ok``, ``rule``, raw ``witness``) for these values."""
         env, key = self._env(values, kwargs)
         got = self._memo.get(key)
@@ -126,7 +139,7 @@ class Guard:
         self._memo[key] = out
         return out
 
-    def __call__(self, values: Mapping | None = None, /, **kwargs: Any) -> bool:
+    def __call__(self, values: Mapping[Any, object] | None = None, /, **kwargs: object) -> bool:
         return bool(self.check(values, **kwargs).ok)
 
     def __repr__(self) -> str:
@@ -136,7 +149,9 @@ class Guard:
         )
 
 
-def _premises(symbols: frozenset, assumptions: tuple) -> tuple[Atom, ...] | None:
+def _premises(
+    symbols: frozenset[sympy.Symbol], assumptions: tuple[Fact, ...]
+) -> tuple[Atom, ...] | None:
     """The assumptions and index bounds as atoms over ``symbols``; None when one of them
     mentions a symbol the guard is not given (it cannot be checked, so the obligation is
     never trusted)."""

@@ -20,18 +20,20 @@ from functools import partial
 from math import gcd
 from typing import Any
 
+from tylo.layouts._scope import Fact
+from tylo.layouts.inttuple import IntTuple
 from tylo.layouts.layout import Layout
 from tylo.layouts.proofs.engine import Problem, RuleResult, prove
-from tylo.layouts.proofs.normalize import Form, simplify, to_form
+from tylo.layouts.proofs.normalize import Concrete, Form, Source, simplify, to_form
 from tylo.layouts.proofs.obligation import Atom, Obligation, text
-from tylo.layouts.proofs.static import check_injective
+from tylo.layouts.proofs.static import Outcome, check_injective
 from tylo.layouts.proofs.verdict import Verdict
 from tylo.layouts.symbolic import decide_cmp
 
 __all__ = ["prove_injective"]
 
 
-def prove_injective(layout: Any, *, assuming: Any = ()) -> Verdict:
+def prove_injective(layout: Source, *, assuming: object = ()) -> Verdict:
     """Prove that ``layout`` maps distinct coordinates to distinct offsets.
 
     ``layout`` is a Layout or a ComposedLayout (swizzles never affect injectivity);
@@ -58,18 +60,23 @@ def prove_injective(layout: Any, *, assuming: Any = ()) -> Verdict:
     return prove(problem, assuming, "prove_injective")
 
 
-def _check(cfs: tuple, p: dict) -> Any:
+def _check(cfs: tuple[Concrete, ...], p: dict[str, int]) -> Outcome:
     return check_injective(cfs[0])
 
 
-def _replay(objs: tuple, coords: tuple, offsets: tuple, pvals: dict, idx: tuple) -> bool:
+def _replay(objs: tuple[Source, ...],
+    coords: tuple[IntTuple, ...],
+    offsets: tuple[int, ...],
+    pvals: dict[str, int],
+    idx: tuple[int, ...],
+) -> bool:
     obj = objs[0]
     c1, c2 = coords
     o1, o2 = obj(c1), obj(c2)
-    return c1 != c2 and o1 == o2 == offsets[0] == offsets[1]
+    return bool(c1 != c2 and o1 == o2 == offsets[0] == offsets[1])
 
 
-def _sorted_by_stride(live: list[tuple[Any, Any]], extra: tuple) -> list[int]:
+def _sorted_by_stride(live: list[tuple[Any, Any]], extra: tuple[Fact, ...]) -> list[int]:
     """Mode indices ordered by |stride| where the order is decided, else kept in the
     layout's order (so a failed chain inequality reads as the natural missing assumption,
     ``bs >= M + ldm*(N - 1)`` rather than a condition on a reordered mode)."""
@@ -108,7 +115,7 @@ def _block_text(block: list[tuple[Any, Any]]) -> str:
     return f"({shape}):({stride}) is injective"
 
 
-def _rules(form: Form, extra: tuple) -> RuleResult:
+def _rules(form: Form, extra: tuple[Fact, ...]) -> RuleResult:
     if isinstance(form.outer, Layout):
         return RuleResult(False, "no symbolic rule for an outer layout")
     pairs = simplify(form.flat)

@@ -17,7 +17,7 @@ decided identity) is the layouts package's own :func:`~tylo.layouts.algebra.coal
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import cached_property
 from typing import Any
 
@@ -42,10 +42,11 @@ __all__ = [
 
 Value = Any  # int | sympy.Expr
 Pairs = tuple[tuple[Value, Value], ...]
+Source = Layout | ComposedLayout  # what a Form is made from (and replays on)
 
 
-def _symbols_of(values: Any) -> frozenset:
-    out: set = set()
+def _symbols_of(values: Iterable[Value]) -> frozenset[sympy.Symbol]:
+    out: set[sympy.Symbol] = set()
     for x in values:
         if isinstance(x, sympy.Basic):
             out |= x.free_symbols
@@ -94,7 +95,7 @@ class Form:
         return None
 
     @cached_property
-    def symbols(self) -> frozenset:
+    def symbols(self) -> frozenset[sympy.Symbol]:
         vals = [v for p in self.flat for v in p] + [self.offset]
         if self.outer_flat is not None:
             vals += [v for p in self.outer_flat for v in p]
@@ -105,9 +106,9 @@ class Form:
         return not self.symbols
 
     @cached_property
-    def key(self) -> tuple:
+    def key(self) -> tuple[object, ...]:
         outer = self.outer
-        okey = None
+        okey: tuple[object, ...] | None = None
         if isinstance(outer, Swizzle):
             okey = ("S", outer.bits, outer.base, outer.shift)
         elif outer is not None:
@@ -122,14 +123,14 @@ class Form:
     def __str__(self) -> str:
         return str(self.source)
 
-    def __getstate__(self) -> tuple[None, dict]:
+    def __getstate__(self) -> tuple[None, dict[str, object]]:
         """The form without its compiled closures (rebuilt on first use): a verdict's
         guard keeps its forms, and must pickle."""
         state = {k: v for k, v in self.__dict__.items() if k != "_compiled"}
         slots = {k: getattr(self, k) for k in ("inner", "offset", "outer", "source")}
         return None, {**state, **slots}
 
-    def __setstate__(self, state: tuple[None, dict]) -> None:
+    def __setstate__(self, state: tuple[None, dict[str, object]]) -> None:
         for k, v in state[1].items():
             if k in ("inner", "offset", "outer", "source"):
                 object.__setattr__(self, k, v)
@@ -245,13 +246,13 @@ class Concrete:
     def apply_outer(self, x: int) -> int:
         """``outer(x)`` on one int (``x`` already includes the offset)."""
         if self.swizzle is not None:
-            return self.form.outer(x)
+            return int(self.form.outer(x))
         if self.outer is not None:
             r = 0
             n = len(self.outer)
             for i, (e, d) in enumerate(self.outer):
                 if i == n - 1:
-                    return r + x * d
+                    return int(r + x * d)
                 r += (x % e) * d
                 x //= e
         return x
@@ -309,7 +310,7 @@ def simplify(pairs: Pairs) -> Pairs:
     return tuple((e, d) for e, d in zip(out_s, out_d) if not (type(e) is int and e == 1))
 
 
-def to_form(obj: Any, what: str) -> Form:
+def to_form(obj: object, what: str) -> Form:
     """The :class:`Form` of a Layout, a ComposedLayout or an int ``n`` (``n:1``)."""
     if isinstance(obj, Form):
         return obj

@@ -22,6 +22,7 @@ from typing import Any
 
 import sympy
 
+from tylo.layouts._scope import Fact
 from tylo.layouts.symbolic import decide_cmp, divides, to_value
 
 __all__ = ["Atom", "Obligation", "compile_expr", "text"]
@@ -38,7 +39,7 @@ def text(x: Value) -> str:
     ('4', 'M + lda*(K - 1)')
     """
     if isinstance(x, sympy.Basic):
-        return sympy.sstr(x)
+        return str(sympy.sstr(x))
     return str(x)
 
 
@@ -134,7 +135,7 @@ class Atom:
     def __str__(self) -> str:
         return f"{text(self.lhs)} {self.op} {text(self.rhs)}"
 
-    def decide(self, assumptions: Iterable = ()) -> bool | None:
+    def decide(self, assumptions: Iterable[Fact] = ()) -> bool | None:
         """Decide the atom exactly under the assumptions in force plus ``assumptions``."""
         if self.op == "|":
             return divides(self.lhs, self.rhs, assumptions=tuple(assumptions))
@@ -145,14 +146,14 @@ class Atom:
         a, b = compile_expr(self.lhs)(env), compile_expr(self.rhs)(env)
         if self.op == "|":
             return (b == 0) if a == 0 else (Fraction(b) / Fraction(a)).denominator == 1
-        return {
+        return bool({
             ">=": a >= b,
             "<=": a <= b,
             ">": a > b,
             "<": a < b,
             "==": a == b,
             "!=": a != b,
-        }[self.op]
+        }[self.op])
 
     def as_sympy(self) -> Any:
         """The atom as a sympy boolean (``Eq(Mod(rhs, lhs), 0)`` for divisibility)."""

@@ -22,17 +22,19 @@ import sympy
 
 from tylo.layouts import _poly as P
 from tylo.layouts._facts import NONNEG, facts_for
+from tylo.layouts._sampling import _closure, _intrinsic_ok
+from tylo.layouts._scope import Fact
 from tylo.layouts._symbols import Divisible
 from tylo.layouts.errors import AssumptionError
 from tylo.layouts.proofs.obligation import compile_expr
-from tylo.layouts.symbolic import _closure, _intrinsic_ok, sample_assignment
+from tylo.layouts.symbolic import sample_assignment
 
 __all__ = ["assumption_checker", "candidates", "first_assignment"]
 
-Env = dict
+Env = dict[Any, int]
 
 
-def assumption_checker(assumptions: tuple) -> Callable[[Env], bool]:
+def assumption_checker(assumptions: tuple[Fact, ...]) -> Callable[[Env], bool]:
     """A fast exact test of every assumption at concrete values (``{symbol: int}``).
 
     >>> from tylo.layouts.symbolic import dim, divisible
@@ -86,8 +88,8 @@ def _compositions(total: int, n: int) -> Iterator[tuple[int, ...]]:
 
 
 def candidates(
-    symbols: Iterable,
-    assumptions: tuple,
+    symbols: Iterable[sympy.Symbol],
+    assumptions: tuple[Fact, ...],
     *,
     smallest: int = 400,
     random_count: int = 120,
@@ -112,7 +114,7 @@ def candidates(
     ok = assumption_checker(assumptions)
     polys = {s: f.poly(s) for s in syms}
     variables = sorted(set().union(*(P.variables(p) for p in polys.values())))
-    seen: set = set()
+    seen: set[tuple[int, ...]] = set()
     produced = 0
     tried = 0
 
@@ -126,7 +128,7 @@ def candidates(
 
     kinds = [f.kind[v] for v in variables]
 
-    def at(point: dict) -> Env | None:
+    def at(point: dict[int, int]) -> Env | None:
         env = {}
         for s in syms:
             x = P.evaluate(polys[s], point)
@@ -192,7 +194,7 @@ def _signed(mags: tuple[int, ...], kinds: list[int]) -> Iterator[tuple[int, ...]
     yield from out
 
 
-def first_assignment(symbols: Iterable, assumptions: tuple) -> Env | None:
+def first_assignment(symbols: Iterable[sympy.Symbol], assumptions: tuple[Fact, ...]) -> Env | None:
     """One satisfying assignment (the smallest found), or None if the search finds none."""
     for env in candidates(symbols, assumptions, smallest=1, random_count=60):
         return env

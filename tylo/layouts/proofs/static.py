@@ -40,10 +40,13 @@ _INT32_SAFE = 1 << 29  # offsets (plus offset, base, swizzle bits) stay far from
 # object arrays, slower) beyond INT64_SAFE, so no proof is decided by a wrapped offset.
 
 
+_Live = tuple[int, int, int]  # a mode that moves: (|stride|, extent, flat index)
+
+
 class Outcome(NamedTuple):
     ok: bool | None
     rule: str
-    witness: dict | None = None
+    witness: dict[str, Any] | None = None
 
 
 def _dtype(bound: int) -> Any:
@@ -56,7 +59,7 @@ def _dtype(bound: int) -> Any:
 def _reach(pairs: Pairs) -> int:
     """A bound on every offset of the pairs and on every stride (each must fit the dtype,
     even one of an extent-1 mode)."""
-    return sum((e - 1) * abs(d) for e, d in pairs) + max((abs(d) for _, d in pairs), default=0)
+    return int(sum((e - 1) * abs(d) for e, d in pairs) + max((abs(d) for _, d in pairs), default=0))
 
 
 def _np_offsets(pairs: Pairs, dt: Any = None) -> np.ndarray:
@@ -78,13 +81,15 @@ def _np_outer(c: Concrete, x: np.ndarray) -> np.ndarray:
     if c.swizzle is not None:
         sw = c.form.outer
         y = x & sw.yyy_mask
-        return x ^ (y >> sw.shift if sw.shift >= 0 else y << -sw.shift)
+        out: np.ndarray = x ^ (y >> sw.shift if sw.shift >= 0 else y << -sw.shift)
+        return out
     if c.outer is not None:
         r = np.zeros_like(x)
         n = len(c.outer)
         for i, (e, d) in enumerate(c.outer):
             if i == n - 1:
-                return r + x * d
+                last: np.ndarray = r + x * d
+                return last
             r = r + (x % e) * d
             x = x // e
     return x
@@ -168,7 +173,7 @@ def check_injective(c: Concrete) -> Outcome:
     return _enumerate_injective(c)
 
 
-def _blocked_span(c: Concrete, live: list, w: list[int]) -> Outcome | None:
+def _blocked_span(c: Concrete, live: list[_Live], w: list[int]) -> Outcome | None:
     """Sorted span with enumerated blocks: where the chain breaks, enumerate the modes up
     to the breaking one (with ``|stride|``); if they are injective their reach continues
     the chain. None when a block is too large (then the whole layout is enumerated)."""
@@ -183,14 +188,16 @@ def _blocked_span(c: Concrete, live: list, w: list[int]) -> Outcome | None:
             n *= be
         if n > ENUM_LIMIT or 2 * n > c.size:
             return None
-        dup = _find_duplicate(_np_offsets([(be, bd) for bd, be, _ in block]))
+        dup = _find_duplicate(_np_offsets(tuple((be, bd) for bd, be, _ in block)))
         if dup is not None:
             return _block_collision(c, block, w, dup)
         reach += (e - 1) * ad
     return Outcome(True, "sorted-span rule with enumerated blocks")
 
 
-def _block_collision(c: Concrete, block: list, w: list[int], dup: tuple[int, int]) -> Outcome:
+def _block_collision(
+    c: Concrete, block: list[_Live], w: list[int], dup: tuple[int, int]
+) -> Outcome:
     """Map two colliding block indices (``|stride|`` offsets) to layout indices: reflect
     the coordinates of negative-stride modes, which shifts both offsets alike."""
     idx = []
@@ -207,12 +214,12 @@ def _block_collision(c: Concrete, block: list, w: list[int], dup: tuple[int, int
     return Outcome(False, "enumerated block", _pair(c, i, j, "two coordinates share an offset"))
 
 
-def _pair(c: Concrete, i: int, j: int, why: str, o: int | None = None) -> dict:
+def _pair(c: Concrete, i: int, j: int, why: str, o: int | None = None) -> dict[str, Any]:
     oi = c.offset_of(i) if o is None else o
     return {"indices": (i, j), "offsets": (oi, c.offset_of(j)), "why": why}
 
 
-def _pair_collision(c: Concrete, live: list, w: list[int]) -> Outcome | None:
+def _pair_collision(c: Concrete, live: list[_Live], w: list[int]) -> Outcome | None:
     """A collision within some pair of modes (the exact two-mode gcd test on every pair:
     with ``|d1| = g*p``, ``|d2| = g*q``, the pair collides iff ``q < s1`` and ``p < s2``),
     the one with the smallest indices; None when no pair collides."""
@@ -294,7 +301,7 @@ def _mode_geometry(c: Concrete, mode: int) -> tuple[int, int, int]:
     return a, sizes[mode], b
 
 
-def _vector(c: Concrete, idx: list[int], why: str) -> dict:
+def _vector(c: Concrete, idx: list[int], why: str) -> dict[str, Any]:
     return {
         "indices": tuple(idx),
         "offsets": tuple(c.offset_of(i) for i in idx),
@@ -380,12 +387,12 @@ def _first_misaligned_start(c: Concrete, v: int, mode: int, a_e: int, base: int)
     if pairs[0][0] % v == 0:
         # coalesced, the starts are sums of generators v*d0 (count e0/v) and d_k (count
         # e_k), each occurring alone: exact without enumerating the mode
-        w = 1
+        reach = 1
         for k, (e, d) in enumerate(pairs):
-            g, count, at = (v * d, e // v, v) if k == 0 else (d, e, w)
+            g, count, at = (v * d, e // v, v) if k == 0 else (d, e, reach)
             if count >= 2 and g % a_e:
-                return a * at
-            w *= e
+                return int(a * at)
+            reach *= e
         return None
     check_budget(n, f"enumerating the vector starts of mode {mode} of {c.form}", _BUDGET_FIX)
     mid = _np_offsets(c.mode_pairs(mode))[::v]
@@ -429,7 +436,7 @@ def check_aligned(c: Concrete, v: int, a_e: int, mode: int, base: int) -> Outcom
     return Outcome(False, "enumeration", _start(c, pa + a * (pj * v + n * pb), base, a_e))
 
 
-def _start(c: Concrete, i: int, base: int, a_e: int) -> dict:
+def _start(c: Concrete, i: int, base: int, a_e: int) -> dict[str, Any]:
     o = c.offset_of(i)
     return {
         "indices": (i,),
@@ -480,7 +487,7 @@ def check_bounded(c: Concrete, extent: int, base: int) -> Outcome:
     return Outcome(True, "enumeration")
 
 
-def _outside(c: Concrete, i: int, base: int, extent: int) -> dict:
+def _outside(c: Concrete, i: int, base: int, extent: int) -> dict[str, Any]:
     o = c.offset_of(i)
     return {
         "indices": (i,),

@@ -13,9 +13,12 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from tylo.layouts._scope import Fact
 
 __all__ = ["FrozenDict", "Verdict"]
 
@@ -23,7 +26,7 @@ PROVED, DISPROVED, UNKNOWN = "proved", "disproved", "unknown"
 STATUSES = (PROVED, DISPROVED, UNKNOWN)
 
 
-class FrozenDict(dict):
+class FrozenDict(dict[str, Any]):
     """A ``dict`` that refuses mutation (verdicts are cached and shared).
 
     >>> d = FrozenDict(M=2)
@@ -72,7 +75,7 @@ class Verdict:
     hint: str | None = None
     obligation: Any = None  # Obligation when unknown (or disproved, the failed condition)
     guard: Any = None  # Guard when not proved and the layout is symbolic
-    assumptions: tuple = ()
+    assumptions: tuple[Fact, ...] = ()
     subject: str = ""  # the layout(s) in CuTe notation
 
     def __post_init__(self) -> None:
@@ -86,27 +89,27 @@ class Verdict:
     def __bool__(self) -> bool:
         return self.status == PROVED
 
-    @property
+    @builtins.property  # the field ``property`` shadows the builtin in this body
     def proved(self) -> bool:
         """True when the property holds for every allowed value of the symbols."""
         return self.status == PROVED
 
-    @property
+    @builtins.property
     def disproved(self) -> bool:
         """True when a replayed counterexample exists."""
         return self.status == DISPROVED
 
-    @property
+    @builtins.property
     def unknown(self) -> bool:
         """True when neither proved nor disproved (see ``obligation`` and ``guard``)."""
         return self.status == UNKNOWN
 
-    @property
+    @builtins.property
     def witness(self) -> Mapping[str, Any] | None:
         """The counterexample's ``"witness"`` entry (None unless disproved)."""
         return None if self.counterexample is None else self.counterexample.get("witness")
 
-    @property
+    @builtins.property
     def values(self) -> dict[str, int]:
         """The counterexample's symbol values (empty unless disproved)."""
         if self.counterexample is None:

@@ -9,7 +9,7 @@ defining property exist?" for the small operands a refusal is checked on.
 from __future__ import annotations
 
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from tylo.layouts import ComposedLayout, Layout, Swizzle
@@ -107,7 +107,7 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(2, n + 1) if n % d == 0]
 
 
-@lru_cache(maxsize=None)
+@cache
 def is_1d_layout(h: tuple) -> bool:
     """Whether some layout with size ``len(h)`` (any factorization of it) maps index ``i``
     to ``h[i]`` for every ``i``."""
