@@ -251,8 +251,9 @@ def tdt_name(dtype):
     return getattr(tylo, dtype)
 
 
-def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False, inner=1, only=None,
-          lead=0):
+def bench(
+    d, causal, length, reps, path, dtype, triton_fn, variants=False, inner=1, only=None, lead=0
+):
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
@@ -286,7 +287,8 @@ def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False, inner
                 if c2.stages <= base.stages:
                     continue  # not more stages than the default has
             runs[f"tylo {name}"] = lambda c2=c2: hopper_attention(
-                q, k, v, causal=causal, out=o, lse=lse, cfg=c2)
+                q, k, v, causal=causal, out=o, lse=lse, cfg=c2
+            )
     else:
         cfg, val = plan_attention(q, k, v, o, lse, causal=causal)
         runs["tylo"] = lambda: launch(cfg, val, q, k, v, o, lse, None)
@@ -326,7 +328,7 @@ def bench(d, causal, length, reps, path, dtype, triton_fn, variants=False, inner
     names = list(runs)
     for i in range(reps):  # interleaved: every implementation once per round, and the
         # round's first side rotating (the first after a pause measured up to 25% slower)
-        for name in names[i % len(names):] + names[: i % len(names)]:
+        for name in names[i % len(names) :] + names[: i % len(names)]:
             _time(runs[name], times[name], inner, lead)
     flops = attention_flops(b, h, length, length, d, causal=causal)
     row = {"d": d, "causal": causal, "L": length, "B": b, "H": h, "dtype": dtype,
@@ -369,22 +371,39 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", choices=("bf16", "f16"), default="bf16")
     p.add_argument("--json", default=None, help="write the rows to this file")
     provenance.add_arguments(p)
-    p.add_argument("--inner", type=int, default=3,
-                   help="calls per timed sample, back to back (1: include the host's launch time)")
-    p.add_argument("--d", type=int, choices=(64, 128), default=None,
-                   help="only this head dim's shapes")
+    p.add_argument(
+        "--inner",
+        type=int,
+        default=3,
+        help="calls per timed sample, back to back (1: include the host's launch time)",
+    )
+    p.add_argument(
+        "--d", type=int, choices=(64, 128), default=None, help="only this head dim's shapes"
+    )
     p.add_argument("--variants", action="store_true",
                    help="also time other configurations (warp: VARIANTS, block sizes; "
                         "hopper: HOPPER_VARIANTS, the FA3 schedules)")  # fmt: skip
     p.add_argument("--lead-us", type=float, default=1000.0,
                    help="GPU sleep queued before each sample, so that the host's preparation "
                         "of its calls stays out of the timed span (0: none)")  # fmt: skip
-    p.add_argument("--only", default=None, metavar="REGEX",
-                   help="with --variants: only the variants whose name this regex finds")
-    p.add_argument("--causal", choices=("yes", "no"), default=None,
-                   help="only the causal (yes) or the unmasked (no) shapes")
-    p.add_argument("--lengths", default=None, metavar="L,L,...",
-                   help="only these of the shapes' lengths (1024, 4096, 16384)")
+    p.add_argument(
+        "--only",
+        default=None,
+        metavar="REGEX",
+        help="with --variants: only the variants whose name this regex finds",
+    )
+    p.add_argument(
+        "--causal",
+        choices=("yes", "no"),
+        default=None,
+        help="only the causal (yes) or the unmasked (no) shapes",
+    )
+    p.add_argument(
+        "--lengths",
+        default=None,
+        metavar="L,L,...",
+        help="only these of the shapes' lengths (1024, 4096, 16384)",
+    )
     args = p.parse_args(argv)
     if args.only is not None:
         try:
@@ -427,8 +446,19 @@ def main(argv=None) -> int:
             continue
         if lengths is not None and length not in lengths:
             continue
-        r = bench(d, causal, length, reps, args.path, args.dtype, triton_fn, args.variants,
-                  args.inner, args.only, lead)
+        r = bench(
+            d,
+            causal,
+            length,
+            reps,
+            args.path,
+            args.dtype,
+            triton_fn,
+            args.variants,
+            args.inner,
+            args.only,
+            lead,
+        )
         rows.append(r)
         cells = [d, causal, length, f"{r['B']}x{r['H']}"]
         for name in ("tylo", "fa2", "cudnn", "triton"):
@@ -449,9 +479,13 @@ def main(argv=None) -> int:
             if name != "triton" or callable(triton_fn):
                 print(f"    {name} skipped: {why}")
     if args.json:
-        meta = provenance.run_metadata(("torch", "triton", "cudnn"),
-                                       script="benchmarks/attention.py", argv=argv,
-                                       commit=args.commit, dirty=args.dirty)
+        meta = provenance.run_metadata(
+            ("torch", "triton", "cudnn"),
+            script="benchmarks/attention.py",
+            argv=argv,
+            commit=args.commit,
+            dirty=args.dirty,
+        )
         provenance.write_json(args.json, rows, meta)
     return 0
 

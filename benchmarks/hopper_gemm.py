@@ -30,8 +30,13 @@ if ROOT not in sys.path:
 
 from benchmarks import provenance
 
-SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 512), (16384, 1024, 4096),
-          (4099, 4103, 4097)]
+SHAPES = [
+    (4096, 4096, 4096),
+    (8192, 8192, 8192),
+    (8192, 8192, 512),
+    (16384, 1024, 4096),
+    (4099, 4103, 4097),
+]
 
 
 def _triton_matmul():
@@ -44,8 +49,9 @@ def _triton_matmul():
         return None
 
     @triton.jit
-    def kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-               G: tl.constexpr):
+    def kernel(
+        a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, G: tl.constexpr
+    ):
         pid = tl.program_id(0)
         tiles_m, tiles_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
         band = pid // (G * tiles_n)
@@ -58,13 +64,22 @@ def _triton_matmul():
         rk = tl.arange(0, BK)
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         for k0 in range(0, K, BK):
-            x = tl.load(a + rm[:, None] * K + (k0 + rk)[None, :],
-                        mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
-            y = tl.load(b + rn[:, None] * K + (k0 + rk)[None, :],
-                        mask=(rn[:, None] < N) & ((k0 + rk)[None, :] < K), other=0.0)
+            x = tl.load(
+                a + rm[:, None] * K + (k0 + rk)[None, :],
+                mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K),
+                other=0.0,
+            )
+            y = tl.load(
+                b + rn[:, None] * K + (k0 + rk)[None, :],
+                mask=(rn[:, None] < N) & ((k0 + rk)[None, :] < K),
+                other=0.0,
+            )
             acc = tl.dot(x, tl.trans(y), acc)
-        tl.store(c + rm[:, None] * N + rn[None, :], acc.to(tl.bfloat16),
-                 mask=(rm[:, None] < M) & (rn[None, :] < N))
+        tl.store(
+            c + rm[:, None] * N + rn[None, :],
+            acc.to(tl.bfloat16),
+            mask=(rm[:, None] < M) & (rn[None, :] < N),
+        )
 
     def run(a, b, c):
         m, k = a.shape
@@ -88,8 +103,18 @@ def _triton_tma_matmul():
         return None
 
     @triton.jit
-    def kernel(a_desc, b_desc, c_desc, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
-               BK: tl.constexpr, G: tl.constexpr):
+    def kernel(
+        a_desc,
+        b_desc,
+        c_desc,
+        M,
+        N,
+        K,
+        BM: tl.constexpr,
+        BN: tl.constexpr,
+        BK: tl.constexpr,
+        G: tl.constexpr,
+    ):
         pid = tl.program_id(0)
         tiles_m, tiles_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
         band = pid // (G * tiles_n)
@@ -157,7 +182,7 @@ def bench(m, n, k, reps, cfg, out, triton_mm, inner=1):
     host = {name: [] for name in sides}
     names = list(sides)
     for i in range(reps):  # interleaved, the round's first side rotating
-        for name in names[i % len(names):] + names[: i % len(names)]:
+        for name in names[i % len(names) :] + names[: i % len(names)]:
             f = sides[name]
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
@@ -171,9 +196,14 @@ def bench(m, n, k, reps, cfg, out, triton_mm, inner=1):
             host[name].append((h1 - h0) / inner * 1e6)
     med = {name: statistics.median(v) for name, v in times.items()}
     flops = 2 * m * n * k
-    row = {"shape": f"{m}x{n}x{k}", "path": path, "out": out, "inner": inner,
-           "tylo_host_us": statistics.median(host["tylo"]),
-           "cublas_host_us": statistics.median(host["cublas"])}
+    row = {
+        "shape": f"{m}x{n}x{k}",
+        "path": path,
+        "out": out,
+        "inner": inner,
+        "tylo_host_us": statistics.median(host["tylo"]),
+        "cublas_host_us": statistics.median(host["cublas"]),
+    }
     for name, t in med.items():
         row[f"{name}_ms"] = t
         row[f"{name}_tflops"] = flops / t / 1e9
@@ -192,19 +222,36 @@ def main(argv=None) -> int:
     p.add_argument("--shapes", nargs="*", default=None)
     p.add_argument("--out", choices=("bf16", "f32"), default="bf16", help="D's dtype")
     p.add_argument("--m-atoms", type=int, choices=(1, 2), default=1)
-    p.add_argument("--bn", type=int, choices=(128, 256), default=None,
-                   help="tile columns; with it the flags below make an explicit config "
-                   "(default: gemm()'s own choice, tylo.ops.gemm.hopper_host.default_config)")
+    p.add_argument(
+        "--bn",
+        type=int,
+        choices=(128, 256),
+        default=None,
+        help="tile columns; with it the flags below make an explicit config "
+        "(default: gemm()'s own choice, tylo.ops.gemm.hopper_host.default_config)",
+    )
     p.add_argument("--stages", type=int, default=4)
     p.add_argument("--group", type=int, default=8, help="raster band height (tile-rows)")
     p.add_argument("--pingpong", action="store_true", help="consumers alternate tiles")
-    p.add_argument("--cluster", type=int, choices=(1, 2), default=1,
-                   help="2: CTA pairs multicast the shared Y tile")
-    p.add_argument("--tma-store", action="store_true",
-                   help="with --bn: the TMA-store epilogue (stmatrix, then TMA; --out bf16 "
-                   "only; gemm()'s default takes it for bf16 D)")
-    p.add_argument("--inner", type=int, default=5,
-                   help="launches per timed sample, back to back (1: include launch gaps)")
+    p.add_argument(
+        "--cluster",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="2: CTA pairs multicast the shared Y tile",
+    )
+    p.add_argument(
+        "--tma-store",
+        action="store_true",
+        help="with --bn: the TMA-store epilogue (stmatrix, then TMA; --out bf16 "
+        "only; gemm()'s default takes it for bf16 D)",
+    )
+    p.add_argument(
+        "--inner",
+        type=int,
+        default=5,
+        help="launches per timed sample, back to back (1: include launch gaps)",
+    )
     p.add_argument("--no-triton", action="store_true")
     p.add_argument("--json", default=None, help="write the rows to this file")
     provenance.add_arguments(p)
@@ -221,20 +268,32 @@ def main(argv=None) -> int:
         print("--tma-store writes 16-bit D (stmatrix): use --out bf16", file=sys.stderr)
         return 2
     out = getattr(tylo, args.out)
-    cfg = (HopperGemmConfig(bn=args.bn, m_atoms=args.m_atoms, stages=args.stages, out=out,
-                            group=args.group, pingpong=args.pingpong, cluster=args.cluster,
-                            tma_store=args.tma_store)
-           if args.bn
-           else None)
-    triton_mm = {} if args.no_triton else {"triton": _triton_matmul(),
-                                           "triton_tma": _triton_tma_matmul()}
+    cfg = (
+        HopperGemmConfig(
+            bn=args.bn,
+            m_atoms=args.m_atoms,
+            stages=args.stages,
+            out=out,
+            group=args.group,
+            pingpong=args.pingpong,
+            cluster=args.cluster,
+            tma_store=args.tma_store,
+        )
+        if args.bn
+        else None
+    )
+    triton_mm = (
+        {} if args.no_triton else {"triton": _triton_matmul(), "triton_tma": _triton_tma_matmul()}
+    )
     triton_mm = {name: fn for name, fn in triton_mm.items() if fn is not None}
     shapes = [tuple(map(int, s.split(","))) for s in args.shapes] if args.shapes else SHAPES
     what = cfg.describe() if cfg else "tiles chosen by tylo.ops.gemm.hopper_host.gemm"
     print(f"device: {torch.cuda.get_device_name(0)}; tylo {what}; D {args.out}")
-    print(f"{'shape':>18} {'path':>6} {'tylo ms':>8} {'cuBLAS':>8} {'ratio':>6} {'triton':>8} "
-          f"{'vs tri':>6} {'vs tri-TMA':>10} {'tylo TF/s':>9} {'cuBLAS TF/s':>11} "
-          f"{'of ceiling':>10} {'host us':>8}")
+    print(
+        f"{'shape':>18} {'path':>6} {'tylo ms':>8} {'cuBLAS':>8} {'ratio':>6} {'triton':>8} "
+        f"{'vs tri':>6} {'vs tri-TMA':>10} {'tylo TF/s':>9} {'cuBLAS TF/s':>11} "
+        f"{'of ceiling':>10} {'host us':>8}"
+    )
     rows = []
     for m, n, k in shapes:
         r = bench(m, n, k, args.reps, cfg, args.out, triton_mm, args.inner)
@@ -246,15 +305,22 @@ def main(argv=None) -> int:
         )
         tri += f" {r['ratio_triton_tma']:10.2f}" if "triton_tma_ms" in r else f" {'-':>10}"
         ceil = f"{r['of_ceiling']:10.2f}" if "of_ceiling" in r else f"{'-':>10}"
-        print(f"{r['shape']:>18} {r['path']:>6} {r['tylo_ms']:8.3f} {r['cublas_ms']:8.3f} "
-              f"{r['ratio']:6.2f} {tri} {r['tylo_tflops']:9.1f} {r['cublas_tflops']:11.1f} {ceil} "
-              f"{r['tylo_host_us']:8.1f}",
-              flush=True)
+        print(
+            f"{r['shape']:>18} {r['path']:>6} {r['tylo_ms']:8.3f} {r['cublas_ms']:8.3f} "
+            f"{r['ratio']:6.2f} {tri} {r['tylo_tflops']:9.1f} {r['cublas_tflops']:11.1f} {ceil} "
+            f"{r['tylo_host_us']:8.1f}",
+            flush=True,
+        )
     out_dir = os.environ.get("OUT")
     path = args.json or (os.path.join(out_dir, "hopper_gemm.json") if out_dir else None)
     if path:
-        meta = provenance.run_metadata(("torch", "triton"), script="benchmarks/hopper_gemm.py",
-                                       argv=argv, commit=args.commit, dirty=args.dirty)
+        meta = provenance.run_metadata(
+            ("torch", "triton"),
+            script="benchmarks/hopper_gemm.py",
+            argv=argv,
+            commit=args.commit,
+            dirty=args.dirty,
+        )
         provenance.write_json(path, rows, meta)
     return 0
 

@@ -240,14 +240,22 @@ def c_floor(entry: Any, n: int = 10_000) -> list[list[str]]:
         int_bytes = 8 if entry.index_bits == 64 else 4
         out = subprocess.run(
             [exe, cubin, entry.entry, "3", str(int_bytes), str(n)],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
     rows = []
     for line in out.splitlines():
         name, med, p10, p90 = line.split()
         how = "back to back" if name.endswith("back_to_back") else "queue shallow"
-        rows.append([f"C: {name.removesuffix('_back_to_back')} alone, {how} (driver floor)",
-                     f"{float(med):.2f}", f"p10 {float(p10):.2f}, p90 {float(p90):.2f}", ""])
+        rows.append(
+            [
+                f"C: {name.removesuffix('_back_to_back')} alone, {how} (driver floor)",
+                f"{float(med):.2f}",
+                f"p10 {float(p10):.2f}, p90 {float(p90):.2f}",
+                "",
+            ]
+        )
     return rows
 
 

@@ -33,8 +33,12 @@ def main() -> int:
     def per_call(stmt, glob) -> float:
         return min(timeit.repeat(stmt, globals=glob, number=n, repeat=7)) / n * 1e9
 
-    rows = [("no torch tensor seen yet (the flag alone)",
-             per_call("s is None and SEEN[0]", {"s": None, "SEEN": [False]}))]
+    rows = [
+        (
+            "no torch tensor seen yet (the flag alone)",
+            per_call("s is None and SEEN[0]", {"s": None, "SEEN": [False]}),
+        )
+    ]
     ts.note_type(type(t))
     g = {"f": ts.torch_stream, "a": plain, "b": first, "c": last}
     rows.append(("12 arguments, none a tensor", per_call("f(a, None)", g)))

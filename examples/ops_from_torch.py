@@ -46,8 +46,7 @@ def run_on_gpu() -> None:
     want = 0.5 * (a.double() @ w.double().t())
     print(f"gemm: max error {float((d.double() - want).abs().max()):.3g} (f32 out)")
 
-    q, k, v = (torch.randn(2, 8, 1000, 64, device="cuda", dtype=torch.bfloat16)
-               for _ in range(3))
+    q, k, v = (torch.randn(2, 8, 1000, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     o = tylo.ops.attention(q, k, v, causal=True)
     ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     print(f"attention: max error {float((o.float() - ref.float()).abs().max()):.3g} vs SDPA")
@@ -65,8 +64,10 @@ def run_on_gpu() -> None:
     x.copy_(torch.randn_like(x))
     g.replay()
     torch.cuda.synchronize()
-    print(f"softmax replayed from a CUDA graph: max error "
-          f"{float((p - x.softmax(-1)).abs().max()):.3g}")
+    print(
+        f"softmax replayed from a CUDA graph: max error "
+        f"{float((p - x.softmax(-1)).abs().max()):.3g}"
+    )
 
 
 def main() -> int:

@@ -131,8 +131,7 @@ def _gpu_blocks(page: str, lines: list[str]) -> list[tuple[int, int, str]]:
         first, last = blocks[i + 1]
         if not any(PROMPT.match(x) for x in lines[first : last + 1]):
             raise DocExampleError(
-                f"{where}: the needs-gpu marker is above a block with no >>> examples; "
-                "remove it"
+                f"{where}: the needs-gpu marker is above a block with no >>> examples; remove it"
             )
         marked.append((first, last, g.group("reason")))
     return marked

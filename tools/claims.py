@@ -22,7 +22,8 @@ and model from /proc/cpuinfo), its load average and the commit measured. The cla
   (``benchmarks/launch.py --only cache``; compiles first, so it needs libNVVM);
   docs/backend.md, docs/kernels.md.
 
-Nothing here needs a GPU; only ``cache_hit`` needs libNVVM. The machine's load is printed because a shared machine
+Nothing here needs a GPU; only ``cache_hit`` needs libNVVM. The machine's load is printed
+because a shared machine
 makes every figure slower: quote the median with the load it was taken under.
 """
 

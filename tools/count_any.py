@@ -207,8 +207,7 @@ def count_any(root: Path, aliases: bool = False) -> tuple[int, list[Finding]]:
                 fns += [
                     (f"{node.name}.{f.name}", f)
                     for f in node.body
-                    if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-                    and _is_public(f.name)
+                    if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_public(f.name)
                 ]
             for qualname, fn in fns:
                 if (where, qualname) in seen:

@@ -63,11 +63,17 @@ def git_state(root: Path = ROOT) -> tuple[str | None, bool | None]:
     try:
         head = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=30, check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         ).stdout.strip()
         status = subprocess.run(
             ["git", "-C", str(root), "status", "--porcelain"],
-            capture_output=True, text=True, timeout=60, check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None, None
@@ -79,7 +85,10 @@ def gpu_name() -> str | None:
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader", "-i", "0"],
-            capture_output=True, text=True, timeout=30, check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
@@ -107,8 +116,13 @@ def read_junit(path: Path) -> dict[str, Any]:
         else:
             kind = "passed"
         counts[kind] += 1
-    return {**counts, "tests": sum(counts.values()), "skip_reasons": dict(reasons),
-            "failures": failures[:MAX_LISTED], "failures_listed": min(len(failures), MAX_LISTED)}
+    return {
+        **counts,
+        "tests": sum(counts.values()),
+        "skip_reasons": dict(reasons),
+        "failures": failures[:MAX_LISTED],
+        "failures_listed": min(len(failures), MAX_LISTED),
+    }
 
 
 def summary_line(counts: dict[str, int]) -> str:
@@ -120,8 +134,18 @@ def summary_line(counts: dict[str, int]) -> str:
 def collected(i: int, n: int, args: argparse.Namespace) -> int | None:
     """How many tests shard ``i`` of ``n`` holds (``pytest --collect-only``), or None when
     the collection fails (it is then in the shard's log as an error)."""
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
-           f"--shard={i}/{n}", *args.tests, *args.pytest_args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "--collect-only",
+        "-q",
+        f"--shard={i}/{n}",
+        *args.tests,
+        *args.pytest_args,
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     if proc.returncode not in (0, 5):
         return None
@@ -133,17 +157,29 @@ def run_shard(i: int, n: int, out: Path, args: argparse.Namespace) -> dict[str, 
     stem = f"shard-{i}-of-{n}"
     log, junit = out / f"{stem}.log", out / f"{stem}.xml"
     junit.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n",
-           str(args.workers), f"--shard={i}/{n}", f"--junitxml={junit}", *args.tests,
-           *args.pytest_args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-n",
+        str(args.workers),
+        f"--shard={i}/{n}",
+        f"--junitxml={junit}",
+        *args.tests,
+        *args.pytest_args,
+    ]
     expected = collected(i, n, args)
     start = time.monotonic()
     timed_out = False
     with log.open("w") as f:
         f.write("$ " + " ".join(cmd) + "\n")
         f.flush()
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             rc: int | None = proc.wait(timeout=args.timeout)
         except subprocess.TimeoutExpired:
@@ -152,21 +188,34 @@ def run_shard(i: int, n: int, out: Path, args: argparse.Namespace) -> dict[str, 
             proc.wait()
             rc = None
     record: dict[str, Any] = {
-        "shard": f"{i}/{n}", "index": i, "of": n, "exit_status": rc, "timed_out": timed_out,
-        "seconds": round(time.monotonic() - start, 1), "log": log.name, "junit": junit.name,
+        "shard": f"{i}/{n}",
+        "index": i,
+        "of": n,
+        "exit_status": rc,
+        "timed_out": timed_out,
+        "seconds": round(time.monotonic() - start, 1),
+        "log": log.name,
+        "junit": junit.name,
     }
     if junit.exists():
         record.update(read_junit(junit))
     else:
-        record.update(passed=0, failed=0, errors=0, skipped=0, tests=0, skip_reasons={},
-                      failures=[], failures_listed=0)
+        record.update(
+            passed=0,
+            failed=0,
+            errors=0,
+            skipped=0,
+            tests=0,
+            skip_reasons={},
+            failures=[],
+            failures_listed=0,
+        )
     # pytest ran every test it collected when it exits 0 (all passed), 1 (some failed) or
     # 5 (its shard was empty) and the JUnit file holds each collected test (-x or --maxfail
     # stop early with 1); 2 (interrupted), 3 (internal error), 4 (usage) or a kill: not
     record["collected"] = expected
     record["complete"] = (
-        rc in (0, 1, 5) and junit.exists() and expected is not None
-        and record["tests"] >= expected
+        rc in (0, 1, 5) and junit.exists() and expected is not None and record["tests"] >= expected
     )
     return record
 
@@ -191,8 +240,12 @@ def summarize(meta: dict[str, Any], shards: list[dict[str, Any]]) -> dict[str, A
     unfinished = [s["shard"] for s in shards if not s["complete"]]
     total = totals(shards)
     return {
-        **meta, "shards": sorted(shards, key=lambda s: s["index"]), "totals": total,
-        "line": summary_line(total), "missing": missing, "unfinished": unfinished,
+        **meta,
+        "shards": sorted(shards, key=lambda s: s["index"]),
+        "totals": total,
+        "line": summary_line(total),
+        "missing": missing,
+        "unfinished": unfinished,
         "complete": not missing and not unfinished,
     }
 
@@ -220,8 +273,10 @@ def report(summary: dict[str, Any]) -> int:
     """Print the summary's head and its line; the exit status it calls for."""
     dirty = {True: "dirty", False: "clean", None: "unknown state"}[summary["dirty"]]
     state = "complete" if summary["complete"] else "INCOMPLETE"
-    print(f"gpu_tier: commit {summary['commit'] or 'unknown'} ({dirty}); "
-          f"{len(summary['shards'])} of {summary['of']} shards; {state}")
+    print(
+        f"gpu_tier: commit {summary['commit'] or 'unknown'} ({dirty}); "
+        f"{len(summary['shards'])} of {summary['of']} shards; {state}"
+    )
     if summary["missing"]:
         print(f"gpu_tier: shards not run: {ranges(summary['missing'])} of {summary['of']}")
     if summary["unfinished"]:
@@ -239,9 +294,16 @@ def run_mode(args: argparse.Namespace) -> int:
     if commit is None:
         commit, dirty, source = args.commit, args.dirty, "--commit" if args.commit else None
     meta = {
-        "schema": 1, "commit": commit, "dirty": dirty, "commit_source": source,
-        "of": args.of, "tests": args.tests, "pytest_args": args.pytest_args,
-        "workers": args.workers, "python": platform.python_version(), "gpu": gpu_name(),
+        "schema": 1,
+        "commit": commit,
+        "dirty": dirty,
+        "commit_source": source,
+        "of": args.of,
+        "tests": args.tests,
+        "pytest_args": args.pytest_args,
+        "workers": args.workers,
+        "python": platform.python_version(),
+        "gpu": gpu_name(),
         "env": {k: os.environ.get(k) for k in ENV_KEYS},
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
@@ -253,8 +315,10 @@ def run_mode(args: argparse.Namespace) -> int:
         shards.append(record)
         write_summary(out, summarize(meta, shards))
         end = "timed out" if record["timed_out"] else f"exit {record['exit_status']}"
-        print(f"shard {record['shard']}: {summary_line(record)} in {record['seconds']} s "
-              f"({end})", flush=True)
+        print(
+            f"shard {record['shard']}: {summary_line(record)} in {record['seconds']} s ({end})",
+            flush=True,
+        )
         for failure in record["failures"]:
             print(f"  FAILED {failure}")
     summary = summarize(meta, shards)
@@ -274,8 +338,11 @@ def merge(dirs: list[Path]) -> dict[str, Any]:
         values = {json.dumps(p.get(key)) for p in parts}
         if len(values) > 1:
             raise TierError(f"--merge: the summaries differ in {key!r}: {sorted(values)}")
-    meta = {k: v for k, v in parts[0].items() if k not in ("shards", "totals", "line",
-                                                          "missing", "unfinished", "complete")}
+    meta = {
+        k: v
+        for k, v in parts[0].items()
+        if k not in ("shards", "totals", "line", "missing", "unfinished", "complete")
+    }
     meta["merged_from"] = [str(d) for d in dirs]
     return summarize(meta, [s for p in parts for s in p["shards"]])
 
@@ -288,18 +355,44 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", help="folder for the logs, JUnit files and summary.json")
     p.add_argument("--of", type=int, default=4, metavar="N", help="number of shards (4)")
-    p.add_argument("--shards", default=None, metavar="I..J",
-                   help="which shards to run (default 1..N); I alone runs one")
-    p.add_argument("--workers", "-n", type=int, default=DEFAULT_WORKERS, metavar="W",
-                   help=f"pytest-xdist workers per shard ({DEFAULT_WORKERS}; 0: none)")
-    p.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="kill a shard after S seconds (it is then marked unfinished)")
-    p.add_argument("--commit", default=None,
-                   help="the commit to record where git cannot tell (no .git here)")
-    p.add_argument("--dirty", type=int, choices=(0, 1), default=None,
-                   help="with --commit: whether the tree differed from it")
-    p.add_argument("--merge", nargs="+", metavar="DIR", default=None,
-                   help="merge the summary.json of these folders instead of running")
+    p.add_argument(
+        "--shards",
+        default=None,
+        metavar="I..J",
+        help="which shards to run (default 1..N); I alone runs one",
+    )
+    p.add_argument(
+        "--workers",
+        "-n",
+        type=int,
+        default=DEFAULT_WORKERS,
+        metavar="W",
+        help=f"pytest-xdist workers per shard ({DEFAULT_WORKERS}; 0: none)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="kill a shard after S seconds (it is then marked unfinished)",
+    )
+    p.add_argument(
+        "--commit", default=None, help="the commit to record where git cannot tell (no .git here)"
+    )
+    p.add_argument(
+        "--dirty",
+        type=int,
+        choices=(0, 1),
+        default=None,
+        help="with --commit: whether the tree differed from it",
+    )
+    p.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="DIR",
+        default=None,
+        help="merge the summary.json of these folders instead of running",
+    )
     p.add_argument("tests", nargs="*", default=["tests/gpu"], help="test paths (tests/gpu)")
     return p
 

@@ -174,7 +174,8 @@ class DeviceBuffer:
     """
 
     def __init__(self, ptr: int, shape: tuple[int, ...], dtype: DType, device: int) -> None:
-        """Own the allocation at ``ptr`` (from ``tylo.backend.memory.mem_alloc``; freed on close): most
+        """Own the allocation at ``ptr`` (from ``tylo.backend.memory.mem_alloc``; freed on
+        close): most
         code wants :meth:`empty`, :meth:`zeros` or :meth:`from_numpy` instead."""
         self._ptr = None  # nothing to free if the checks below refuse
         ptr = _int_arg(ptr, "DeviceBuffer: ptr", 0, 1 << 64)

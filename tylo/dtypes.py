@@ -100,21 +100,54 @@ bool_ = DType("bool", "b", 8)
 _ALL = (f64, f32, f16, bf16, i64, i32, i16, i8, u64, u32, u16, u8, bool_)
 _BY_NAME = {d.name: d for d in _ALL}
 _NUMPY = {
-    "f64": "float64", "f32": "float32", "f16": "float16", "bf16": "uint16",
-    "i64": "int64", "i32": "int32", "i16": "int16", "i8": "int8",
-    "u64": "uint64", "u32": "uint32", "u16": "uint16", "u8": "uint8", "bool": "bool",
+    "f64": "float64",
+    "f32": "float32",
+    "f16": "float16",
+    "bf16": "uint16",
+    "i64": "int64",
+    "i32": "int32",
+    "i16": "int16",
+    "i8": "int8",
+    "u64": "uint64",
+    "u32": "uint32",
+    "u16": "uint16",
+    "u8": "uint8",
+    "bool": "bool",
 }
 _DLPACK = {
-    "f64": _DL_FLOAT, "f32": _DL_FLOAT, "f16": _DL_FLOAT, "bf16": _DL_BFLOAT,
-    "i64": _DL_INT, "i32": _DL_INT, "i16": _DL_INT, "i8": _DL_INT,
-    "u64": _DL_UINT, "u32": _DL_UINT, "u16": _DL_UINT, "u8": _DL_UINT, "bool": _DL_BOOL,
+    "f64": _DL_FLOAT,
+    "f32": _DL_FLOAT,
+    "f16": _DL_FLOAT,
+    "bf16": _DL_BFLOAT,
+    "i64": _DL_INT,
+    "i32": _DL_INT,
+    "i16": _DL_INT,
+    "i8": _DL_INT,
+    "u64": _DL_UINT,
+    "u32": _DL_UINT,
+    "u16": _DL_UINT,
+    "u8": _DL_UINT,
+    "bool": _DL_BOOL,
 }
 _FROM_DLPACK = {(code, d.bits): d for d in _ALL for code in [_DLPACK[d.name]]}
 _FROM_NUMPY = {np.dtype(v): _BY_NAME[k] for k, v in _NUMPY.items() if k != "bf16"}
 _ALIASES = {
-    "float64": f64, "float32": f32, "float16": f16, "bfloat16": bf16, "half": f16,
-    "float": f32, "double": f64, "int64": i64, "int32": i32, "int16": i16, "int8": i8,
-    "uint64": u64, "uint32": u32, "uint16": u16, "uint8": u8, "bool_": bool_,
+    "float64": f64,
+    "float32": f32,
+    "float16": f16,
+    "bfloat16": bf16,
+    "half": f16,
+    "float": f32,
+    "double": f64,
+    "int64": i64,
+    "int32": i32,
+    "int16": i16,
+    "int8": i8,
+    "uint64": u64,
+    "uint32": u32,
+    "uint16": u16,
+    "uint8": u8,
+    "bool_": bool_,
 }
 
 

@@ -45,8 +45,9 @@ def order_keys(a: np.ndarray) -> np.ndarray:
 
 
 @tylo.kernel
-def extreme(out, olds, x, bins, n, op: tylo.Static, space: tylo.Static, nb: tylo.Static,
-            scope: tylo.Static):
+def extreme(
+    out, olds, x, bins, n, op: tylo.Static, space: tylo.Static, nb: tylo.Static, scope: tylo.Static
+):
     t = tylo.thread_idx.x
     i = tylo.block_idx.x * tylo.block_dim.x + t
     if space == "shared":
@@ -69,8 +70,19 @@ def hostile(n: int, nb: int, dtype: type, nans: bool, rng: np.random.Generator):
     zeros (so max must pick +0.0 over -0.0), bin 1 only -0.0 and negatives."""
     info = np.finfo(dtype)
     x = (rng.standard_normal(n) * 10.0 ** rng.integers(-30, 30, n)).astype(dtype)
-    specials = np.array([0.0, -0.0, np.inf, -np.inf, info.smallest_subnormal,
-                         -info.smallest_subnormal, info.max, -info.max], dtype)
+    specials = np.array(
+        [
+            0.0,
+            -0.0,
+            np.inf,
+            -np.inf,
+            info.smallest_subnormal,
+            -info.smallest_subnormal,
+            info.max,
+            -info.max,
+        ],
+        dtype,
+    )
     at = rng.choice(n, n // 16, replace=False)
     x[at] = rng.choice(specials, len(at))
     bins = rng.integers(0, nb, n).astype(np.uint32)
@@ -154,8 +166,9 @@ def need(gpu_runtime, dtype) -> None:
 
 
 @tylo.kernel
-def pair_counts(h: tylo.Ptr(align=4), olds, bins, n, keep: tylo.Static, space: tylo.Static,
-                npairs: tylo.Static):
+def pair_counts(
+    h: tylo.Ptr(align=4), olds, bins, n, keep: tylo.Static, space: tylo.Static, npairs: tylo.Static
+):
     """Pair k of memory is elements 2k, 2k + 1: a (npairs, 2):(2, 1) view makes the offset
     of a data-dependent pair index provably even."""
     t = tylo.thread_idx.x
@@ -222,8 +235,9 @@ def check_pair_counts(counts, group, got, old) -> None:
 
 
 @tylo.kernel
-def pair_extreme(h: tylo.Ptr(align=4), x: tylo.Ptr(align=4), bins, n, op: tylo.Static,
-                 npairs: tylo.Static):
+def pair_extreme(
+    h: tylo.Ptr(align=4), x: tylo.Ptr(align=4), bins, n, op: tylo.Static, npairs: tylo.Static
+):
     i = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x
     mem = tylo.view(h, Layout((npairs, 2), (2, 1)))
     if i < n:

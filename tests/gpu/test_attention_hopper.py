@@ -194,10 +194,10 @@ def test_allocates_outputs_and_refuses_what_tma_cannot_read(gpu_runtime):
 # wgmma fed by the proved conversion, and V read MN-major (at d = 128, with the LBO step).
 
 
-
 @tylo.kernel
-def chain_dump(raw, a: tylo.Ptr(align=16), b: tylo.Ptr(align=16), v: tylo.Ptr(align=16),
-               shape: tylo.Static):
+def chain_dump(
+    raw, a: tylo.Ptr(align=16), b: tylo.Ptr(align=16), v: tylo.Ptr(align=16), shape: tylo.Static
+):
     bn, d = shape
     cfg = HopperAttentionConfig(d=d, bn=bn, stages=1)
     s_atom = WarpgroupMMAAtom((64, bn, 16), a.dtype)

@@ -49,8 +49,10 @@ def _id(case):
     d, causal, pp, ov, pers, ts = case
     sched = {(False, False): "plain", (True, False): "pp", (False, True): "ov",
              (True, True): "pp+ov"}[(pp, ov)]  # fmt: skip
-    return (f"d{d}-{sched}{'-causal' if causal else ''}{'-persistent' if pers else ''}"
-            f"{'-tma' if ts else ''}")
+    return (
+        f"d{d}-{sched}{'-causal' if causal else ''}{'-persistent' if pers else ''}"
+        f"{'-tma' if ts else ''}"
+    )
 
 
 @pytest.mark.parametrize("d, causal, pingpong, overlap, persistent, tma_store", CASES,

@@ -50,8 +50,7 @@ def _id(case):
     d, bn, stages, pp, ov, pers, ts = case
     sched = {(False, False): "plain", (True, False): "pp", (False, True): "ov",
              (True, True): "pp+ov"}[(pp, ov)]  # fmt: skip
-    return (f"d{d}-bn{bn}x{stages}-{sched}{'-persistent' if pers else ''}"
-            f"{'-tma' if ts else ''}")
+    return f"d{d}-bn{bn}x{stages}-{sched}{'-persistent' if pers else ''}{'-tma' if ts else ''}"
 
 
 def _cfg(d, bn, stages, pingpong, overlap, persistent, tma_store, causal, dtype=tylo.bf16):

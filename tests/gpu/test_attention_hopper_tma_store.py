@@ -31,8 +31,9 @@ SCHEDULES = [(False, False), (True, False), (False, True), (True, True)]
 
 
 def _cfg(d, causal, pingpong, overlap, persistent, dtype=tylo.bf16):
-    cfg = choose_config(d, dtype, causal, pingpong=pingpong, overlap=overlap,
-                        persistent=persistent, tma_store=True)
+    cfg = choose_config(
+        d, dtype, causal, pingpong=pingpong, overlap=overlap, persistent=persistent, tma_store=True
+    )
     assert cfg.tma_store and cfg.persistent == persistent
     return cfg
 
@@ -53,8 +54,15 @@ def test_tma_store_f16_and_many_items(gpu_runtime, persistent):
             cfg = choose_config(d, tylo.f16, causal, persistent=persistent, tma_store=True)
             verify(2, 5, 777, d, lk=1100, dtype="f16", causal=causal, cfg=cfg)
             cfg = choose_config(d, tylo.bf16, causal, persistent=persistent, tma_store=True)
-            verify(8, 8, 1000, d, causal=causal, cfg=cfg,  # 512 items: several per CTA
-                   kv_lens=[1000, 0, 1, 999, 512, 128, 129, 700])
+            verify(
+                8,
+                8,
+                1000,
+                d,
+                causal=causal,
+                cfg=cfg,  # 512 items: several per CTA
+                kv_lens=[1000, 0, 1, 999, 512, 128, 129, 700],
+            )
 
 
 @pytest.mark.parametrize("persistent", [False, True], ids=["one-item", "persistent"])

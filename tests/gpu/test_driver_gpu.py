@@ -106,6 +106,7 @@ def test_cuda_error_format() -> None:
 
 def test_check_without_a_driver_names_the_error() -> None:
     from cuda.bindings import driver as cu  # a dependency of tylo: never a skip
+
     with pytest.raises(CudaError) as info:
         driver.check((cu.CUresult.CUDA_ERROR_INVALID_IMAGE,), "cuModuleLoadData")
     assert str(info.value) == "cuModuleLoadData failed: CUDA_ERROR_INVALID_IMAGE (200)"
@@ -165,6 +166,7 @@ class FakeDriver:
 
     def __init__(self, param_sizes=(8, 8, 8, 4)) -> None:
         from cuda.bindings import driver as cu  # a dependency of tylo: never a skip
+
         self.CUresult = cu.CUresult
         self.CUfunction_attribute = cu.CUfunction_attribute
         self.CUdevice_attribute = cu.CUdevice_attribute

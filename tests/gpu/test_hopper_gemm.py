@@ -36,8 +36,15 @@ def test_assembly(bn, m_atoms, out):
 
 @pytest.mark.parametrize(
     "shape",
-    [(1, 1, 1), (65, 97, 73), (64, 128, 8), (129, 257, 64), (200, 300, 136), (1000, 1000, 1000),
-     (130, 70, 4104)],
+    [
+        (1, 1, 1),
+        (65, 97, 73),
+        (64, 128, 8),
+        (129, 257, 64),
+        (200, 300, 136),
+        (1000, 1000, 1000),
+        (130, 70, 4104),
+    ],
     ids=str,
 )
 def test_matches_float64(gpu_runtime, shape):
@@ -54,8 +61,9 @@ def test_large_square_and_f16_and_wide_tiles(gpu_runtime):
 
 
 @pytest.mark.parametrize("out", ["f32", "bf16", "f16"])
-@pytest.mark.parametrize("shape", [(1, 1, 8), (200, 300, 136), (1000, 777, 520), (2048, 4096, 512)],
-                         ids=str)
+@pytest.mark.parametrize(
+    "shape", [(1, 1, 8), (200, 300, 136), (1000, 777, 520), (2048, 4096, 512)], ids=str
+)
 def test_outputs_relu_and_alpha(gpu_runtime, out, shape):
     m, n, k = shape
     res = verify(m, n, k, out=out, alpha=-0.75, relu=True)
@@ -83,8 +91,11 @@ def test_pingpong(gpu_runtime, cfg, shape):
 
 @pytest.mark.parametrize(
     "cfg",
-    [{"bn": 128, "m_atoms": 2, "stages": 5, "pingpong": True},
-     {"bn": 256, "stages": 4}, {"bn": 128, "stages": 3, "pingpong": True}],
+    [
+        {"bn": 128, "m_atoms": 2, "stages": 5, "pingpong": True},
+        {"bn": 256, "stages": 4},
+        {"bn": 128, "stages": 3, "pingpong": True},
+    ],
     ids=str,
 )
 @pytest.mark.parametrize(
@@ -120,9 +131,20 @@ def test_odd_leading_dimension_stores_elements(gpu_runtime):
 
 @pytest.mark.parametrize(
     "bad",
-    [{"m_atoms": 2, "bn": 256}, {"m_atoms": 3}, {"bn": 96}, {"out": tylo.i32}, {"relu": 1},
-     {"group": 0}, {"stages": 1}, {"dtype": tylo.f32}, {"loads": None}, {"cluster": 4},
-     {"cluster": True}, {"pingpong": "yes"}],
+    [
+        {"m_atoms": 2, "bn": 256},
+        {"m_atoms": 3},
+        {"bn": 96},
+        {"out": tylo.i32},
+        {"relu": 1},
+        {"group": 0},
+        {"stages": 1},
+        {"dtype": tylo.f32},
+        {"loads": None},
+        {"cluster": 4},
+        {"cluster": True},
+        {"pingpong": "yes"},
+    ],
 )
 def test_configs_that_do_not_fit_are_refused(bad):
     from tylo.nvgpu.errors import PlanError
@@ -214,8 +236,18 @@ def test_tma_store_assembly(cfg):
 @pytest.mark.parametrize("out", ["bf16", "f16"])
 @pytest.mark.parametrize(
     "shape",
-    [(1, 1, 1), (65, 97, 73), (300, 200, 136), (128, 128, 64), (200, 128, 64), (128, 300, 64),
-     (200, 300, 136), (8, 1, 100), (1000, 777, 520), (4096, 4096, 512)],
+    [
+        (1, 1, 1),
+        (65, 97, 73),
+        (300, 200, 136),
+        (128, 128, 64),
+        (200, 128, 64),
+        (128, 300, 64),
+        (200, 300, 136),
+        (8, 1, 100),
+        (1000, 777, 520),
+        (4096, 4096, 512),
+    ],
     ids=str,
 )
 def test_tma_store_matches_float64(gpu_runtime, out, shape):

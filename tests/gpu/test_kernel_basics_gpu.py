@@ -201,13 +201,14 @@ def test_local_arrays(gpu_runtime, runtime_index, j):
     x = np.random.default_rng(j).standard_normal(threads * 8).astype(np.float32)
     out = dev(np.zeros(threads, np.float32))
     stencil[threads // 128, 128](out, dev(x), j, runtime_index)
-    np.testing.assert_allclose(host(out), stencil_reference(x, j, runtime_index), rtol=1e-5,
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        host(out), stencil_reference(x, j, runtime_index), rtol=1e-5, atol=1e-5
+    )
 
 
 # ---------------------------------------------------------------------------- subprocesses
 
-PRINT_SCRIPT = '''
+PRINT_SCRIPT = """
 import numpy as np, tylo
 from tylo.arrays import DeviceBuffer
 from tylo.backend import driver
@@ -221,9 +222,9 @@ def say(x, big):
 x = np.arange(8, dtype=np.float32) / 4
 say[1, 8](DeviceBuffer.from_numpy(x), 2**40 + 3)
 driver.synchronize()
-'''
+"""
 
-BOUNDS_SCRIPT = '''
+BOUNDS_SCRIPT = """
 import sys
 import numpy as np, tylo
 from tylo.arrays import DeviceBuffer
@@ -247,7 +248,7 @@ except Exception as err:
     print("launch failed:", type(err).__name__, err, flush=True)
     sys.exit(3)
 print("ok", out.to_numpy()[:4].tolist(), flush=True)
-'''
+"""
 
 
 def run_script(tmp_path: Path, text: str, *args: str, debug: bool = False):
@@ -258,7 +259,10 @@ def run_script(tmp_path: Path, text: str, *args: str, debug: bool = False):
     if debug:
         env["TYLO_DEBUG_BOUNDS"] = "1"
     r = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, env=env,
+        [sys.executable, str(script), *args],
+        capture_output=True,
+        text=True,
+        env=env,
         timeout=300,
     )
     return script, r
@@ -268,16 +272,15 @@ def test_print_from_every_thread(gpu_runtime, tmp_path):
     _, r = run_script(tmp_path, PRINT_SCRIPT)
     assert r.returncode == 0, r.stderr
     lines = sorted(line for line in r.stdout.splitlines() if line.startswith("t="))
-    want = sorted(
-        f"t={t} x={t / 4:.3f} big={2**40 + 3} neg={-t} u=7 pct=100%" for t in range(8)
-    )
+    want = sorted(f"t={t} x={t / 4:.3f} big={2**40 + 3} neg={-t} u=7 pct=100%" for t in range(8))
     assert lines == want
 
 
 def test_bounds_debug_traps_with_the_message(gpu_runtime, tmp_path):
     script, r = run_script(tmp_path, BOUNDS_SCRIPT, "5", debug=True)
     line = next(
-        k + 1 for k, text in enumerate(script.read_text().splitlines())
+        k + 1
+        for k, text in enumerate(script.read_text().splitlines())
         if text.strip() == "out[t] = s[t + j]"
     )
     assert r.returncode == 3, (r.stdout, r.stderr)

@@ -25,9 +25,7 @@ def add_one(out, x, n):
 
 
 @tylo.kernel
-def gather_2d(
-    out, x: tylo.Ptr(strided=True), rows, cols, s0: tylo.Int(min=0), s1: tylo.Int(min=0)
-):
+def gather_2d(out, x: tylo.Ptr(strided=True), rows, cols, s0: tylo.Int(min=0), s1: tylo.Int(min=0)):
     """out (rows x cols, contiguous) = x read through its strides s0, s1 (elements)."""
     i = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x
     if i < rows * cols:

@@ -158,7 +158,12 @@ def stream_parts(out, src: tylo.Ptr(align=16), chunks, stages: tylo.Static,
 
 def _compile_parts(stages=2, by_part=False):
     return stream_parts.compile(
-        tylo.f32, tylo.pointer(tylo.f32, align=16), int, stages, by_part, block=64,
+        tylo.f32,
+        tylo.pointer(tylo.f32, align=16),
+        int,
+        stages,
+        by_part,
+        block=64,
         target="sm_90a",
     )
 

@@ -162,6 +162,7 @@ def test_operand_registers_hold_their_ownership(gpu_runtime, name, swizzle):
 def _exact_inputs(rng, m, n, k, dtype):
     a = rng.integers(-3, 4, size=(m, k)).astype(np.float32)
     b = rng.integers(-3, 4, size=(n, k)).astype(np.float32)
+
     def bits(x):
         if dtype is tylo.bf16:
             return (x.view(np.uint32) >> 16).astype(np.uint16)

@@ -53,9 +53,9 @@ def attention_ref(q, k, v, causal=False, kv_lens=None, scale=None):
     keep = np.ones((b, 1, lq, lk), bool)
     lens = np.full(b, lk) if kv_lens is None else np.asarray(kv_lens)
     for i in range(b):
-        keep[i, :, :, lens[i]:] = False
+        keep[i, :, :, lens[i] :] = False
         if causal:  # bottom-right aligned at the key length
-            keep[i, :, :, :] &= (np.arange(lk)[None, :] <= np.arange(lq)[:, None] + lens[i] - lq)
+            keep[i, :, :, :] &= np.arange(lk)[None, :] <= np.arange(lq)[:, None] + lens[i] - lq
     s = np.where(keep, s, -np.inf)
     m = s.max(-1, keepdims=True)
     empty = m == -np.inf
@@ -108,8 +108,10 @@ def test_gemm_torch(gpu_runtime, m, n, k, b_layout, out_layout):
 
 def test_gemm_bf16_out_on_hopper(gpu_runtime):
     if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("bf16 out runs on the Hopper path (needs sm_90; found "
-                    f"{torch.cuda.get_device_capability()})")
+        pytest.skip(
+            "bf16 out runs on the Hopper path (needs sm_90; found "
+            f"{torch.cuda.get_device_capability()})"
+        )
     a = torch.randn(300, 200, device="cuda").bfloat16()
     b = torch.randn(128, 200, device="cuda").bfloat16().t()
     got = tylo.ops.gemm(a, b, out_dtype=torch.bfloat16)
@@ -149,8 +151,7 @@ def test_attention_torch(gpu_runtime, d, causal, lq, lk):
     v = torch.randn(2, 3, lk, d, device="cuda").bfloat16()
     lens = torch.tensor([lk, max(lk // 2, 1)], dtype=torch.int32, device="cuda")
     out = torch.full_like(q, float("nan"))
-    o, lse = tylo.ops.attention(q, k, v, causal=causal, kv_lens=lens, out=out,
-                                return_lse=True)
+    o, lse = tylo.ops.attention(q, k, v, causal=causal, kv_lens=lens, out=out, return_lse=True)
     assert o is out
     torch.cuda.synchronize()
     wo, wl = attention_ref(_np(q), _np(k), _np(v), causal, lens.cpu().numpy())
@@ -213,12 +214,15 @@ def _busy_side_stream_call(call, stream_kw):
 
 
 OPS_ON_A = {
-    "gemm": (lambda a, **kw: tylo.ops.gemm(a, B64.t(), **kw),
-             lambda a: gemm_ref(_np(a), _np(B64.t()))),
-    "attention": (lambda a, **kw: tylo.ops.attention(a.view(1, 1, 128, 64), K64, K64, **kw),
-                  lambda a: attention_ref(_np(a.view(1, 1, 128, 64)), _np(K64), _np(K64))[0]),
-    "softmax": (lambda a, **kw: tylo.ops.softmax(a.float(), **kw),
-                lambda a: softmax_ref(_np(a))),
+    "gemm": (
+        lambda a, **kw: tylo.ops.gemm(a, B64.t(), **kw),
+        lambda a: gemm_ref(_np(a), _np(B64.t())),
+    ),
+    "attention": (
+        lambda a, **kw: tylo.ops.attention(a.view(1, 1, 128, 64), K64, K64, **kw),
+        lambda a: attention_ref(_np(a.view(1, 1, 128, 64)), _np(K64), _np(K64))[0],
+    ),
+    "softmax": (lambda a, **kw: tylo.ops.softmax(a.float(), **kw), lambda a: softmax_ref(_np(a))),
 }
 B64 = K64 = None
 

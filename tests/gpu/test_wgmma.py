@@ -44,9 +44,7 @@ def k_major(rows: int, k: int, swizzle: str):
 
 def mn_major_128(rows: int, k: int):
     """A (rows, k) tile with rows contiguous, 128-byte swizzle (64-row atoms)."""
-    return composition(
-        Swizzle(3, 3, 3), Layout(((64, rows // 64), k), ((1, 64 * k), 64))
-    )
+    return composition(Swizzle(3, 3, 3), Layout(((64, rows // 64), k), ((1, 64 * k), 64)))
 
 
 CASES = {
@@ -200,8 +198,9 @@ def test_reading_a_pending_accumulator_is_a_trace_error():
 
 
 @tylo.kernel
-def carried(raw, a: tylo.Ptr(align=16), b: tylo.Ptr(align=16), steps: tylo.Int(min=1),
-            mode: tylo.Static):
+def carried(
+    raw, a: tylo.Ptr(align=16), b: tylo.Ptr(align=16), steps: tylo.Int(min=1), mode: tylo.Static
+):
     """A pending accumulator carried by a loop: the first group is issued before the loop,
     each iteration issues one more and waits for the previous one (mode "behind"), or
     commits one more (empty) group, so the accumulator's position relative to the latest
@@ -243,8 +242,9 @@ def test_a_loop_that_changes_the_pending_position_is_refused():
 
 
 @tylo.kernel
-def commits_elsewhere(raw, a: tylo.Ptr(align=16), b: tylo.Ptr(align=16), steps: tylo.Int(min=0),
-                      where: tylo.Static):
+def commits_elsewhere(
+    raw, a: tylo.Ptr(align=16), b: tylo.Ptr(align=16), steps: tylo.Int(min=0), where: tylo.Static
+):
     """An accumulator committed, then more groups committed inside a loop (which may run
     no time) or a branch (which may not run) or straight after; then wait_group(1, acc)."""
     atom = WarpgroupMMAAtom((64, 64, 16), a.dtype)

@@ -38,6 +38,7 @@ def _as_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(driver, "device_count", lambda: 0)
 
+
 PTR = 0x7F00_0000_0000
 
 

@@ -31,10 +31,7 @@ def points_at(err: tylo.TraceError, kern, text: str) -> None:
 def statements(llvm: str) -> list[str]:
     """The PTX statements of the kernel's inline asm that mention atom, red or setp."""
     body = llvm.replace("\\0A", "\n").replace("\\09", "\t")
-    return [
-        s.strip()
-        for s in re.findall(r"((?:@!?%neg\s+)?(?:atom|red|setp)\.[^;\"]*);", body)
-    ]
+    return [s.strip() for s in re.findall(r"((?:@!?%neg\s+)?(?:atom|red|setp)\.[^;\"]*);", body)]
 
 
 # ---------------------------------------------------------------------------- float min/max
@@ -116,8 +113,9 @@ def float_bits(n: int) -> st.SearchStrategy[int]:
         st.integers(0, (1 << n) - 1),
         st.sampled_from(pack + [p ^ sign for p in pack]),
         st.floats(width=n).map(
-            lambda f: struct.unpack("<I" if n == 32 else "<Q",
-                                    struct.pack("<f" if n == 32 else "<d", f))[0]
+            lambda f: struct.unpack(
+                "<I" if n == 32 else "<Q", struct.pack("<f" if n == 32 else "<d", f)
+            )[0]
         ),
     )
 
@@ -230,7 +228,7 @@ def pair_at(out, k: tylo.Static, n: tylo.Static):
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(1, 12), k=st.one_of(st.integers(-3, 14), st.integers(-2**63, 2**63)))
+@given(n=st.integers(1, 12), k=st.one_of(st.integers(-3, 14), st.integers(-(2**63), 2**63)))
 def test_static_pair_offsets_are_checked_by_brute_force(n, k):
     """A static pair at k of n elements traces iff k is even and 0 <= k <= n - 2; every
     refusal names the line."""
@@ -294,52 +292,134 @@ def unaligned(out, pair: tylo.Static):
 
 # (how, dtype, target, the line, the message, the sibling that traces: (how, dtype, target))
 REFUSALS = [
-    ("cluster", tylo.u32, "sm_80", 'tylo.atomic_add(out, i, 1, scope="cluster")',
-     r"scope='cluster' needs sm_90\+ \(thread block clusters\), target is sm_80; use "
-     r"scope='gpu'", ("cluster", tylo.u32, "sm_90a")),
-    ("half-min", tylo.f16, "sm_90a", "tylo.atomic_min(out, i, 1.0)",
-     r"no atom\.min on f16 elements in global memory .*only as a vector: pass a pair",
-     ("pair-max", tylo.f16, "sm_90a")),
-    ("half-min", tylo.bf16, "sm_90a", "tylo.atomic_min(out, i, 1.0)",
-     r"no atom\.min on bf16 elements", ("pair-max", tylo.bf16, "sm_90a")),
-    ("half-max-shared", tylo.f16, "sm_80", "tylo.atomic_max(s, i, 1.0)",
-     r"no atom\.max on f16 elements in shared memory", ("pair-add", tylo.f16, "sm_80")),
-    ("pair-max-shared", tylo.f16, "sm_90a", "tylo.atomic_max(s, 2 * i, (1.0, 2.0))",
-     r"max on f16 pairs only in global memory \(atom\.global\.max\.noftz\.v2\.f16",
-     ("pair-max", tylo.f16, "sm_90a")),
-    ("pair-max", tylo.f16, "sm_80", "tylo.atomic_max(out, 2 * i, (1.0, 2.0))",
-     r"atom\.global\.max\.noftz\.v2\.f16 needs sm_90\+, target is sm_80",
-     ("pair-max", tylo.f16, "sm_90")),
-    ("pair-max", tylo.bf16, "sm_89", "tylo.atomic_max(out, 2 * i, (1.0, 2.0))",
-     r"v2\.bf16 needs sm_90\+, target is sm_89", ("pair-max", tylo.bf16, "sm_90")),
-    ("pair-add", tylo.bf16, "sm_80", "tylo.atomic_add(out, 2 * i, (1.0, 2.0))",
-     r"atom\.add\.noftz\.bf16x2 needs sm_90\+, target is sm_80; use f16 pairs",
-     ("pair-add", tylo.f16, "sm_80")),
-    ("pair-add", tylo.f32, "sm_90a", "tylo.atomic_add(out, 2 * i, (1.0, 2.0))",
-     r"a pair of values is an f16x2 or bf16x2 operation, but the memory holds f32 elements",
-     ("pair-add", tylo.f16, "sm_90a")),
-    ("pair-odd", tylo.f16, "sm_90a", "tylo.atomic_add(out, 2 * i + 1, (1.0, 2.0))",
-     r"cannot prove that the element offset 2\*\S+ \+ 1 is even",
-     ("pair-add", tylo.f16, "sm_90a")),
-    ("pair-unknown", tylo.f16, "sm_90a", "tylo.atomic_add(out, i, (1.0, 2.0))",
-     r"cannot prove that the element offset \S+ is even; .*multiple_of=2",
-     ("pair-add", tylo.f16, "sm_90a")),
-    ("pair-three", tylo.f16, "sm_90a", "tylo.atomic_add(out, 2 * i, (1.0, 2.0, 3.0))",
-     r"a pair takes exactly 2 values \(one 4-byte f16x2 word\), got 3",
-     ("pair-add", tylo.f16, "sm_90a")),
-    ("pair-exch", tylo.f16, "sm_90a", "tylo.atomic_exch(out, 2 * i, (1.0, 2.0))",
-     r"pairs are for atomic_add, atomic_min and atomic_max", ("pair-add", tylo.f16, "sm_90a")),
-    ("pair-cas", tylo.f16, "sm_90a", "tylo.atomic_cas(out, 2 * i, (1.0, 2.0), (3.0, 4.0))",
-     r"tylo\.atomic_cas: pairs are for", ("pair-add", tylo.f16, "sm_90a")),
-    ("pair-dtype", tylo.f16, "sm_90a",
-     "tylo.atomic_add(out, 2 * i, (tylo.value(1, tylo.f32), 2.0))",
-     r"storing a f32 value into f16 memory", ("pair-add", tylo.f16, "sm_90a")),
+    (
+        "cluster",
+        tylo.u32,
+        "sm_80",
+        'tylo.atomic_add(out, i, 1, scope="cluster")',
+        r"scope='cluster' needs sm_90\+ \(thread block clusters\), target is sm_80; use "
+        r"scope='gpu'",
+        ("cluster", tylo.u32, "sm_90a"),
+    ),
+    (
+        "half-min",
+        tylo.f16,
+        "sm_90a",
+        "tylo.atomic_min(out, i, 1.0)",
+        r"no atom\.min on f16 elements in global memory .*only as a vector: pass a pair",
+        ("pair-max", tylo.f16, "sm_90a"),
+    ),
+    (
+        "half-min",
+        tylo.bf16,
+        "sm_90a",
+        "tylo.atomic_min(out, i, 1.0)",
+        r"no atom\.min on bf16 elements",
+        ("pair-max", tylo.bf16, "sm_90a"),
+    ),
+    (
+        "half-max-shared",
+        tylo.f16,
+        "sm_80",
+        "tylo.atomic_max(s, i, 1.0)",
+        r"no atom\.max on f16 elements in shared memory",
+        ("pair-add", tylo.f16, "sm_80"),
+    ),
+    (
+        "pair-max-shared",
+        tylo.f16,
+        "sm_90a",
+        "tylo.atomic_max(s, 2 * i, (1.0, 2.0))",
+        r"max on f16 pairs only in global memory \(atom\.global\.max\.noftz\.v2\.f16",
+        ("pair-max", tylo.f16, "sm_90a"),
+    ),
+    (
+        "pair-max",
+        tylo.f16,
+        "sm_80",
+        "tylo.atomic_max(out, 2 * i, (1.0, 2.0))",
+        r"atom\.global\.max\.noftz\.v2\.f16 needs sm_90\+, target is sm_80",
+        ("pair-max", tylo.f16, "sm_90"),
+    ),
+    (
+        "pair-max",
+        tylo.bf16,
+        "sm_89",
+        "tylo.atomic_max(out, 2 * i, (1.0, 2.0))",
+        r"v2\.bf16 needs sm_90\+, target is sm_89",
+        ("pair-max", tylo.bf16, "sm_90"),
+    ),
+    (
+        "pair-add",
+        tylo.bf16,
+        "sm_80",
+        "tylo.atomic_add(out, 2 * i, (1.0, 2.0))",
+        r"atom\.add\.noftz\.bf16x2 needs sm_90\+, target is sm_80; use f16 pairs",
+        ("pair-add", tylo.f16, "sm_80"),
+    ),
+    (
+        "pair-add",
+        tylo.f32,
+        "sm_90a",
+        "tylo.atomic_add(out, 2 * i, (1.0, 2.0))",
+        r"a pair of values is an f16x2 or bf16x2 operation, but the memory holds f32 elements",
+        ("pair-add", tylo.f16, "sm_90a"),
+    ),
+    (
+        "pair-odd",
+        tylo.f16,
+        "sm_90a",
+        "tylo.atomic_add(out, 2 * i + 1, (1.0, 2.0))",
+        r"cannot prove that the element offset 2\*\S+ \+ 1 is even",
+        ("pair-add", tylo.f16, "sm_90a"),
+    ),
+    (
+        "pair-unknown",
+        tylo.f16,
+        "sm_90a",
+        "tylo.atomic_add(out, i, (1.0, 2.0))",
+        r"cannot prove that the element offset \S+ is even; .*multiple_of=2",
+        ("pair-add", tylo.f16, "sm_90a"),
+    ),
+    (
+        "pair-three",
+        tylo.f16,
+        "sm_90a",
+        "tylo.atomic_add(out, 2 * i, (1.0, 2.0, 3.0))",
+        r"a pair takes exactly 2 values \(one 4-byte f16x2 word\), got 3",
+        ("pair-add", tylo.f16, "sm_90a"),
+    ),
+    (
+        "pair-exch",
+        tylo.f16,
+        "sm_90a",
+        "tylo.atomic_exch(out, 2 * i, (1.0, 2.0))",
+        r"pairs are for atomic_add, atomic_min and atomic_max",
+        ("pair-add", tylo.f16, "sm_90a"),
+    ),
+    (
+        "pair-cas",
+        tylo.f16,
+        "sm_90a",
+        "tylo.atomic_cas(out, 2 * i, (1.0, 2.0), (3.0, 4.0))",
+        r"tylo\.atomic_cas: pairs are for",
+        ("pair-add", tylo.f16, "sm_90a"),
+    ),
+    (
+        "pair-dtype",
+        tylo.f16,
+        "sm_90a",
+        "tylo.atomic_add(out, 2 * i, (tylo.value(1, tylo.f32), 2.0))",
+        r"storing a f32 value into f16 memory",
+        ("pair-add", tylo.f16, "sm_90a"),
+    ),
 ]
 
 
 @pytest.mark.parametrize(("how", "dtype", "target", "line", "message", "sibling"), REFUSALS)
-def test_refusals_name_the_line_and_their_sibling_traces(how, dtype, target, line, message,
-                                                         sibling):
+def test_refusals_name_the_line_and_their_sibling_traces(
+    how, dtype, target, line, message, sibling
+):
     """Each unsupported combination is a TraceError at the user's line; the claim it makes
     (the target, the space, the type, the parity) is checked by tracing the sibling that
     differs only there."""
@@ -351,9 +431,11 @@ def test_refusals_name_the_line_and_their_sibling_traces(how, dtype, target, lin
 
 
 def test_a_pair_needs_a_four_byte_aligned_base():
-    with pytest.raises(tylo.TraceError, match=r"needs a 4-byte aligned base, but only 2-byte "
-                       r"alignment is known for \w+; annotate the parameter tylo.Ptr\(align=4\)"
-                       ) as info:
+    with pytest.raises(
+        tylo.TraceError,
+        match=r"needs a 4-byte aligned base, but only 2-byte "
+        r"alignment is known for \w+; annotate the parameter tylo.Ptr\(align=4\)",
+    ) as info:
         unaligned.trace(tylo.f16, (1.0, 2.0), block=32)
     points_at(info.value, unaligned, "tylo.atomic_add(out, 2 * i, pair)")
     unaligned.trace(tylo.pointer(tylo.f16, align=4), (1.0, 2.0), block=32)

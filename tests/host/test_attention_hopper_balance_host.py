@@ -184,8 +184,7 @@ def _pairs_only(weights, q_tiles, bh, grid):
         (64, 2048, 8, 1.005, 1.03),
     ],
 )
-def test_causal_load_is_balanced_at_the_benchmark_shapes(d, length, batch, bound,
-                                                         pairs_at_least):
+def test_causal_load_is_balanced_at_the_benchmark_shapes(d, length, batch, bound, pairs_at_least):
     cfg = _cfg(True, d=d)
     q_tiles, bh, grid = -(-length // cfg.bm), 16 * batch, 132
     w = item_weights(cfg, length, length, bh)

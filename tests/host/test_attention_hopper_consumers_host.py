@@ -125,8 +125,13 @@ def test_the_default_takes_three_where_measured_and_fitting(monkeypatch, spills)
         case = (d, causal, long)
         three = case in THREE_CONSUMER_SCHEDULES and not spills
         want = THREE_CONSUMER_SCHEDULES[case] if three else SCHEDULES[case]
-        got = Schedule(pingpong=cfg.pingpong, overlap=cfg.overlap, tma_store=cfg.tma_store,
-                       persistent=cfg.persistent, split_release=cfg.split_release)
+        got = Schedule(
+            pingpong=cfg.pingpong,
+            overlap=cfg.overlap,
+            tma_store=cfg.tma_store,
+            persistent=cfg.persistent,
+            split_release=cfg.split_release,
+        )
         assert (cfg.consumers, got) == (3 if three else 2, want), (case, lk)
         if three:
             assert (cfg.bn, cfg.stages) == THREE_CONSUMER_TILES[d]
@@ -138,7 +143,9 @@ def test_the_default_takes_three_where_measured_and_fitting(monkeypatch, spills)
                                                                s2.persistent)  # fmt: skip
         if case in THREE_CONSUMER_SCHEDULES:
             forced = choose_config(d, tylo.bf16, causal, lk=lk, consumers=3)
-            assert forced.consumers == 3 and forced.pingpong == THREE_CONSUMER_SCHEDULES[case].pingpong
+            assert (
+                forced.consumers == 3 and forced.pingpong == THREE_CONSUMER_SCHEDULES[case].pingpong
+            )
         if d == 64:  # a tile given that three cannot hold (160 keys: S, O and P take
             # 80 + 32 + 40 registers, over 128) takes two by default; asked for, refused
             wide = choose_config(d, tylo.bf16, causal, lk=lk, bn=160, stages=2)
@@ -159,7 +166,11 @@ def test_refusals_by_brute_force_and_the_register_budget():
     and overlap has two stages; every accepted config's roles fit the register file."""
     counts = dict.fromkeys(CONSUMER_COUNTS, 0)
     for d, bn, stages, overlap, persistent, n in itertools.product(
-        (64, 128), range(16, 257, 16), range(1, 9), (False, True), (False, True),
+        (64, 128),
+        range(16, 257, 16),
+        range(1, 9),
+        (False, True),
+        (False, True),
         CONSUMER_COUNTS,
     ):
         p, c = registers(n)

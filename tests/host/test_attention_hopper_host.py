@@ -27,6 +27,7 @@ from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.warpgroup.chain import prove_register_a
 from tylo.nvgpu.warpgroup.descriptor import derive_descriptor
 from tylo.nvgpu.warpgroup.mma import WarpgroupMMAAtom
+from tylo.ops.args import OpArgumentError
 from tylo.ops.attention.hopper_host import check_inputs, choose_config, plans
 from tylo.ops.attention.hopper_kernel import (
     BLOCK,
@@ -35,7 +36,6 @@ from tylo.ops.attention.hopper_kernel import (
     box_layout,
     v_operand_layout,
 )
-from tylo.ops.args import OpArgumentError
 from tylo.ops.attention.reference import AttentionInputError
 from tylo.tile.ownership import Ownership
 
@@ -319,8 +319,18 @@ def test_good_inputs_pass_and_unit_extents_get_legal_strides():
         (_arr((2, 3, 16, 64), (3 * 16 * 64, 16 * 64, 64, 2)), _arr((2, 3, 16, 64)), "contiguous"),
         (_arr((2, 3, 16, 64), ptr=(1 << 20) + 8), _arr((2, 3, 16, 64)), "aligned"),
     ],
-    ids=["d96", "d-mismatch", "h-mismatch", "3d", "f32", "mixed", "l-stride", "b-stride",
-         "last-stride", "misaligned"],
+    ids=[
+        "d96",
+        "d-mismatch",
+        "h-mismatch",
+        "3d",
+        "f32",
+        "mixed",
+        "l-stride",
+        "b-stride",
+        "last-stride",
+        "misaligned",
+    ],
 )
 def test_inputs_the_kernel_does_not_take_are_refused(q, k, match):
     with pytest.raises(AttentionInputError, match=match):

@@ -23,7 +23,10 @@ import tylo
 from tylo.nvgpu.errors import PlanError
 from tylo.ops.attention import hopper_epilogue
 from tylo.ops.attention.hopper_host import (
-    ITEM_SCHEDULES, ItemSchedule, choose_config, long_keys,
+    ITEM_SCHEDULES,
+    ItemSchedule,
+    choose_config,
+    long_keys,
 )
 from tylo.ops.attention.hopper_kernel import SHARED_LIMIT, HopperAttentionConfig
 from tylo.ops.attention.hopper_schedule import cta_shares
@@ -85,8 +88,10 @@ def test_o_buffer_shared_bytes():
         accepted += 1
     assert accepted > 50 and refused > 10
     io = HopperAttentionConfig(persistent=True, overlap=True, item_overlap=True)
-    assert "items overlapped" in io.describe() and io.shared_bytes() == replace(
-        io, item_overlap=False).shared_bytes()
+    assert (
+        "items overlapped" in io.describe()
+        and io.shared_bytes() == replace(io, item_overlap=False).shared_bytes()
+    )
 
 
 @pytest.mark.parametrize("d, causal", [(64, False), (64, True), (128, False)])

@@ -341,8 +341,9 @@ PROTOCOL_CASES = dict(
 
 @settings(max_examples=150, deadline=None)
 @given(**PROTOCOL_CASES, consumers=st.sampled_from([2, 3]), item_overlap=st.booleans())
-def test_protocol_model_never_deadlocks_or_races(lq, lk, heads, lens, causal, pingpong, overlap,
-                                                 stages, sms, seed, consumers, item_overlap):
+def test_protocol_model_never_deadlocks_or_races(
+    lq, lk, heads, lens, causal, pingpong, overlap, stages, sms, seed, consumers, item_overlap
+):
     item_overlap = item_overlap and overlap and not (consumers == 3 and causal)
     cfg = HopperAttentionConfig(d=64, bn=64, stages=stages, causal=causal, pingpong=pingpong,
                                 overlap=overlap, persistent=True, consumers=consumers,
@@ -395,8 +396,14 @@ def test_own_tiles_skip_and_the_model_catches_a_skip_without_its_wait():
         for j, op in enumerate(ops):
             nxt = ops[j + 1] if j + 1 < len(ops) else ()
             follows = ops[j + 3] if j + 3 < len(ops) else ()
-            if op[0] == "wait" and op[1][0] == "full" and nxt and nxt[0] == "turn" and \
-                    follows and follows[0] == "arrive":
+            if (
+                op[0] == "wait"
+                and op[1][0] == "full"
+                and nxt
+                and nxt[0] == "turn"
+                and follows
+                and follows[0] == "arrive"
+            ):
                 continue
             out.append(op)
         return out

@@ -51,8 +51,20 @@ def _record(mp) -> list:
     mp.setattr(hopper_host, "_sm_count", lambda device: 132)
     mp.setattr(hopper_host, "_PREPARED", Remembered(64))
     # the schedule table's copy to the device: what it was made from, in its place
-    mp.setattr(hopper_host, "_device_table", lambda cfg, lq, lk, heads, grid, device: (
-        "table", cfg.bm, cfg.bn, cfg.causal, lq, lk, heads, grid))
+    mp.setattr(
+        hopper_host,
+        "_device_table",
+        lambda cfg, lq, lk, heads, grid, device: (
+            "table",
+            cfg.bm,
+            cfg.bn,
+            cfg.causal,
+            lq,
+            lk,
+            heads,
+            grid,
+        ),
+    )
     return log
 
 
@@ -271,9 +283,13 @@ def test_the_default_kernel_follows_the_key_length(d, causal):
             if run.consumers == 3:
                 table = hopper_host.THREE_CONSUMER_SCHEDULES
             want = table[(d, causal, lk > short)]
-            got = hopper_host.Schedule(pingpong=run.pingpong, overlap=run.overlap,
-                                       tma_store=run.tma_store, persistent=run.persistent,
-                                       split_release=run.split_release)
+            got = hopper_host.Schedule(
+                pingpong=run.pingpong,
+                overlap=run.overlap,
+                tma_store=run.tma_store,
+                persistent=run.persistent,
+                split_release=run.split_release,
+            )
             assert got == want
             assert rec[-1][0] == ("pers" if want.persistent else "one")
         many = _arr((1, 70000, 8, d), 1 << 30)  # the one-item grid: at most 65535 heads

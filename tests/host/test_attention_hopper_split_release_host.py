@@ -247,8 +247,11 @@ def _run(prod, cons, seed, monkeypatch):
 
 
 @settings(max_examples=250, deadline=None)
-@given(**{**model.PROTOCOL_CASES, "stages": st.integers(1, 4)},
-       consumers=st.sampled_from([2, 3]), item_overlap=st.booleans())
+@given(
+    **{**model.PROTOCOL_CASES, "stages": st.integers(1, 4)},
+    consumers=st.sampled_from([2, 3]),
+    item_overlap=st.booleans(),
+)
 def test_release_protocol_never_deadlocks_or_races(lq, lk, heads, lens, causal, pingpong,
                                                    overlap, stages, sms, seed,
                                                    consumers, item_overlap):  # fmt: skip
@@ -287,6 +290,7 @@ def test_k_loads_while_v_is_read(overlap, monkeypatch):
     prod, cons = _ops(cfg, 1, 1, 0, ([640], 1), 128, 640)
     early = sum(_run(prod, cons, seed, monkeypatch).data.early for seed in range(30))
     assert early > 0
+
     # the control: the same producer and consumers with the stage's two releases made one
     # (V's release, after P V, counted for both parts), as without split_release
     def whole(ops):
@@ -313,6 +317,7 @@ def test_model_catches_broken_releases(bug, overlap, monkeypatch):
     cfg = HopperAttentionConfig(d=64, bn=64, stages=2, overlap=overlap, persistent=True,
                                 split_kv=True, split_release=True)  # fmt: skip
     shape = (2, 1, 0, ([300], 1), 256, 300)
+
     def run(prod, cons, seed):
         return _run(prod, cons, seed, monkeypatch)
 

@@ -67,8 +67,9 @@ def test_staging_is_the_consumers_rows_of_the_q_buffer(cfg):
                 qs = block_layout(64, cfg.dtype)
                 for r in range(0, 64, 7):
                     for xx in range(BLOCK):
-                        assert (staging_offset(qbase, c) + stage((r, BLOCK * j + xx))
-                                == qbase + j * cfg.bm * BLOCK + 64 * BLOCK * c + qs((r, xx)))
+                        assert staging_offset(qbase, c) + stage(
+                            (r, BLOCK * j + xx)
+                        ) == qbase + j * cfg.bm * BLOCK + 64 * BLOCK * c + qs((r, xx))
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"d{c.d}-{c.dtype}-p{c.persistent}")
@@ -102,7 +103,10 @@ def test_tma_store_must_be_a_bool(bad):
 
 def test_choose_config_takes_the_measured_epilogue_by_default():
     from tylo.ops.attention.hopper_host import (
-        SCHEDULES, THREE_CONSUMER_SCHEDULES, Schedule, long_keys,
+        SCHEDULES,
+        THREE_CONSUMER_SCHEDULES,
+        Schedule,
+        long_keys,
     )
 
     for d in (64, 128):
@@ -135,17 +139,37 @@ def test_choose_config_refuses_a_bad_key_length(bad):
 def test_kernels_refuse_a_missing_or_unexpected_o_map():
     """Each kernel takes an O tensor map exactly with tma_store (typed, says which)."""
     common = (tylo.i32, int, int, int, int, int, int, int, float)
-    for persistent, kern in ((False, hopper_attention_kernel),
-                             (True, hopper_attention_persistent_kernel)):
+    for persistent, kern in (
+        (False, hopper_attention_kernel),
+        (True, hopper_attention_persistent_kernel),
+    ):
         extra = (int, int) if persistent else ()
         on = HopperAttentionConfig(d=64, stages=2, persistent=persistent, tma_store=True)
         off = HopperAttentionConfig(d=64, stages=2, persistent=persistent)
         with pytest.raises(tylo.TyloError, match="tma_store=True takes the O tensor map"):
-            kern.compile(on.dtype, tylo.f32, *plans(on), None, *common, *extra, on,
-                         block=THREADS, target="sm_90a")
+            kern.compile(
+                on.dtype,
+                tylo.f32,
+                *plans(on),
+                None,
+                *common,
+                *extra,
+                on,
+                block=THREADS,
+                target="sm_90a",
+            )
         with pytest.raises(tylo.TyloError, match="tma_store=False takes to=None"):
-            kern.compile(off.dtype, tylo.f32, *plans(off), o_plan(on), *common, *extra, off,
-                         block=THREADS, target="sm_90a")
+            kern.compile(
+                off.dtype,
+                tylo.f32,
+                *plans(off),
+                o_plan(on),
+                *common,
+                *extra,
+                off,
+                block=THREADS,
+                target="sm_90a",
+            )
 
 
 def test_check_o_map_refuses_another_box():
@@ -165,8 +189,9 @@ def _out(shape, strides, ptr, dtype=tylo.bf16):
 
 @settings(max_examples=150, deadline=None)
 @given(
-    shape=st.tuples(st.integers(1, 4), st.integers(1, 4), st.integers(1, 300),
-                    st.sampled_from([64, 128])),
+    shape=st.tuples(
+        st.integers(1, 4), st.integers(1, 4), st.integers(1, 300), st.sampled_from([64, 128])
+    ),
     steps=st.tuples(st.integers(-3, 40000), st.integers(-3, 40000), st.integers(-3, 300)),
     ptr=st.integers(0, 2**40).map(lambda p: p * 2),
     inner=st.sampled_from([1, 1, 1, 2]),
@@ -176,8 +201,10 @@ def test_takes_tma_store_is_the_tma_rule(shape, steps, ptr, inner):
     dimension contiguous, each stride of a mode of extent > 1 a positive multiple of 16
     bytes, a 16-byte aligned base."""
     out = _out(shape, (*steps, inner), ptr)
-    want = inner == 1 and ptr % 16 == 0 and all(
-        ext == 1 or (s > 0 and s * 2 % 16 == 0) for ext, s in zip(shape[:3], steps)
+    want = (
+        inner == 1
+        and ptr % 16 == 0
+        and all(ext == 1 or (s > 0 and s * 2 % 16 == 0) for ext, s in zip(shape[:3], steps))
     )
     assert takes_tma_store(out) is want
 

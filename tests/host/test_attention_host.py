@@ -24,6 +24,7 @@ from tylo.arrays import DeviceArray  # noqa: E402
 from tylo.nvgpu.errors import PlanError  # noqa: E402
 from tylo.nvgpu.warp.chain import prove_chain  # noqa: E402
 from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA  # noqa: E402
+from tylo.ops.args import OpArgumentError  # noqa: E402
 from tylo.ops.attention.config import (  # noqa: E402
     HEAD_DIMS,
     AttentionConfig,
@@ -31,7 +32,6 @@ from tylo.ops.attention.config import (  # noqa: E402
     default_blocks,
 )
 from tylo.ops.attention.host import AttentionPathError, attention, plan_attention  # noqa: E402
-from tylo.ops.args import OpArgumentError  # noqa: E402
 from tylo.ops.attention.kernel import key_blocks, partial_ownership, thread_partials  # noqa: E402
 from tylo.ops.attention.reference import (  # noqa: E402
     AttentionInputError,
@@ -284,20 +284,41 @@ def _bad_cases():
         ({"scale": 3e38}, OpArgumentError, "scale \\* log2\\(e\\)"),
         ({"q": np.zeros((2, 3, 17, 64))}, AttentionInputError, "q is not a device array"),
         ({"o": _arr((2, 3, 17, 64))}, AttentionInputError, "out and q share memory"),
-        ({"o": _arr((2, 3, 17, 64), ptr=(1 << 20) + 20000)}, AttentionInputError,  # past q
-         "out and k share memory"),
-        ({"lse": _arr((2, 3, 17), tylo.f32, ptr=1 << 32)}, AttentionInputError,
-         "out and lse share memory"),
-        ({"kv_lens": _arr((2,), tylo.i32, ptr=(1 << 33) + 8)}, AttentionInputError,
-         "lse and kv_lens share memory"),
-        ({"o": _arr((2, 3, 17, 64), strides=(0, 17 * 64, 64, 1), ptr=1 << 32)},
-         OpArgumentError, "out has stride 0 on dimension 0"),  # batch broadcast
-        ({"o": _arr((2, 3, 17, 64), strides=(-3 * 17 * 64, 17 * 64, 64, 1), ptr=1 << 32)},
-         OpArgumentError, "out has stride -3264 on dimension 0"),
-        ({"lse": _arr((2, 3, 17), tylo.f32, strides=(51, 0, 1), ptr=1 << 34)},
-         OpArgumentError, "lse has stride 0 on dimension 1"),
-        ({"o": _arr((2, 3, 17, 64), strides=(3 * 17 * 32, 17 * 32, 32, 1), ptr=1 << 32)},
-         AttentionInputError, "out .* has elements at one address"),  # rows that meet
+        (
+            {"o": _arr((2, 3, 17, 64), ptr=(1 << 20) + 20000)},
+            AttentionInputError,  # past q
+            "out and k share memory",
+        ),
+        (
+            {"lse": _arr((2, 3, 17), tylo.f32, ptr=1 << 32)},
+            AttentionInputError,
+            "out and lse share memory",
+        ),
+        (
+            {"kv_lens": _arr((2,), tylo.i32, ptr=(1 << 33) + 8)},
+            AttentionInputError,
+            "lse and kv_lens share memory",
+        ),
+        (
+            {"o": _arr((2, 3, 17, 64), strides=(0, 17 * 64, 64, 1), ptr=1 << 32)},
+            OpArgumentError,
+            "out has stride 0 on dimension 0",
+        ),  # batch broadcast
+        (
+            {"o": _arr((2, 3, 17, 64), strides=(-3 * 17 * 64, 17 * 64, 64, 1), ptr=1 << 32)},
+            OpArgumentError,
+            "out has stride -3264 on dimension 0",
+        ),
+        (
+            {"lse": _arr((2, 3, 17), tylo.f32, strides=(51, 0, 1), ptr=1 << 34)},
+            OpArgumentError,
+            "lse has stride 0 on dimension 1",
+        ),
+        (
+            {"o": _arr((2, 3, 17, 64), strides=(3 * 17 * 32, 17 * 32, 32, 1), ptr=1 << 32)},
+            AttentionInputError,
+            "out .* has elements at one address",
+        ),  # rows that meet
     ]
 
 
@@ -420,8 +441,11 @@ def test_flops_count_halves_for_causal():
         (["2", "1", "4", "64", "--kv-lens", "1,5", "--compile-only"], 1, "each at most Lk = 4"),
         (["1", "1", "1", "64", "--path", "cuda"], 2, "argument --path: invalid choice"),
         (["1", "1", "1", "64", "--warps", "6"], 2, "argument --warps: invalid choice"),
-        (["1", "1", "1", "64", "--path", "hopper", "--warps", "8", "--compile-only"], 1,
-         "--warps configures the warp path"),
+        (
+            ["1", "1", "1", "64", "--path", "hopper", "--warps", "8", "--compile-only"],
+            1,
+            "--warps configures the warp path",
+        ),
     ],
 )
 def test_cli_refusals_are_one_line(capsys, argv, status, says):

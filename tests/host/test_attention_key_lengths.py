@@ -38,8 +38,9 @@ def brute_visible(lq: int, lk: int, causal: bool, kv_len: int | None) -> np.ndar
 
 
 lengths = st.integers(1, 12)
-raw_len = st.one_of(st.none(), st.integers(-40, 40), st.sampled_from([-(2**31), 2**31 - 1,
-                                                                      -(2**63), 2**63 - 1]))
+raw_len = st.one_of(
+    st.none(), st.integers(-40, 40), st.sampled_from([-(2**31), 2**31 - 1, -(2**63), 2**63 - 1])
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -83,8 +84,14 @@ def _brute_attention(q, k, v, causal, kv_lens, scale):
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.integers(1, 3), st.integers(1, 6), st.integers(1, 6), st.booleans(),
-       st.lists(st.integers(-8, 14), min_size=3, max_size=3), st.integers(0, 2**32 - 1))
+@given(
+    st.integers(1, 3),
+    st.integers(1, 6),
+    st.integers(1, 6),
+    st.booleans(),
+    st.lists(st.integers(-8, 14), min_size=3, max_size=3),
+    st.integers(0, 2**32 - 1),
+)
 def test_the_reference_is_the_brute_force_attention(b, lq, lk, causal, raw, seed):
     rng = np.random.default_rng(seed)
     q, k, v = (rng.standard_normal(s) for s in ((b, 2, lq, 4), (b, 2, lk, 4), (b, 2, lk, 4)))

@@ -82,7 +82,11 @@ def test_lazy_rescale_must_be_a_bool():
 def test_the_stepped_tile_plans_and_proves():
     cfg = attention_config(128, "bf16", **STEPPED)
     assert (cfg.block_m, cfg.block_n, cfg.step_n, cfg.steps, cfg.rows_per_warp) == (
-        128, 64, 16, 4, 32
+        128,
+        64,
+        16,
+        4,
+        32,
     )
     assert cfg.proofs["K/V steps: translates of the first"] is True
     assert cfg.proofs["K ldmatrix bank conflicts"] == 0
@@ -223,7 +227,8 @@ def test_elsewhere_d128_takes_attention_configs_default(kw):
 @pytest.mark.parametrize("cap", [None, (8, 0), (9, 0)])
 def test_d64_options_do_not_depend_on_the_gpu(cap):
     assert host.launch_options(64, causal=False, padding=False, capability=cap) == {
-        "block_m": 128, "block_n": 64
+        "block_m": 128,
+        "block_n": 64,
     }
     assert host.launch_options(64, causal=True, padding=True, capability=cap) == {}
 
@@ -239,7 +244,10 @@ def test_plan_attention_takes_the_stepped_tile_on_sm90(monkeypatch):
     assert cfg.late_copies and cfg.shared_bases and cfg.q_in_registers
     causal, _ = host.plan_attention(*_args(), causal=True)
     assert (causal.block_m, causal.block_n, causal.sub_n, causal.lazy_rescale) == (
-        64, 64, None, False
+        64,
+        64,
+        None,
+        False,
     )
 
 

@@ -317,7 +317,10 @@ def test_the_benchmarks_eight_warp_variants_plan():
     eight = [(d, name, kw) for d, vs in VARIANTS.items() for name, kw in vs.items()
              if kw.get("warps") == 8]  # fmt: skip
     assert {(d, name) for d, name, _ in eight} == {
-        (64, "128x64-8w"), (64, "128x128-8w"), (128, "128x64-8w"), (128, "128x32-8w")
+        (64, "128x64-8w"),
+        (64, "128x128-8w"),
+        (128, "128x64-8w"),
+        (128, "128x32-8w"),
     }
     for d, name, kw in eight:
         cfg, _ = host.plan_attention(*_args(d), **kw)

@@ -28,8 +28,10 @@ leaves = st.one_of(consts, st.builds(lambda i: ("v", i), st.integers(0, NPARAMS 
 
 
 def _nodes(children: st.SearchStrategy) -> st.SearchStrategy:
-    nary = st.tuples(st.sampled_from(["+", "*", "min", "max", "and", "or"]),
-                     st.lists(children, min_size=1, max_size=3))
+    nary = st.tuples(
+        st.sampled_from(["+", "*", "min", "max", "and", "or"]),
+        st.lists(children, min_size=1, max_size=3),
+    )
     binary = st.tuples(
         st.sampled_from(["-", "//", "%", "==", "!=", "<", "<=", ">", ">="]),
         st.lists(children, min_size=2, max_size=2),
@@ -39,8 +41,9 @@ def _nodes(children: st.SearchStrategy) -> st.SearchStrategy:
 
 
 def _powers(tree: st.SearchStrategy) -> st.SearchStrategy:
-    base = st.one_of(ints.filter(lambda x: abs(x) < 2**64), st.builds(lambda i: ("v", i),
-                                                                       st.integers(0, 3)))
+    base = st.one_of(
+        ints.filter(lambda x: abs(x) < 2**64), st.builds(lambda i: ("v", i), st.integers(0, 3))
+    )
     return st.tuples(st.just("**"), base, st.integers(0, G.MAX_POWER))
 
 

@@ -180,7 +180,10 @@ def test_a_function_value_includes_its_code(tmp_path):
     root = str(Path(tylo.__file__).parents[1])
     outs = {
         subprocess.run(
-            [sys.executable, "-c", script, root], capture_output=True, text=True, check=True,
+            [sys.executable, "-c", script, root],
+            capture_output=True,
+            text=True,
+            check=True,
             env={**os.environ, "PYTHONHASHSEED": seed},
         ).stdout.strip()
         for seed in ("1", "2")

@@ -146,8 +146,10 @@ def test_bad_max_bytes_is_a_typed_error(text, monkeypatch):
         C.max_bytes()
 
 
-@pytest.mark.parametrize("text, want", [("", C.DEFAULT_MAX_BYTES), ("1", 1), ("1_000", 1000),
-                                        (" 4096 ", 4096), (str(2**70), 2**70)])
+@pytest.mark.parametrize(
+    "text, want",
+    [("", C.DEFAULT_MAX_BYTES), ("1", 1), ("1_000", 1000), (" 4096 ", 4096), (str(2**70), 2**70)],
+)
 def test_max_bytes(text, want, monkeypatch):
     monkeypatch.setenv("TYLO_CACHE_MAX_BYTES", text)
     assert C.max_bytes() == want

@@ -173,11 +173,16 @@ def test_the_test_command_runs_with_the_c_launch_required(tmp_path: Path) -> Non
     repo = _scratch(tmp_path, _readme(probe.replace("WHO", "main"), tests))
     env = {k: v for k, v in os.environ.items() if k != "TYLO_REQUIRE_C_LAUNCH"}
     r = subprocess.run(
-        [str(repo / ".ci" / "run")], capture_output=True, text=True, timeout=60, check=False,
+        [str(repo / ".ci" / "run")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
         env=env,
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert log.read_text().splitlines() == ["main=unset", "tests=1"]
+
 
 STEPS = ["ruff check .", "ruff format --check .", "mypy"]
 

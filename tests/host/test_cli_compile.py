@@ -160,7 +160,13 @@ def test_every_stage_and_every_spec_kind(
     with pytest.MonkeyPatch.context() as mp:  # and where nvdisasm is absent, the exit says so
         mp.setattr(sass_module, "find_nvdisasm", lambda: None)
         status, sass, err = run(
-            capsys, "compile", f"{kernels}:scale", *specs, "--arg", "relu=py:True", "--emit",
+            capsys,
+            "compile",
+            f"{kernels}:scale",
+            *specs,
+            "--arg",
+            "relu=py:True",
+            "--emit",
             "sass",
         )
     assert status == EXIT_UNAVAILABLE and "pip install" in err and sass == ""

@@ -136,6 +136,7 @@ def test_cluster_attribute_matches_cuda_bindings():
     """Independently: cuda.bindings' own CUlaunchAttribute for the same shape has the same
     leading bytes (its id, padding and clusterDim)."""
     from cuda.bindings import driver as cu  # a dependency of tylo: never a skip
+
     a = cu.CUlaunchAttribute()
     a.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
     a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z = 2, 3, 1

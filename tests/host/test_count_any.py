@@ -17,14 +17,14 @@ sys.modules["_count_any"] = count_any  # dataclasses look their module up
 _spec.loader.exec_module(count_any)
 
 PACKAGE = {
-    "__init__.py": '''
+    "__init__.py": """
 from pkg.a import C, f
 __all__ = ["C", "f", "g"]
 def g(x: int) -> int: ...
-''',
+""",
     # f: x, args, kwargs and the return (4); C: __init__'s v and m's return (2); h, _p and
     # __repr__ are not public; q: quoted annotations (2)
-    "a.py": '''
+    "a.py": """
 import typing
 from typing import Any
 __all__ = ["C", "f", "q"]
@@ -36,31 +36,31 @@ class C:
     def m(self) -> typing.Any: ...
     def _p(self, z: Any) -> None: ...
     def __repr__(self) -> Any: ...
-''',
+""",
     # a private module: counted only where a public module re-exports it (b.py, relatively)
-    "_private.py": '''
+    "_private.py": """
 from typing import Any
 __all__ = ["p", "unexported"]
 def p(x: Any) -> None: ...
 def unexported(x: Any) -> None: ...
-''',
-    "b.py": '''
+""",
+    "b.py": """
 from ._private import p
 __all__ = ["p"]
-''',
+""",
     # a computed __all__ over a lazy-import table: f again, counted once
-    "lazy.py": '''
+    "lazy.py": """
 _LAZY = {"f": "pkg.a", "p": "pkg.b"}
 __all__ = sorted(_LAZY)
-''',
+""",
     # an alias of Any: counted only with aliases=True (and by name, in every module)
-    "alias.py": '''
+    "alias.py": """
 from typing import Any
 Value = Any
 NotAny = int
 __all__ = ["v"]
 def v(x: Value, y: NotAny, z: "tuple[Value, ...]") -> int: ...
-''',
+""",
 }
 
 

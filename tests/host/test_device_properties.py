@@ -40,6 +40,7 @@ class FakeDriver:
 
     def __init__(self, table: dict[str, int], *, count: int = 1, name: bytes = b"") -> None:
         from cuda.bindings import driver as cu  # a dependency of tylo: never a skip
+
         self.CUresult = cu.CUresult
         self.CUdevice_attribute = cu.CUdevice_attribute
         self.ok = cu.CUresult.CUDA_SUCCESS

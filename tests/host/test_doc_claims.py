@@ -67,7 +67,8 @@ def test_the_attention_page_remembers_as_many_plans_as_the_host():
     assert int(m.group(1)) == attention_host._PLANS.limit
 
 
-_TABLE_ROW = re.compile(r"^\| (sm_\w+) \| (\d+) \| (no|yes) \| no / yes \| [\d /]+ \| (\d+) KiB \|$",
+_TABLE_ROW = re.compile(
+    r"^\| (sm_\w+) \| (\d+) \| (no|yes) \| no / yes \| [\d /]+ \| (\d+) KiB \|$",
                         re.MULTILINE)  # fmt: skip
 _WIDE_ROW = re.compile(r"^\| (sm_\w+) \| (\d+) \| (\d+) \| [\d /]+ \| [\d /]+ \| (\d+) KiB \|$",
                        re.MULTILINE)  # fmt: skip

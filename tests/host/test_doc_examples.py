@@ -141,11 +141,7 @@ def test_a_marker_above_a_block_without_examples_is_refused(tmp_path) -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    st.lists(
-        st.tuples(st.integers(0, 3), st.booleans(), st.booleans()), min_size=1, max_size=5
-    )
-)
+@given(st.lists(st.tuples(st.integers(0, 3), st.booleans(), st.booleans()), min_size=1, max_size=5))
 def test_every_example_is_counted_ran_or_skipped_with_a_reason(blocks) -> None:
     """Pages of random blocks (some marked needs-gpu, some holding a skip directive): the
     page passes exactly when no directive is there, and then every example either ran or

@@ -43,8 +43,11 @@ NO_TORCH = (
 )
 # the ops' command lines are modules of the package (`python -m tylo.ops.gemm`); the
 # examples' are scripts
-MODULES = {"softmax": "tylo.ops.softmax", "gemm": "tylo.ops.gemm",
-           "hopper_gemm": "tylo.ops.gemm.hopper_cli"}
+MODULES = {
+    "softmax": "tylo.ops.softmax",
+    "gemm": "tylo.ops.gemm",
+    "hopper_gemm": "tylo.ops.gemm.hopper_cli",
+}
 
 
 def prog(name: str) -> str:
@@ -86,10 +89,17 @@ def _run(name: str, argv: list[str], *, no_torch: bool = False) -> subprocess.Co
     else:
         target = [str(ROOT / "examples" / name / "run.py")]
     cmd = [sys.executable, "-c", NO_TORCH, *target] if no_torch else [sys.executable, *target]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
     return subprocess.run(
-        [*cmd, *argv], capture_output=True, text=True, timeout=120, check=False, cwd="/",
+        [*cmd, *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd="/",
         env=env,
     )
 

@@ -8,20 +8,31 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-NO_TORCH = ("import runpy, sys; sys.modules['torch'] = None; "
-            "runpy.run_path(sys.argv[1], run_name='__main__')")
+NO_TORCH = (
+    "import runpy, sys; sys.modules['torch'] = None; "
+    "runpy.run_path(sys.argv[1], run_name='__main__')"
+)
 
 
 def test_walkthrough_files_are_short():
-    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "examples").rglob("*.py")
-            if (n := len(p.read_text().splitlines())) > 300}
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in (ROOT / "examples").rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 300
+    }
     assert not long, f"examples are walkthroughs of at most ~300 lines: {long}"
 
 
 def test_ops_walkthrough_plans_without_torch():
     script = str(ROOT / "examples" / "ops_from_torch.py")
-    r = subprocess.run([sys.executable, "-c", NO_TORCH, script],
-                       capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-c", NO_TORCH, script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith("gemm 4096^3: ") and any(

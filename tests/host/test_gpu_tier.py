@@ -20,7 +20,7 @@ spec = importlib.util.spec_from_file_location("_gpu_tier", ROOT / "tools" / "gpu
 tier = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(tier)
 
-SUITE = '''
+SUITE = """
 import pytest
 
 @pytest.mark.parametrize("k", range(7))
@@ -39,17 +39,18 @@ def broken():
 
 def test_errors(broken):
     pass
-'''
-CONFTEST = f'''
+"""
+CONFTEST = f"""
 import importlib.util, sys
 sys.path.insert(0, {str(ROOT / "tests")!r})
-_spec = importlib.util.spec_from_file_location("_tylo_conftest", {str(ROOT / "tests" /
-                                                                      "conftest.py")!r})
+_spec = importlib.util.spec_from_file_location("_tylo_conftest", {
+    str(ROOT / "tests" / "conftest.py")!r
+})
 _m = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_m)
 pytest_addoption, pytest_configure = _m.pytest_addoption, _m.pytest_configure
 pytest_unconfigure = _m.pytest_unconfigure
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -64,15 +65,31 @@ def driver(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     env = {**os.environ, "TYLO_REQUIRE_GPU_RUNTIME": "1"}
     return subprocess.run(
         [sys.executable, str(ROOT / "tools" / "gpu_tier.py"), *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False, env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=env,
     )
 
 
 def test_every_shard_runs_and_the_merge_adds_up(suite, tmp_path) -> None:
     a, b, m = tmp_path / "a", tmp_path / "b", tmp_path / "m"
     ra = driver("--of", "2", "--shards", "1", "--workers", "0", "--out", str(a), str(suite))
-    rb = driver("--of", "2", "--shards", "2", "--workers", "0", "--out", str(b), str(suite),
-                "--commit", "ignored-where-git-answers")
+    rb = driver(
+        "--of",
+        "2",
+        "--shards",
+        "2",
+        "--workers",
+        "0",
+        "--out",
+        str(b),
+        str(suite),
+        "--commit",
+        "ignored-where-git-answers",
+    )
     assert ra.returncode in (0, 1) and rb.returncode in (0, 1), ra.stderr + rb.stderr
     names = sorted(p.name for p in a.iterdir())
     assert names == ["shard-1-of-2.log", "shard-1-of-2.xml", "summary.json"]
@@ -80,8 +97,9 @@ def test_every_shard_runs_and_the_merge_adds_up(suite, tmp_path) -> None:
     assert part["missing"] == [2] and part["complete"] is False
     assert "INCOMPLETE" in ra.stdout and "shards not run: 2 of 2" in ra.stdout
     assert part["env"]["TYLO_REQUIRE_GPU_RUNTIME"] == "1" and part["of"] == 2
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
-                          text=True, check=False).stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
     assert part["commit"] == (head or None) and part["commit_source"] == ("git" if head else None)
     assert isinstance(part["dirty"], bool) or not head
 
@@ -94,15 +112,18 @@ def test_every_shard_runs_and_the_merge_adds_up(suite, tmp_path) -> None:
     assert (t["passed"], t["failed"], t["errors"], t["skipped"], t["tests"]) == (7, 1, 1, 1, 10)
     assert t["skip_reasons"] == {"needs a thing (found: none)": 1}
     listed = [f for s in merged["shards"] for f in s["failures"]]
-    assert sorted(f.split(": ")[0] for f in listed) == ["test_suite::test_errors",
-                                                      "test_suite::test_fails"]
+    assert sorted(f.split(": ")[0] for f in listed) == [
+        "test_suite::test_errors",
+        "test_suite::test_fails",
+    ]
     assert [s["shard"] for s in merged["shards"]] == ["1/2", "2/2"]
     assert sum(s["tests"] for s in merged["shards"]) == 10  # no test twice, none lost
 
 
 def test_one_run_of_all_shards_is_complete(suite, tmp_path) -> None:
-    r = driver("--of", "1", "--workers", "0", "--out", str(tmp_path), str(suite), "--",
-               "-k", "passes")
+    r = driver(
+        "--of", "1", "--workers", "0", "--out", str(tmp_path), str(suite), "--", "-k", "passes"
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.splitlines()[-1] == "7 passed, 0 failed, 0 skipped"
     assert "; complete" in r.stdout
@@ -134,8 +155,9 @@ def test_a_shard_killed_at_its_timeout_is_unfinished(tmp_path) -> None:
     d.mkdir()
     (d / "conftest.py").write_text(CONFTEST)
     (d / "test_slow.py").write_text("import time\n\ndef test_sleeps():\n    time.sleep(60)\n")
-    r = driver("--of", "1", "--workers", "0", "--timeout", "4", "--out", str(tmp_path / "o"),
-               str(d))
+    r = driver(
+        "--of", "1", "--workers", "0", "--timeout", "4", "--out", str(tmp_path / "o"), str(d)
+    )
     assert r.returncode == 1 and "(timed out)" in r.stdout, r.stdout + r.stderr
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["unfinished"] == ["1/1"] and summary["complete"] is False
@@ -161,15 +183,27 @@ def test_bad_arguments_are_refused(tmp_path, args, message) -> None:
 
 def test_bad_arguments_name_the_fix(capsys) -> None:
     assert tier.main(["--of", "3", "--shards", "2..1", "--out", "x"]) == 2
-    assert capsys.readouterr().err == "gpu_tier.py: --shards '2..1': need 1 <= I <= J <= 3 " \
-        "(--of 3)\n"
+    assert (
+        capsys.readouterr().err == "gpu_tier.py: --shards '2..1': need 1 <= I <= J <= 3 (--of 3)\n"
+    )
 
 
 def _summary(d: Path, commit: str, of: int, shards: list[int]) -> Path:
     d.mkdir()
     records = [
-        {"shard": f"{i}/{of}", "index": i, "of": of, "complete": True, "passed": i, "failed": 0,
-         "errors": 0, "skipped": 0, "tests": i, "skip_reasons": {}, "failures": []}
+        {
+            "shard": f"{i}/{of}",
+            "index": i,
+            "of": of,
+            "complete": True,
+            "passed": i,
+            "failed": 0,
+            "errors": 0,
+            "skipped": 0,
+            "tests": i,
+            "skip_reasons": {},
+            "failures": [],
+        }
         for i in shards
     ]
     meta = {"schema": 1, "commit": commit, "dirty": False, "of": of, "tests": ["tests/gpu"]}
@@ -217,16 +251,24 @@ def test_junit_verdicts_one_per_test_case(tmp_path) -> None:
     want = {"passed": 2, "failed": 2, "errors": 2, "skipped": 2, "tests": 8}
     assert {k: got[k] for k in want} == want
     assert got["skip_reasons"] == {"needs a GPU": 1, "known": 1}
-    assert got["failures"] == ["t.m::bad: assert 1 == 2", "t.m::bad_and_teardown: f",
-                               "t.m::setup: failed on setup",
-                               "tests.gpu.test_x: collection failure"]
+    assert got["failures"] == [
+        "t.m::bad: assert 1 == 2",
+        "t.m::bad_and_teardown: f",
+        "t.m::setup: failed on setup",
+        "tests.gpu.test_x: collection failure",
+    ]
     assert tier.summary_line(got) == "2 passed, 4 failed, 2 skipped"
 
 
 @pytest.mark.parametrize(
     "numbers, text",
-    [([], ""), ([4], "4"), ([3, 1, 2], "1..3"), ([1, 2, 3, 5, 7, 8], "1..3, 5, 7..8"),
-     ([2, 4, 6], "2, 4, 6")],
+    [
+        ([], ""),
+        ([4], "4"),
+        ([3, 1, 2], "1..3"),
+        ([1, 2, 3, 5, 7, 8], "1..3, 5, 7..8"),
+        ([2, 4, 6], "2, 4, 6"),
+    ],
 )
 def test_missing_shards_print_as_ranges(numbers, text) -> None:
     assert tier.ranges(numbers) == text

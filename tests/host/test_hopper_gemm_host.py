@@ -33,8 +33,12 @@ dims = st.integers(1, 6)
 
 @settings(max_examples=300, deadline=None)
 @given(
-    shape=st.tuples(dims, dims), strides=st.tuples(st.integers(-3, 12), st.integers(-2, 3)),
-    m=dims, n=dims, k=dims, pad=st.tuples(*[st.integers(0, 4)] * 3),
+    shape=st.tuples(dims, dims),
+    strides=st.tuples(st.integers(-3, 12), st.integers(-2, 3)),
+    m=dims,
+    n=dims,
+    k=dims,
+    pad=st.tuples(*[st.integers(0, 4)] * 3),
 )
 def test_refused_exactly_when_an_operand_is_too_small(shape, strides, m, n, k, pad):
     arr = DeviceArray(1 << 20, shape, strides, tylo.bf16, 0)

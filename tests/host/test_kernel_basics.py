@@ -16,8 +16,18 @@ import tylo
 from tylo.kernel import atomics
 
 HERE = __file__
-DTYPES = [tylo.u32, tylo.i32, tylo.u64, tylo.i64, tylo.f32, tylo.f64, tylo.f16, tylo.bf16,
-          tylo.u16, tylo.i8]
+DTYPES = [
+    tylo.u32,
+    tylo.i32,
+    tylo.u64,
+    tylo.i64,
+    tylo.f32,
+    tylo.f64,
+    tylo.f16,
+    tylo.bf16,
+    tylo.u16,
+    tylo.i8,
+]
 OPS = ["add", "min", "max", "exch", "cas"]
 
 
@@ -68,8 +78,16 @@ def expected_lines(op: str, d, head: str) -> list[str] | None:
         neg, pos = ("min", "max") if op == "max" else ("max", "min")
         return [f"@%neg {head}.{neg}.u{n} $0, [$1], $2", f"@!%neg {head}.{pos}.s{n} $0, [$1], $2"]
     if op == "add":
-        suffix = {"u32": "u32", "i32": "s32", "u64": "u64", "i64": "u64", "f32": "f32",
-                  "f64": "f64", "f16": "noftz.f16", "bf16": "noftz.bf16"}.get(d.name)
+        suffix = {
+            "u32": "u32",
+            "i32": "s32",
+            "u64": "u64",
+            "i64": "u64",
+            "f32": "f32",
+            "f64": "f64",
+            "f16": "noftz.f16",
+            "bf16": "noftz.bf16",
+        }.get(d.name)
     elif op in ("min", "max"):
         suffix = ints.get(d.name)
     else:
@@ -135,12 +153,21 @@ def atomic_bad(out, how: tylo.Static):
     [
         ("scope", 'tylo.atomic_add(out, i, 1.0, scope="block")', r"scope='block' is not"),
         ("order", 'tylo.atomic_add(out, i, 1.0, order="seq_cst")', r"order='seq_cst' is not"),
-        ("type", "tylo.atomic_min(tylo.shared(tylo.f16, 4), 0, 1.0)",
-         r"no atom\.min on f16 elements in shared .*only as a vector: pass a pair"),
-        ("red", "tylo.atomic_exch(out, i, 1.0, result=False)",
-         r"unexpected keyword argument 'result'"),
-        ("red-order", 'tylo.atomic_add(out, i, 1.0, result=False, order="acquire")',
-         r"only relaxed or release"),
+        (
+            "type",
+            "tylo.atomic_min(tylo.shared(tylo.f16, 4), 0, 1.0)",
+            r"no atom\.min on f16 elements in shared .*only as a vector: pass a pair",
+        ),
+        (
+            "red",
+            "tylo.atomic_exch(out, i, 1.0, result=False)",
+            r"unexpected keyword argument 'result'",
+        ),
+        (
+            "red-order",
+            'tylo.atomic_add(out, i, 1.0, result=False, order="acquire")',
+            r"only relaxed or release",
+        ),
         ("not-memory", "tylo.atomic_add(i, 0, 1.0)", r"must be global or shared memory"),
         ("dtype", "tylo.atomic_add(out, i, tylo.value(1, tylo.f64))", r"f64 value into f32"),
     ],
@@ -158,7 +185,7 @@ def atomic_shared_at(out, k: tylo.Static):
 
 
 @settings(max_examples=25, deadline=None)
-@given(k=st.one_of(st.integers(-2**63, 2**63), st.integers(-3, 20)))
+@given(k=st.one_of(st.integers(-(2**63), 2**63), st.integers(-3, 20)))
 def test_static_atomic_indices_are_checked_like_accesses(k):
     """Brute force: a static index traces iff 0 <= k < 16, else names the line."""
     if 0 <= k < 16:
@@ -180,7 +207,7 @@ def local_static(out, x, n: tylo.Static, k: tylo.Static):
 
 
 @settings(max_examples=25, deadline=None)
-@given(n=st.integers(1, 40), k=st.one_of(st.integers(-50, 50), st.integers(-2**64, 2**64)))
+@given(n=st.integers(1, 40), k=st.one_of(st.integers(-50, 50), st.integers(-(2**64), 2**64)))
 def test_local_static_indices_within_the_array_only(n, k):
     if 0 <= k < n:
         llvm = local_static.trace(tylo.f32, tylo.f32, n, k, block=32).llvm

@@ -214,8 +214,10 @@ def test_debug_mode_off_emits_no_checks(monkeypatch):
         assert traps(llvm) == 0 and "vprintf" not in llvm
 
 
-@pytest.mark.parametrize(("value", "on"), [("1", True), ("true", True), ("ON", True),
-                                           ("0", False), ("", False), ("no", False)])
+@pytest.mark.parametrize(
+    ("value", "on"),
+    [("1", True), ("true", True), ("ON", True), ("0", False), ("", False), ("no", False)],
+)
 def test_debug_mode_is_part_of_the_key(monkeypatch, value, on):
     monkeypatch.setenv(debug.ENV, value)
     assert debug.enabled() is on and debug.key_text() == ("bounds" if on else "")

@@ -242,14 +242,14 @@ def test_return_value_and_yield_are_refused_at_their_line():
     calls_helper.trace(F32, F32, block=32)  # an inline helper may return a value
 
 
-ASYNC_SOURCE = '''
+ASYNC_SOURCE = """
 import tylo
 
 
 @tylo.kernel
 async def async_kernel(out):
     out[0] = 1.0
-'''
+"""
 
 
 def test_async_kernel_is_refused_at_its_line(tmp_path, monkeypatch):

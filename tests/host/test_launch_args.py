@@ -44,6 +44,7 @@ def _as_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(driver, "device_count", lambda: 0)
 
+
 F32, F16 = tylo.f32, tylo.f16
 PTR = 0x7F00_0000_0000
 DIMS = (1, 1, 1, 32, 1, 1)
@@ -337,8 +338,15 @@ def inline_factory(request, monkeypatch):
         check = annotation if isinstance(annotation, Ptr) else None
         binding = Binding("x", ParamKind.POINTER, F32, check=check)
         entry = CompiledKernel(
-            name="k", module=None, entry="k", bindings=(binding,), runtime=(0,),
-            block=(32, 1, 1), index_bits=64, dynamic_shared_bytes=0, timings={},
+            name="k",
+            module=None,
+            entry="k",
+            bindings=(binding,),
+            runtime=(0,),
+            block=(32, 1, 1),
+            index_bits=64,
+            dynamic_shared_bytes=0,
+            timings={},
         )
         hot = Hot(entry, 0)
         hot.launch, hot.handle = keep, 0x1000
@@ -405,8 +413,21 @@ def test_the_c_inline_launch_rejects_unknown_refusal_bits():
     noop = ctypes.cast(ctypes.pythonapi.PyGILState_Check, ctypes.c_void_p).value
     with pytest.raises(ValueError, match="malformed"):
         accel.InlineLaunch(
-            noop, 1, 0, 0, driver._tls, lambda err: None, None, {}, 0, 49152,
-            ((0, DeviceArray, F32, 0, None, 4),), ((0, "Q", 56),), (), (), 64,
+            noop,
+            1,
+            0,
+            0,
+            driver._tls,
+            lambda err: None,
+            None,
+            {},
+            0,
+            49152,
+            ((0, DeviceArray, F32, 0, None, 4),),
+            ((0, "Q", 56),),
+            (),
+            (),
+            64,
         )
 
 

@@ -198,8 +198,21 @@ def test_the_record_packs_only_exactly_sized_bytes(size, kind):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.sampled_from([argpack.PTR, argpack.I32, argpack.F64, argpack.raw(128, 64),
-                                 argpack.raw(12, 4), argpack.raw(32, 16)]), max_size=6))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                argpack.PTR,
+                argpack.I32,
+                argpack.F64,
+                argpack.raw(128, 64),
+                argpack.raw(12, 4),
+                argpack.raw(32, 16),
+            ]
+        ),
+        max_size=6,
+    )
+)
 def test_every_value_sits_at_its_alignment_in_absolute_terms(signature):
     """Both buffers (the record's and the checked path's ArgPack) place each parameter's
     bytes at an address that is a multiple of its declared alignment."""

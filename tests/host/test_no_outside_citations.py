@@ -8,8 +8,10 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-OUTSIDE = re.compile(r"shared/design|\b(TOOLCHAIN|PERFORMANCE|PROOFS|ARCHITECTURE|STYLE|"
-                     r"LAYOUT_EXAMPLES)(\.md)?\b")
+OUTSIDE = re.compile(
+    r"shared/design|\b(TOOLCHAIN|PERFORMANCE|PROOFS|ARCHITECTURE|STYLE|"
+    r"LAYOUT_EXAMPLES)(\.md)?\b"
+)
 
 
 def test_nothing_cites_the_design_notes():

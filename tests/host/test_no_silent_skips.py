@@ -29,8 +29,10 @@ def _normalize(name: str) -> str:
 
 
 def _requirement_names(block: str) -> set[str]:
-    return {_normalize(re.split(r"[\[<>=!~; ]", r, maxsplit=1)[0])
-            for r in re.findall(r'"([^"]+)"', block)}
+    return {
+        _normalize(re.split(r"[\[<>=!~; ]", r, maxsplit=1)[0])
+        for r in re.findall(r'"([^"]+)"', block)
+    }
 
 
 def never_skipped() -> dict[str, set[str]]:

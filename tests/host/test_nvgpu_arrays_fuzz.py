@@ -4,7 +4,8 @@ untyped exception from tylo's own frames (issue #34, item 6).
 
 Two generators: every argument hostile at once, drawn at random (what a first check sees),
 and, for the functions with a known valid call, each argument of the valid call replaced by
-each hostile value in turn (what the later checks see). Functions that need a kernel being traced refuse outside one with
+each hostile value in turn (what the later checks see). Functions that need a kernel being
+traced refuse outside one with
 a TraceError, after their argument checks; a few are also traced with hostile arguments, where
 the tracer's TraceError must wrap a TyloError (its ``original``), not a TypeError.
 """
@@ -137,7 +138,7 @@ def test_all_hostile_arguments(name, data):
     _call(fn, args, kwargs)
 
 
-# ------------------------------------------------------------------ valid calls, one argument hostile
+# ------------------------------------------------------- valid calls, one argument hostile
 
 
 def _valid_calls() -> dict:
@@ -236,7 +237,7 @@ def test_the_issue_examples():
         canonical_layout("K", "256B", dt.bf16, 64, 0, 512)
 
 
-# ------------------------------------------------------------------ traced, hostile static arguments
+# ------------------------------------------------------- traced, hostile static arguments
 
 
 @tylo.kernel

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def arr(shape, strides=None, dtype=tylo.bf16, ptr=1 << 30):
     if strides is None:
-        strides = tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
+        strides = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
     return DeviceArray(ptr, tuple(shape), tuple(strides), dtype, 0)
 
 
@@ -53,11 +53,13 @@ def _f32_finite(v) -> bool:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.floats(allow_nan=True, allow_infinity=True)
-       | st.floats(min_value=F32_MAX * 0.999999, max_value=F32_MAX * 1.000001)
-       | st.floats(min_value=-F32_MAX * 1.000001, max_value=-F32_MAX * 0.999999)
-       | st.integers(min_value=-(2**200), max_value=2**200)
-       | st.integers(min_value=2**127, max_value=2**129))
+@given(
+    st.floats(allow_nan=True, allow_infinity=True)
+    | st.floats(min_value=F32_MAX * 0.999999, max_value=F32_MAX * 1.000001)
+    | st.floats(min_value=-F32_MAX * 1.000001, max_value=-F32_MAX * 0.999999)
+    | st.integers(min_value=-(2**200), max_value=2**200)
+    | st.integers(min_value=2**127, max_value=2**129)
+)
 def test_f32_scalar_accepts_exactly_what_f32_holds(v):
     if _f32_finite(v):
         assert f32_scalar("op", "alpha", v) == float(v)
@@ -79,8 +81,17 @@ def test_f32_boundary_values():
     assert f32_scalar("op", "x", np.float64(0.25)) == 0.25
 
 
-@given(st.one_of(st.booleans(), st.integers(), st.text(max_size=3), st.none(), st.floats(),
-                 st.just(np.bool_(True)), st.just(np.int64(1))))
+@given(
+    st.one_of(
+        st.booleans(),
+        st.integers(),
+        st.text(max_size=3),
+        st.none(),
+        st.floats(),
+        st.just(np.bool_(True)),
+        st.just(np.int64(1)),
+    )
+)
 def test_require_bool_takes_only_bools(v):
     if isinstance(v, (bool, np.bool_)):
         assert require_bool("op", "relu", v) is bool(v)
@@ -89,8 +100,16 @@ def test_require_bool_takes_only_bools(v):
             require_bool("op", "relu", v)
 
 
-@given(st.one_of(st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-                 st.floats(), st.text(max_size=3), st.just(np.int32(7)), st.just(np.uint64(9))))
+@given(
+    st.one_of(
+        st.booleans(),
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.floats(),
+        st.text(max_size=3),
+        st.just(np.int32(7)),
+        st.just(np.uint64(9)),
+    )
+)
 def test_require_int_takes_only_integers(v):
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
         assert require_int("op", "n", v) == int(v)
@@ -115,15 +134,25 @@ def _addr(x: DeviceArray, *idx) -> int:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 6), st.integers(1, 6), st.integers(1, 6), st.booleans(),
-       st.integers(0, 3), st.integers(0, 3), st.integers(0, 3))
+@given(
+    st.integers(1, 6),
+    st.integers(1, 6),
+    st.integers(1, 6),
+    st.booleans(),
+    st.integers(0, 3),
+    st.integers(0, 3),
+    st.integers(0, 3),
+)
 def test_the_kernel_call_reads_and_writes_the_users_elements(m, n, k, row_major, pa, pb, po):
     """Kernel convention (tylo/ops/gemm/kernel.py): A' (M', K) at i*lda + kk, B' (K, N') at
     kk + j*ldb, D (M', N') at i + j*ldd. Every product term and output lands on the user's."""
     a = arr((m, k), (k + pa, 1), ptr=1 << 20)
     b = arr((k, n), (1, k + pb), ptr=1 << 24)
-    out = (arr((m, n), (n + po, 1), tylo.f32, 1 << 28) if row_major
-           else arr((m, n), (1, m + po), tylo.f32, 1 << 28))
+    out = (
+        arr((m, n), (n + po, 1), tylo.f32, 1 << 28)
+        if row_major
+        else arr((m, n), (1, m + po), tylo.f32, 1 << 28)
+    )
     desc = gemm_operands(a, b, out, None)
     d_, a_, b_, mm, nn, kk, lda, ldb, ldd = kernel_call(desc, out, a, b)
     assert kk == k and {mm, nn} == {m, n}
@@ -155,8 +184,11 @@ BAD_GEMM = [
     ("out shape", dict(out=arr((4, 5), None, tylo.f32)), r"out must be \(4, 4\)"),
     ("out dtype", dict(out=arr((4, 4), None, tylo.i32)), "out is i32"),
     ("out_dtype", dict(out_dtype="f64"), "out_dtype must be one of"),
-    ("out_dtype clash", dict(out=arr((4, 4), None, tylo.f32), out_dtype="bf16"),
-     "equal out_dtype bf16"),
+    (
+        "out_dtype clash",
+        dict(out=arr((4, 4), None, tylo.f32), out_dtype="bf16"),
+        "equal out_dtype bf16",
+    ),
     ("a not an array", dict(a=3), "a must be a device array"),
     ("b None", dict(b=None), "b must be a device array"),
 ]
@@ -170,28 +202,34 @@ def test_gemm_refuses_with_the_argument_named(label, change, says):
         gemm_operands(kw["a"], kw["b"], kw["out"], kw["out_dtype"])
 
 
-@pytest.mark.parametrize(("kw", "says"), [
-    (dict(relu="no"), "relu must be True or False"),
-    (dict(relu=1), "relu must be True or False"),
-    (dict(alpha=1e39), "alpha = 1e\\+39 does not fit in f32"),
-    (dict(alpha=None), "alpha must be a real number"),
-    (dict(alpha="2"), "alpha must be a real number"),
-    (dict(alpha=math.nan), "does not fit in f32"),
-])
+@pytest.mark.parametrize(
+    ("kw", "says"),
+    [
+        (dict(relu="no"), "relu must be True or False"),
+        (dict(relu=1), "relu must be True or False"),
+        (dict(alpha=1e39), "alpha = 1e\\+39 does not fit in f32"),
+        (dict(alpha=None), "alpha must be a real number"),
+        (dict(alpha="2"), "alpha must be a real number"),
+        (dict(alpha=math.nan), "does not fit in f32"),
+    ],
+)
 def test_gemm_scalars_and_options_are_checked_first(kw, says):
     with pytest.raises(OpArgumentError, match=says):
         tylo.ops.gemm(arr((4, 8)), arr((8, 4), (1, 8)), **kw)
 
 
-@pytest.mark.parametrize(("kw", "says"), [
-    (dict(causal="False"), "causal must be True or False"),
-    (dict(causal=0), "causal must be True or False"),
-    (dict(return_lse="yes"), "return_lse must be True or False"),
-    (dict(scale=1e39), "scale"),
-    (dict(scale=3e38), "scale \\* log2\\(e\\)"),
-    (dict(out=arr((2, 3, 16, 64), (-3072, 1024, 64, 1))), "out has stride -3072"),
-    (dict(out=arr((2, 3, 16, 64), (0, 1024, 64, 1))), "out has stride 0"),
-])
+@pytest.mark.parametrize(
+    ("kw", "says"),
+    [
+        (dict(causal="False"), "causal must be True or False"),
+        (dict(causal=0), "causal must be True or False"),
+        (dict(return_lse="yes"), "return_lse must be True or False"),
+        (dict(scale=1e39), "scale"),
+        (dict(scale=3e38), "scale \\* log2\\(e\\)"),
+        (dict(out=arr((2, 3, 16, 64), (-3072, 1024, 64, 1))), "out has stride -3072"),
+        (dict(out=arr((2, 3, 16, 64), (0, 1024, 64, 1))), "out has stride 0"),
+    ],
+)
 def test_attention_options_are_checked(kw, says):
     q = arr((2, 3, 16, 64))
     with pytest.raises(OpArgumentError, match=says):
@@ -205,12 +243,15 @@ def test_attention_refuses_a_negative_input_stride():
         tylo.ops.attention(q, k, q)
 
 
-@pytest.mark.parametrize(("kw", "says"), [
-    (dict(dim=0), "dim must be the last dimension"),
-    (dict(dim=True), "dim must be an integer"),
-    (dict(dim="1"), "dim must be an integer"),
-    (dict(out=arr((4, 8), (-8, 1), tylo.f32)), "out has stride -8"),
-])
+@pytest.mark.parametrize(
+    ("kw", "says"),
+    [
+        (dict(dim=0), "dim must be the last dimension"),
+        (dict(dim=True), "dim must be an integer"),
+        (dict(dim="1"), "dim must be an integer"),
+        (dict(out=arr((4, 8), (-8, 1), tylo.f32)), "out has stride -8"),
+    ],
+)
 def test_softmax_options_are_checked(kw, says):
     with pytest.raises(OpArgumentError, match=says):
         tylo.ops.softmax(arr((4, 8), None, tylo.f32), **kw)
@@ -235,6 +276,12 @@ def test_each_family_is_package_function_and_command(fam):
     import importlib
 
     assert importlib.import_module(f"tylo.ops.{fam}.host").__name__.endswith(".host")
-    r = subprocess.run([sys.executable, "-m", f"tylo.ops.{fam}", "--help"], capture_output=True,
-                       text=True, timeout=120, check=False, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", f"tylo.ops.{fam}", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )
     assert r.returncode == 0 and f"python -m tylo.ops.{fam}" in r.stdout, r.stderr

@@ -31,7 +31,7 @@ HOSTILE = [None, "abc", "False", "", 1.5, math.nan, math.inf, -math.inf, True, F
 
 def arr(shape, dtype=tylo.bf16, ptr=1 << 30, strides=None):
     if strides is None:
-        strides = tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
+        strides = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
     return DeviceArray(ptr, tuple(shape), tuple(strides), dtype, 0)
 
 
@@ -78,28 +78,52 @@ def no_gpu(monkeypatch):
 
 
 def _gemm_cases():
-    from tylo.ops.gemm import api, host, hopper_host, kernel
+    from tylo.ops.gemm import api, hopper_host, host, kernel
 
     a, b = arr((64, 64), ptr=1 << 30), arr((64, 64), ptr=1 << 31)
     d = arr((64, 64), tylo.f32, ptr=1 << 32)
     sizes = dict(m=64, n=64, k=64, lda=64, ldb=64, ldd=64)
     return [
-        ("ops.gemm", tylo.ops.gemm, dict(a=a, b=arr((64, 64), strides=(1, 64), ptr=1 << 31),
-                                         out=None, alpha=1.0, relu=False, out_dtype=None)),
-        ("gemm_operands", api.gemm_operands, dict(a=a, b=arr((64, 64), strides=(1, 64)),
-                                                  out=d, out_dtype=None)),
-        ("host.gemm", host.gemm, dict(d=d, a=a, b=b, **sizes, alpha=1.0, relu=False,
-                                      cfg=None, pack=True)),
+        (
+            "ops.gemm",
+            tylo.ops.gemm,
+            dict(
+                a=a,
+                b=arr((64, 64), strides=(1, 64), ptr=1 << 31),
+                out=None,
+                alpha=1.0,
+                relu=False,
+                out_dtype=None,
+            ),
+        ),
+        (
+            "gemm_operands",
+            api.gemm_operands,
+            dict(a=a, b=arr((64, 64), strides=(1, 64)), out=d, out_dtype=None),
+        ),
+        (
+            "host.gemm",
+            host.gemm,
+            dict(d=d, a=a, b=b, **sizes, alpha=1.0, relu=False, cfg=None, pack=True),
+        ),
         ("host.choose_config", host.choose_config, dict(m=64, n=64, k=64, lda=64, ldb=64)),
-        ("hopper_host.gemm", hopper_host.gemm, dict(d=d, a=a, b=b, **sizes, alpha=1.0,
-                                                    relu=False, cfg=None)),
+        (
+            "hopper_host.gemm",
+            hopper_host.gemm,
+            dict(d=d, a=a, b=b, **sizes, alpha=1.0, relu=False, cfg=None),
+        ),
         ("check_extents", hopper_host.check_extents, dict(d=d, a=a, b=b, **sizes)),
-        ("chosen_config", hopper_host.chosen_config, dict(d=d, a=a, b=b, **sizes, relu=False,
-                                                          cfg=None)),
-        ("default_config", hopper_host.default_config, dict(dtype=tylo.bf16, tma_store=True,
-                                                            k=64)),
-        ("takes_tma_path", hopper_host.takes_tma_path, dict(m=64, n=64, k=64, lda=64, ldb=64,
-                                                            a=a, b=b)),
+        (
+            "chosen_config",
+            hopper_host.chosen_config,
+            dict(d=d, a=a, b=b, **sizes, relu=False, cfg=None),
+        ),
+        ("default_config", hopper_host.default_config, dict(dtype=tylo.bf16, tma_store=True, k=64)),
+        (
+            "takes_tma_path",
+            hopper_host.takes_tma_path,
+            dict(m=64, n=64, k=64, lda=64, ldb=64, a=a, b=b),
+        ),
         ("takes_tma_store", hopper_host.takes_tma_store, dict(d=d, m=64, ldd=64)),
         ("gemm_config", kernel.gemm_config, dict(plan=kernel.DEFAULT_PLAN, stages=2)),
         ("HopperGemmConfig", hopper_host.HopperGemmConfig, dict(bn=128, m_atoms=2, stages=3)),
@@ -107,7 +131,7 @@ def _gemm_cases():
 
 
 def _attention_cases():
-    from tylo.ops.attention import config, host, hopper_args, hopper_host, reference
+    from tylo.ops.attention import config, hopper_args, hopper_host, host, reference
 
     q = arr((2, 3, 16, 64), ptr=1 << 30)
     k, v = arr((2, 3, 16, 64), ptr=1 << 31), arr((2, 3, 16, 64), ptr=1 << 32)
@@ -115,32 +139,67 @@ def _attention_cases():
     lens = arr((2,), tylo.i32, ptr=1 << 35)
     hcfg = hopper_host.HopperAttentionConfig(d=64)
     return [
-        ("ops.attention", tylo.ops.attention, dict(q=q, k=k, v=v, causal=False, kv_lens=None,
-                                                   scale=None, out=out, return_lse=False)),
-        ("host.attention", host.attention, dict(q=q, k=k, v=v, causal=False, kv_lens=lens,
-                                                scale=None, out=out, lse=lse, path="warp")),
-        ("plan_attention", host.plan_attention, dict(q=q, k=k, v=v, out=out, lse=lse,
-                                                     causal=False, kv_lens=lens, scale=0.5)),
+        (
+            "ops.attention",
+            tylo.ops.attention,
+            dict(q=q, k=k, v=v, causal=False, kv_lens=None, scale=None, out=out, return_lse=False),
+        ),
+        (
+            "host.attention",
+            host.attention,
+            dict(
+                q=q, k=k, v=v, causal=False, kv_lens=lens, scale=None, out=out, lse=lse, path="warp"
+            ),
+        ),
+        (
+            "plan_attention",
+            host.plan_attention,
+            dict(q=q, k=k, v=v, out=out, lse=lse, causal=False, kv_lens=lens, scale=0.5),
+        ),
         ("auto_path", host.auto_path, dict(q=q, k=k, v=v, scale=None)),
-        ("launch_options", host.launch_options, dict(d=64, causal=False, padding=False,
-                                                     aligned=True, capability=(9, 0))),
-        ("launch_config", host.launch_config, dict(d=64, dtype=tylo.bf16, causal=False,
-                                                   padding=False, aligned=True,
-                                                   capability=(9, 0))),
+        (
+            "launch_options",
+            host.launch_options,
+            dict(d=64, causal=False, padding=False, aligned=True, capability=(9, 0)),
+        ),
+        (
+            "launch_config",
+            host.launch_config,
+            dict(
+                d=64, dtype=tylo.bf16, causal=False, padding=False, aligned=True, capability=(9, 0)
+            ),
+        ),
         ("attention_config", config.attention_config, dict(d=64, dtype="bf16", causal=False)),
-        ("hopper_attention", hopper_host.hopper_attention,
-         dict(q=q, k=k, v=v, causal=False, kv_lens=lens, scale=None, out=out, lse=lse,
-              cfg=hcfg)),
-        ("hopper choose_config", hopper_host.choose_config,
-         dict(d=64, dtype=tylo.bf16, causal=False, lk=100, consumers=2)),
-        ("persistent_grid", hopper_host.persistent_grid,
-         dict(cfg=hopper_host.HopperAttentionConfig(d=64, persistent=True), lq=100, lk=100,
-              h=3, b=2, sms=132)),
+        (
+            "hopper_attention",
+            hopper_host.hopper_attention,
+            dict(q=q, k=k, v=v, causal=False, kv_lens=lens, scale=None, out=out, lse=lse, cfg=hcfg),
+        ),
+        (
+            "hopper choose_config",
+            hopper_host.choose_config,
+            dict(d=64, dtype=tylo.bf16, causal=False, lk=100, consumers=2),
+        ),
+        (
+            "persistent_grid",
+            hopper_host.persistent_grid,
+            dict(
+                cfg=hopper_host.HopperAttentionConfig(d=64, persistent=True),
+                lq=100,
+                lk=100,
+                h=3,
+                b=2,
+                sms=132,
+            ),
+        ),
         ("long_keys", hopper_host.long_keys, dict(d=64, causal=False)),
         ("check_inputs", hopper_args.check_inputs, dict(q=q, k=k, v=v)),
         ("takes_tma_store", hopper_args.takes_tma_store, dict(out=out)),
-        ("HopperAttentionConfig", hopper_host.HopperAttentionConfig,
-         dict(d=64, bn=128, stages=2, causal=False)),
+        (
+            "HopperAttentionConfig",
+            hopper_host.HopperAttentionConfig,
+            dict(d=64, bn=128, stages=2, causal=False),
+        ),
         ("visible", reference.visible, dict(lq=4, lk=5, causal=True, kv_len=3)),
     ]
 
@@ -151,15 +210,23 @@ def _softmax_cases():
     x, o = arr((8, 16), tylo.f32, ptr=1 << 30), arr((8, 16), tylo.f32, ptr=1 << 31)
     return [
         ("ops.softmax", tylo.ops.softmax, dict(x=x, dim=-1, mask=None, out=o)),
-        ("host.softmax", host.softmax, dict(out=o, x=x, mask=None, lengths=None, style=None,
-                                            cfg=None)),
-        ("plan_launch", host.plan_launch, dict(out=o, x=x, mask=None, lengths=None,
-                                               style=None)),
+        (
+            "host.softmax",
+            host.softmax,
+            dict(out=o, x=x, mask=None, lengths=None, style=None, cfg=None),
+        ),
+        ("plan_launch", host.plan_launch, dict(out=o, x=x, mask=None, lengths=None, style=None)),
         ("make_config", plan.make_config, dict(style="warp", cols=16, vec=4, mask="none")),
-        ("choose_config", plan.choose_config, dict(rows=8, cols=16, vec=4, itemsize=4,
-                                                   mask="none", style=None, cc=(9, 0))),
-        ("launch_shape", host.launch_shape,
-         dict(cfg=plan.choose_config(8, 16, vec=4), rows=8, itemsize=4)),
+        (
+            "choose_config",
+            plan.choose_config,
+            dict(rows=8, cols=16, vec=4, itemsize=4, mask="none", style=None, cc=(9, 0)),
+        ),
+        (
+            "launch_shape",
+            host.launch_shape,
+            dict(cfg=plan.choose_config(8, 16, vec=4), rows=8, itemsize=4),
+        ),
     ]
 
 
@@ -179,7 +246,9 @@ def test_valid_arguments_reach_the_launch_or_return(label, fn, base):
 
 
 @pytest.mark.parametrize(("label", "fn", "base"), CASES, ids=[c[0] for c in CASES])
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
 def test_hostile_arguments_raise_only_tylo_errors(label, fn, base, data):
     name = data.draw(st.sampled_from(sorted(base)), label="argument")
@@ -210,14 +279,17 @@ def test_check_extents_refuses_what_is_not_an_int():
 
 
 @pytest.mark.parametrize("path", ["host", "hopper_host"])
-@pytest.mark.parametrize(("kw", "says"), [
-    (dict(relu="no"), "relu must be True or False"),
-    (dict(alpha=None), "alpha must be a real number"),
-    (dict(alpha=1e39), "alpha = 1e\\+39 does not fit in f32"),
-    (dict(cfg="abc"), "cfg must be a"),
-    (dict(m=True), "m must be an integer"),
-    (dict(ldd=0), "ldd must be >= 1"),
-])
+@pytest.mark.parametrize(
+    ("kw", "says"),
+    [
+        (dict(relu="no"), "relu must be True or False"),
+        (dict(alpha=None), "alpha must be a real number"),
+        (dict(alpha=1e39), "alpha = 1e\\+39 does not fit in f32"),
+        (dict(cfg="abc"), "cfg must be a"),
+        (dict(m=True), "m must be an integer"),
+        (dict(ldd=0), "ldd must be >= 1"),
+    ],
+)
 def test_the_kernel_level_gemms_check_their_arguments(path, kw, says):
     import importlib
 
@@ -231,12 +303,15 @@ def test_the_kernel_level_gemms_check_their_arguments(path, kw, says):
         fn(**args)
 
 
-@pytest.mark.parametrize(("kw", "says"), [
-    (dict(causal="False"), "causal must be True or False"),
-    (dict(scale="abc"), "scale must be a real number"),
-    (dict(scale=1e39), "scale = 1e\\+39 does not fit in f32"),
-    (dict(path=["warp"]), "path must be one of"),
-])
+@pytest.mark.parametrize(
+    ("kw", "says"),
+    [
+        (dict(causal="False"), "causal must be True or False"),
+        (dict(scale="abc"), "scale must be a real number"),
+        (dict(scale=1e39), "scale = 1e\\+39 does not fit in f32"),
+        (dict(path=["warp"]), "path must be one of"),
+    ],
+)
 def test_the_warp_attention_checks_its_arguments(kw, says):
     from tylo.ops.attention.host import attention
 
@@ -245,12 +320,15 @@ def test_the_warp_attention_checks_its_arguments(kw, says):
         attention(q, q, q, **{"path": "warp", **kw})
 
 
-@pytest.mark.parametrize(("kw", "says"), [
-    (dict(causal="False"), "causal must be a bool"),
-    (dict(scale="abc"), "scale must be a real number"),
-    (dict(scale=1e39), "scale = 1e\\+39 does not fit in f32"),
-    (dict(cfg="abc"), "cfg must be a HopperAttentionConfig"),
-])
+@pytest.mark.parametrize(
+    ("kw", "says"),
+    [
+        (dict(causal="False"), "causal must be a bool"),
+        (dict(scale="abc"), "scale must be a real number"),
+        (dict(scale=1e39), "scale = 1e\\+39 does not fit in f32"),
+        (dict(cfg="abc"), "cfg must be a HopperAttentionConfig"),
+    ],
+)
 def test_the_hopper_attention_checks_its_arguments(kw, says):
     from tylo.ops.attention.hopper_host import hopper_attention
 

@@ -39,7 +39,7 @@ def no_driver(monkeypatch):
 
 def arr(shape, dtype=tylo.bf16, ptr=1 << 30, strides=None):
     if strides is None:
-        strides = tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
+        strides = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
     return DeviceArray(ptr, tuple(shape), tuple(strides), dtype, 0)
 
 

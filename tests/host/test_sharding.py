@@ -47,8 +47,21 @@ def test_three_shards_of_the_gpu_tier_partition_it() -> None:
         assert len({n.split("::")[0] for n in shard}) >= len(files) - 3
 
 
-BAD = ["0/3", "4/3", "1/0", "0/0", "-1/3", "a/b", "1/3/5", "", "1.0/3", "3", "1 of 3",
-       "99999999999999999999/2", "\u0661/\u0663"]
+BAD = [
+    "0/3",
+    "4/3",
+    "1/0",
+    "0/0",
+    "-1/3",
+    "a/b",
+    "1/3/5",
+    "",
+    "1.0/3",
+    "3",
+    "1 of 3",
+    "99999999999999999999/2",
+    "\u0661/\u0663",
+]
 
 
 @pytest.mark.parametrize("value", BAD)
@@ -59,16 +72,31 @@ def test_a_bad_shard_is_refused(value: str) -> None:
 
 def test_a_bad_shard_is_a_usage_error_of_pytest() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
-         "--shard=4/3", "tests/host/test_sharding.py"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--collect-only",
+            "-q",
+            "--shard=4/3",
+            "tests/host/test_sharding.py",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 4, proc.stderr[-1000:]
     assert "--shard '4/3': I must be between 1 and N" in proc.stderr
 
 
-@pytest.mark.parametrize("value, expected", [("1/1", (1, 1)), (" 2 / 3 ", (2, 3)),
-                                             ("7/99999999999999999999", (7, 10**20 - 1))])
+@pytest.mark.parametrize(
+    "value, expected",
+    [("1/1", (1, 1)), (" 2 / 3 ", (2, 3)), ("7/99999999999999999999", (7, 10**20 - 1))],
+)
 def test_a_good_shard_is_read(value: str, expected: tuple[int, int]) -> None:
     assert parse_shard(value) == expected
 

@@ -164,6 +164,7 @@ def test_the_hopper_defaults_are_named():
                 value.overlap = True  # type: ignore[misc]
     assert hd.SCHEDULES[(64, True, True)] == hd.Schedule(overlap=True, tma_store=True)
     assert hd.SCHEDULES[hd.Case(d=128, causal=False, long=False)] == hd.Schedule(
-        pingpong=True, overlap=True, tma_store=True, persistent=True, split_release=True)
+        pingpong=True, overlap=True, tma_store=True, persistent=True, split_release=True
+    )
     assert hd.ITEM_SCHEDULES[(64, True, False)] == hd.ItemSchedule(True, True)
     assert len(hd.SCHEDULES) == 8 and len(hd.THREE_CONSUMER_SCHEDULES) == 3

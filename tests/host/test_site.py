@@ -460,8 +460,7 @@ def test_planted_table_older_than_a_tylo_change_renders_stale(tmp_path: Path) ->
     assert f"{head}current: no change to" in new
     assert (
         "the latest complete GPU-tier run of the current suite is the one of 2026-12-01 at "
-        f"`{suite_at[:10]}`"
-        in text
+        f"`{suite_at[:10]}`" in text
     )
     assert "ran on older code (`tylo/` changed" in text
     # the suite changes: no complete run of the current suite is left

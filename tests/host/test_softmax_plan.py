@@ -240,14 +240,20 @@ def test_plan_launch_checks_and_chooses():
         (lambda x, o: plan_launch(o, arr((2, 8, 16))), "must be 2-D"),
         (lambda x, o: plan_launch(o, arr((8, 16), strides=(1, 8))), "column stride 1"),
         (lambda x, o: plan_launch(o, np.ones((8, 16), np.float32)), "host memory"),
-        (lambda x, o: plan_launch(arr((8, 15), offset=4096), arr((8, 15)), style="mma"),
-         "even row length"),
+        (
+            lambda x, o: plan_launch(arr((8, 15), offset=4096), arr((8, 15)), style="mma"),
+            "even row length",
+        ),
         (lambda x, o: plan_launch(x, x), "out and x share memory"),
         (lambda x, o: plan_launch(arr((8, 16), offset=64), x), "out and x share memory"),
-        (lambda x, o: plan_launch(o, x, lengths=arr((8,), tylo.i32, offset=4096 + 32)),
-         "out and lengths share memory"),
-        (lambda x, o: plan_launch(arr((8, 16), strides=(8, 1), offset=4096), x),
-         "out .* has elements at one address"),
+        (
+            lambda x, o: plan_launch(o, x, lengths=arr((8,), tylo.i32, offset=4096 + 32)),
+            "out and lengths share memory",
+        ),
+        (
+            lambda x, o: plan_launch(arr((8, 16), strides=(8, 1), offset=4096), x),
+            "out .* has elements at one address",
+        ),
         (lambda x, o: plan_launch(o, x, style="row"), "style must be one of"),
     ],
 )
@@ -259,12 +265,18 @@ def test_plan_launch_typed_errors(call, match):
 @pytest.mark.parametrize(
     "call,match",
     [
-        (lambda x, o: plan_launch(arr((8, 16), strides=(0, 1), offset=4096), x),
-         "out has stride 0 on dimension 0"),
-        (lambda x, o: plan_launch(o, arr((8, 16), strides=(-16, 1), offset=1 << 20)),
-         "x has stride -16 on dimension 0"),
-        (lambda x, o: plan_launch(o, x, mask=arr((8, 16), tylo.bool_, strides=(-16, 1))),
-         "mask has stride -16 on dimension 0"),
+        (
+            lambda x, o: plan_launch(arr((8, 16), strides=(0, 1), offset=4096), x),
+            "out has stride 0 on dimension 0",
+        ),
+        (
+            lambda x, o: plan_launch(o, arr((8, 16), strides=(-16, 1), offset=1 << 20)),
+            "x has stride -16 on dimension 0",
+        ),
+        (
+            lambda x, o: plan_launch(o, x, mask=arr((8, 16), tylo.bool_, strides=(-16, 1))),
+            "mask has stride -16 on dimension 0",
+        ),
     ],
 )
 def test_plan_launch_refuses_zero_and_negative_strides(call, match):

@@ -127,7 +127,10 @@ def test_composed_plans_are_hashable_and_frozen():
         p.box = (1, 1)
     assert isinstance(
         TensorMapPlan(
-            dt.bf16, Layout((64, 64), (64, 1)), (8, 64), "128B",
+            dt.bf16,
+            Layout((64, 64), (64, 1)),
+            (8, 64),
+            "128B",
             ComposedLayout(Swizzle(3, 3, 3), 0, Layout((8, 64), (64, 1))),
         ).box_layout(),
         ComposedLayout,

@@ -56,9 +56,7 @@ def tile_layout(major, swizzle, rows, kw):
     if swizzle == "none":
         return Layout(((T, rows // T), (8, kw // 8)), ((1, 8 * T), (T, rows * 8)))
     w = WIDTH[swizzle] // E
-    return composition(
-        Swizzle(BITS[swizzle], 3, 3), Layout(((w, rows // w), kw), ((1, w * kw), w))
-    )
+    return composition(Swizzle(BITS[swizzle], 3, 3), Layout(((w, rows // w), kw), ((1, w * kw), w)))
 
 
 def offsets(layout, rows, k_offset):

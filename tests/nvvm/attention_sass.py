@@ -46,9 +46,7 @@ def wgmma_chains(sass: str, cfg: Any) -> tuple[list[str], list[str]]:
     V transposed) of the SASS."""
     t = r"\.BF16" if cfg.dtype is tylo.bf16 else ""  # nvdisasm leaves f16 inputs unnamed
     s_mma = re.findall(rf"HGMMA\.64x{cfg.bn}x16\.F32{t} R\d+, gdesc\[UR\d+\]", sass)
-    pv_mma = re.findall(
-        rf"HGMMA\.64x{cfg.d}x16\.F32{t} R\d+, R\d+, gdesc\[UR\d+\]\.tnspB", sass
-    )
+    pv_mma = re.findall(rf"HGMMA\.64x{cfg.d}x16\.F32{t} R\d+, R\d+, gdesc\[UR\d+\]\.tnspB", sass)
     return s_mma, pv_mma
 
 

@@ -96,8 +96,14 @@ def test_pairs_are_native_in_global_memory_and_a_cas_loop_in_shared(target):
     hopper = target == "sm_90a"
     red = "REDG" if hopper else "RED"
     k = pairs.compile(tylo.f16, tylo.bf16, tylo.f16, hopper, block=64, target=target)
-    want = Counter({"ATOMG.E.ADD.F16x2.RN": 1, f"{red}.E.ADD.F16x2.RN": 1,
-                    "ATOMS.CAST.SPIN": 1, "ATOMG.E.CAS": 1})
+    want = Counter(
+        {
+            "ATOMG.E.ADD.F16x2.RN": 1,
+            f"{red}.E.ADD.F16x2.RN": 1,
+            "ATOMS.CAST.SPIN": 1,
+            "ATOMG.E.CAS": 1,
+        }
+    )
     if hopper:
         want.update({"ATOMG.E.ADD.BF16x2.RN": 1, "REDG.E.ADD.BF16x2.RN": 1})
         for op in ("MIN", "MAX"):
@@ -126,13 +132,13 @@ def every_new_combination(g: tylo.Ptr(align=4), x, pairs: tylo.Static):
                             x[t + 128] = old[0] if pairs else old
 
 
-@pytest.mark.parametrize(("d", "pairs"), [(tylo.f32, False), (tylo.f64, False),
-                                          (tylo.f16, True), (tylo.bf16, True)])
+@pytest.mark.parametrize(
+    ("d", "pairs"), [(tylo.f32, False), (tylo.f64, False), (tylo.f16, True), (tylo.bf16, True)]
+)
 def test_the_assembler_accepts_every_new_combination(d, pairs):
     """ptxas (not only the tracer) accepts each qualifier combination the API allows,
     the cluster scope included, on sm_90a."""
-    k = every_new_combination.compile(tylo.pointer(d, align=4), d, pairs, block=64,
-                                      target="sm_90a")
+    k = every_new_combination.compile(tylo.pointer(d, align=4), d, pairs, block=64, target="sm_90a")
     body = k.ptx
     n = len(atomics.SCOPES)
     if pairs:  # add: 2 spaces, min/max: global; 4 orders with a result, 2 without

@@ -135,8 +135,17 @@ def test_each_kernel_refuses_the_other_schedule():
         )
     with pytest.raises(tylo.TyloError, match="persistent=True"):
         hopper_attention_persistent_kernel.compile(  # with the table (u32) and the heads
-            one.dtype, tylo.f32, *plans(one), None, tylo.i32, tylo.u32, *common[1:], int, one,
-            block=THREADS, target="sm_90a",
+            one.dtype,
+            tylo.f32,
+            *plans(one),
+            None,
+            tylo.i32,
+            tylo.u32,
+            *common[1:],
+            int,
+            one,
+            block=THREADS,
+            target="sm_90a",
         )
 
 

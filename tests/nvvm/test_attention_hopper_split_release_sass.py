@@ -58,8 +58,10 @@ def _cfg(tile, causal, persistent, pingpong, overlap, **kw):
 
 def _id(case):
     tile, causal, persistent, pp, ov, _ = case
-    return (f"{tile}{'-causal' if causal else ''}{'-persistent' if persistent else ''}"
-            f"{'-pp' if pp else ''}{'-ov' if ov else ''}")
+    return (
+        f"{tile}{'-causal' if causal else ''}{'-persistent' if persistent else ''}"
+        f"{'-pp' if pp else ''}{'-ov' if ov else ''}"
+    )
 
 
 @pytest.mark.parametrize("tile, causal, persistent, pingpong, overlap, fits", CASES,

@@ -29,9 +29,15 @@ CASES = [
 
 
 @pytest.mark.parametrize(
-    "d, causal, dtype, pingpong, overlap, persistent", CASES,
-    ids=["d64-overlap", "d64-causal-f16-pp", "d128-causal", "persistent-d128-pp-ov",
-         "persistent-d64-f16"],
+    "d, causal, dtype, pingpong, overlap, persistent",
+    CASES,
+    ids=[
+        "d64-overlap",
+        "d64-causal-f16-pp",
+        "d128-causal",
+        "persistent-d128-pp-ov",
+        "persistent-d64-f16",
+    ],
 )
 def test_tma_store_assembly(d, causal, dtype, pingpong, overlap, persistent):
     cfg = fitting_config(
@@ -58,7 +64,7 @@ def test_tma_store_assembly(d, causal, dtype, pingpong, overlap, persistent):
     if persistent:  # the Q buffer goes back to the producer only after the stores read it
         wait = ptx.index("cp.async.bulk.wait_group.read 0;")
         tail = ptx[wait:]
-        assert "qbuf_empty" not in ptx[ptx.index("stmatrix"):wait]  # no release before it
+        assert "qbuf_empty" not in ptx[ptx.index("stmatrix") : wait]  # no release before it
         assert re.search(r"qbuf_empty;[\s\S]*?mbarrier\.arrive", tail)
     else:
         assert "cp.async.bulk.wait_group 0;" in ptx

@@ -347,11 +347,14 @@ def _remote_arrive_kernel(scope):
     return k
 
 
-@pytest.mark.parametrize("scope, sem, membar", [
-    ("default", ".release.cluster", True),
-    ("cluster", ".release.cluster", True),
-    ("cta", "", False),
-])
+@pytest.mark.parametrize(
+    "scope, sem, membar",
+    [
+        ("default", ".release.cluster", True),
+        ("cluster", ".release.cluster", True),
+        ("cta", "", False),
+    ],
+)
 def test_remote_arrive_scope(scope, sem, membar):
     """A remote arrive releases at cluster scope unless told ``scope="cta"``; only the
     cluster-scope form puts a GPU-wide memory barrier before the arrive in SASS (the cost

@@ -43,9 +43,9 @@ def histogram(bins, x, n, keep: tylo.Static, space: tylo.Static):
 def test_global_atomics_are_atomg_or_redg(target):
     red = histogram.compile(tylo.u32, tylo.u32, int, False, "global", block=128, target=target)
     atom = histogram.compile(tylo.u32, tylo.u32, int, True, "global", block=128, target=target)
-    assert "red.global.add.u32" in red.ptx and family(red.sass, "REDG") + family(
-        red.sass, "RED"
-    ) == 1
+    assert (
+        "red.global.add.u32" in red.ptx and family(red.sass, "REDG") + family(red.sass, "RED") == 1
+    )
     assert family(red.sass, "ATOMG") == 0
     assert "atom.global.add.u32" in atom.ptx and family(atom.sass, "ATOMG") == 1
 

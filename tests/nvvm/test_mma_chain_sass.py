@@ -87,6 +87,8 @@ def chained(
         pa = p[ks].transpose() if bad else p[ks]
         acc = mma_atoms(second, pa, load_operand(second, "b", sc, tid, ks), acc)
     store(second, GlobalTile(d, Layout((m, n2), (1, m))), acc, tid)
+
+
 # --8<-- [end:chain]
 
 
@@ -119,9 +121,7 @@ def test_chain_assembly(name, target):
     seq = executed(k.sass)
     ops = families(seq)
     d = first.atom.dtype
-    hmma = [
-        p.repeat[0] * p.repeat[1] * p.k_steps for p in (first, second)
-    ]  # per thread, per plan
+    hmma = [p.repeat[0] * p.repeat[1] * p.k_steps for p in (first, second)]  # per thread, per plan
     assert k.ptx.count(f"mma.sync.aligned.m16n8k16.row.col.f32.{d}.{d}.f32") == sum(hmma)
     assert ops["HMMA"] == sum(hmma) and f"HMMA.16816.F32.{str(d).upper()}" in k.sass
     # the chain: one cvt pack per A register, no shared or local memory round trip

@@ -173,8 +173,9 @@ def _kernel_entry(cache_dir: Path) -> tuple[Path, C.CacheEntry]:
 def _forge(path: Path, e: C.CacheEntry, **meta) -> None:
     """Rewrite the entry with other metadata and a *correct* checksum (what someone who
     can write the cache directory can do)."""
-    path.write_bytes(C._encode(path.stem, C.CacheEntry(e.ptx, e.cubin, e.info_log,
-                                                       {**e.meta, **meta})))
+    path.write_bytes(
+        C._encode(path.stem, C.CacheEntry(e.ptx, e.cubin, e.info_log, {**e.meta, **meta}))
+    )
 
 
 def _flip_in_cubin(path: Path, e: C.CacheEntry) -> None:
@@ -286,8 +287,7 @@ def test_compiles_survive_the_cache_being_deleted_every_5ms(tmp_path) -> None:
     deleter = ctx.Process(target=_race_deleter, args=(directory, stop))
     deleter.start()
     procs = [
-        ctx.Process(target=_race_compile, args=(i, directory, str(tmp_path), q))
-        for i in range(8)
+        ctx.Process(target=_race_compile, args=(i, directory, str(tmp_path), q)) for i in range(8)
     ]
     try:
         for p in procs:

@@ -208,7 +208,10 @@ def test_repeated_launches_take_the_inline_path(recorder):
     launcher(out, array(0x3000), 14, stream=5)
     assert [c[0] for c in recorder] == ["checked"] + ["direct"] * 4
     assert [c[4] for c in recorder[1:]] == [
-        (0x1000, 0x2000, 11), (0x1000, 0x2000, 12), (0x1000, 0x2000, 13), (0x1000, 0x3000, 14)
+        (0x1000, 0x2000, 11),
+        (0x1000, 0x2000, 12),
+        (0x1000, 0x2000, 13),
+        (0x1000, 0x3000, 14),
     ]
     assert recorder.streams == [0, 0, 0, 5]
     assert all(c[1:4] == ((4, 1, 1), (256, 1, 1), 0) for c in recorder[1:])
@@ -298,8 +301,21 @@ def test_the_c_inline_launch_rejects_malformed_input():
 
     def make(args=((2, int, None, None, None),), slots=((0, "q", 56),), size=64, launch=noop):
         return accel.InlineLaunch(
-            launch, 1, 0, 0, driver._tls, lambda err: None, None, {}, 0, 49152,
-            args, slots, ((0, 1, 100, 1),), (), size,
+            launch,
+            1,
+            0,
+            0,
+            driver._tls,
+            lambda err: None,
+            None,
+            {},
+            0,
+            49152,
+            args,
+            slots,
+            ((0, 1, 100, 1),),
+            (),
+            size,
         )
 
     with pytest.raises(ValueError, match="malformed"):

@@ -98,8 +98,18 @@ class LaunchRecord:
     (4, 1, 1, 256, 1, 1, 0, 0, 0, 0)
     """
 
-    __slots__ = ("_buffer", "_pointers", "_shift", "_struct", "config", "nbytes", "offsets",
-                 "pack", "params", "signature")
+    __slots__ = (
+        "_buffer",
+        "_pointers",
+        "_shift",
+        "_struct",
+        "config",
+        "nbytes",
+        "offsets",
+        "pack",
+        "params",
+        "signature",
+    )
 
     def __init__(self, params: Sequence[Param]) -> None:
         self.signature = tuple(params)
@@ -116,9 +126,7 @@ class LaunchRecord:
         align = max(8, max((p.align for p in self.signature), default=1))
         self._buffer, self._shift = aligned_buffer(pos, align)
         base = ctypes.addressof(self._buffer) + self._shift
-        self._pointers = (ctypes.c_void_p * max(len(offsets), 1))(
-            *(base + off for off in offsets)
-        )
+        self._pointers = (ctypes.c_void_p * max(len(offsets), 1))(*(base + off for off in offsets))
         self.config = base
         self.params = ctypes.addressof(self._pointers) if offsets else None
         # buffer and offset bound once: pack(*config, *values)
@@ -221,8 +229,9 @@ def cluster_attribute(cluster: tuple[int, int, int]) -> tuple[int, int]:
     return ctypes.addressof(buf), 1
 
 
-def _cluster_config(cu: Any, grid: tuple, block: tuple, cluster: tuple, shared_bytes: int,
-                    stream: Any) -> Any:
+def _cluster_config(
+    cu: Any, grid: tuple, block: tuple, cluster: tuple, shared_bytes: int, stream: Any
+) -> Any:
     """A ``cuda.bindings`` ``CUlaunchConfig`` with one cluster-dimension attribute."""
     attr = cu.CUlaunchAttribute()
     attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION

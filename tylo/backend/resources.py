@@ -392,7 +392,11 @@ def register_split(ptx: str, sass: str | None = None) -> str | None:
     if {op for op, _ in found} == {"dec", "inc"}:
         line += " (the warpgroups that run a dec give registers to those that run an inc)"
     if sass is not None:
-        line += "; kept in SASS" if "USETMAXREG" in sass else (
-            "; dropped by the linker (no USETMAXREG in SASS: every warp keeps the entry count)"
+        line += (
+            "; kept in SASS"
+            if "USETMAXREG" in sass
+            else (
+                "; dropped by the linker (no USETMAXREG in SASS: every warp keeps the entry count)"
+            )
         )
     return line

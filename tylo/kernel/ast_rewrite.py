@@ -410,9 +410,7 @@ class _Rewriter(ast.NodeTransformer):
         # order is kept (the value first, then the container and the key)
         value = self._fresh("value")
         first = ast.Assign(targets=[_name(value, ast.Store())], value=node.value)
-        store = ast.Expr(
-            _call(_attr(RT, "setitem"), target.value, target.slice, _name(value))
-        )
+        store = ast.Expr(_call(_attr(RT, "setitem"), target.value, target.slice, _name(value)))
         return [_at(first, node), _at(store, node)]  # type: ignore[list-item]
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.expr:

@@ -320,9 +320,7 @@ def _pair(
         a = asm.input(addr)
         xs = [asm.input(v.use()) for v in values]
         dst = "{" + ", ".join(res2) + "}, " if result else ""
-        asm.line(
-            f"{kind}{quals}.global.{op}.noftz.v2.{d} {dst}[{a}], {{{xs[0]}, {xs[1]}}};"
-        )
+        asm.line(f"{kind}{quals}.global.{op}.noftz.v2.{d} {dst}[{a}], {{{xs[0]}, {xs[1]}}};")
         old = asm.emit(b, side_effects=True, memory=True)
         if not result:
             return None
@@ -336,7 +334,8 @@ def _pair_address(name: str, t: Tensor, coord: Any) -> ir.Value:
     t._check_offset(offset, 2, f"[{coord!r}]")
     if t.align < 4:
         hint = (
-            "allocate with align=4" if t.addrspace == ADDRSPACE_SHARED
+            "allocate with align=4"
+            if t.addrspace == ADDRSPACE_SHARED
             else "annotate the parameter tylo.Ptr(align=4)"
         )
         raise TraceError(

@@ -132,8 +132,12 @@ def check_index(offset: Any, bound: int | None, what: str, count: int = 1) -> No
     b.cbranch(bad, fail, ok)
     b.position_at_end(fail)
     text = (
-        f"tylo: out-of-bounds {what} in kernel {ctx.kernel_name} at {file}:{line}: "
-    ).replace("%", "%%") + tail + "\n"
+        (f"tylo: out-of-bounds {what} in kernel {ctx.kernel_name} at {file}:{line}: ").replace(
+            "%", "%%"
+        )
+        + tail
+        + "\n"
+    )
     trap(text, args)
     b.position_at_end(ok)
     ctx.scope.cache[key] = off

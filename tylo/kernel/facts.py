@@ -99,4 +99,3 @@ def symbol_bounds(
     if symbol.is_nonnegative:
         return 0, int_max
     return -int_max - 1, int_max
-

@@ -52,7 +52,15 @@ class Hot:
     """A specialization bound to a device (see the module doc)."""
 
     __slots__ = (
-        "attrs", "entry", "fast", "handle", "inline", "launch", "ordinal", "records", "values_of"
+        "attrs",
+        "entry",
+        "fast",
+        "handle",
+        "inline",
+        "launch",
+        "ordinal",
+        "records",
+        "values_of",
     )
 
     def __init__(self, entry: Any, ordinal: int) -> None:
@@ -114,11 +122,15 @@ def make_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) -> An
     """The inline launch function ``f(dims, args, shared, stream) -> bool`` for one
     specialization, thread and argument types: the C one (:data:`ACCELERATED`) or the
     generated Python one, which do the same."""
-    if ACCELERATED and all(
-        s.kind not in ("buffer", "owned", "torch", "tensor_map") or type(s.device) is int
-        for s in specs
-    ) and (  # an extension built before tensor maps: the Python function takes them
-        getattr(_accel, "TENSOR_MAPS", 0) or all(s.kind != "tensor_map" for s in specs)
+    if (
+        ACCELERATED
+        and all(
+            s.kind not in ("buffer", "owned", "torch", "tensor_map") or type(s.device) is int
+            for s in specs
+        )
+        and (  # an extension built before tensor maps: the Python function takes them
+            getattr(_accel, "TENSOR_MAPS", 0) or all(s.kind != "tensor_map" for s in specs)
+        )
     ):
         return _c_inline(hot, record, tid, specs)
     return _python_inline(hot, record, tid, specs)
@@ -252,7 +264,11 @@ def _python_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) ->
         guards.append(guard.format(a=f"a{i}", c=prefix))
         values.append(f"    v{i} = {value.format(a=f'a{i}', c=prefix)}\n")
         consts = {
-            "t": spec.type, "d": spec.dtype, "e": spec.device, "v": spec.value, "r": spec.refuse,
+            "t": spec.type,
+            "d": spec.dtype,
+            "e": spec.device,
+            "v": spec.value,
+            "r": spec.refuse,
             "m": tensor_map_device,
         }
         names.update({prefix + k: v for k, v in consts.items()})

@@ -75,8 +75,10 @@ def _bad(what: str, node: Any) -> GuardDataError:
     text = repr(node)
     if len(text) > 80:
         text = text[:77] + "..."
-    return GuardDataError(f"guard expression: {what} (at {text}); guards are trees of ints, "
-                          "('v', i), + - * // % ** min max, comparisons, and/or/not")
+    return GuardDataError(
+        f"guard expression: {what} (at {text}); guards are trees of ints, "
+        "('v', i), + - * // % ** min max, comparisons, and/or/not"
+    )
 
 
 def _validate(node: Any, depth: int, count: list[int]) -> Tree:
@@ -89,8 +91,7 @@ def _validate(node: Any, depth: int, count: list[int]) -> Tree:
         return node
     if type(node) is int:
         if node.bit_length() >= MAX_INT_BITS:
-            raise _bad(f"a constant of {node.bit_length()} bits (at most {MAX_INT_BITS - 1})",
-                       node)
+            raise _bad(f"a constant of {node.bit_length()} bits (at most {MAX_INT_BITS - 1})", node)
         return node
     if type(node) not in (tuple, list) or not node or type(node[0]) is not str:
         raise _bad(f"a {type(node).__name__} is not a node", node)

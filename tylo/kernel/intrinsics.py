@@ -314,8 +314,7 @@ def _short_form(instruction: str, out: Any) -> tuple[Any, ...]:
         )
     if root == "setp":
         raise TraceError(
-            "tylo.ptx: setp writes a predicate; compare Values instead "
-            "(a < b gives a bool Value)"
+            "tylo.ptx: setp writes a predicate; compare Values instead (a < b gives a bool Value)"
         )
     if out != "auto":
         return _explicit_outs(out)

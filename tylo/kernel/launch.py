@@ -393,9 +393,7 @@ class Launcher(_LauncherBase):  # type: ignore[misc]
         k = self.kernel
         refuse_compile_in_capture(k.name, stream)
         try:
-            hot = k.cache[spec] = Hot(
-                *k.specialize_for(args, spec[1:], self.block, self.cluster)
-            )
+            hot = k.cache[spec] = Hot(*k.specialize_for(args, spec[1:], self.block, self.cluster))
         except TraceError as err:
             blamed = none_arguments_blamed(k, args, err)
             if blamed is not None:
@@ -418,8 +416,10 @@ def refuse_compile_in_capture(name: str, stream: Any) -> None:
     except TyloError:  # no driver: the launch itself will say so
         return
     if capturing:
-        raise CaptureError(f"specializing kernel {name} during CUDA-graph capture: launch "
-                           "it once with the same argument types before capturing")
+        raise CaptureError(
+            f"specializing kernel {name} during CUDA-graph capture: launch "
+            "it once with the same argument types before capturing"
+        )
 
 
 def none_arguments_blamed(kernel: Any, args: Sequence[Any], err: TraceError) -> Any:
@@ -437,7 +437,8 @@ def none_arguments_blamed(kernel: Any, args: Sequence[Any], err: TraceError) -> 
     if "NoneType" not in text:
         return None
     names = [
-        n for n, ann, a in zip(kernel.param_names, kernel.annotations, args)
+        n
+        for n, ann, a in zip(kernel.param_names, kernel.annotations, args)
         if a is None and ann is None
     ]
     if not names:

@@ -306,8 +306,19 @@ def _class(
         return False
     if positional:
         match_args = getattr(cls, "__match_args__", None)
-        self_match = cls in (bool, bytearray, bytes, dict, float, frozenset, int, list, set,
-                             str, tuple)
+        self_match = cls in (
+            bool,
+            bytearray,
+            bytes,
+            dict,
+            float,
+            frozenset,
+            int,
+            list,
+            set,
+            str,
+            tuple,
+        )
         if self_match and match_args is None:
             if len(positional) > 1:
                 raise TraceError(f"case {cls.__name__}(...): accepts one positional pattern")

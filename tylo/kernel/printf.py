@@ -84,8 +84,7 @@ def _int_type(v: int, wide: bool, conv: str, where: str, length: str) -> DType:
         return dt.u64 if wide else dt.u32
     hint = f"use %ll{conv}" if not wide else "no C integer conversion holds it"
     raise TraceError(
-        f"{where}: the integer {v} does not fit the {bits} bits that %{length}{conv} prints; "
-        f"{hint}"
+        f"{where}: the integer {v} does not fit the {bits} bits that %{length}{conv} prints; {hint}"
     )
 
 
@@ -190,9 +189,7 @@ def print_(fmt: str, *values: Any) -> None:
     is ``fmt % values`` as C formats it, after C's default argument promotions."""
     ctx = current()
     if not isinstance(fmt, str):
-        raise TraceError(
-            f"tylo.print_: the format must be a Python str, got {type(fmt).__name__}"
-        )
+        raise TraceError(f"tylo.print_: the format must be a Python str, got {type(fmt).__name__}")
     if "\0" in fmt:
         raise TraceError("tylo.print_: the format contains a NUL character, which ends it")
     specs = conversions(fmt)

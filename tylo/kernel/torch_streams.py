@@ -39,8 +39,10 @@ def _raw_stream() -> Any:
 
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         if raw is None:  # older torch: the public query (a little slower)
+
             def raw(index: int) -> int:
                 return torch.cuda.current_stream(index).cuda_stream
+
         _RAW.append(raw)
     return _RAW[0]
 

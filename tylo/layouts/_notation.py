@@ -109,11 +109,13 @@ class _Parser:
             if tok[1] == "/" and _is_zero(right):
                 raise self.error("division by zero", tok[2])
             left = self.checked(
-                lambda: left * right
-                if tok[1] == "*"
-                else sympy.Integer(left) / right
-                if type(left) is int
-                else left / right,
+                lambda: (
+                    left * right
+                    if tok[1] == "*"
+                    else sympy.Integer(left) / right
+                    if type(left) is int
+                    else left / right
+                ),
                 tok[2],
             )
         return left

@@ -130,9 +130,7 @@ def _undecided_form(a: Layout) -> str | None:
 # -- the static fast path ------------------------------------------------------------------
 
 
-def _static_leaf(
-    fs: list[int], fd: list[int], dn: int, s: int, d: int, used: list[int]
-) -> Any:
+def _static_leaf(fs: list[int], fd: list[int], dn: int, s: int, d: int, used: list[int]) -> Any:
     """Static core of ``_leaf``: (shape, stride), adding the leaf's largest digit in each
     mode of A to ``used``; None when a condition fails (the general path then decides)."""
     if d == 0 or s == 1:
@@ -178,9 +176,7 @@ def _static_leaf(
     return _pack(rs, rd)
 
 
-def _static_tree(
-    fs: list[int], fd: list[int], dn: int, bs: Any, bd: Any, used: list[int]
-) -> Any:
+def _static_tree(fs: list[int], fd: list[int], dn: int, bs: Any, bd: Any, used: list[int]) -> Any:
     if type(bs) is tuple:
         shapes = []
         strides = []

@@ -457,8 +457,7 @@ def huge_layouts(draw: st.DrawFn, max_leaves: int = 3) -> Layout:
     small = st.sampled_from([1, 2, 3, 7, 2**20, 2**32 + 1, 2**40])
     extents = [draw(st.one_of(small, st.sampled_from(_EDGES))) for _ in range(n)]
     strides = [
-        draw(st.one_of(st.sampled_from(_NEAR_63), st.integers(-(2**64), 2**64)))
-        for _ in range(n)
+        draw(st.one_of(st.sampled_from(_NEAR_63), st.integers(-(2**64), 2**64))) for _ in range(n)
     ]
     k = draw(st.integers(0, n - 1))
     strides[k] = draw(st.sampled_from(_NEAR_63))
@@ -477,8 +476,10 @@ def composed_layouts(draw: st.DrawFn, max_size: int = 128) -> ComposedLayout:
         b = draw(st.integers(0, 3))
         outer: Any = Swizzle(b, draw(st.integers(0, 4)), draw(st.integers(max(b, 1), b + 3)))
     else:
-        span = 1 + offset + sum(
-            (s - 1) * d for s, d in zip(*(_flat(inner.shape), _flat(inner.stride)))
+        span = (
+            1
+            + offset
+            + sum((s - 1) * d for s, d in zip(*(_flat(inner.shape), _flat(inner.stride))))
         )
         outer = Layout(span, draw(st.integers(1, 4)))
     return ComposedLayout(outer, offset, inner)

@@ -6,7 +6,8 @@ that has it (:data:`MIN_ARCH`). cp.async, ldmatrix and mma.sync have no NVVM int
 the LLVM 7 path libNVVM takes, so they are inline PTX (``docs/toolchain.md``);
 shared-memory addresses are 32-bit (``[r]`` operands of ``.shared`` instructions).
 
-The kernel-facing operations (:mod:`tylo.nvgpu.cpasync`, :mod:`tylo.nvgpu.warp.mma`, :mod:`tylo.tile.reduce`,
+The kernel-facing operations (:mod:`tylo.nvgpu.cpasync`, :mod:`tylo.nvgpu.warp.mma`,
+:mod:`tylo.tile.reduce`,
 :mod:`tylo.tile.access`) are built on these; kernels rarely call them directly.
 """
 

@@ -147,7 +147,9 @@ class Barriers:
         consumer releasing a pipeline stage does."""
         if scope not in (None, "cta", "cluster"):
             raise PipelineError(f"mbarrier arrive: scope must be 'cta' or 'cluster', got {scope!r}")
-        sem = ".release.cluster" if scope == "cluster" or (scope is None and cta is not None) else ""
+        sem = (
+            ".release.cluster" if scope == "cluster" or (scope is None and cta is not None) else ""
+        )
         ctx = _ctx()
         if cta is None:
             asm = PTXAsm("mbarrier.arrive")
@@ -408,7 +410,8 @@ class Pipeline:
         from phase n + 2, so a consumer that skips to an iteration a whole ring pass ahead
         (two consumers taking turns, say) sees an old phase complete and reads a stage
         before it is filled; order such consumers with barriers of their own (see
-        ``tylo/ops/gemm` (its Hopper path)`'s ping-pong consumers). With parts, wait for part ``part``
+        the Hopper GEMM's ping-pong consumers in ``tylo/ops/gemm``). With parts, wait for part
+        ``part``
         alone (same parity: each part's barrier completes once per use of the stage)."""
         self._part(part, "consumer_wait")
         if part not in self._armed:

@@ -25,10 +25,14 @@ from tylo.constants import F32_MAX, LOG2E
 from tylo.errors import TyloError
 
 __all__ = [
-    "F32_MAX", "OpArgumentError", "check_scale", "f32_scalar", "refuse_shared_over", "require_bool",
+    "F32_MAX",
+    "OpArgumentError",
+    "check_scale",
+    "f32_scalar",
+    "refuse_shared_over",
+    "require_bool",
     "require_int",
 ]
-
 
 
 class OpArgumentError(TyloError, ValueError):

@@ -13,7 +13,11 @@ from tylo.errors import TyloError
 from tylo.ops.args import OpArgumentError
 
 __all__ = [
-    "as_array", "capture_guard", "empty_like_kind", "is_torch", "refuse_bad_strides",
+    "as_array",
+    "capture_guard",
+    "empty_like_kind",
+    "is_torch",
+    "refuse_bad_strides",
     "torch_dtype",
 ]
 

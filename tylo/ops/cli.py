@@ -34,7 +34,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-
 __all__ = [
     "EXIT_FAILED",
     "EXIT_USAGE",
@@ -295,6 +294,7 @@ def main(example: Example, argv: Sequence[str] | None = None) -> int:
         return _fail(prog, err, EXIT_FAILED, " (out of host memory: use smaller sizes)")
     print(f"{example.name}: OK: {summary} ({time.perf_counter() - start:.2f} s)")
     return 0
+
 
 def has_gpu() -> bool:
     """Whether device 0 exists (a driver and a GPU); never raises."""

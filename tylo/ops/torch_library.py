@@ -41,13 +41,21 @@ def _setup(ctx, inputs, output) -> None:  # noqa: ANN001
 
 
 def _dtype_name(dt: Optional[torch.dtype]) -> Optional[str]:
-    return None if dt is None else {torch.float32: "f32", torch.bfloat16: "bf16",
-                                    torch.float16: "f16"}.get(dt, str(dt))
+    return (
+        None
+        if dt is None
+        else {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}.get(dt, str(dt))
+    )
 
 
 @torch.library.custom_op("tylo::gemm", mutates_args=())
-def gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, relu: bool = False,
-         out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+def gemm(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    alpha: float = 1.0,
+    relu: bool = False,
+    out_dtype: Optional[torch.dtype] = None,
+) -> torch.Tensor:
     """``alpha * a @ b`` (ReLU'd with ``relu``): :func:`tylo.ops.gemm`, as a custom op."""
     from tylo.ops.gemm.api import gemm as run
 
@@ -56,15 +64,22 @@ def gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, relu: bool = Fals
 
 @gemm.register_fake
 def _(a, b, alpha=1.0, relu=False, out_dtype=None):  # noqa: ANN001, ANN202
-    torch._check(a.dim() == 2 and b.dim() == 2 and a.shape[1] == b.shape[0],
-                 lambda: "tylo::gemm: a (M, K) and b (K, N)")
+    torch._check(
+        a.dim() == 2 and b.dim() == 2 and a.shape[1] == b.shape[0],
+        lambda: "tylo::gemm: a (M, K) and b (K, N)",
+    )
     return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype or torch.float32)
 
 
 @torch.library.custom_op("tylo::attention", mutates_args=())
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-              kv_lens: Optional[torch.Tensor] = None,
-              scale: Optional[float] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = False,
+    kv_lens: Optional[torch.Tensor] = None,
+    scale: Optional[float] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """``(out, lse)`` of :func:`tylo.ops.attention`, as a custom op."""
     from tylo.ops.attention.api import attention as run
 
@@ -75,7 +90,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
 def _(q, k, v, causal=False, kv_lens=None, scale=None):  # noqa: ANN001, ANN202
     torch._check(q.dim() == 4, lambda: "tylo::attention: q must be (B, H, Lq, D)")
     return torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty(
-        q.shape[:3], dtype=torch.float32)
+        q.shape[:3], dtype=torch.float32
+    )
 
 
 @torch.library.custom_op("tylo::softmax", mutates_args=())

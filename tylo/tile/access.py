@@ -42,6 +42,7 @@ __all__ = [
     "store",
 ]
 
+
 def _static_offsets(layout: Any, table: tuple) -> tuple[int, ...]:
     return tuple(layout(*c) if len(c) > 1 else layout(c[0]) for c in table)
 
@@ -313,8 +314,6 @@ def store(
         else:
             ptr = tile.pointer(tuple(s + c for s, c in zip(start, vc)))
         st_global(b, ptr, value.use(), pred=pred)
-
-
 
 
 def _linear_strides(tile: _Tile) -> tuple | None:

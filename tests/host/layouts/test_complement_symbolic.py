@@ -45,9 +45,7 @@ def test_cute_examples_round_up():
     assert str(got) == "(32,(2,ceiling(N/64))):(2,(1,64))"  # CuTe's form
     assert str(complement(Layout(32, 2), N32)) == "(2,ceiling(N/64)):(1,64)"
     for n in (32, 64, 96, 160, 1024):
-        same_function(
-            substitute(got, {"N": n}), logical_divide(Layout(n, 1), Layout(32, 2))
-        )
+        same_function(substitute(got, {"N": n}), logical_divide(Layout(n, 1), Layout(32, 2)))
 
 
 @SETTINGS
@@ -76,8 +74,7 @@ def test_symbolic_cotarget_substitutes_to_the_static_complement(x, cotarget, val
 
 
 @SETTINGS
-@given(st.integers(2, 6), st.integers(1, 4), st.lists(st.integers(1, 90), min_size=3,
-                                                      max_size=3))
+@given(st.integers(2, 6), st.integers(1, 4), st.lists(st.integers(1, 90), min_size=3, max_size=3))
 def test_symbolic_extent_substitutes_to_the_static_complement(k, d, values):
     # k >= 2: mode N:k*d then continues k:d with gap 1 whatever N is (for k == 1 the
     # mode may be trivial, test_a_mode_that_may_be_trivial_is_still_refused)

@@ -67,5 +67,9 @@ def test_static_and_symbolic_compositions_agree(a, b, values):
         n = size(b)
         assert size(got) == size(want) == n, (str(a), str(b), str(sym), v)
         assert _values(got, n) == _values(want, n) == [static_a(b(i)) for i in range(n)], (
-            str(a), str(b), str(sym), v, str(want)
+            str(a),
+            str(b),
+            str(sym),
+            v,
+            str(want),
         )

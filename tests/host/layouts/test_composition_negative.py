@@ -99,8 +99,9 @@ def signed_layouts(draw, max_size=32, max_leaves=4, lo=-9, hi=12):
         extents.append(e)
         budget //= e
     extents = extents or [1]
-    strides = iter(draw(st.lists(st.integers(lo, hi), min_size=len(extents),
-                                 max_size=len(extents))))
+    strides = iter(
+        draw(st.lists(st.integers(lo, hi), min_size=len(extents), max_size=len(extents)))
+    )
     shape = draw(nest(tuple(extents)))
 
     def regroup(t):
@@ -217,8 +218,9 @@ def test_any_right_operands_static(a, b):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(symbolic_layouts(), negative_right_operands(), st.booleans(),
-       st.randoms(use_true_random=False))
+@given(
+    symbolic_layouts(), negative_right_operands(), st.booleans(), st.randoms(use_true_random=False)
+)
 def test_negative_right_operands_symbolic(case, b, negate, rng):
     """A symbolic A (strides negated at random) with a negative-stride B: a result agrees
     with both conventions at sampled values; a refusal is typed."""
@@ -237,8 +239,9 @@ def test_negative_right_operands_symbolic(case, b, negate, rng):
         assert str(e)
         return
     for _ in range(3):
-        vals = sample_assignment([a], random.Random(rng.random()), max_value=12,
-                                 assumptions=assumptions)
+        vals = sample_assignment(
+            [a], random.Random(rng.random()), max_value=12, assumptions=assumptions
+        )
         ra, aa = substitute(r, vals), substitute(a, vals)
         assert size(ra) == size(b)
         got = offsets(ra)

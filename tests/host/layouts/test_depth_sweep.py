@@ -96,8 +96,15 @@ CALLS = {
 
 # public functions that take no layout, shape or tiler (symbols, facts, text, verdicts)
 NO_LAYOUT = {
-    "assuming", "current_assumptions", "decide", "dim", "divides", "divisible",
-    "index_symbol", "parse", "require",
+    "assuming",
+    "current_assumptions",
+    "decide",
+    "dim",
+    "divides",
+    "divisible",
+    "index_symbol",
+    "parse",
+    "require",
 }
 
 

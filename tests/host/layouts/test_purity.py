@@ -128,7 +128,8 @@ def test_every_error_class_is_exported():
     import tylo.layouts.errors as errors
 
     classes = [
-        n for n, v in vars(errors).items()
+        n
+        for n, v in vars(errors).items()
         if isinstance(v, type) and issubclass(v, errors.LayoutError)
     ]
     assert "SizeBudgetError" in classes

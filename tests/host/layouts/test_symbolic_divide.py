@@ -39,9 +39,10 @@ def same_function(got: Layout, want: Layout) -> None:
     index. (A symbolic tile count that is 1 for these values keeps its mode, which the
     static algebra coalesces away: ``(2,(2,1))`` is the function ``(2,2)``.)"""
     assert rank(got) == rank(want), (got, want)
-    assert [size(got[i]) for i in range(rank(got))] == [
-        size(want[i]) for i in range(rank(want))
-    ], (got, want)
+    assert [size(got[i]) for i in range(rank(got))] == [size(want[i]) for i in range(rank(want))], (
+        got,
+        want,
+    )
     for i in range(size(want)):
         assert got(i) == want(i), (got, want, i)
 

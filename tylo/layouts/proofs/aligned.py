@@ -142,7 +142,9 @@ def _check(v: int, a_e: int, m: int, cfs: tuple[Concrete, ...], p: dict[str, int
     return check_aligned(cfs[0], v, a_e, m, p["base"])
 
 
-def _replay(a_e: int, objs: tuple[Source, ...],
+def _replay(
+    a_e: int,
+    objs: tuple[Source, ...],
     coords: tuple[IntTuple, ...],
     offsets: tuple[int, ...],
     pvals: dict[str, int],

@@ -65,7 +65,8 @@ def _check(cfs: tuple[Concrete, ...], p: dict[str, int]) -> Outcome:
     return check_bounded(cfs[0], p["extent"], p["base"])
 
 
-def _replay(objs: tuple[Source, ...],
+def _replay(
+    objs: tuple[Source, ...],
     coords: tuple[IntTuple, ...],
     offsets: tuple[int, ...],
     pvals: dict[str, int],

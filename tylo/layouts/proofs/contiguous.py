@@ -76,12 +76,13 @@ def _check(v: int, m: int, cfs: tuple[Concrete, ...], p: dict[str, int]) -> Outc
 
 
 def _replay(
-    v: int, m: int, objs: tuple[Source, ...],
+    v: int,
+    m: int,
+    objs: tuple[Source, ...],
     coords: tuple[IntTuple, ...],
     offsets: tuple[int, ...],
     pvals: dict[str, int],
     idx: tuple[int, ...],
-
 ) -> bool:
     obj = objs[0]
     offs = tuple(obj(c) for c in coords)

@@ -55,7 +55,8 @@ def _check(cfs: tuple[Concrete, ...], p: dict[str, int]) -> Outcome:
     return check_equal(cfs[0], cfs[1])
 
 
-def _replay(objs: tuple[Source, ...],
+def _replay(
+    objs: tuple[Source, ...],
     coords: tuple[IntTuple, ...],
     offsets: tuple[int, ...],
     pvals: dict[str, int],

@@ -64,7 +64,8 @@ def _check(cfs: tuple[Concrete, ...], p: dict[str, int]) -> Outcome:
     return check_injective(cfs[0])
 
 
-def _replay(objs: tuple[Source, ...],
+def _replay(
+    objs: tuple[Source, ...],
     coords: tuple[IntTuple, ...],
     offsets: tuple[int, ...],
     pvals: dict[str, int],

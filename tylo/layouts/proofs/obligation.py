@@ -146,14 +146,16 @@ class Atom:
         a, b = compile_expr(self.lhs)(env), compile_expr(self.rhs)(env)
         if self.op == "|":
             return (b == 0) if a == 0 else (Fraction(b) / Fraction(a)).denominator == 1
-        return bool({
-            ">=": a >= b,
-            "<=": a <= b,
-            ">": a > b,
-            "<": a < b,
-            "==": a == b,
-            "!=": a != b,
-        }[self.op])
+        return bool(
+            {
+                ">=": a >= b,
+                "<=": a <= b,
+                ">": a > b,
+                "<": a < b,
+                "==": a == b,
+                "!=": a != b,
+            }[self.op]
+        )
 
     def as_sympy(self) -> Any:
         """The atom as a sympy boolean (``Eq(Mod(rhs, lhs), 0)`` for divisibility)."""

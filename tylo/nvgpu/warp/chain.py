@@ -133,10 +133,13 @@ def prove_chain(acc: Ownership, plan: TiledMMA) -> ChainProof:
         raise PlanError(f"prove_chain: plan must be a TiledMMA, got {type(plan).__name__}")
     _check_shapes(acc, plan)
     a = plan.operand_ownership("a", k_steps=1)
-    head = (
-        lambda s: f"prove_chain: the accumulator {_describe(acc)} is not the A operand "
-        f"{a.name or a} of k-step {s}, packed in pairs"
-    )
+
+    def head(s: int) -> str:
+        return (
+            f"prove_chain: the accumulator {_describe(acc)} is not the A operand "
+            f"{a.name or a} of k-step {s}, packed in pairs"
+        )
+
     fix = (
         "; chain an accumulator of the same atom and the same warps along M into a plan "
         "with warps (wm, 1) whose k is the accumulator's width (acc_ownership of "

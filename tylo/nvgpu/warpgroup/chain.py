@@ -56,8 +56,7 @@ class RegisterAProof:
         """The (low, high) accumulator slots of each packed A register of ``k_step``."""
         if type(k_step) is not int or not 0 <= k_step < len(self.slots):
             raise PlanError(
-                f"RegisterAProof.registers: k_step {k_step!r} out of range "
-                f"0..{len(self.slots) - 1}"
+                f"RegisterAProof.registers: k_step {k_step!r} out of range 0..{len(self.slots) - 1}"
             )
         s = self.slots[k_step]
         return tuple((s[i], s[i + 1]) for i in range(0, len(s), 2))
@@ -100,10 +99,13 @@ def prove_register_a(acc: Ownership, atom: WarpgroupMMAAtom) -> RegisterAProof:
             f"prove_register_a: the accumulator spans {acc.threads} threads, the register A "
             f"of a warpgroup {a.threads}; chain the accumulator of a warpgroup MMA"
         )
-    head = (
-        lambda s: f"prove_register_a: the accumulator {acc.label} is not the register A "
-        f"{a.label} of k-step {s}, packed in pairs"
-    )
+
+    def head(s: int) -> str:
+        return (
+            f"prove_register_a: the accumulator {acc.label} is not the register A "
+            f"{a.label} of k-step {s}, packed in pairs"
+        )
+
     fix = "; chain the accumulator of a wgmma m64nNk16 (its ownership atom.c) into K = N"
     return RegisterAProof(acc, atom, match_slots(acc, a, ak, acc.shape[1] // ak, head, fix))
 
@@ -117,10 +119,10 @@ def accumulator_as_register_a(acc: Fragment, atom: WarpgroupMMAAtom) -> tuple[Fr
     ``(i, j + 16 s)`` of ``acc``, converted; the register holding it follows from
     :func:`prove_register_a`, which refuses any ownership for which this is not true."""
     if not isinstance(acc, Fragment) or acc.packed is not None:
-        raise PlanError(
-            f"accumulator_as_register_a: acc must be an unpacked Fragment, got {acc!r}"
-        )
+        raise PlanError(f"accumulator_as_register_a: acc must be an unpacked Fragment, got {acc!r}")
     proof = prove_register_a(acc.ownership, atom)
     a = atom.a_registers
     return tuple(Fragment([acc.values[u] for u in row], a).pack(atom.dtype) for row in proof.slots)
+
+
 # --8<-- [end:convert]

@@ -312,7 +312,7 @@ def _check_bounds(
 def _derive(swz, off, inner, d, rows, k_offset, coord, what, text) -> MatrixDescriptor:
     t = 16 // d.nbytes
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def pre(r: int, k: int) -> int:
         c = coord((r, k + k_offset))
         return int(off + (inner(*c) if len(c) > 1 else inner(c[0])))

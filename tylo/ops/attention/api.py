@@ -13,9 +13,18 @@ from tylo.ops.arrays import as_array, capture_guard, refuse_bad_strides
 __all__ = ["attention", "check_scale"]
 
 
-def attention(q: Any, k: Any, v: Any, *, causal: bool = False, kv_lens: Any = None,
-              scale: float | None = None, out: Any = None, return_lse: bool = False,
-              stream: Any = None) -> Any:
+def attention(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    causal: bool = False,
+    kv_lens: Any = None,
+    scale: float | None = None,
+    out: Any = None,
+    return_lse: bool = False,
+    stream: Any = None,
+) -> Any:
     """``softmax(q kᵀ · scale) v`` for (B, H, L, D) arrays; returns ``out``, or ``(out, lse)``
     with ``return_lse=True`` (``lse`` (B, H, Lq) f32: the log-sum-exp of each row's scaled
     scores, ``-inf`` for a row that sees no key).
@@ -25,7 +34,8 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, kv_lens: Any = No
     (query i sees keys j <= i + Lk - Lq). ``kv_lens``: int32 (B,) key lengths, each
     clamped to [0, Lk] first (a negative one is 0, one past Lk is Lk), the causal diagonal
     placed at the clamped length. ``scale`` (default 1/sqrt(D)): a real number with
-    ``|scale| * log2(e)`` finite in f32 (``|scale| <= 2.3585e38`` about). ``out`` (B, H, Lq, D) of q's dtype is allocated when not given.
+    ``|scale| * log2(e)`` finite in f32 (``|scale| <= 2.3585e38`` about). ``out`` (B, H, Lq,
+    D) of q's dtype is allocated when not given.
     ``stream``: a CUDA stream handle; with torch tensors and none given, torch's current
     stream. The exact semantics: :mod:`tylo.ops.attention.reference`.
     """
@@ -41,8 +51,5 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, kv_lens: Any = No
     from tylo.ops.attention.host import attention as run
 
     with capture_guard(q):
-        o, lse = run(q, k, v, causal=causal, kv_lens=kv_lens, scale=scale, out=out,
-                     stream=stream)
+        o, lse = run(q, k, v, causal=causal, kv_lens=kv_lens, scale=scale, out=out, stream=stream)
     return (o, lse) if return_lse else o
-
-

@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--kv-lens", type=_lens, default=None, help="per-batch key lengths, e.g. 100,0,37"
     )
     parser.add_argument("--warps", type=int, choices=(4, 8), default=None,
-                        help="warp path: warps per CTA (default 4; 8 takes 128 query rows)")  # fmt: skip
+                        help="warp path: warps per CTA (default 4; 8: 128 query rows)")  # fmt: skip
     parser.add_argument("--layout", choices=("bhld", "blhd"), default="bhld",
                         help="storage order of q, k, v (blhd: strided B, H, L views)")  # fmt: skip
 
@@ -55,8 +55,13 @@ def _config(args: argparse.Namespace, capability: Any) -> Any:
     from tylo.ops.attention.host import launch_config
 
     return launch_config(
-        args.d, args.dtype, causal=args.causal, padding=args.kv_lens is not None,
-        aligned=True, capability=capability, warps=args.warps,
+        args.d,
+        args.dtype,
+        causal=args.causal,
+        padding=args.kv_lens is not None,
+        aligned=True,
+        capability=capability,
+        warps=args.warps,
     )
 
 

@@ -61,10 +61,10 @@ from tylo.layouts import Layout, Swizzle, composition
 from tylo.layouts.tv import WARP_SIZE
 from tylo.nvgpu.cpasync import CopyPlan
 from tylo.nvgpu.errors import PlanError
-from tylo.target import MAX_SHARED_BYTES
 from tylo.nvgpu.warp.chain import ChainProof, prove_chain
 from tylo.nvgpu.warp.ldmatrix import operand_loads
 from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
+from tylo.target import MAX_SHARED_BYTES
 
 __all__ = [
     "HEAD_DIMS",
@@ -193,8 +193,7 @@ class AttentionConfig:
                 f"use block_n in {tuple(fits)} or fewer warps"
             )
         if self.sub_n is not None and (
-            type(self.sub_n) is not int or self.sub_n not in BLOCK_NS
-            or self.block_n % self.sub_n
+            type(self.sub_n) is not int or self.sub_n not in BLOCK_NS or self.block_n % self.sub_n
         ):
             raise PlanError(
                 f"AttentionConfig: sub_n = {self.sub_n!r}; the keys each softmax step takes "

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 import tylo
+from tylo.arrays import ArrayError, DeviceArray, DeviceBuffer, array_key, device_clash
 from tylo.ops.arrays import refuse_bad_strides
 from tylo.ops.attention.reference import AttentionInputError
-from tylo.arrays import ArrayError, DeviceArray, DeviceBuffer, array_key, device_clash
 from tylo.remembered import Remembered
 
 __all__ = ["check_inputs", "takes_tma_store"]
@@ -120,8 +120,12 @@ def _torch() -> Any:
 def _empty(like: Any, shape: tuple, dtype: Any, device: int | None) -> Any:
     torch = _torch()
     if torch is not None and isinstance(like, torch.Tensor):
-        tdt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32,
-               "i32": torch.int32}[dtype.name]
+        tdt = {
+            "bf16": torch.bfloat16,
+            "f16": torch.float16,
+            "f32": torch.float32,
+            "i32": torch.int32,
+        }[dtype.name]
         return torch.empty(shape, dtype=tdt, device=like.device)
     return DeviceBuffer.empty(shape, dtype, device=device or 0)
 

@@ -9,15 +9,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import tylo
+from tylo import dtypes as dt
+from tylo.constants import LOG2E, NEG_INF
+from tylo.layouts import ComposedLayout, Layout, Swizzle, byte_swizzle
+from tylo.nvgpu.errors import PlanError
 from tylo.ops.attention.hopper_roles import (
     CONSUMER_COUNTS,
     registers,
 )
-from tylo import dtypes as dt
-from tylo.constants import LOG2E, NEG_INF
-from tylo.layouts import ComposedLayout, Layout, Swizzle, byte_swizzle
 from tylo.target import Target
-from tylo.nvgpu.errors import PlanError
 
 __all__ = [
     "BLOCK",
@@ -66,8 +66,6 @@ PRODUCER_REGISTERS, CONSUMER_REGISTERS = registers(CONSUMERS)
 HEADROOM = {2: 56, 3: 32}
 BLOCK = 64  # columns of one 128-byte swizzled block of bf16/f16
 SHARED_LIMIT = Target.parse("sm_90a").max_shared_bytes  # 227 KiB a block may use
-
-
 
 
 # --8<-- [start:config]
@@ -125,9 +123,7 @@ class HopperAttentionConfig:
             )
         object.__setattr__(self, "dtype", d)
         if self.d not in (64, 128):
-            raise PlanError(
-                f"HopperAttentionConfig: head dim d must be 64 or 128, got {self.d!r}"
-            )
+            raise PlanError(f"HopperAttentionConfig: head dim d must be 64 or 128, got {self.d!r}")
         if type(self.bn) is not int or not 16 <= self.bn <= 256 or self.bn % 16:
             raise PlanError(
                 f"HopperAttentionConfig: bn must be a multiple of 16 in [16, 256], got {self.bn!r}"
@@ -260,6 +256,8 @@ class HopperAttentionConfig:
             f"{', items overlapped' if self.item_overlap else ''}"
             f"{', O staged in a buffer of its own' if self.o_buffer else ''}"
         )
+
+
 # --8<-- [end:config]
 
 
@@ -289,5 +287,3 @@ def v_operand_layout(cfg: HopperAttentionConfig) -> ComposedLayout:
         0,
         Layout(((BLOCK, cfg.blocks), cfg.bn), ((1, cfg.bn * BLOCK), BLOCK)),
     )
-
-

@@ -34,7 +34,6 @@ from __future__ import annotations
 from typing import Any
 
 import tylo
-from tylo.ops.attention.hopper_roles import epilogue_barrier, named_barrier
 from tylo import dtypes as dt
 from tylo.constants import LN2, NEG_INF
 from tylo.layouts import ComposedLayout, Layout, byte_swizzle
@@ -42,6 +41,7 @@ from tylo.nvgpu import tma
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.warp.stmatrix import store_fragment
 from tylo.nvgpu.warpgroup.mma import fence_shared_to_async
+from tylo.ops.attention.hopper_roles import epilogue_barrier, named_barrier
 from tylo.tile.access import store
 from tylo.tile.views import SharedTile
 
@@ -79,14 +79,14 @@ def staging_layout(cfg: Any) -> ComposedLayout:
     d = dt.dtype_of(cfg.dtype)
     swz = byte_swizzle(128, d.nbytes)
     blocks = cfg.d // BLOCK
-    return ComposedLayout(
-        swz, 0, Layout((ROWS, (BLOCK, blocks)), (BLOCK, (1, cfg.bm * BLOCK)))
-    )
+    return ComposedLayout(swz, 0, Layout((ROWS, (BLOCK, blocks)), (BLOCK, (1, cfg.bm * BLOCK))))
 
 
 def staging_offset(qbase: Any, c: Any) -> Any:
     """The element offset of consumer ``c``'s rows in the Q buffer at ``qbase``."""
     return qbase + ROWS * BLOCK * c
+
+
 # --8<-- [end:staging]
 
 
@@ -151,4 +151,6 @@ def tma_epilogue(cfg, o, m2, lsum, dst, smem, qbase, c, me, wait):
             tma.commit_stores()
         if wait != "before":
             tma.wait_stores(0, read=wait == "read")
+
+
 # --8<-- [end:tma_epilogue]

@@ -16,8 +16,13 @@ from dataclasses import replace
 from functools import cache
 from typing import Any
 
-
 import tylo
+from tylo.arrays import DeviceArray, DeviceBuffer
+from tylo.constants import LOG2E
+from tylo.layouts import Layout, Swizzle, dim, size, zipped_divide
+from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.tma import TensorMap, TensorMapPlan
+from tylo.ops.args import check_scale, require_bool, require_int
 from tylo.ops.attention.hopper_args import (
     _check_out,
     _empty,
@@ -54,12 +59,6 @@ from tylo.ops.attention.reference import (
     AttentionInputError,
     refuse_shared_memory,
 )
-from tylo.arrays import DeviceArray, DeviceBuffer
-from tylo.constants import LOG2E
-from tylo.ops.args import check_scale, require_bool, require_int
-from tylo.layouts import Layout, Swizzle, dim, size, zipped_divide
-from tylo.nvgpu.errors import PlanError
-from tylo.nvgpu.tma import TensorMap, TensorMapPlan
 from tylo.remembered import Remembered
 
 __all__ = [
@@ -102,6 +101,8 @@ def plans(cfg: HopperAttentionConfig) -> tuple[TensorMapPlan, TensorMapPlan, Ten
         box = (rows, 1, 1, 64)
         out.append(TensorMapPlan(cfg.dtype, glob, box, "128B", box_layout(rows, cfg.dtype)))
     return out[0], out[1], out[2]
+
+
 # --8<-- [end:plans]
 
 
@@ -137,6 +138,8 @@ def o_plan(cfg: HopperAttentionConfig) -> TensorMapPlan | None:
     sb, sh, sl = (dim(n, multiple_of=8) for n in ("sb", "sh", "sl"))
     glob = Layout((Lq, H, B, cfg.d), (sl, sh, sb, 1))
     return TensorMapPlan(cfg.dtype, glob, (64, 1, 1, BLOCK), "128B", box)
+
+
 # --8<-- [end:o_plan]
 
 
@@ -151,12 +154,46 @@ def compile_hopper_attention(cfg: HopperAttentionConfig, target: Any = "sm_90a")
     po = o_plan(cfg)
     if cfg.persistent:  # the schedule table (u32) and the number of heads
         return hopper_attention_persistent_kernel.compile(
-            cfg.dtype, tylo.f32, pq, pk, pv, po, tylo.i32, tylo.u32, int, int, int, int, int,
-            int, int, int, float, cfg, block=cfg.threads, target=target,
+            cfg.dtype,
+            tylo.f32,
+            pq,
+            pk,
+            pv,
+            po,
+            tylo.i32,
+            tylo.u32,
+            int,
+            int,
+            int,
+            int,
+            int,
+            int,
+            int,
+            int,
+            float,
+            cfg,
+            block=cfg.threads,
+            target=target,
         )
     return hopper_attention_kernel.compile(
-        cfg.dtype, tylo.f32, pq, pk, pv, po, tylo.i32, int, int, int, int, int, int, int, float,
-        cfg, block=cfg.threads, target=target,
+        cfg.dtype,
+        tylo.f32,
+        pq,
+        pk,
+        pv,
+        po,
+        tylo.i32,
+        int,
+        int,
+        int,
+        int,
+        int,
+        int,
+        int,
+        float,
+        cfg,
+        block=cfg.threads,
+        target=target,
     )
 
 
@@ -172,12 +209,23 @@ def compile_kernels(args: Any, target: Any) -> dict[str, Any]:
 
 
 def choose_config(
-    d: int, dtype: Any, causal: bool, *, pingpong: bool | None = None,
-    overlap: bool | None = None, persistent: bool | None = None,
-    tma_store: bool | None = None, split_kv: bool | None = None,
-    split_release: bool | None = None, bn: int | None = None, stages: int | None = None,
-    lk: int | None = None, consumers: int | None = None, target: Any = "sm_90a",
-    item_overlap: bool | None = None, o_buffer: bool | None = None,
+    d: int,
+    dtype: Any,
+    causal: bool,
+    *,
+    pingpong: bool | None = None,
+    overlap: bool | None = None,
+    persistent: bool | None = None,
+    tma_store: bool | None = None,
+    split_kv: bool | None = None,
+    split_release: bool | None = None,
+    bn: int | None = None,
+    stages: int | None = None,
+    lk: int | None = None,
+    consumers: int | None = None,
+    target: Any = "sm_90a",
+    item_overlap: bool | None = None,
+    o_buffer: bool | None = None,
 ) -> HopperAttentionConfig:
     """The default tile: at d = 64, 128 keys per tile and 4 stages; at d = 128, 128 keys and 2
     stages where that compiles without spilling (S, O and P take 64 + 64 + 32 registers per
@@ -210,8 +258,14 @@ def choose_config(
     d = require_int("choose_config", "d", d)
     causal = require_bool("choose_config", "causal", causal)
     dtype = tylo.dtype_of(dtype)
-    opts = dict(pingpong=pingpong, overlap=overlap, persistent=persistent,
-                tma_store=tma_store, split_kv=split_kv, split_release=split_release)
+    opts = dict(
+        pingpong=pingpong,
+        overlap=overlap,
+        persistent=persistent,
+        tma_store=tma_store,
+        split_kv=split_kv,
+        split_release=split_release,
+    )
     for name, value in (*opts.items(), ("item_overlap", item_overlap), ("o_buffer", o_buffer)):
         if value is not None and type(value) is not bool:  # before the cache (1 for True)
             raise PlanError(
@@ -261,12 +315,28 @@ def _item_options(
 
 @cache
 def _choose_config(
-    d: int, dtype: Any, causal: bool, long: bool, consumers: int | None, *,
-    pingpong: bool | None, overlap: bool | None, persistent: bool | None,
-    tma_store: bool | None, split_kv: bool | None, split_release: bool | None, target: Any,
+    d: int,
+    dtype: Any,
+    causal: bool,
+    long: bool,
+    consumers: int | None,
+    *,
+    pingpong: bool | None,
+    overlap: bool | None,
+    persistent: bool | None,
+    tma_store: bool | None,
+    split_kv: bool | None,
+    split_release: bool | None,
+    target: Any,
 ) -> HopperAttentionConfig:
-    opts = dict(pingpong=pingpong, overlap=overlap, persistent=persistent,
-                tma_store=tma_store, split_kv=split_kv, split_release=split_release)
+    opts = dict(
+        pingpong=pingpong,
+        overlap=overlap,
+        persistent=persistent,
+        tma_store=tma_store,
+        split_kv=split_kv,
+        split_release=split_release,
+    )
     case = Case(d, bool(causal), long)
     if consumers is None:  # three where measured faster and where they fit the registers
         if case in THREE_CONSUMER_SCHEDULES:
@@ -294,9 +364,18 @@ def _one_item_spills(cfg: HopperAttentionConfig, target: Any) -> bool:
 
 
 def _two_consumers(
-    d: int, dtype: Any, causal: bool, schedule: Schedule, target: Any, *,
-    pingpong: bool | None, overlap: bool | None, persistent: bool | None,
-    tma_store: bool | None, split_kv: bool | None, split_release: bool | None,
+    d: int,
+    dtype: Any,
+    causal: bool,
+    schedule: Schedule,
+    target: Any,
+    *,
+    pingpong: bool | None,
+    overlap: bool | None,
+    persistent: bool | None,
+    tma_store: bool | None,
+    split_kv: bool | None,
+    split_release: bool | None,
 ) -> HopperAttentionConfig:
     """The two-consumer config of ``schedule`` (its options: the defaults of those given as
     None) and its tile."""
@@ -306,9 +385,17 @@ def _two_consumers(
     tma_store = schedule.tma_store if tma_store is None else tma_store
     split_release = schedule.split_release if split_release is None else split_release
     split_kv = split_release if split_kv is None else split_kv
-    opts = dict(d=d, dtype=dtype, causal=causal, pingpong=pingpong, overlap=overlap,
-                persistent=persistent, tma_store=tma_store, split_kv=split_kv,
-                split_release=split_release)
+    opts = dict(
+        d=d,
+        dtype=dtype,
+        causal=causal,
+        pingpong=pingpong,
+        overlap=overlap,
+        persistent=persistent,
+        tma_store=tma_store,
+        split_kv=split_kv,
+        split_release=split_release,
+    )
     if d != 128:
         return HopperAttentionConfig(bn=128, stages=4, **opts)
     narrow = HopperAttentionConfig(bn=64, stages=3, **opts)
@@ -348,7 +435,12 @@ def _check_items(cfg: HopperAttentionConfig, lq: int, h: int, b: int) -> int:
 
 
 def persistent_grid(
-    cfg: HopperAttentionConfig, lq: int, lk: int, h: int, b: int, device: int | None = None,
+    cfg: HopperAttentionConfig,
+    lq: int,
+    lk: int,
+    h: int,
+    b: int,
+    device: int | None = None,
     sms: int | None = None,
 ) -> int:
     """The persistent kernel's 1-D grid: ``min(work items, SMs)`` (``sms`` given, or the
@@ -359,8 +451,10 @@ def persistent_grid(
         raise AttentionInputError(
             f"persistent_grid: cfg must be a HopperAttentionConfig, got {cfg!r}"
         )
-    lq, lk, h, b = (require_int("persistent_grid", w, x, minimum=1)
-                    for w, x in (("lq", lq), ("lk", lk), ("h", h), ("b", b)))
+    lq, lk, h, b = (
+        require_int("persistent_grid", w, x, minimum=1)
+        for w, x in (("lq", lq), ("lk", lk), ("h", h), ("b", b))
+    )
     items = _check_items(cfg, lq, h, b)
     sms = _sm_count(device) if sms is None else sms
     sms = require_int("hopper_attention", "the SM count (sms)", sms, minimum=1)
@@ -484,20 +578,33 @@ def _stepped_strides(shape: tuple, strides: tuple) -> tuple[int, ...]:
 _TABLES = Remembered(16)  # (bm, bn, causal, overlap, Lq, Lk, (batch, head)s, grid, device)
 
 
-def _device_table(cfg: HopperAttentionConfig, lq: int, lk: int, heads: int, grid: int,
-                  device: int | None) -> Any:
+def _device_table(
+    cfg: HopperAttentionConfig, lq: int, lk: int, heads: int, grid: int, device: int | None
+) -> Any:
     """The persistent kernel's schedule table on the device (:func:`schedule_table`), made
     once per shape and grid and kept (the kernel only reads it): a host-to-device copy on
     every call would wait for the kernels before it."""
     key = (cfg.bm, cfg.bn, cfg.causal, cfg.overlap, lq, lk, heads, grid, device or 0)
-    return _TABLES.get(key, lambda: DeviceBuffer.from_numpy(
-        schedule_table(cfg, lq, lk, heads, grid), device=device or 0))
+    return _TABLES.get(
+        key,
+        lambda: DeviceBuffer.from_numpy(
+            schedule_table(cfg, lq, lk, heads, grid), device=device or 0
+        ),
+    )
 
 
 # --8<-- [start:launch]
 def hopper_attention(
-    q: Any, k: Any, v: Any, *, causal: bool = False, kv_lens: Any = None,
-    scale: float | None = None, out: Any = None, lse: Any = None, cfg: Any = None,
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    causal: bool = False,
+    kv_lens: Any = None,
+    scale: float | None = None,
+    out: Any = None,
+    lse: Any = None,
+    cfg: Any = None,
     stream: Any = None,
 ) -> tuple[Any, Any]:
     """``(out, lse)``: ``out`` (B, H, Lq, D) in the inputs' dtype and ``lse`` (B, H, Lq) f32,
@@ -537,13 +644,49 @@ def hopper_attention(
     )  # fmt: skip
     if run.persistent:
         hopper_attention_persistent_kernel[grid, run.threads](
-            out, lse, tq, tk, tv, tmo, lens, table, lq, lk, h, osb, osh, osl, lsb, lsh, sc, run,
-            shared=run.shared_bytes(), stream=stream,
+            out,
+            lse,
+            tq,
+            tk,
+            tv,
+            tmo,
+            lens,
+            table,
+            lq,
+            lk,
+            h,
+            osb,
+            osh,
+            osl,
+            lsb,
+            lsh,
+            sc,
+            run,
+            shared=run.shared_bytes(),
+            stream=stream,
         )
         return out, lse
     hopper_attention_kernel[grid, run.threads](
-        out, lse, tq, tk, tv, tmo, lens, lq, lk, osb, osh, osl, lsb, lsh, sc, run,
-        shared=run.shared_bytes(), stream=stream,
+        out,
+        lse,
+        tq,
+        tk,
+        tv,
+        tmo,
+        lens,
+        lq,
+        lk,
+        osb,
+        osh,
+        osl,
+        lsb,
+        lsh,
+        sc,
+        run,
+        shared=run.shared_bytes(),
+        stream=stream,
     )
     return out, lse
+
+
 # --8<-- [end:launch]

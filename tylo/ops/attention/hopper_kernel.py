@@ -36,20 +36,6 @@ from __future__ import annotations
 from typing import Any
 
 import tylo
-from tylo.ops.attention.hopper_epilogue import check_o_map, normalize, tma_epilogue
-from tylo.ops.attention.hopper_ring import (
-    load_kv_tile,
-    release_k,
-    release_v,
-    ring_plan,
-    wait_k,
-    wait_v,
-)
-from tylo.ops.attention.hopper_roles import (
-    consumer_rows,
-    turn_barrier,
-)
-from tylo.ops.attention.mask import score_mask
 from tylo.kernel.values import to_index
 from tylo.layouts import Layout
 from tylo.nvgpu import tma
@@ -68,29 +54,42 @@ from tylo.nvgpu.warpgroup.mma import (
     wait_group,
 )
 from tylo.nvgpu.warpgroup.roles import set_max_registers
-from tylo.tile.access import store
-from tylo.tile.fragment import full, zeros
-from tylo.tile.views import GlobalTile, SharedTile
-
 from tylo.ops.attention.hopper_config import (  # noqa: F401 - re-exported
-    Dim,
     BLOCK,
-    CONSUMERS,
     CONSUMER_REGISTERS,
+    CONSUMERS,
     HEADROOM,
-    HopperAttentionConfig,
     LOG2E,
     NEG_INF,
     OWN_TILES,
     PRODUCER_REGISTERS,
     SHARED_LIMIT,
     THREADS,
+    Dim,
+    HopperAttentionConfig,
     block_layout,
     box_layout,
     own_tiles,
     swizzle,
     v_operand_layout,
 )
+from tylo.ops.attention.hopper_epilogue import check_o_map, normalize, tma_epilogue
+from tylo.ops.attention.hopper_ring import (
+    load_kv_tile,
+    release_k,
+    release_v,
+    ring_plan,
+    wait_k,
+    wait_v,
+)
+from tylo.ops.attention.hopper_roles import (
+    consumer_rows,
+    turn_barrier,
+)
+from tylo.ops.attention.mask import score_mask
+from tylo.tile.access import store
+from tylo.tile.fragment import full, zeros
+from tylo.tile.views import GlobalTile, SharedTile
 
 __all__ = [
     "CONSUMERS",
@@ -104,9 +103,17 @@ __all__ = [
     "prove_register_a",
 ]
 
+
 # --8<-- [start:bounds]
-def key_tiles(cfg: HopperAttentionConfig, row0: Any, kv: Any, lq: Any, lo: Any = min,
-              hi: Any = max, rows: int | None = None) -> tuple[Any, Any]:
+def key_tiles(
+    cfg: HopperAttentionConfig,
+    row0: Any,
+    kv: Any,
+    lq: Any,
+    lo: Any = min,
+    hi: Any = max,
+    rows: int | None = None,
+) -> tuple[Any, Any]:
     """``(n_full, n_tiles)`` for the CTA whose first query row is ``row0``, with ``kv`` keys
     (already clamped to [0, Lk]) and ``lq`` queries: key tiles ``[0, n_tiles)`` hold every
     key a row of the CTA sees (causal: up to the bottom-right diagonal of its last row), and
@@ -131,6 +138,8 @@ def key_tiles(cfg: HopperAttentionConfig, row0: Any, kv: Any, lq: Any, lo: Any =
     if cfg.overlap:  # the overlapped loop has a prologue
         n_tiles = hi(n_tiles, 1)
     return lo(hi(full_end, 0) // cfg.bn, n_tiles), n_tiles
+
+
 # --8<-- [end:bounds]
 
 
@@ -173,6 +182,8 @@ def _online_softmax(cfg, s, m2, lsum, it, mask, scale2):
     p = tylo.exp2(tylo.fma(s, scale2, -sub))
     alpha = tylo.exp2(m2 - sub)
     return p, m2_new, lsum * alpha + p.sum(axis=1), alpha
+
+
 # --8<-- [end:softmax]
 
 
@@ -220,6 +231,8 @@ def _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask, first=0)
     o = o * alpha
     pa = accumulator_as_register_a(p, o_atom)
     return pv_alone(cfg, smem, pipe, pa, o, first + it), m2, lsum
+
+
 # --8<-- [end:tile]
 
 
@@ -291,6 +304,8 @@ def tile_softmax(cfg, s, stats, scale2, soft):
     else:
         p, m2, lsum, alpha = _online_softmax(cfg, s, m2, lsum, it, mask, scale2)
     return p, m2, lsum, alpha
+
+
 # --8<-- [end:overlap]
 
 
@@ -354,8 +369,9 @@ def consumer_q(cfg: Any, smem: Any, qbase: Any, c: Any) -> list[Any]:
     64-column block ``j``, the same swizzled block 64 rows (8 swizzle periods) on: the A
     operands of ``S = Q Kᵀ``."""
     return [
-        SharedTile(smem, block_layout(64, cfg.dtype),
-                   base=qbase + j * cfg.bm * BLOCK + 64 * BLOCK * c)
+        SharedTile(
+            smem, block_layout(64, cfg.dtype), base=qbase + j * cfg.bm * BLOCK + 64 * BLOCK * c
+        )
         for j in range(cfg.blocks)
     ]
 
@@ -382,13 +398,9 @@ def key_loop(cfg, c, bars, smem, pipe, qbase, tiles, mask, scale2, first=0):
     m2, lsum = fresh_stats(cfg)
     if not cfg.overlap:
         for it in tylo.range(n_full):
-            o, m2, lsum = _key_tile(
-                cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, None, first
-            )
+            o, m2, lsum = _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, None, first)
         for it in tylo.range(n_full, n_tiles):
-            o, m2, lsum = _key_tile(
-                cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask, first
-            )
+            o, m2, lsum = _key_tile(cfg, bars, smem, pipe, qs, it, o, m2, lsum, scale2, mask, first)
     else:  # n_tiles >= 1 here (key_tiles gives an empty item one fully masked tile)
         pa, m2, lsum = first_tile(cfg, bars, smem, pipe, qs, (m2, lsum), scale2,
                                   (0, mask, n_full), first)  # fmt: skip
@@ -433,6 +445,8 @@ def _consume(cfg, wg, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid):
         tma_epilogue(cfg, o, m2, lsum, dst, smem, 0, c, me, "written")
     else:
         epilogue(o, m2, lsum, outs[:2], me, r0)
+
+
 # --8<-- [end:consumer]
 
 
@@ -468,9 +482,7 @@ def hopper_attention_kernel(
             "(tylo.ops.attention.hopper_persistent.hopper_attention_persistent_kernel)"
         )
     check_o_map(cfg, to, "hopper_attention_kernel")
-    smem = tylo.dynamic_shared(
-        cfg.dtype, cfg.ring_offset() + 2 * cfg.stages * kv_elems, align=1024
-    )
+    smem = tylo.dynamic_shared(cfg.dtype, cfg.ring_offset() + 2 * cfg.stages * kv_elems, align=1024)
     pipe = Pipeline(ring_plan(cfg, 128 * cfg.consumers))  # split_kv/split_release: K's and V's
     qbar = Barriers(1, name="qbar")
     tid = tylo.thread_idx.x
@@ -503,4 +515,6 @@ def hopper_attention_kernel(
         tiles, outs = (n_full, n_tiles), (o_tile, l_tile, to, bh, bb)
         wgv = tylo.value(wg, tylo.i32)
         _consume(cfg, wgv, smem, pipe, qbar, tiles, kv, lq, row0, outs, scale2, tid)
+
+
 # --8<-- [end:kernel]

@@ -43,6 +43,13 @@ from __future__ import annotations
 from typing import Any
 
 import tylo
+from tylo.kernel.values import to_index
+from tylo.layouts import Layout
+from tylo.nvgpu import tma
+from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.mbarrier import Pipeline, PipelinePlan
+from tylo.nvgpu.warpgroup.mma import WarpgroupMMAAtom
+from tylo.nvgpu.warpgroup.roles import set_max_registers
 from tylo.ops.attention.hopper_epilogue import check_o_map, tma_epilogue
 from tylo.ops.attention.hopper_kernel import (
     BLOCK,
@@ -59,13 +66,6 @@ from tylo.ops.attention.hopper_kernel import (
 )
 from tylo.ops.attention.hopper_ring import load_kv_tile, ring_plan
 from tylo.ops.attention.hopper_roles import consumer_rows, turn_barrier
-from tylo.kernel.values import to_index
-from tylo.layouts import Layout
-from tylo.nvgpu import tma
-from tylo.nvgpu.errors import PlanError
-from tylo.nvgpu.mbarrier import Pipeline, PipelinePlan
-from tylo.nvgpu.warpgroup.mma import WarpgroupMMAAtom
-from tylo.nvgpu.warpgroup.roles import set_max_registers
 from tylo.tile.fragment import zeros
 from tylo.tile.views import GlobalTile, SharedTile
 
@@ -74,6 +74,7 @@ __all__ = [
     "item_order",
     "work_items",
 ]
+
 
 # --8<-- [start:order]
 def work_items(q_tiles: int, heads: int, batch: int) -> int:
@@ -131,6 +132,8 @@ def _item(cfg, i, sched, table, kv_lens, lq, lk):
     bh, bb = to_index(h, "head"), to_index(b, "batch entry")
     kv = tylo.minimum(tylo.maximum(kv_lens[bb], 0), lk)
     return row0, bh, bb, kv, key_tiles(cfg, row0, kv, lq, tylo.minimum, tylo.maximum)
+
+
 # --8<-- [end:schedule]
 
 
@@ -149,13 +152,16 @@ def _produce(cfg, smem, pipe, qpipe, maps, sched, table, kv_lens, lq, lk):
         qpipe.producer_acquire(i)
         qpipe.producer_commit(i, tx_bytes=q_elems * cfg.dtype.nbytes)
         for j in range(cfg.blocks):
-            qt = SharedTile(smem, tq.plan.smem_layout,
-                            base=qpipe.stage(i) * q_elems + j * cfg.bm * BLOCK)
+            qt = SharedTile(
+                smem, tq.plan.smem_layout, base=qpipe.stage(i) * q_elems + j * cfg.bm * BLOCK
+            )
             tma.load(tq, qt, (row0, bh, bb, BLOCK * j), qpipe.full, qpipe.stage(i))
         at = to_index(first, "ring iteration")
         for kt in tylo.range(n_tiles):
             load_kv_tile(cfg, smem, pipe, (tk, tv), at + kt, kt, bh, bb)
         first = first + tylo.value(n_tiles, tylo.u32)
+
+
 # --8<-- [end:producer]
 
 
@@ -246,8 +252,17 @@ def _consume_items_overlapped(cfg, wg, smem, pipe, qpipe, sched, table, kv_lens,
         nqs = consumer_q(cfg, smem, qpipe.stage(i + 1) * cfg.q_elements(), c)
         soft = (0, (me, nrow0 + 64 * c, nkv, lq), ntiles[0])
         acc, pa, nm2, nlsum, _alpha = overlapped_step(
-            cfg, bars, smem, pipe, nqs, (to_index(first, "ring iteration"), last), o, pa,
-            fresh_stats(cfg), scale2, soft,
+            cfg,
+            bars,
+            smem,
+            pipe,
+            nqs,
+            (to_index(first, "ring iteration"), last),
+            o,
+            pa,
+            fresh_stats(cfg),
+            scale2,
+            soft,
         )
         _finish(cfg, i, item, (acc, m2, lsum), smem, qpipe, outs, c, me, lq)
         o = zeros(o_atom.c)
@@ -275,6 +290,7 @@ def _item_tiles(cfg, i, first, carry, smem, pipe, qpipe, loads, rows, scale2):
     carry = overlapped_tiles(cfg, bars, smem, pipe, qi, tiles, carry, scale2,
                              (me, row0 + 64 * c, kv, lq), at)  # fmt: skip
     return (row0, bh, bb), tiles, at + to_index(tiles[1] - 1, "the last key tile"), carry
+
 
 # --8<-- [end:consumer]
 
@@ -313,9 +329,7 @@ def hopper_attention_persistent_kernel(
         )
     check_o_map(cfg, to, "hopper_attention_persistent_kernel")
     kv_elems = cfg.kv_elements()
-    smem = tylo.dynamic_shared(
-        cfg.dtype, cfg.ring_offset() + 2 * cfg.stages * kv_elems, align=1024
-    )
+    smem = tylo.dynamic_shared(cfg.dtype, cfg.ring_offset() + 2 * cfg.stages * kv_elems, align=1024)
     pipe = Pipeline(ring_plan(cfg, 128 * cfg.consumers))  # split_kv/split_release: K's and V's
     qpipe = Pipeline(PipelinePlan(stages=2, consumers=128 * cfg.consumers), name="qbuf")
     tid = tylo.thread_idx.x
@@ -337,4 +351,6 @@ def hopper_attention_persistent_kernel(
         consume(cfg, wgv, smem, pipe, qpipe, sched, table, kv_lens, lq, lk, outs, scale2, tid)
         if cfg.o_buffer and tid % 128 == 0:  # the last stores read the O buffer before exit
             tma.wait_stores(0, read=True)
+
+
 # --8<-- [end:kernel]

@@ -124,4 +124,6 @@ def load_kv_tile(cfg, smem, pipe, maps, it, key_tile, bh, bb):
                 tile = SharedTile(smem, tmap.plan.smem_layout, base=at + j * cfg.bn * BLOCK)
                 at_j = (key_tile * cfg.bn, bh, bb, BLOCK * j)
                 tma.load(tmap, tile, at_j, pipe.fulls[part], s)
+
+
 # --8<-- [end:ring]

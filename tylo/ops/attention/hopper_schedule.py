@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from tylo.ops.attention.hopper_kernel import key_tiles
 from tylo.nvgpu.errors import PlanError
+from tylo.ops.attention.hopper_kernel import key_tiles
 
 __all__ = ["TAIL_ROUNDS", "cta_shares", "item_weights", "mirrored", "schedule_table", "tail_rounds"]
 
@@ -106,6 +106,8 @@ def cta_shares(weights: np.ndarray, q_tiles: int, heads: int, grid: int) -> list
         extra[c].append(t)
         heapq.heappush(loads, (load + int(weights[t]), c))
     return [np.concatenate([head[c], np.asarray(extra[c], dtype=np.int64)]) for c in range(grid)]
+
+
 # --8<-- [end:shares]
 
 

@@ -13,10 +13,20 @@ from tylo.ops.attention.reference import attention_reference
 
 __all__ = ["verify"]
 
+
 def verify(
-    b: int, h: int, lq: int, d: int, *, lk: int | None = None, dtype: str = "bf16",
-    causal: bool = False, kv_lens: Any = None, seed: int | None = None,
-    tolerance: float = 2e-2, cfg: Any = None,
+    b: int,
+    h: int,
+    lq: int,
+    d: int,
+    *,
+    lk: int | None = None,
+    dtype: str = "bf16",
+    causal: bool = False,
+    kv_lens: Any = None,
+    seed: int | None = None,
+    tolerance: float = 2e-2,
+    cfg: Any = None,
 ) -> dict:
     """Run on fresh random data (outputs poisoned with NaN first) and compare with the
     float64 reference; raises AssertionError beyond ``tolerance`` (max abs error of o over
@@ -35,8 +45,11 @@ def verify(
     hopper_attention(q, k, v, causal=causal, kv_lens=kv_lens, out=out, lse=lse, cfg=cfg)
     torch.cuda.synchronize()
     want_o, want_l = attention_reference(
-        q.double().cpu().numpy(), k.double().cpu().numpy(), v.double().cpu().numpy(),
-        causal=causal, kv_lens=kv_lens,
+        q.double().cpu().numpy(),
+        k.double().cpu().numpy(),
+        v.double().cpu().numpy(),
+        causal=causal,
+        kv_lens=kv_lens,
     )
     got_o = out.double().cpu().numpy()
     got_l = lse.double().cpu().numpy()

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 import tylo
+from tylo.constants import LOG2E
+from tylo.nvgpu.errors import PlanError
 from tylo.ops.args import check_scale, refuse_shared_over, require_bool
 from tylo.ops.arrays import refuse_bad_strides
 from tylo.ops.attention.config import WARPS, AttentionConfig, attention_config
@@ -28,8 +30,6 @@ from tylo.ops.attention.reference import (
     attention_reference,
     refuse_shared_memory,
 )
-from tylo.constants import LOG2E
-from tylo.nvgpu.errors import PlanError
 from tylo.remembered import Remembered
 
 __all__ = [
@@ -194,8 +194,14 @@ def launch_config(
     is given and the CTA is the default one (a stepped tile is taken whole, with Q in
     registers, or not at all), then by ``attention_config``'s defaults. What
     :func:`plan_attention` plans and ``run.py`` prints."""
-    chosen = {"block_m": block_m, "block_n": block_n, "late_copies": late_copies,
-              "shared_bases": shared_bases, "sub_n": sub_n, "lazy_rescale": lazy_rescale}
+    chosen = {
+        "block_m": block_m,
+        "block_n": block_n,
+        "late_copies": late_copies,
+        "shared_bases": shared_bases,
+        "sub_n": sub_n,
+        "lazy_rescale": lazy_rescale,
+    }
     default_cta = warps is None or (type(warps) is int and warps == WARPS)
     if block_m is None and block_n is None and default_cta:
         opts = launch_options(
@@ -375,6 +381,7 @@ def attention(
             out = _empty(q, tuple(qa.shape), qa.dtype)
         if lse is None:
             lse = _empty(q, tuple(qa.shape[:3]), tylo.f32)
+
     def plan() -> tuple[AttentionConfig, dict[str, Any]]:
         return plan_attention(
             q, k, v, out, lse, causal=causal, kv_lens=kv_lens, scale=scale,

@@ -47,11 +47,8 @@ the last query row; their results are never stored.
 
 from __future__ import annotations
 
-
 import tylo
 from tylo.constants import LN2, LOG2E, NEG_INF
-from tylo.ops.attention.config import AttentionConfig, attention_config
-from tylo.ops.attention.mask import score_mask
 from tylo.kernel.values import to_index
 from tylo.layouts import Layout
 from tylo.nvgpu.cpasync import commit_copies, copy_async, wait_copies
@@ -59,6 +56,8 @@ from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.warp.chain import accumulator_as_a_operand
 from tylo.nvgpu.warp.ldmatrix import load_operand
 from tylo.nvgpu.warp.mma import mma_atoms, zero_accumulator
+from tylo.ops.attention.config import AttentionConfig, attention_config
+from tylo.ops.attention.mask import score_mask
 from tylo.tile.access import GlobalTile, SharedTile
 from tylo.tile.fragment import Fragment, full
 from tylo.tile.fragment_io import store_fragment
@@ -152,7 +151,9 @@ def warp_any(x):
     u = tylo.where(x, tylo.value(1, tylo.u32), tylo.value(0, tylo.u32))
     r = tylo.ptx(
         "{ .reg .pred %p<2>; setp.ne.u32 %p0, $1, 0; vote.sync.any.pred %p1, %p0, -1; "
-        "selp.u32 $0, 1, 0, %p1; }", u, out=tylo.u32,
+        "selp.u32 $0, 1, 0, %p1; }",
+        u,
+        out=tylo.u32,
     )
     return r != 0
 

@@ -61,7 +61,13 @@ def split_limit(
 
 
 def score_mask(
-    own: Any, tid: Any, origin: tuple, kv: Any, lq: Any, causal: bool, width: int,
+    own: Any,
+    tid: Any,
+    origin: tuple,
+    kv: Any,
+    lq: Any,
+    causal: bool,
+    width: int,
     split: bool = False,
 ) -> Any:
     """Inside a kernel: the boolean fragment (ownership ``own``, rank 2: rows, keys) of
@@ -96,6 +102,9 @@ def score_mask(
         limit = hi(lo(limit, 2**31 - 1), -1).to(tylo.i32)
         c0 = tylo.value(c0, tylo.i32)
     else:  # 64 bits relative to the tile, then i32
-        narrow = lambda x: tylo.value(x, tylo.i32)
+
+        def narrow(x: Any) -> Any:
+            return tylo.value(x, tylo.i32)
+
     col = tylo.value(own.thread_coord(tid)[1], tylo.i32)
     return cols < split_limit(limit, c0, col, width, lo, hi, narrow)

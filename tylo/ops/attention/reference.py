@@ -103,7 +103,12 @@ def visible(lq: int, lk: int, *, causal: bool = False, kv_len: int | None = None
 
 
 def attention_reference(
-    q: Any, k: Any, v: Any, *, scale: float | None = None, causal: bool = False,
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    scale: float | None = None,
+    causal: bool = False,
     kv_lens: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(o, lse)`` in float64 for numpy-convertible ``q``, ``k``, ``v`` (see the module)."""
@@ -113,7 +118,9 @@ def attention_reference(
     b, h, lq, d = q.shape
     lk = k.shape[2]
     if k.shape != (b, h, lk, d) or v.shape != (b, h, lk, d):
-        raise AttentionInputError(f"attention_reference: q {q.shape}, k {k.shape}, v {v.shape} disagree")
+        raise AttentionInputError(
+            f"attention_reference: q {q.shape}, k {k.shape}, v {v.shape} disagree"
+        )
     sc = 1.0 / np.sqrt(d) if scale is None else float(scale)
     o = np.zeros((b, h, lq, d))
     lse = np.full((b, h, lq), -np.inf)

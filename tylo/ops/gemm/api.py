@@ -49,26 +49,31 @@ def gemm_operands(a: Any, b: Any, out: Any, out_dtype: Any) -> dict[str, Any]:
     B = as_array(op, "b", b, ndim=2)
     (m, k), (k2, n) = A.shape, B.shape
     if k != k2:
-        raise OpArgumentError(f"{op}: a is {A.shape} and b is {B.shape}: a's columns must "
-                              "equal b's rows")
+        raise OpArgumentError(
+            f"{op}: a is {A.shape} and b is {B.shape}: a's columns must equal b's rows"
+        )
     if A.dtype.name not in _IN or B.dtype != A.dtype:
-        raise OpArgumentError(f"{op}: a and b must both be bf16 or both f16, got "
-                              f"{A.dtype.name} and {B.dtype.name}")
+        raise OpArgumentError(
+            f"{op}: a and b must both be bf16 or both f16, got {A.dtype.name} and {B.dtype.name}"
+        )
     if A.device != B.device:
         raise OpArgumentError(f"{op}: a is on device {A.device}, b on {B.device}")
     refuse_bad_strides(op, "a", A)
     refuse_bad_strides(op, "b", B)
     if m > 1 and k > 1 and A.strides[1] != 1:
-        raise OpArgumentError(f"{op}: a must be row-major (unit column stride), got strides "
-                              f"{A.strides}: pass a.contiguous()")
+        raise OpArgumentError(
+            f"{op}: a must be row-major (unit column stride), got strides "
+            f"{A.strides}: pass a.contiguous()"
+        )
     if k > 1 and n > 1 and B.strides[0] != 1:
-        raise OpArgumentError(f"{op}: b must have unit row stride (the transposed view of an "
-                              f"(N, K) row-major array), got strides {B.strides}")
+        raise OpArgumentError(
+            f"{op}: b must have unit row stride (the transposed view of an "
+            f"(N, K) row-major array), got strides {B.strides}"
+        )
     lda = A.strides[0] if m > 1 else max(k, 1)
     ldb = B.strides[1] if n > 1 else max(k, 1)
     dt = None if out_dtype is None else _dtype(op, "out_dtype", out_dtype)
-    desc: dict[str, Any] = {"m": m, "n": n, "k": k, "lda": lda, "ldb": ldb,
-                            "device": A.device}
+    desc: dict[str, Any] = {"m": m, "n": n, "k": k, "lda": lda, "ldb": ldb, "device": A.device}
     if out is None:
         desc["out_dtype"] = dt
         desc.update(row_major=True, ldo=max(n, 1))
@@ -77,8 +82,10 @@ def gemm_operands(a: Any, b: Any, out: Any, out_dtype: Any) -> dict[str, Any]:
     if tuple(D.shape) != (m, n):
         raise OpArgumentError(f"{op}: out must be ({m}, {n}), got {tuple(D.shape)}")
     if D.dtype.name not in _OUT or (dt is not None and D.dtype != dt):
-        raise OpArgumentError(f"{op}: out is {D.dtype.name}; it must be one of {_OUT}"
-                              + ("" if dt is None else f" and equal out_dtype {dt.name}"))
+        raise OpArgumentError(
+            f"{op}: out is {D.dtype.name}; it must be one of {_OUT}"
+            + ("" if dt is None else f" and equal out_dtype {dt.name}")
+        )
     if D.device != A.device:
         raise OpArgumentError(f"{op}: out is on device {D.device}, a on {A.device}")
     refuse_bad_strides(op, "out", D)
@@ -87,16 +94,23 @@ def gemm_operands(a: Any, b: Any, out: Any, out_dtype: Any) -> dict[str, Any]:
     elif m == 1 or D.strides[0] == 1:
         row_major, ldo = False, (D.strides[1] if n > 1 else max(m, 1))
     else:
-        raise OpArgumentError(f"{op}: out must be row- or column-major, got strides "
-                              f"{D.strides}")
+        raise OpArgumentError(f"{op}: out must be row- or column-major, got strides {D.strides}")
     if ldo < (n if row_major else m):
         raise OpArgumentError(f"{op}: out's rows overlap (leading dimension {ldo})")
     desc.update(out_dtype=D.dtype, row_major=row_major, ldo=ldo)
     return desc
 
 
-def gemm(a: Any, b: Any, *, out: Any = None, alpha: float = 1.0, relu: bool = False,
-         out_dtype: Any = None, stream: Any = None) -> Any:
+def gemm(
+    a: Any,
+    b: Any,
+    *,
+    out: Any = None,
+    alpha: float = 1.0,
+    relu: bool = False,
+    out_dtype: Any = None,
+    stream: Any = None,
+) -> Any:
     """``out = alpha * a @ b`` (``relu=True``: ``max(., 0)``) and return ``out``.
 
     ``a`` (M, K) and ``b`` (K, N): bf16 or f16 device arrays (torch tensors, DeviceBuffers,
@@ -110,8 +124,7 @@ def gemm(a: Any, b: Any, *, out: Any = None, alpha: float = 1.0, relu: bool = Fa
     op = "tylo.ops.gemm"
     relu = require_bool(op, "relu", relu)
     alpha = f32_scalar(op, "alpha", alpha)
-    if (is_torch(b) and b.dim() == 2 and b.shape[0] > 1 and b.shape[1] > 1
-            and b.stride(0) != 1):
+    if is_torch(b) and b.dim() == 2 and b.shape[0] > 1 and b.shape[1] > 1 and b.stride(0) != 1:
         b = b.t().contiguous().t()  # the (N, K) row-major storage the kernels read
     desc = gemm_operands(a, b, out, out_dtype)
     m, n, k = desc["m"], desc["n"], desc["k"]
@@ -141,5 +154,7 @@ def _zero(out: Any) -> None:
     elif isinstance(out, DeviceBuffer):
         out.fill_bytes(0)
     else:
-        raise OpArgumentError("tylo.ops.gemm: K = 0 with an out that is neither a torch "
-                              "tensor nor a DeviceBuffer: fill it with zeros yourself")
+        raise OpArgumentError(
+            "tylo.ops.gemm: K = 0 with an out that is neither a torch "
+            "tensor nor a DeviceBuffer: fill it with zeros yourself"
+        )

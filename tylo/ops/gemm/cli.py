@@ -71,8 +71,8 @@ SASS_SKIPPED = (
 def print_sass_checks(compiled: Any, out: Any = None) -> bool:
     """Print the main loop's instruction counts (the SASS checks) when nvdisasm exists,
     else say that they were skipped and how to enable them; True when they were printed."""
-    from tylo.ops.gemm.kernel import sass_summary
     from tylo.backend.sass import find_nvdisasm
+    from tylo.ops.gemm.kernel import sass_summary
 
     out = out or sys.stdout
     if find_nvdisasm() is None:
@@ -133,10 +133,10 @@ def _hopper(args: argparse.Namespace) -> str:
         return "; Hopper GEMM not run (its verification needs torch)"
     from tylo.ops.gemm.hopper_host import verify as hopper_verify
 
-    res = hopper_verify(args.m, args.n, args.k, dtype=args.dtype, alpha=args.alpha,
-                        relu=args.relu, seed=args.seed)
-    return (f"; Hopper GEMM (TMA + wgmma, {res['path']} path): relative error "
-            f"{res['error']:.3g}")
+    res = hopper_verify(
+        args.m, args.n, args.k, dtype=args.dtype, alpha=args.alpha, relu=args.relu, seed=args.seed
+    )
+    return f"; Hopper GEMM (TMA + wgmma, {res['path']} path): relative error {res['error']:.3g}"
 
 
 EXAMPLE = Example(

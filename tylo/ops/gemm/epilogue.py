@@ -35,8 +35,8 @@ from typing import Any
 from llvmlite import ir
 
 import tylo
-from tylo.nvgpu.cpasync import CopyPlan
 from tylo.layouts import Layout, composition
+from tylo.nvgpu.cpasync import CopyPlan
 from tylo.nvgpu.warp.mma import PlanError, TiledMMA
 
 __all__ = ["StagedStore", "staged_store"]
@@ -142,11 +142,11 @@ def staged_store(st: StagedStore, window: Any, fragment: Any, tid: Any, scratch:
     ``window`` (the full (BM, BN) window of D, M-contiguous, 16-byte aligned, ``ldd`` a
     multiple of 4) through ``scratch`` (a shared f32 tensor of ``st.elements``, which this
     overwrites: every warp must be done with it). Two barriers; call it from every thread."""
-    from tylo.tile.fragment import Fragment
     from tylo.kernel import facts
     from tylo.kernel.context import current
     from tylo.nvgpu.instructions import ld_shared_vector, st_shared
     from tylo.tile.access import GlobalTile, shared_address
+    from tylo.tile.fragment import Fragment
 
     if not isinstance(fragment, Fragment) or fragment.ownership != st.plan.acc_ownership:
         raise PlanError("staged_store: expects a fragment with the plan's accumulator ownership")

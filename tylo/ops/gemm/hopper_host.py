@@ -19,6 +19,11 @@ from typing import Any
 import numpy as np
 
 import tylo
+from tylo.arrays import array_key
+from tylo.layouts import ComposedLayout, Layout, Swizzle, dim, size, zipped_divide
+from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.tma import TensorMap, TensorMapPlan
+from tylo.ops.args import OpArgumentError, require_int
 from tylo.ops.gemm.hopper_kernel import (
     EPILOGUE_BOX,
     OUT_DTYPES,
@@ -27,17 +32,19 @@ from tylo.ops.gemm.hopper_kernel import (
     HopperGemmConfig,
     hopper_gemm_kernel,
 )
-from tylo.arrays import array_key
-from tylo.layouts import ComposedLayout, Layout, Swizzle, dim, size, zipped_divide
-from tylo.nvgpu.errors import PlanError
-from tylo.nvgpu.tma import TensorMap, TensorMapPlan
 from tylo.remembered import Remembered
-from tylo.ops.args import OpArgumentError, require_int
 
 __all__ = [
-    "c_plan", "check_extents", "chosen_config", "compile_hopper_gemm", "default_config", "gemm",
+    "c_plan",
+    "check_extents",
+    "chosen_config",
+    "compile_hopper_gemm",
+    "default_config",
+    "gemm",
     "plans",
-    "takes_tma_path", "takes_tma_store", "verify",
+    "takes_tma_path",
+    "takes_tma_store",
+    "verify",
 ]
 
 
@@ -89,6 +96,8 @@ def c_plan(cfg: HopperGemmConfig) -> TensorMapPlan | None:
         )
     R, S, ldc = dim("R"), dim("S"), dim("ldc", multiple_of=8)
     return TensorMapPlan(cfg.out, Layout((R, S), (ldc, 1)), (rows, EPILOGUE_BOX), "128B", box)
+
+
 # --8<-- [end:plans]
 
 
@@ -96,14 +105,33 @@ def compile_hopper_gemm(cfg: HopperGemmConfig, target: Any = "sm_90a") -> Any:
     """Compile (no GPU needed) the kernel for ``cfg``."""
     px, py = plans(cfg)
     return hopper_gemm_kernel.compile(
-        cfg.out, px, py, c_plan(cfg), int, int, int, int, float, cfg, block=THREADS,
+        cfg.out,
+        px,
+        py,
+        c_plan(cfg),
+        int,
+        int,
+        int,
+        int,
+        float,
+        cfg,
+        block=THREADS,
         target=target,
         **({"cluster": (cfg.cluster, 1, 1)} if cfg.cluster > 1 else {}),
     )
 
 
-def takes_tma_path(m: int, n: int, k: int, lda: int, ldb: int, a: Any, b: Any,
-                   d: Any = None, ldd: int | None = None) -> bool:
+def takes_tma_path(
+    m: int,
+    n: int,
+    k: int,
+    lda: int,
+    ldb: int,
+    a: Any,
+    b: Any,
+    d: Any = None,
+    ldd: int | None = None,
+) -> bool:
     """Whether TMA can read these operands as they are (else :func:`gemm` packs them, or
     runs the warp-MMA path): K and both leading dimensions multiples of 8 elements, 16-byte
     aligned bases, bf16/f16 inputs of one dtype, and D (when given) f32, bf16 or f16."""
@@ -152,8 +180,9 @@ def _sm_count(device: int) -> int:
 SMALL_K = 512  # at most this K (8 k-tiles per tile), ping-pong beats cooperative tiles
 
 
-def default_config(dtype: Any = tylo.bf16, *, tma_store: bool = True,
-                   k: int | None = None) -> HopperGemmConfig:
+def default_config(
+    dtype: Any = tylo.bf16, *, tma_store: bool = True, k: int | None = None
+) -> HopperGemmConfig:
     """The configuration :func:`gemm` uses unless given one. Where TMA can write D
     (``tma_store``, see :func:`takes_tma_store`) and K is over ``SMALL_K``: cooperative
     consumers on a 128x256 tile (each a 64x256 accumulator: m64n256 wgmma, the fewest
@@ -168,10 +197,20 @@ def default_config(dtype: Any = tylo.bf16, *, tma_store: bool = True,
     if k is not None and (type(k) is not int or k < 1):
         raise PlanError(f"default_config: k must be a positive int or None, got {k!r}")
     if tma_store and (k is None or k > SMALL_K):
-        return HopperGemmConfig(bn=256, m_atoms=1, stages=3, group=16, dtype=dtype,
-                                out=tylo.bf16, tma_store=True)
-    return HopperGemmConfig(bn=128, m_atoms=2, pingpong=True, stages=5, group=16, dtype=dtype,
-                            **({"out": tylo.bf16, "tma_store": True} if tma_store else {}))
+        return HopperGemmConfig(
+            bn=256, m_atoms=1, stages=3, group=16, dtype=dtype, out=tylo.bf16, tma_store=True
+        )
+    return HopperGemmConfig(
+        bn=128,
+        m_atoms=2,
+        pingpong=True,
+        stages=5,
+        group=16,
+        dtype=dtype,
+        **({"out": tylo.bf16, "tma_store": True} if tma_store else {}),
+    )
+
+
 # --8<-- [end:default]
 
 
@@ -199,8 +238,9 @@ def _span(arr: Any) -> int | None:
     return 1 + sum((n - 1) * st for n, st in zip(arr.shape, arr.strides))
 
 
-def check_extents(d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb: int,
-                  ldd: int) -> None:
+def check_extents(
+    d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb: int, ldd: int
+) -> None:
     """Refuse operands on different devices, a D that shares memory with A or B, and
     operands smaller than the problem says: A must hold ``(m-1)*lda + k``
     elements from its base, B ``(n-1)*ldb + k``, D ``(n-1)*ldd + m`` (as far as each array's
@@ -214,11 +254,11 @@ def check_extents(d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb:
     >>> check_extents(d, a, a, 64, 64, 64, 128, 64, 64)
     Traceback (most recent call last):
     ...
-    tylo.nvgpu.errors.PlanError: hopper_gemm: A holds 4096 elements from its base (shape (64, 64), strides (64, 1)); 64 rows of K = 64, lda = 128 need 8128
+    tylo.nvgpu.errors.PlanError: hopper_gemm: A holds 4096 elements from its base ... need 8128
     >>> check_extents(a, a, d, 64, 64, 64, 64, 64, 64)
     Traceback (most recent call last):
     ...
-    tylo.nvgpu.errors.PlanError: hopper_gemm: D and A share memory; the kernel reads A and B while it writes D: give D memory of its own
+    tylo.nvgpu.errors.PlanError: hopper_gemm: D and A share memory; ... give D memory of its own
     """
     from tylo.arrays import as_device_array, device_clash
     from tylo.ops.gemm.host import check_output
@@ -234,7 +274,8 @@ def check_extents(d: Any, a: Any, b: Any, m: int, n: int, k: int, lda: int, ldb:
             "one device first"
         )
     for name, arr, rows, cols, ld, what, ld_name in (
-        ("A", a, m, k, lda, "K", "lda"), ("B", b, n, k, ldb, "K", "ldb"),
+        ("A", a, m, k, lda, "K", "lda"),
+        ("B", b, n, k, ldb, "K", "ldb"),
         ("D", d, n, m, ldd, "M", "ldd"),
     ):
         da = as_device_array(arr)
@@ -262,9 +303,9 @@ _PREPARED = Remembered(64)
 
 
 def _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
+    from tylo.arrays import DeviceArray, as_device_array
     from tylo.ops.gemm.host import _scratch
     from tylo.ops.gemm.pack import packed_ld
-    from tylo.arrays import DeviceArray, as_device_array
 
     da, db, dd = as_device_array(a), as_device_array(b), as_device_array(d)
     typed = (
@@ -292,8 +333,9 @@ def _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
     tma_store = cfg.tma_store and takes_tma_store(d, m, ldd)
     want = (da.dtype, dd.dtype, bool(relu), pairs, tma_store)
     if (cfg.dtype, cfg.out, cfg.relu, cfg.pairs, cfg.tma_store) != want:
-        cfg = replace(cfg, dtype=da.dtype, out=dd.dtype, relu=bool(relu), pairs=pairs,
-                      tma_store=tma_store)
+        cfg = replace(
+            cfg, dtype=da.dtype, out=dd.dtype, relu=bool(relu), pairs=pairs, tma_store=tma_store
+        )
     px, py = plans(cfg)
     pc = c_plan(cfg)
     # D = A B^T computed as D^T = B A^T: X = B (N, K), Y = A (M, K), C = D as (N, M) row-major.
@@ -301,8 +343,11 @@ def _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
     # array is never used for another, since the key holds the address, shape and strides)
     bx = DeviceArray(db.ptr, (n, k), (ldb, 1), db.dtype, db.device)
     ay = DeviceArray(da.ptr, (m, k), (lda, 1), da.dtype, da.device)
-    tmc = None if pc is None else TensorMap(pc, DeviceArray(dd.ptr, (n, m), (ldd, 1), dd.dtype,
-                                                            dd.device))
+    tmc = (
+        None
+        if pc is None
+        else TensorMap(pc, DeviceArray(dd.ptr, (n, m), (ldd, 1), dd.dtype, dd.device))
+    )
     units = -(-n // (cfg.bm * cfg.cluster)) * -(-m // cfg.bn)  # one unit per cluster
     clusters = min(units, _resident_clusters(cfg, dd.device))
     if clusters < 1:  # a device that reports no SM, or no cluster of cfg fits
@@ -318,10 +363,9 @@ def _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
 def _prepared(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg) -> tuple:
     """The (remembered) launch preparation of these arguments and the key it is kept by."""
     if cfg is not None and not isinstance(cfg, HopperGemmConfig):
-        raise OpArgumentError(
-            f"hopper_gemm: cfg must be a HopperGemmConfig (or None), got {cfg!r}"
-        )
+        raise OpArgumentError(f"hopper_gemm: cfg must be a HopperGemmConfig (or None), got {cfg!r}")
     key = (array_key(d), array_key(a), array_key(b), m, n, k, lda, ldb, ldd, bool(relu), cfg)
+
     def make() -> tuple:
         check_extents(d, a, b, m, n, k, lda, ldb, ldd)
         return _prepare(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg)
@@ -335,9 +379,7 @@ def chosen_config(d, a, b, m, n, k, lda, ldb, ldd, *, relu=False, cfg=None) -> A
     None where it takes the warp-MMA path. No GPU work: the same remembered preparation."""
     from tylo.ops.gemm.host import check_call
 
-    (m, n, k, lda, ldb, ldd), _, relu = check_call(
-        "hopper_gemm", m, n, k, lda, ldb, ldd, 1.0, relu
-    )
+    (m, n, k, lda, ldb, ldd), _, relu = check_call("hopper_gemm", m, n, k, lda, ldb, ldd, 1.0, relu)
     prep = _prepared(d, a, b, m, n, k, lda, ldb, ldd, relu, cfg)[1]
     return None if prep[0] == "warp" else prep[1]
 
@@ -378,13 +420,15 @@ def gemm(d, a, b, m, n, k, lda, ldb, ldd, *, alpha=1.0, relu=False, cfg=None, st
         if cfg.cluster == 1
         else hopper_gemm_kernel[grid, THREADS, (cfg.cluster, 1, 1)]
     )
-    launch(d, tmx, tmy, tmc, n, m, k, ldd, float(alpha), cfg, shared=cfg.shared_bytes(),
-           stream=stream)
+    launch(
+        d, tmx, tmy, tmc, n, m, k, ldd, float(alpha), cfg, shared=cfg.shared_bytes(), stream=stream
+    )
     return path
 
 
-def verify(m, n, k, *, dtype="bf16", out="f32", alpha=1.0, relu=False, seed=None, cfg=None,
-           tolerance=1e-2) -> dict:
+def verify(
+    m, n, k, *, dtype="bf16", out="f32", alpha=1.0, relu=False, seed=None, cfg=None, tolerance=1e-2
+) -> dict:
     """Run on fresh random data (D poisoned with NaN first) and compare with float64; raises
     AssertionError beyond ``tolerance`` (relative, max-norm). ``out``: D's dtype. Returns the
     error, the path, and the configuration that ran (``cfg``: None on the warp path)."""

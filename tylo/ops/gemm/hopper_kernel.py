@@ -51,9 +51,9 @@ from tylo.nvgpu.warpgroup.mma import (
     wait_group,
 )
 from tylo.nvgpu.warpgroup.roles import set_max_registers
+from tylo.target import Target
 from tylo.tile.access import store
 from tylo.tile.fragment import zeros
-from tylo.target import Target
 from tylo.tile.views import GlobalTile, SharedTile
 
 Dim = tylo.Dim
@@ -110,13 +110,19 @@ class HopperGemmConfig:
             raise PlanError(f"HopperGemmConfig: relu must be a bool, got {self.relu!r}")
         for flag in ("loads", "pairs", "pingpong", "tma_store"):
             if type(getattr(self, flag)) is not bool:
-                raise PlanError(f"HopperGemmConfig: {flag} must be a bool, got {getattr(self, flag)!r}")
+                raise PlanError(
+                    f"HopperGemmConfig: {flag} must be a bool, got {getattr(self, flag)!r}"
+                )
         if self.cluster not in (1, 2) or type(self.cluster) is not int:
             raise PlanError(f"HopperGemmConfig: cluster must be 1 or 2, got {self.cluster!r}")
         if type(self.group) is not int or not 1 <= self.group <= 64:
-            raise PlanError(f"HopperGemmConfig: group must be an int in [1, 64], got {self.group!r}")
+            raise PlanError(
+                f"HopperGemmConfig: group must be an int in [1, 64], got {self.group!r}"
+            )
         if type(self.stages) is not int or not 2 <= self.stages <= 8:
-            raise PlanError(f"HopperGemmConfig: stages must be an int in [2, 8], got {self.stages!r}")
+            raise PlanError(
+                f"HopperGemmConfig: stages must be an int in [2, 8], got {self.stages!r}"
+            )
         if self.tma_store and self.out.name not in STMATRIX_DTYPES:
             raise PlanError(
                 f"HopperGemmConfig: tma_store=True stages the output tile in shared memory with "
@@ -197,12 +203,15 @@ class HopperGemmConfig:
     def describe(self) -> str:
         return (
             f"{self.bm}x{self.bn}x{self.bk} tile, {self.stages} stages, {CONSUMERS} consumer "
-            f"warpgroups ({'ping-pong' if self.pingpong else 'cooperative'}) + 1 producer, {self.shared_bytes() // 1024} KiB shared, "
+            f"warpgroups ({'ping-pong' if self.pingpong else 'cooperative'}) + 1 producer, "
+            f"{self.shared_bytes() // 1024} KiB shared, "
             f"{self.dtype} in, {self.out} out{', ReLU' if self.relu else ''}, persistent "
             f"(raster bands of {self.group} tile-rows)"
             + (", 2-CTA clusters (Y multicast)" if self.cluster == 2 else "")
             + (", TMA-store epilogue" if self.tma_store else "")
         )
+
+
 # --8<-- [end:config]
 
 
@@ -249,6 +258,8 @@ def _my_tile(cfg, i, sched):
     unit = tylo.block_idx.x // cfg.cluster + i * (tylo.grid_dim.x // cfg.cluster)
     ur, tcol = _tile_coords(cfg, unit, sched[2], sched[3])
     return ur * cfg.cluster + sched[4], tcol
+
+
 # --8<-- [end:schedule]
 
 
@@ -265,9 +276,13 @@ def _epilogue(cfg, acc, c, r, s, ldc, alpha, row0, col0, tid):
         for v in range(0, own.values, 2):
             vc = own.value_coord(v)
             at = (row0 + tc[0] + vc[0]) * ldc + col0 + tc[1] + vc[1]
-            c.store(at, (tylo.value(out.values[v], cfg.out), tylo.value(out.values[v + 1], cfg.out)))
+            c.store(
+                at, (tylo.value(out.values[v], cfg.out), tylo.value(out.values[v + 1], cfg.out))
+            )
     else:
         store(None, GlobalTile(c, Layout((r, s), (ldc, 1))), out, tid, origin=(row0, col0))
+
+
 # --8<-- [end:epilogue]
 
 
@@ -305,6 +320,8 @@ def _tma_epilogue(cfg, accs, tc, buf, alpha, row0, col0, tid, w):
             box = SharedTile(buf, tc.plan.smem_layout, base=base + b * cfg.box_elements)
             tma.store(tc, box, (row0, col0 + b * EPILOGUE_BOX))
         tma.commit_stores()
+
+
 # --8<-- [end:tma_epilogue]
 
 
@@ -352,8 +369,9 @@ def _consume(cfg, w, smem, pipe, turn, sched, c, tc, r, s, ldc, alpha, tid):
     rows = 64 * cfg.m_atoms
     lt = tid - 128 * (1 + w)  # the thread's index in its warpgroup
     if cfg.tma_store:  # the consumers' epilogue buffers, after the ring
-        buf = tylo.dynamic_shared(cfg.out, CONSUMERS * cfg.epilogue_elements(),
-                                  offset_bytes=cfg.ring_bytes(), align=1024)
+        buf = tylo.dynamic_shared(
+            cfg.out, CONSUMERS * cfg.epilogue_elements(), offset_bytes=cfg.ring_bytes(), align=1024
+        )
     k_tiles, my_tiles, rank = sched[0], sched[1], sched[4]
     accs = tuple(zeros(atom.c) for _ in range(cfg.m_atoms))  # registers, reused per tile
     # cooperative: both consumers on every tile; ping-pong: consumer w on tiles w, w + 2, ..
@@ -388,6 +406,8 @@ def _consume(cfg, w, smem, pipe, turn, sched, c, tc, r, s, ldc, alpha, tid):
                 _epilogue(cfg, accs[j], c, r, s, ldc, alpha, row0 + 64 * j, tcol * cfg.bn, lt)
     if cfg.tma_store and lt == 0:
         tma.wait_stores(0, read=False)  # this consumer's last stores are written
+
+
 # --8<-- [end:consumer]
 
 
@@ -412,24 +432,36 @@ def _produce(cfg, tx, ty, smem, pipe, sched):
             if cfg.loads:
                 pipe.producer_commit(it, tx_bytes=(a_elems + b_elems) * cfg.dtype.nbytes)
                 base = st * (a_elems + b_elems)
-                tma.load(tx, SharedTile(smem, lx, base=base), (tr * cfg.bm, kt * cfg.bk),
-                         pipe.full, st)
+                tma.load(
+                    tx, SharedTile(smem, lx, base=base), (tr * cfg.bm, kt * cfg.bk), pipe.full, st
+                )
                 if cfg.cluster == 1:
                     sy = SharedTile(smem, ly, base=base + a_elems)
                     tma.load(ty, sy, (tcol * cfg.bn, kt * cfg.bk), pipe.full, st)
                 else:
-                    sy = SharedTile(smem, ty.plan.smem_layout, base=base + a_elems + rank * half * cfg.bk)
-                    tma.load(ty, sy, (tcol * cfg.bn + rank * half, kt * cfg.bk), pipe.full, st,
-                             multicast=0b11)
+                    sy = SharedTile(
+                        smem, ty.plan.smem_layout, base=base + a_elems + rank * half * cfg.bk
+                    )
+                    tma.load(
+                        ty,
+                        sy,
+                        (tcol * cfg.bn + rank * half, kt * cfg.bk),
+                        pipe.full,
+                        st,
+                        multicast=0b11,
+                    )
             else:
                 pipe.producer_commit(it)
+
+
 # --8<-- [end:producer]
 
 
 # --8<-- [start:kernel]
 @tylo.kernel
-def hopper_gemm_kernel(c, tx, ty, tc, r: Dim, s: Dim, k: Dim, ldc: Dim, alpha: float,
-                       cfg: tylo.Static):
+def hopper_gemm_kernel(
+    c, tx, ty, tc, r: Dim, s: Dim, k: Dim, ldc: Dim, alpha: float, cfg: tylo.Static
+):
     if cfg.tma_store != (tc is not None):
         raise PlanError(
             f"hopper_gemm_kernel: tma_store={cfg.tma_store} takes "
@@ -468,4 +500,6 @@ def hopper_gemm_kernel(c, tx, ty, tc, r: Dim, s: Dim, k: Dim, ldc: Dim, alpha: f
         _consume(cfg, 1, smem, pipe, turn, sched, c, tc, r, s, ldc, alpha, tid)
     if cfg.cluster == 2:
         cluster_sync()  # no CTA leaves while its peer may still arrive on its barriers
+
+
 # --8<-- [end:kernel]

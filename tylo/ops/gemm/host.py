@@ -25,6 +25,10 @@ from typing import Any
 import numpy as np
 
 import tylo
+from tylo.nvgpu.errors import PlanError
+from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA, size
+from tylo.ops.args import OpArgumentError, f32_scalar, require_bool, require_int
+from tylo.ops.arrays import as_array, refuse_bad_strides
 from tylo.ops.gemm.kernel import (
     DEFAULT_EPILOGUE,
     DEFAULT_PLAN,
@@ -35,13 +39,14 @@ from tylo.ops.gemm.kernel import (
     tiled_gemm_kernel,
 )
 from tylo.ops.gemm.pack import pack_rows, packed_ld
-from tylo.ops.args import OpArgumentError, f32_scalar, require_bool, require_int
-from tylo.ops.arrays import as_array, refuse_bad_strides
-from tylo.nvgpu.errors import PlanError
-from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA, size
 
 __all__ = [
-    "check_call", "check_output", "choose_config", "compile_gemm", "gemm", "reference",
+    "check_call",
+    "check_output",
+    "choose_config",
+    "compile_gemm",
+    "gemm",
+    "reference",
     "verify",
 ]
 
@@ -66,8 +71,10 @@ def choose_config(
     accumulators), the staged epilogue when ``ldd`` (if given) is a multiple of 4 and D is
     16-byte aligned. ``dtype``: the inputs' (default: the plan's, else bf16)."""
     op = "gemm choose_config"
-    m, n, k, lda, ldb = (require_int(op, w, x, minimum=1) for w, x in
-                         (("m", m), ("n", n), ("k", k), ("lda", lda), ("ldb", ldb)))
+    m, n, k, lda, ldb = (
+        require_int(op, w, x, minimum=1)
+        for w, x in (("m", m), ("n", n), ("k", k), ("lda", lda), ("ldb", ldb))
+    )
     ldd = None if ldd is None else require_int(op, "ldd", ldd, minimum=1)
     aligned = require_bool(op, "aligned", aligned)
     d_aligned = require_bool(op, "d_aligned", d_aligned)
@@ -191,9 +198,7 @@ def gemm(
     D without zero or negative strides; else :class:`~tylo.ops.args.OpArgumentError`."""
     from tylo.arrays import as_device_array
 
-    (m, n, k, lda, ldb, ldd), alpha, relu = check_call(
-        "gemm", m, n, k, lda, ldb, ldd, alpha, relu
-    )
+    (m, n, k, lda, ldb, ldd), alpha, relu = check_call("gemm", m, n, k, lda, ldb, ldd, alpha, relu)
     check_output("gemm", d)
     if cfg is not None:
         if not isinstance(cfg, GemmConfig):

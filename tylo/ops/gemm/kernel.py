@@ -35,13 +35,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import tylo
-from tylo.ops.gemm.epilogue import StagedStore, staged_store
-from tylo.ops.gemm.sass import sass_summary
-from tylo.nvgpu.cpasync import CopyPlan, commit_copies, copy_async, wait_copies
 from tylo.kernel import facts
 from tylo.layouts import ComposedLayout, Layout, Swizzle, composition
+from tylo.nvgpu.cpasync import CopyPlan, commit_copies, copy_async, wait_copies
 from tylo.nvgpu.warp.ldmatrix import operand_loads
-from tylo.nvgpu.warp.mma import MMAAtom, PlanError, TiledMMA, load_operands, mma_atoms, size, zero_accumulator
+from tylo.nvgpu.warp.mma import (
+    MMAAtom,
+    PlanError,
+    TiledMMA,
+    load_operands,
+    mma_atoms,
+    size,
+    zero_accumulator,
+)
+from tylo.ops.gemm.epilogue import StagedStore, staged_store
+from tylo.ops.gemm.sass import sass_summary
 from tylo.target import MAX_SHARED_BYTES
 from tylo.tile.access import GlobalTile, SharedTile, store
 

@@ -4,7 +4,8 @@ The fast GEMM copies 16-byte vectors; a row that starts at an odd element offset
 read that way, and the element-wise copy path is several times slower. :func:`pack_rows`
 copies the (rows, cols) matrix into a scratch buffer whose rows are ``ldp`` elements apart,
 ``ldp`` the next multiple of 8 above ``cols`` (columns ``cols .. ldp-1`` zero-filled),
-16-byte aligned, one block per row: one read and one write of each operand (about 30 us each for A and B at
+16-byte aligned, one block per row: one read and one write of each operand (about 30 us
+each for A and B at
 4099 x 4097 bf16 on an H200), after which the aligned kernel runs. Each thread writes one
 16-byte vector, reading its 8 elements one by one (a warp's loads still cover 512
 contiguous bytes of a row; the read-only path keeps the lines between them).

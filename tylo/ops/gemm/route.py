@@ -41,8 +41,9 @@ def takes_hopper(device: int | None) -> bool:
     return device_capability(device) == (9, 0)
 
 
-def launch_gemm(desc: dict[str, Any], out: Any, a: Any, b: Any, *, alpha: float, relu: bool,
-                stream: Any) -> str:
+def launch_gemm(
+    desc: dict[str, Any], out: Any, a: Any, b: Any, *, alpha: float, relu: bool, stream: Any
+) -> str:
     """Launch the checked call; returns the path that ran ('hopper', 'hopper-packed' or
     'warp')."""
     if stream is None:  # the flat views hide the torch tensors from the launcher

@@ -12,8 +12,7 @@ from tylo.ops.arrays import as_array, capture_guard, empty_like_kind, refuse_bad
 __all__ = ["softmax"]
 
 
-def softmax(x: Any, *, dim: int = -1, mask: Any = None, out: Any = None,
-            stream: Any = None) -> Any:
+def softmax(x: Any, *, dim: int = -1, mask: Any = None, out: Any = None, stream: Any = None) -> Any:
     """``softmax(x)`` along ``dim`` of the 2-D array ``x`` (f32 or bf16); returns ``out``
     (allocated like ``x``, same dtype, when not given; f32 or bf16, ``x``'s shape).
 
@@ -26,8 +25,10 @@ def softmax(x: Any, *, dim: int = -1, mask: Any = None, out: Any = None,
     X = as_array(op, "x", x, ndim=2)
     d = require_int(op, "dim", dim)
     if d not in (-1, 1):
-        raise OpArgumentError(f"{op}: dim must be the last dimension (-1 or 1), got {d}: "
-                              "transpose x so that the softmax runs along its rows")
+        raise OpArgumentError(
+            f"{op}: dim must be the last dimension (-1 or 1), got {d}: "
+            "transpose x so that the softmax runs along its rows"
+        )
     refuse_bad_strides(op, "x", X)
     if out is None:
         out = empty_like_kind(x, tuple(X.shape), X.dtype, X.device)

@@ -26,15 +26,14 @@ never NaN: its maximum ``-inf`` is replaced by 0 before subtracting, its sum is 
 
 from __future__ import annotations
 
-
 import tylo
 from tylo.constants import LOG2E, NEG_INF
+from tylo.layouts import Layout
 from tylo.nvgpu.cpasync import CopyPlan, commit_copies, copy_async, wait_copies
+from tylo.tile.access import GlobalTile, SharedTile
 from tylo.tile.fragment import Fragment, full
 from tylo.tile.fragment_io import coordinates, load_fragment, store_fragment
-from tylo.layouts import Layout
 from tylo.tile.reduce import reduction_plan, reduction_scratch
-from tylo.tile.access import GlobalTile, SharedTile
 
 __all__ = [
     "LOG2E",

@@ -30,8 +30,8 @@ from typing import Any
 
 import tylo
 from tylo.errors import TyloError
-from tylo.target import Target, TargetError
 from tylo.nvgpu.warp.mma import MMAAtom, TiledMMA
+from tylo.target import Target, TargetError
 from tylo.tile.ownership import Ownership
 
 __all__ = [
@@ -76,7 +76,8 @@ class SoftmaxConfig:
 
     ``vec``: elements per vector access (16 bytes of the input when the rows allow);
     ``chunks``: vectors per thread per row (``warp``, ``lane``) or per column tile
-    (``passes=2``); ``threads_per_row`` / ``rows_per_block``: the block's shape (``warp``); ``repeat_n``:
+    (``passes=2``); ``threads_per_row`` / ``rows_per_block``: the block's shape (``warp``);
+    ``repeat_n``:
     MMA atoms along a row (``mma``: a column tile of ``8 * repeat_n``); ``warps``: warps per
     block (``mma``); ``mask``: 'none', 'length' (a valid length per row) or 'bool' (a
     boolean array, True keeps); ``full``: the row length equals the register tile's (no
@@ -259,7 +260,8 @@ class SoftmaxConfig:
         return (
             f"{self.style}: {shape}, vec {self.vec} x {self.chunks}, "
             f"{'one pass' if self.passes == 1 else 'online two-pass'}, mask {self.mask}"
-            f"{', full rows' if self.full else ''}{', next row prefetched' if self.prefetch else ''}"
+            f"{', full rows' if self.full else ''}"
+            f"{', next row prefetched' if self.prefetch else ''}"
             f"{cache}"
         )
 

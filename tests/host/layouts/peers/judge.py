@@ -167,8 +167,7 @@ def _evaluable(r: Any) -> bool:
     """A Layout, or a swizzle after a layout (``S o L``, how tylo returns the inverse of a
     swizzled layout): both evaluated by ``brute.ev``."""
     return type(r) is Layout or (
-        isinstance(r, ComposedLayout) and isinstance(r.outer, Swizzle)
-        and type(r.inner) is Layout
+        isinstance(r, ComposedLayout) and isinstance(r.outer, Swizzle) and type(r.inner) is Layout
     )
 
 
@@ -350,9 +349,7 @@ def chains(x: Any) -> bool:
     tylo's left_inverse constructs one for (docs/layouts.md)."""
     if not isinstance(x, Layout):
         return False
-    modes = sorted(
-        (d, s) for s, d in zip(brute.flat(x.shape), brute.flat(x.stride)) if s != 1
-    )
+    modes = sorted((d, s) for s, d in zip(brute.flat(x.shape), brute.flat(x.stride)) if s != 1)
     if any(d <= 0 for d, _ in modes):
         return False
     return all(d1 % d0 == 0 and s0 * d0 <= d1 for (d0, s0), (d1, _) in zip(modes, modes[1:]))

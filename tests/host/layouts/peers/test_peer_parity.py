@@ -114,8 +114,9 @@ def test_judge_accepts_known_results() -> None:
     assert not composition_ok(parse("1:1"), parse("4"), parse("4:0"))[0]
     # the swizzled inverses tylo returns pass, and so do the complements tylo's own
     # complement((L, R)) would refuse (the judge no longer calls it)
-    assert check("left_inverse", (parse("S<1,0,2> o (4,4):(4,1)"),),
-                 parse("S<1,0,-2> o (4,4):(4,1)"))[0]
+    assert check(
+        "left_inverse", (parse("S<1,0,2> o (4,4):(4,1)"),), parse("S<1,0,-2> o (4,4):(4,1)")
+    )[0]
     assert check("right_inverse", (parse("S<1,0,1> o (4,4):(8,1)"),), parse("S<1,2,1> o 4:4"))[0]
     assert check("complement", (parse("(4,6):(1,6)"), 1), parse("1:0"))[0]
     assert check("logical_divide", (parse("48:1"), parse("32:1")), parse("(32,2):(1,32)"))[0]

@@ -67,8 +67,10 @@ def _refusal_ok(op: str, args: tuple, err: LayoutError) -> None:
     if exists is True and _stricter(op, args, err) and not _claims_none(err):
         event(f"{op} refused: stricter by design")
         return
-    event(f"{op} refused: " + {False: "no result exists", None: "too large to verify"}.get(
-        exists, "a result exists"))
+    event(
+        f"{op} refused: "
+        + {False: "no result exists", None: "too large to verify"}.get(exists, "a result exists")
+    )
     assert exists is not True, f"{op}{tuple(str(a) for a in args)} refused ({err}) but {note}"
 
 
@@ -91,11 +93,12 @@ def test_wide_strategies_guarantees_2(h: Layout, c: ComposedLayout, fs: tuple, r
     assert any(abs(d) >= 2**62 for d in brute.flat(h.stride))
     assert isinstance(c, ComposedLayout)
     sym, facts = fs
-    v = sample_assignment([sym], random.Random(rng.random()), assumptions=facts,
-                          max_value=2**41)
+    v = sample_assignment([sym], random.Random(rng.random()), assumptions=facts, max_value=2**41)
     for f in facts:
-        assert bool(substitute(f, v)) if not hasattr(f, "divisor") else (
-            substitute(f.expr, v) % substitute(f.divisor, v) == 0
+        assert (
+            bool(substitute(f, v))
+            if not hasattr(f, "divisor")
+            else (substitute(f.expr, v) % substitute(f.divisor, v) == 0)
         )
 
 
@@ -158,8 +161,12 @@ def test_composition_with_composed_left_operand(c: ComposedLayout, data: st.Data
 
 @WIDE
 @given(
-    st.one_of(interleaving_layouts(max_stride=12), non_injective_layouts(16),
-              injective_layouts(16), negative_stride_layouts(16, injective=True)),
+    st.one_of(
+        interleaving_layouts(max_stride=12),
+        non_injective_layouts(16),
+        injective_layouts(16),
+        negative_stride_layouts(16, injective=True),
+    ),
     st.integers(1, 2),
     st.integers(0, 4),
 )
@@ -178,8 +185,11 @@ def test_complement_wide(x: Layout, scale: int, extra: int) -> None:
 
 
 @WIDE
-@given(st.one_of(interleaving_layouts(), injective_layouts(32),
-                 negative_stride_layouts(32, injective=True)))
+@given(
+    st.one_of(
+        interleaving_layouts(), injective_layouts(32), negative_stride_layouts(32, injective=True)
+    )
+)
 def test_left_inverse_of_injective_wide(x: Layout) -> None:
     try:
         r = left_inverse(x)
@@ -293,8 +303,12 @@ def test_huge_values_are_exact(x: Layout, picks: list) -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fact_symbols(), st.randoms(use_true_random=False), st.integers(-3, 70),
-       st.sampled_from([2, 3, 4, 8, 16]))
+@given(
+    fact_symbols(),
+    st.randoms(use_true_random=False),
+    st.integers(-3, 70),
+    st.sampled_from([2, 3, 4, 8, 16]),
+)
 def test_fact_symbol_decisions_are_sound(fs: tuple, rng, c: int, k: int) -> None:
     """Every True/False the prover gives about a symbol with facts holds at values that
     satisfy the facts (None is always allowed)."""
@@ -309,13 +323,13 @@ def test_fact_symbol_decisions_are_sound(fs: tuple, rng, c: int, k: int) -> None
             "div2": divides(k, 2 * sym + k),
         }
     for _ in range(3):
-        v = sample_assignment([sym], random.Random(rng.random()), assumptions=facts,
-                              max_value=2**41)
+        v = sample_assignment(
+            [sym], random.Random(rng.random()), assumptions=facts, max_value=2**41
+        )
         x = v[sym]
         truth = {"ge": x >= c, "lt": x < c, "div": x % k == 0, "div2": (2 * x + k) % k == 0}
         for name, claim in claims.items():
             assert claim is None or claim == truth[name], (str(sym), facts, name, x)
-
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -334,12 +348,21 @@ def test_fact_symbols_agree_with_their_values(fs: tuple, rng, k: int) -> None:
     with assuming(*facts):
         v = sample_assignment([layout], random.Random(rng.random()), max_value=2**41)
         results = {}
-        fns = {"coalesce": coalesce, "complement": complement, "right_inverse": right_inverse,
-               "composition": composition, "logical_divide": logical_divide}
-        for op, args in (("coalesce", (layout,)), ("complement", (Layout(sym, k), 4 * k)),
-                         ("right_inverse", (layout,)), ("composition", (layout, Layout(k, 1))),
-                         ("composition", (Layout(sym, 1), Layout((2, 2), (1, 2)))),
-                         ("logical_divide", (Layout((sym, k)), Layout(2, 1)))):
+        fns = {
+            "coalesce": coalesce,
+            "complement": complement,
+            "right_inverse": right_inverse,
+            "composition": composition,
+            "logical_divide": logical_divide,
+        }
+        for op, args in (
+            ("coalesce", (layout,)),
+            ("complement", (Layout(sym, k), 4 * k)),
+            ("right_inverse", (layout,)),
+            ("composition", (layout, Layout(k, 1))),
+            ("composition", (Layout(sym, 1), Layout((2, 2), (1, 2)))),
+            ("logical_divide", (Layout((sym, k)), Layout(2, 1))),
+        ):
             try:
                 results[f"{op}{len(results)}"] = (op, args, fns[op](*args))
             except UndecidableError:
