@@ -52,7 +52,8 @@ WANT_TYPE = {
 
 
 def test_the_bindings_enumerators_are_cuda_h():
-    cu = pytest.importorskip("cuda.bindings.driver")
+    from cuda.bindings import driver as cu
+
     pairs = [
         (cu.CUtensorMapDataType, "CU_TENSOR_MAP_DATA_TYPE_", CU_DATA_TYPE),
         (cu.CUtensorMapInterleave, "CU_TENSOR_MAP_INTERLEAVE_", CU_INTERLEAVE),
@@ -69,7 +70,8 @@ def test_the_bindings_enumerators_are_cuda_h():
 def calls(monkeypatch):
     """The driver with ``cuInit`` and ``cuTensorMapEncodeTiled`` replaced by recorders (the
     enumerations stay the real bindings'); yields the list of recorded argument tuples."""
-    cu = pytest.importorskip("cuda.bindings.driver")
+    from cuda.bindings import driver as cu
+
     seen: list[tuple] = []
     buf = ctypes.create_string_buffer(128)
 

@@ -97,6 +97,7 @@ CALLS = {
 # public functions that take no layout, shape or tiler (symbols, facts, text, verdicts)
 NO_LAYOUT = {
     "assuming",
+    "byte_swizzle",  # takes a width and an element size, no layout
     "current_assumptions",
     "decide",
     "dim",
