@@ -63,13 +63,18 @@ def choose_config(
     ldd: int | None = None,
     d_aligned: bool = True,
     dtype: Any = None,
+    max_shared: int | None = None,
     **kw: Any,
 ) -> GemmConfig:
     """The configuration for a problem: full tiles when M, N, K divide the tile, 16-byte
     copies when the leading dimensions and pointers allow (element-wise copies use the
     smaller 64 x 64 plan, whose fewer loads per thread fit in registers beside the
     accumulators), the staged epilogue when ``ldd`` (if given) is a multiple of 4 and D is
-    16-byte aligned. ``dtype``: the inputs' (default: the plan's, else bf16)."""
+    16-byte aligned. ``dtype``: the inputs' (default: the plan's, else bf16).
+    ``max_shared``: the shared memory a block may use on the device it will run on
+    (:attr:`tylo.target.Target.max_shared_bytes`); unless ``stages`` is given, the default
+    depth is lowered until the pipeline fits (the default 4 stages take 192 KiB, more than
+    an sm_80 block's 163 KiB)."""
     op = "gemm choose_config"
     m, n, k, lda, ldb = (
         require_int(op, w, x, minimum=1)
@@ -85,15 +90,30 @@ def choose_config(
     dtype = plan.atom.dtype if plan is not None else (dtype or DEFAULT_PLAN.atom.dtype)
     vec = 16 // dtype.nbytes
     vector = aligned and lda % vec == 0 and ldb % vec == 0
+    given_plan = plan is not None
     if plan is None:
         base = DEFAULT_PLAN if vector else SMALL_PLAN
         plan = _plan_in(base, dtype)
     bm, bn, bk = size(plan)
     full = m % bm == 0 and n % bn == 0 and k % bk == 0
+    given_stages = "stages" in kw
+    if max_shared is not None:
+        max_shared = require_int(op, "max_shared", max_shared, minimum=1)
     kw.setdefault("stages", DEFAULT_STAGES if plan.threads >= 256 else 3)
     staged = d_aligned and (ldd is None or ldd % 4 == 0)
     kw.setdefault("epilogue", DEFAULT_EPILOGUE if staged else "direct")
-    return _planned(plan, not full, vector, tuple(sorted(kw.items())))
+    cfg = _planned(plan, not full, vector, tuple(sorted(kw.items())))
+    if max_shared is not None and not given_stages:
+        while cfg.shared_bytes > max_shared and kw["stages"] > 2:
+            kw["stages"] -= 1
+            cfg = _planned(plan, not full, vector, tuple(sorted(kw.items())))
+        if cfg.shared_bytes > max_shared and not given_plan:  # sm_86/89/120: 99 KiB
+            small = _plan_in(SMALL_PLAN, dtype)
+            bm, bn, bk = size(small)
+            full = m % bm == 0 and n % bn == 0 and k % bk == 0
+            kw["stages"] = 3
+            cfg = _planned(small, not full, vector, tuple(sorted(kw.items())))
+    return cfg
 
 
 @functools.lru_cache(maxsize=64)
@@ -209,7 +229,12 @@ def gemm(
     refuse_shared_memory("gemm", dd, da, db)
     aligned = da.ptr % 16 == 0 and db.ptr % 16 == 0
     d_aligned = dd.ptr % 16 == 0
-    kw = {"ldd": ldd, "d_aligned": d_aligned, "dtype": da.dtype}
+    kw = {
+        "ldd": ldd,
+        "d_aligned": d_aligned,
+        "dtype": da.dtype,
+        "max_shared": _max_shared(da.device),
+    }
     cfg = choose_config(m, n, k, lda, ldb, aligned, **kw)
     ldp = packed_ld(k)
     if not cfg.vector and pack and max(m, n) * max(lda, ldb, ldp) < 2**31:  # 32-bit indices
@@ -222,6 +247,20 @@ def gemm(
         cfg = choose_config(m, n, k, lda, ldb, **kw)
     _launch(cfg, d, a, b, m, n, k, lda, ldb, ldd, alpha, relu, stream)
     return cfg
+
+
+def _max_shared(device: int | None) -> int | None:
+    """The shared memory a block may use on ``device`` (None: unknown, no limit applied)."""
+    from tylo.ops.attention.host import device_capability
+    from tylo.target import Target, TargetError
+
+    cc = device_capability(device)
+    if cc is None:
+        return None
+    try:
+        return Target(*cc).max_shared_bytes
+    except (TargetError, TypeError):
+        return None
 
 
 def compile_gemm(cfg: GemmConfig, target: Any = "sm_90a", relu: bool = False) -> Any:
