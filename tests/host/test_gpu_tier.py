@@ -40,12 +40,12 @@ def broken():
 def test_errors(broken):
     pass
 """
+_TESTS = str(ROOT / "tests")
+_CONFTEST = str(ROOT / "tests" / "conftest.py")
 CONFTEST = f"""
 import importlib.util, sys
-sys.path.insert(0, {str(ROOT / "tests")!r})
-_spec = importlib.util.spec_from_file_location("_tylo_conftest", {
-    str(ROOT / "tests" / "conftest.py")!r
-})
+sys.path.insert(0, {_TESTS!r})
+_spec = importlib.util.spec_from_file_location("_tylo_conftest", {_CONFTEST!r})
 _m = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_m)
 pytest_addoption, pytest_configure = _m.pytest_addoption, _m.pytest_configure

@@ -91,6 +91,9 @@ def calls(monkeypatch):
         CUtensorMapFloatOOBfill=cu.CUtensorMapFloatOOBfill,
     )
     monkeypatch.setattr(driver, "_cuda", lambda: fake)
+    # cuInit's outcome is memoized per process: another test in this worker may already have
+    # found no driver, so the recorder stands in for an initialized one
+    monkeypatch.setattr(driver, "_initialized", True)
     tma._encode_memo.cache_clear()
     yield seen
     tma._encode_memo.cache_clear()

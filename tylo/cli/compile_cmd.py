@@ -87,7 +87,12 @@ def _load(target: str) -> Any:
     if spec is None or spec.loader is None:
         raise CliError(f"{target!r}: {path_text} is not a Python file")
     module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(path.resolve().parent))  # the kernel file's own imports
+    # the kernel file's own imports (its sibling modules) resolve from its directory, after
+    # everything else: a file there named like a standard module (random.py, typing.py)
+    # must not shadow that module for the rest of the process
+    here = str(path.resolve().parent)
+    if here not in sys.path:
+        sys.path.append(here)
     sys.modules[name_in_modules] = module
     try:
         spec.loader.exec_module(module)
