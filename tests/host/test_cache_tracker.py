@@ -96,7 +96,10 @@ def test_every_mode_records_what_the_profile_hook_records(user_kernels):
             shared = _trace(kern, specs, block)
         finally:
             profiler.disable()
-        assert shared == reference, name
+        # sharing a running profiler records exactly what the hook records, or, where the
+        # profiler's statistics show nothing of the trace, marks it unverifiable (never
+        # stored): an empty record would be served after the user's files changed
+        assert shared == reference or set(shared) == {"unverifiable"}, name
         if name != "gemm":  # the GEMM's epilogue reads llvmlite types (see test_cache_explain)
             assert reference["files"] and reference["values"], name
             assert Dependencies.still_valid(reference)

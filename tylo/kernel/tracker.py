@@ -109,10 +109,16 @@ class DependencyTracker:
             self._profiler = None
         elif mode == "shared":
             after = _counts(self._previous)
-            ran = (
+            ran = [
                 code for key, (code, n) in after.items() if self._before.get(key, (0, 0))[1] != n
-            )
-            self._report(ran)
+            ]
+            if not ran:  # a trace always runs tylo's own code: the statistics missed it
+                self.deps.unverifiable = (
+                    f"the running profiler ({type(self._previous).__name__}) showed none of "
+                    "the trace's calls: what the trace read was not recorded"
+                )
+            else:
+                self._report(ran)
         elif mode == "hook":
             sys.setprofile(self._previous)
 
