@@ -17,7 +17,8 @@ from tylo.layouts.errors import SizeBudgetError
 __all__ = ["ENUMERATION_LIMIT", "INT64_SAFE", "check_budget"]
 
 ENUMERATION_LIMIT = 1 << 22
-"""The most elements (offsets) one operation enumerates: 4,194,304 (about 100 ms)."""
+"""The most elements (offsets) one operation enumerates: 4,194,304 (24 ms on Python 3.11,
+2-core x86, 2026-12-07: ``tools/claims.py``)."""
 
 INT64_SAFE = 1 << 62
 """Offsets (and sums of two of them) below this in magnitude are exact in int64."""
