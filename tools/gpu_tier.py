@@ -35,6 +35,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.provenance import git_commit  # the one reader of the commit and dirty flag
+
 SUMMARY = "summary.json"
 ENV_KEYS = ("TYLO_REQUIRE_GPU_RUNTIME", "TYLO_REQUIRE_C_LAUNCH")
 DEFAULT_WORKERS = 16  # the device machine's cores; the tier's history ran with -n 16
@@ -59,25 +64,10 @@ def parse_shards(text: str, n: int) -> list[int]:
 
 
 def git_state(root: Path = ROOT) -> tuple[str | None, bool | None]:
-    """(HEAD's commit, whether tracked or untracked-unignored files differ), or Nones."""
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout.strip()
-        status = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None, None
-    return head or None, bool(status.strip())
+    """(HEAD's commit, whether tracked or untracked-unignored files differ), or Nones where
+    git or the checkout's ``.git`` is absent (:func:`benchmarks.provenance.git_commit`)."""
+    found = git_commit(root)
+    return (None, None) if found is None else found
 
 
 def gpu_name() -> str | None:

@@ -117,19 +117,6 @@ def _torch() -> Any:
     return sys.modules.get("torch")
 
 
-def _empty(like: Any, shape: tuple, dtype: Any, device: int | None) -> Any:
-    torch = _torch()
-    if torch is not None and isinstance(like, torch.Tensor):
-        tdt = {
-            "bf16": torch.bfloat16,
-            "f16": torch.float16,
-            "f32": torch.float32,
-            "i32": torch.int32,
-        }[dtype.name]
-        return torch.empty(shape, dtype=tdt, device=like.device)
-    return DeviceBuffer.empty(shape, dtype, device=device or 0)
-
-
 _FULL_LENS = Remembered(16)  # (B, Lk, device, torch?) -> a device array of B entries of Lk
 
 

@@ -22,9 +22,9 @@ from tylo.constants import LOG2E
 from tylo.nvgpu.errors import PlanError
 from tylo.nvgpu.tma import TensorMap
 from tylo.ops.args import check_scale, require_bool, require_int
+from tylo.ops.arrays import empty_like_kind
 from tylo.ops.attention.hopper_args import (
     _check_out,
-    _empty,
     _kv_lens,
     _tma_strides,
     array_key_of,
@@ -522,9 +522,9 @@ def hopper_attention(
     # memory); lengths tylo made (the default, or a copy of host ones) cannot
     given = lens if lens is kv_lens else None
     if out is None:
-        out = _empty(q, (b, h, lq, d), dtype, device)
+        out = empty_like_kind(q, (b, h, lq, d), dtype, device)
     if lse is None:
-        lse = _empty(q, (b, h, lq), tylo.f32, device)
+        lse = empty_like_kind(q, (b, h, lq), tylo.f32, device)
     run, (tq, tk, tv), tmo, (osb, osh, osl), (lsb, lsh), grid, table = _PREPARED.get(
         ("out", keys, causal, scale, cfg, array_key_of(out, "out"), array_key_of(lse, "lse"),
          None if given is None else array_key_of(given, "kv_lens")),

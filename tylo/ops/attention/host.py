@@ -23,7 +23,7 @@ import tylo
 from tylo.constants import LOG2E
 from tylo.nvgpu.errors import PlanError
 from tylo.ops.args import check_scale, refuse_shared_over, require_bool
-from tylo.ops.arrays import refuse_bad_strides
+from tylo.ops.arrays import empty_like_kind, refuse_bad_strides
 from tylo.ops.attention.config import WARPS, AttentionConfig, attention_config
 from tylo.ops.attention.reference import (
     AttentionInputError,
@@ -327,19 +327,6 @@ def plan_attention(
     return cfg, values
 
 
-def _empty(like: Any, shape: tuple, dtype: Any, fill_nan: bool = False) -> Any:
-    """A fresh array on ``like``'s device, of ``like``'s kind (torch or DeviceBuffer)."""
-    if type(like).__module__.startswith("torch"):
-        import torch
-
-        tdt = {tylo.bf16: torch.bfloat16, tylo.f16: torch.float16, tylo.f32: torch.float32}
-        return torch.empty(shape, dtype=tdt[dtype], device=like.device)
-    from tylo.arrays import DeviceBuffer
-
-    dev = _array(like, "q").device or 0
-    return DeviceBuffer.empty(shape, dtype, device=dev)
-
-
 def attention(
     q: Any, k: Any, v: Any, *, causal: bool = False, kv_lens: Any = None,
     scale: float | None = None, out: Any = None, lse: Any = None, path: str = "auto",
@@ -378,9 +365,9 @@ def attention(
     qa = _array(q, "q")
     if qa.ndim == 4:
         if out is None:
-            out = _empty(q, tuple(qa.shape), qa.dtype)
+            out = empty_like_kind(q, tuple(qa.shape), qa.dtype, qa.device)
         if lse is None:
-            lse = _empty(q, tuple(qa.shape[:3]), tylo.f32)
+            lse = empty_like_kind(q, tuple(qa.shape[:3]), tylo.f32, qa.device)
 
     def plan() -> tuple[AttentionConfig, dict[str, Any]]:
         return plan_attention(
