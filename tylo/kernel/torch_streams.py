@@ -71,4 +71,5 @@ def torch_inline(inline: Any, args: Any) -> Any:
     def with_torch_stream(dims: Any, a: Any, shared: int, stream: Any) -> bool:
         return inline(dims, a, shared, stream)
 
+    with_torch_stream.__wrapped__ = inline  # type: ignore[attr-defined]  # what it wraps
     return with_torch_stream
