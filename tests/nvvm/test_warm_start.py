@@ -1,5 +1,11 @@
 """A disk-cache hit in a fresh process imports no sympy and loads no compiler (issue 35).
 
+Kernels: the vector_add example, a user kernel with launch guards, and the shipped softmax
+and attention (warp path) through their command lines (``--compile-only``). The warp and
+Hopper GEMMs and Hopper attention are not here: their host plans build layouts over
+symbolic leading dimensions on every call (the GEMM's global-side proofs, the Hopper
+plans that are part of the specialization key), so they still import sympy.
+
 The first process compiles (libNVVM, no GPU) and fills a private cache; the second finds
 each kernel at the first cache level (no trace) and reports what it imported and loaded:
 sympy and the tracer's modules must be absent, and neither libNVVM nor nvJitLink may be
@@ -126,3 +132,51 @@ def test_guards_read_back_hold_exactly_where_the_facts_do(user_dir: Path) -> Non
         assert got == (n % 4 == 0 and n <= 2 * m + 3), nm
     assert "guarded: the kernel was compiled assuming" in second["refusal"]
     assert "4" in second["refusal"]  # 6 is not a multiple of 4
+
+
+# the shipped ops' command lines, as a user runs them; what the process imported is
+# written to stderr at exit
+OPS = {
+    "softmax": ["tylo.ops.softmax", "256", "1024"],
+    "attention warp": ["tylo.ops.attention", "1", "2", "256", "64", "--path", "warp"],
+}
+
+OP_SCRIPT = """
+import atexit, runpy, sys
+def report():
+    nvvm = sys.modules.get("tylo.backend.nvvm")
+    maps = open("/proc/self/maps").read().lower() if sys.platform == "linux" else ""
+    print("REPORT", [m for m in FORBIDDEN if m in sys.modules],
+          nvvm is not None and nvvm._loaded is not None,
+          [x for x in ("nvvm", "nvjitlink") if x in maps], file=sys.stderr)
+atexit.register(report)
+sys.argv = [sys.argv[1], *sys.argv[2:], "--target", "sm_90a", "--compile-only"]
+runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+""".replace("FORBIDDEN", repr(("sympy",)))  # tile helpers import tracer modules (no sympy)
+
+
+def run_op(tmp: Path, args: list[str]) -> tuple[str, str]:
+    env = {**os.environ, "TYLO_CACHE_DIR": str(tmp / "cache"), "PYTHONPATH": str(ROOT)}
+    env.pop("TYLO_CACHE", None)
+    env.pop("TYLO_DEBUG_BOUNDS", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", OP_SCRIPT, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = [line for line in proc.stderr.splitlines() if line.startswith("REPORT ")]
+    return proc.stdout, report[-1]
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_a_shipped_op_hit_imports_no_sympy_and_loads_no_compiler(tmp_path: Path, op: str) -> None:
+    first_out, first = run_op(tmp_path, OPS[op])
+    assert "(cache miss)" in first_out and "'sympy'" in first and "True" in first
+    second_out, second = run_op(tmp_path, OPS[op])
+    assert "(cache kernel-hit)" in second_out and "(cache miss)" not in second_out
+    assert second == "REPORT [] False []", f"{op}: a cache hit imported or loaded {second}"
