@@ -66,7 +66,7 @@ elapsed = time.perf_counter() - start
 s = user_kernel.scaled_add.stats
 print(json.dumps({"traces": s.traces, "compiles": s.compiles, "disk_hits": s.disk_hits,
                   "cache": k.timings["cache"], "ptx": k.ptx, "result": result,
-                  "elapsed": elapsed}))
+                  "elapsed": elapsed, "sympy": "sympy" in sys.modules}))
 """
 
 
@@ -103,6 +103,7 @@ def test_second_process_hits_without_tracing(project: Path):
     assert second["traces"] == 0 and second["disk_hits"] == 1
     assert second["cache"] == "kernel-hit"
     assert second["ptx"] == first["ptx"]
+    assert first["sympy"] and not second["sympy"]  # a hit imports no sympy (issue 35)
 
 
 def test_edits_are_never_served_stale(project: Path):
@@ -141,6 +142,7 @@ def test_second_process_launch_hits(gpu_runtime, project: Path):
     first = run(project, "launch")
     second = run(project, "launch")
     assert second["disk_hits"] == 1 and second["traces"] == 0
+    assert not second["sympy"]  # the launch path of a hit imports no sympy (issue 35)
     want = [(i + 2.0) * 3.0 for i in range(4)]
     assert first["result"] == want and second["result"] == want
 

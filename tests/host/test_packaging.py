@@ -66,6 +66,7 @@ import sys
 for blocked in ("llvmlite", "cuda", "tylo.backend", "tylo.kernel", "tylo.cli", "tylo.pictures"):
     sys.modules[blocked] = None  # importing any of them now fails
 import hypothesis, hypothesis.strategies, tylo.layouts
+import sympy  # the symbolic strategies need it (tylo.layouts imports it on first use)
 before = set(sys.modules)
 import tylo.layouts.strategies as S
 new = sorted(m for m in set(sys.modules) - before

@@ -72,6 +72,13 @@ def add_parser(sub: Any) -> None:
         help="the block shape, required: 256 or 16,8 (at most 1024 threads; z <= 64)",
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write the stage to FILE, not stdout")
+    p.add_argument(
+        "--export",
+        metavar="DIR",
+        help="also copy the compiled specialization into the export directory DIR, which "
+        "another process launches from with tylo.kernel.export.load(DIR) or "
+        "TYLO_CACHE_DIR=DIR (no tracing, no libNVVM)",
+    )
     p.set_defaults(run=run)
 
 
@@ -220,6 +227,8 @@ def run(args: argparse.Namespace) -> int:
     block = _block(args.block)
     if args.output is not None:
         nonempty_path(args.output, "-o", "kernel.ptx")
+    if args.export is not None:
+        nonempty_path(args.export, "--export", "exported")
     module, kernel = _load(args.kernel)
     specs = dict(arg_spec(s, vars(module)) for s in args.arg)
     missing = [p for p in kernel.param_names if p not in specs]
@@ -243,6 +252,14 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(err), EXIT_FAILED) from None
     except (TraceError, CompileError, LinkError) as err:
         raise CliError(f"{type(err).__name__}: {err}", EXIT_FAILED) from None
+    if args.export is not None:
+        from tylo.kernel.export import ExportError, export
+
+        try:
+            key = export(kernel, compiled, args.export)
+        except ExportError as err:
+            raise CliError(str(err), EXIT_FAILED) from None
+        print(f"exported {compiled.entry} to {args.export} (key {key[:16]})", file=sys.stderr)
     if args.output:
         try:
             Path(args.output).write_text(text)

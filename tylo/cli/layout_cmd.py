@@ -94,8 +94,9 @@ def _crd(c: Any) -> str:
 
 def _table(layout: Any, limit: int, bank: int | None) -> list[str]:
     from tylo.layouts import idx2crd, size
-    from tylo.pictures import bank_of
 
+    if bank:
+        from tylo.pictures import bank_of
     n = int(size(layout))
     count = _rows(n, limit)
     rows = [("index", "coordinate", "offset", *(("bank",) if bank else ()))]
@@ -137,7 +138,6 @@ def run(args: argparse.Namespace) -> int:
     from math import prod
 
     from tylo.layouts import depth, rank, size
-    from tylo.pictures import PNG_INSTALL_HINT, PictureError, bank_svg, layout_svg, tv_svg
 
     limit = parse_int(args.limit, "--limit", 0, MAX_ROWS)
     bank = None if args.bank is None else parse_int(args.bank, "--bank", 1, 1 << 20)
@@ -175,6 +175,8 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(
                 f"a picture needs a static layout; give {', '.join(missing)} with --set NAME=VALUE"
             )
+        from tylo.pictures import PNG_INSTALL_HINT, PictureError, bank_svg, layout_svg, tv_svg
+
         if tile is not None:
             svg = tv_svg(layout, tile)
         elif bank:

@@ -28,56 +28,41 @@ Python's import system binds the name ``kernel`` on :mod:`tylo`.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 from typing import Any
 
-from tylo.kernel import ops as _ops  # noqa: F401 - installs the elementwise funnel first
-from tylo.kernel.atomics import atomic_add, atomic_cas, atomic_exch, atomic_max, atomic_min
-from tylo.kernel.control import all_of, any_of, range  # noqa: F401 - tylo.kernel.range (not in __all__)
-from tylo.kernel.decorator import Kernel, KernelStats, inline, kernel
-from tylo.kernel.errors import KernelArgumentError, TraceError
-from tylo.kernel.guards import assume, assume_aligned, divisible
-from tylo.kernel.intrinsics import (
-    FULL_MASK,
-    WARP_SIZE,
-    block_dim,
-    block_idx,
-    grid_dim,
-    lane_id,
-    linear_thread_idx,
-    ptx,
-    shfl_down,
-    shfl_idx,
-    shfl_up,
-    shfl_xor,
-    sync_threads,
-    sync_warp,
-    thread_idx,
-    value,
-    warp_id,
-)
-from tylo.kernel.launch import CompiledKernel
-from tylo.kernel.local import LocalArray, local
-from tylo.kernel.mathfn import (
-    abs,  # noqa: F401 - tylo.kernel.abs (not in __all__: it would shadow the builtin)
-    exp,
-    exp2,
-    fma,
-    log,
-    log2,
-    maximum,
-    minimum,
-    pack_bf16x2,
-    pack_f16x2,
-    rsqrt,
-    sqrt,
-    where,
-)
-from tylo.kernel.memory import Tensor, dynamic_shared, shared, view
-from tylo.kernel.printf import print_
-from tylo.kernel.spec import Dim, Float, Int, Ptr, Static, pointer
-from tylo.kernel.values import Value
+# public name -> the submodule that defines it. Each is imported on first use
+# (:func:`__getattr__`), so that ``@tylo.kernel`` and a launch served by the disk cache
+# import only the launch path (decorator, launch, guards, disk cache), never the tracer
+# and its symbolic algebra (sympy): see docs/backend.md, "Cache".
+_LAZY: dict[str, str] = {
+    name: module
+    for module, names in {
+        "atomics": "atomic_add atomic_cas atomic_exch atomic_max atomic_min",
+        "control": "all_of any_of range",
+        "decorator": "Kernel KernelStats inline kernel",
+        "errors": "KernelArgumentError TraceError",
+        "guards": "assume assume_aligned divisible",
+        "intrinsics": "FULL_MASK WARP_SIZE block_dim block_idx grid_dim lane_id "
+        "linear_thread_idx ptx shfl_down shfl_idx shfl_up shfl_xor sync_threads sync_warp "
+        "thread_idx value warp_id",
+        "launch": "CompiledKernel",
+        "local": "LocalArray local",
+        "mathfn": "abs exp exp2 fma log log2 maximum minimum pack_bf16x2 pack_f16x2 rsqrt "
+        "sqrt where",
+        "memory": "Tensor dynamic_shared shared view",
+        "printf": "print_",
+        "spec": "Dim Float Int Ptr Static pointer",
+        "values": "Value",
+    }.items()
+    for name in names.split()
+}
+
+# the modules a launch served by the disk cache imports: none of them imports sympy
+# (tests/host/test_warm_start.py)
+_LAUNCH_PATH = frozenset({"decorator", "errors", "guards", "launch", "spec"})
 
 __all__ = [
     "FULL_MASK",
@@ -147,11 +132,42 @@ __all__ = [
 # leaves them out so that it never replaces Python's builtins (tests/host/test_packaging.py)
 
 
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None and not name.startswith("__"):
+        # a submodule not imported yet (``tylo.kernel.facts`` after ``import tylo.kernel``)
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as err:
+            if err.name != f"{__name__}.{name}":
+                raise
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    if module not in _LAUNCH_PATH:
+        importlib.import_module(f"{__name__}.ops")  # installs the elementwise funnel first
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
 class _CallablePackage(types.ModuleType):
     """The module type of :mod:`tylo.kernel`: calling it is calling :func:`kernel`."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from tylo.kernel.decorator import kernel
+
         return kernel(*args, **kwargs)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # importing the submodule ``tylo.kernel.local`` binds it on the package; the name
+        # stays the function ``tylo.kernel.local`` (as the public names are)
+        if isinstance(value, types.ModuleType) and _LAZY.get(name) == name:
+            value = getattr(value, name)
+        super().__setattr__(name, value)
 
 
 sys.modules[__name__].__class__ = _CallablePackage

@@ -22,11 +22,11 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import sympy
 from llvmlite import ir
 
 from tylo.backend.ir import NVVMModule
 from tylo.kernel.errors import TraceError
+from tylo.layouts._lazy import sympy
 
 __all__ = ["Scope", "TraceContext", "current", "current_or_none", "tracing"]
 

@@ -33,8 +33,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-import sympy
-
 from tylo import dtypes as dt
 from tylo.kernel.context import current, current_or_none
 from tylo.kernel.errors import TraceError, Undefined
@@ -63,6 +61,7 @@ from tylo.kernel.pyops import (
     setitem,
 )
 from tylo.kernel.values import Value
+from tylo.layouts._lazy import sympy
 
 __all__ = [
     "Undefined",

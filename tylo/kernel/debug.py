@@ -32,14 +32,15 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sympy
-from llvmlite import ir
-
-from tylo.kernel.context import current
 from tylo.kernel.errors import is_user_file
-from tylo.kernel.lower import bounds, lower_int
+
+if TYPE_CHECKING:
+    from llvmlite import ir
+
+# :func:`key_text` is part of every specialization key, so the disk cache imports this
+# module: the tracer's modules (and sympy) are imported by the functions that emit checks.
 
 __all__ = ["ENV", "bound_of", "check_access", "check_index", "enabled", "key_text", "trap"]
 
@@ -73,6 +74,8 @@ def bound_of(t: Any) -> int | None:
     if t.extent is not None:
         return int(t.extent)
     if t.layout is not None:
+        import sympy
+
         from tylo.layouts import cosize
 
         try:
@@ -88,6 +91,7 @@ def trap(message: str, args: list[ir.Value]) -> None:
     """Print ``message`` (a C format) with ``args`` and execute ``trap;`` at the builder's
     position; the block is left terminated by ``unreachable``."""
     from tylo.backend.inline_ptx import PTXAsm
+    from tylo.kernel.context import current
     from tylo.kernel.printf import vprintf
 
     ctx = current()
@@ -104,6 +108,12 @@ def check_index(offset: Any, bound: int | None, what: str, count: int = 1) -> No
     are trace-time constants are left to the static checks."""
     if not enabled():
         return
+    import sympy
+    from llvmlite import ir
+
+    from tylo.kernel.context import current
+    from tylo.kernel.lower import bounds, lower_int
+
     e = sympy.sympify(offset)
     if e.is_Integer:
         return

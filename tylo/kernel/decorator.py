@@ -29,12 +29,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tylo import dtypes as dt
 from tylo.dtypes import DType
-from tylo.kernel import control, debug
-from tylo.kernel.ast_rewrite import rewrite_function
+from tylo.kernel import debug
 from tylo.kernel.clusters import check_target, cluster_dims
 from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
 from tylo.kernel.launch import (
@@ -45,9 +44,14 @@ from tylo.kernel.launch import (
     make_reader,
 )
 from tylo.kernel.readers import tensor_map_device
-from tylo.kernel.spec import Float, Int, ParamKind, Ptr, Static, classify
+from tylo.kernel.spec import Binding, Float, Int, ParamKind, Ptr, Static, classify
 from tylo.kernel.torch_streams import note_type
-from tylo.kernel.trace import Binding, TraceResult, trace_kernel
+
+if TYPE_CHECKING:
+    from tylo.kernel.trace import TraceResult
+
+# The tracer (tylo.kernel.trace, control, ast_rewrite) and with it sympy are imported when
+# a kernel is first traced, never by a specialization the disk cache serves.
 
 __all__ = ["Kernel", "KernelStats", "inline", "kernel"]
 
@@ -152,6 +156,9 @@ class Kernel:
     def rewritten(self) -> Callable[..., Any]:
         """The function with its control flow rewritten for tracing (built once)."""
         if self._rewritten is None:
+            from tylo.kernel import control
+            from tylo.kernel.ast_rewrite import rewrite_function
+
             self._rewritten = rewrite_function(self.fn, control)
         return self._rewritten
 
@@ -317,6 +324,7 @@ class Kernel:
     ) -> TraceResult:
         """Trace a specialization to NVVM IR (``.llvm``) without compiling it (needs
         neither libNVVM nor a GPU); arguments as for :meth:`compile`."""
+        from tylo.kernel.trace import trace_kernel
         from tylo.target import Target
 
         bindings = self._spec_bindings(specs, kwspecs)
@@ -392,6 +400,8 @@ class Kernel:
                 self.stats.compiles += 1
                 self.stats.disk_hits += 1
                 return self._from_disk(bindings, block, target, key, *hit, start, cluster)
+        from tylo.kernel.trace import trace_kernel
+
         self.stats.traces += 1
         result = trace_kernel(
             self.rewritten(),
@@ -517,6 +527,9 @@ def inline(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         f = state.get("fn")
         if f is None:
+            from tylo.kernel import control
+            from tylo.kernel.ast_rewrite import rewrite_function
+
             f = state["fn"] = rewrite_function(fn, control)
         return f(*args, **kwargs)
 

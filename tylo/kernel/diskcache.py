@@ -43,8 +43,9 @@ import re
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
+import tylo
 from tylo.errors import TyloError
 from tylo.kernel import debug
 from tylo.kernel.reads import Dependencies, _Unstable, code_digest, stable_text
@@ -54,6 +55,7 @@ __all__ = [
     "NotStoredWarning",
     "lookup",
     "not_stored",
+    "portable_key",
     "specialization_key",
     "stable_text",
     "store",
@@ -180,10 +182,51 @@ def specialization_key(
             f"({fn.__code__.co_filename}:{line})",
         )
         return None
+    key = _digest(parts)
+    _PORTABLE[key] = _Portable(
+        _digest(
+            {
+                **{k: v for k, v in parts.items() if k not in _LOCAL_PARTS},
+                "kernel": fn.__qualname__,
+                "tylo": tylo.__version__,
+                "python": ".".join(sys.version.split(".")[:2]),
+            }
+        ),
+        fn.__module__,
+        fn.__code__.co_filename,
+    )
+    return key
+
+
+def _digest(parts: dict[str, str]) -> str:
     digest = hashlib.sha256()
     for name, text in parts.items():
         digest.update(f"{name}={len(text)}:{text}".encode())
     return digest.hexdigest()
+
+
+# What ties a key to this machine: the module the kernel was imported as, its file's path,
+# the stamps of tylo's sources (paths and mtimes) and of the toolchain, Python's patch level.
+# The portable key of an exported specialization (tylo.kernel.export) leaves them out.
+_LOCAL_PARTS = frozenset({"kernel", "file", "tylo", "toolchain", "python"})
+
+
+class _Portable(NamedTuple):
+    key: str  # the portable key
+    module: str  # what the kernel's module and file are called in this process
+    file: str
+
+
+_PORTABLE: dict[str, _Portable] = {}  # specialization key -> its portable key (this process)
+
+
+def portable_key(key: str) -> tuple[str, str, str] | None:
+    """``(portable key, kernel module, kernel file)`` of the specialization whose key
+    :func:`specialization_key` returned in this process (None for another key): the key's
+    parts without what is local to this machine (module name, file path, source and
+    toolchain stamps), and the names an exported dependency record uses for the kernel's
+    own module and file (:func:`tylo.kernel.export.portable_deps`)."""
+    return _PORTABLE.get(key)
 
 
 # ---------------------------------------------------------------------------- explain
@@ -259,6 +302,19 @@ def lookup(key: str) -> tuple[Any, dict[str, Any]] | None:
     disk = default_cache()
     if disk is None:
         return None
+    found = _lookup_in(disk, key)
+    if found is None and key in _PORTABLE:  # an exported directory (tylo.kernel.export)
+        from tylo.kernel.exportdirs import export_caches, local_deps
+
+        p = _PORTABLE[key]
+        for exported in export_caches(disk):
+            found = _lookup_in(exported, p.key, lambda d: local_deps(d, p.module, p.file))
+            if found is not None:
+                break
+    return found
+
+
+def _lookup_in(disk: Any, key: str, localize: Any = None) -> tuple[Any, dict[str, Any]] | None:
     entry = disk.get(key)
     if entry is None:
         return None
@@ -266,7 +322,8 @@ def lookup(key: str) -> tuple[Any, dict[str, Any]] | None:
     if not valid_meta(meta):
         disk.discard(key)
         return None
-    if not Dependencies.still_valid(meta["deps"]):
+    deps = meta["deps"] if localize is None else localize(meta["deps"])
+    if not Dependencies.still_valid(deps):
         return None
     return entry, meta
 

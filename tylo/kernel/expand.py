@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import sympy
+from tylo.layouts._lazy import sympy
 
 __all__ = ["expand"]
 

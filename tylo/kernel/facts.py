@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import sympy
-
 from tylo.kernel.minmax import maximum, minimum, relation
 from tylo.layouts import symbolic as _sym
+from tylo.layouts._lazy import sympy
 
 __all__ = [
     "assuming",

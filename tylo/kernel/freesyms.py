@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 
-import sympy
+from tylo.layouts._lazy import sympy
 
 __all__ = ["free_symbols"]
 

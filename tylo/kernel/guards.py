@@ -21,15 +21,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sympy
-
-from tylo.kernel import facts, guardexpr
-from tylo.kernel.context import TraceContext, current
+from tylo.kernel import guardexpr
 from tylo.kernel.errors import KernelArgumentError, TraceError
 from tylo.kernel.guardexpr import GuardDataError
-from tylo.kernel.memory import Tensor
+
+if TYPE_CHECKING:
+    from tylo.kernel.context import TraceContext
+    from tylo.kernel.memory import Tensor
+
+# A launch (and a disk-cache hit) needs only Guard, compile_guards and check_guards: the
+# tracer's modules and sympy are imported by assume() and assume_aligned(), at trace time.
 
 __all__ = ["Guard", "GuardDataError", "assume", "assume_aligned", "compile_guards", "divisible"]
 
@@ -105,6 +108,9 @@ def _require_top_level(ctx: TraceContext, what: str) -> None:
 def assume(*conditions: Any, message: str | None = None) -> None:
     """Compile the kernel assuming ``conditions`` (relations over runtime integer
     parameters, or :func:`divisible` facts) and check them at every launch."""
+    from tylo.kernel import facts
+    from tylo.kernel.context import current
+
     ctx = current()
     _require_top_level(ctx, "tylo.assume")
     for cond in conditions:
@@ -120,6 +126,9 @@ def assume(*conditions: Any, message: str | None = None) -> None:
 def assume_aligned(ptr: Tensor, nbytes: int) -> Tensor:
     """``ptr`` (a pointer parameter, or a view of one) known to be aligned to ``nbytes``
     bytes; launches check the address."""
+    from tylo.kernel.context import current
+    from tylo.kernel.memory import Tensor
+
     ctx = current()
     _require_top_level(ctx, "tylo.assume_aligned")
     if not isinstance(ptr, Tensor) or ptr.param is None:
@@ -156,6 +165,8 @@ def _guard(text: str, tree: Any) -> Guard:
 
 def _tree(ctx: TraceContext, e: Any) -> Any:
     """Fact ``e`` as a guard expression tree over ``("v", i)`` (the launch values)."""
+    import sympy
+
     from tylo.layouts.symbolic import Divisible
 
     if isinstance(e, Divisible):
@@ -188,6 +199,8 @@ def _tree(ctx: TraceContext, e: Any) -> Any:
 
 
 def _sympy_op(e: Any) -> str | None:
+    import sympy
+
     if e.is_Add:
         return "+"
     if e.is_Mul:

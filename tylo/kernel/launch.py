@@ -32,8 +32,7 @@ from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
 from tylo.kernel.fastpath import Hot
 from tylo.kernel.guards import check_guards, compile_guards
 from tylo.kernel.readers import make_reader
-from tylo.kernel.spec import Int, ParamKind, Ptr
-from tylo.kernel.trace import Binding
+from tylo.kernel.spec import Binding, Int, ParamKind, Ptr
 
 __all__ = ["Alignment", "CompiledKernel", "Launcher", "make_reader"]
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import sympy
 from llvmlite import ir
 
 from tylo import dtypes as dt
@@ -27,6 +26,7 @@ from tylo.kernel.errors import TraceError
 from tylo.kernel.lower import bounds, lower_int
 from tylo.kernel.memory import _as_element
 from tylo.kernel.values import Value, memory_type, to_index
+from tylo.layouts._lazy import sympy
 
 __all__ = ["LOCAL_LIMIT", "LocalArray", "local"]
 

@@ -22,7 +22,6 @@ import operator
 from collections.abc import Iterator
 from typing import Any
 
-import sympy
 from llvmlite import ir
 
 from tylo import dtypes as dt
@@ -33,6 +32,7 @@ from tylo.kernel.lower import bounds, lower_int
 from tylo.kernel.merge import kind_of, materialize, same, wrap_phi
 from tylo.kernel.tree import flatten, unflatten
 from tylo.kernel.values import Value, to_index
+from tylo.layouts._lazy import sympy
 
 __all__ = ["DynamicLoop", "StaticLoop", "loop_begin", "range"]
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import sympy
 from llvmlite import ir
 
 from tylo.kernel import facts
@@ -33,13 +32,14 @@ from tylo.kernel.context import TraceContext
 from tylo.kernel.errors import TraceError
 from tylo.kernel.freesyms import free_symbols
 from tylo.kernel.minmax import relation
+from tylo.layouts._lazy import sympy
 
 __all__ = ["bounds", "is_nonnegative", "lower_bool", "lower_int", "register_lowering"]
 
 _I1 = ir.IntType(1)
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 Bounds = tuple[int | None, int | None]
-LoweringRule = Callable[[TraceContext, ir.IRBuilder, sympy.Basic], ir.Value]
+LoweringRule = Callable[[TraceContext, ir.IRBuilder, Any], ir.Value]  # (.., sympy expression)
 _RULES: dict[str, LoweringRule] = {}
 
 

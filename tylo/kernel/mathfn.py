@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import sympy
 from llvmlite import ir
 
 from tylo import dtypes as dt
@@ -42,6 +41,7 @@ from tylo.kernel.context import current
 from tylo.kernel.errors import TraceError
 from tylo.kernel.ops import OPS, elementwise
 from tylo.kernel.values import Value, as_value, convert, ir_type
+from tylo.layouts._lazy import sympy
 
 __all__ = [
     "abs",

@@ -25,7 +25,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import sympy
 from llvmlite import ir
 
 from tylo import dtypes as dt
@@ -37,6 +36,7 @@ from tylo.kernel.context import current
 from tylo.kernel.errors import TraceError
 from tylo.kernel.lower import bounds, lower_int
 from tylo.kernel.values import Value, as_value, convert, ir_type, memory_type, to_index
+from tylo.layouts._lazy import sympy
 
 __all__ = ["Tensor", "dynamic_shared", "shared", "view"]
 

@@ -16,7 +16,6 @@ import contextlib
 from typing import Any
 
 import numpy as np
-import sympy
 from llvmlite import ir
 
 from tylo import dtypes as dt
@@ -26,6 +25,7 @@ from tylo.kernel.errors import TraceError, Undefined
 from tylo.kernel.lower import bounds, is_nonnegative, lower_bool, lower_int
 from tylo.kernel.tree import flatten, unflatten
 from tylo.kernel.values import Value, as_value, convert, is_relation, to_index
+from tylo.layouts._lazy import sympy
 
 __all__ = [
     "Branches",

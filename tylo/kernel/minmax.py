@@ -24,9 +24,8 @@ import math
 from fractions import Fraction
 from typing import Any
 
-import sympy
-
 from tylo.kernel.freesyms import free_symbols
+from tylo.layouts._lazy import sympy
 
 __all__ = ["maximum", "minimum", "relation"]
 
@@ -67,12 +66,9 @@ def relation(cls: Any, a: Any, b: Any) -> Any:
     >>> relation(sympy.Lt, r, m) == sympy.Lt(r, m), relation(sympy.Lt, r, r + 1)
     (True, True)
     """
-    if cls not in _INEQUALITIES:
+    if cls not in (sympy.Lt, sympy.Le, sympy.Gt, sympy.Ge):
         raise TypeError(f"relation: {cls!r} is not an inequality class")
     return _relation(cls, sympy.sympify(a), sympy.sympify(b))
-
-
-_INEQUALITIES = (sympy.Lt, sympy.Le, sympy.Gt, sympy.Ge)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -90,10 +86,9 @@ def _relation(cls: Any, a: Any, b: Any) -> Any:
 def _plain(x: Any) -> bool:
     """An expression that sympy's Min/Max argument filters pass through untouched: not a
     number, not itself a Min or Max (those inside a sum or product are not looked at)."""
-    return isinstance(x, sympy.Expr) and not x.is_number and not isinstance(x, _MINMAX)
-
-
-_MINMAX = (sympy.Min, sympy.Max)
+    return (
+        isinstance(x, sympy.Expr) and not x.is_number and not isinstance(x, (sympy.Min, sympy.Max))
+    )
 
 
 def _shape_is_kept(cls: Any, a: Any, b: Any) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import sympy
 from llvmlite import ir
 
 from tylo import dtypes as dt
@@ -22,6 +21,7 @@ from tylo.kernel import values as _values
 from tylo.kernel.context import current
 from tylo.kernel.errors import TraceError, Undefined
 from tylo.kernel.values import Value, as_value, convert, ir_type, is_relation
+from tylo.layouts._lazy import sympy
 
 __all__ = ["OPS", "elementwise", "promote"]
 

@@ -27,13 +27,12 @@ import ast
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import sympy
-
 from tylo import dtypes as dt
 from tylo.kernel.errors import TraceError, Undefined
 from tylo.kernel.merge import classify
 from tylo.kernel.pyops import all_of, any_of, eq, is_runtime
 from tylo.kernel.values import Value, is_relation
+from tylo.layouts._lazy import sympy
 
 __all__ = ["Case", "captured_names", "match_case", "pattern_spec"]
 

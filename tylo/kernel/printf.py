@@ -17,7 +17,6 @@ import re
 from typing import Any
 
 import numpy as np
-import sympy
 from llvmlite import ir
 
 from tylo import dtypes as dt
@@ -25,6 +24,7 @@ from tylo.dtypes import DType
 from tylo.kernel.context import TraceContext, current
 from tylo.kernel.errors import TraceError
 from tylo.kernel.values import Value, as_value, convert
+from tylo.layouts._lazy import sympy
 
 __all__ = ["conversions", "print_", "vprintf"]
 

@@ -33,7 +33,6 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import numpy as np
-import sympy
 
 from tylo import dtypes as dt
 from tylo.kernel.context import current
@@ -41,6 +40,7 @@ from tylo.kernel.errors import TraceError, Undefined
 from tylo.kernel.lower import bounds, lower_bool
 from tylo.kernel.merge import classify
 from tylo.kernel.values import Value, as_value, is_relation, to_index
+from tylo.layouts._lazy import sympy
 
 __all__ = [
     "all_of",

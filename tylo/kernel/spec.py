@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,7 @@ from tylo.dtypes import DType
 from tylo.kernel.errors import KernelArgumentError, TraceError
 
 __all__ = [
+    "Binding",
     "Dim",
     "Float",
     "Int",
@@ -282,3 +283,24 @@ def _is_other_number(value: Any) -> bool:
     import numbers
 
     return isinstance(value, numbers.Number) and not isinstance(value, (int, float, enum.Enum))
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One parameter of one specialization: its kind and what was chosen for it.
+
+    ``dtype``: pointer element or float dtype; ``static``: the static value;
+    ``check``: the :class:`Int` / :class:`Ptr` facts that launches must satisfy.
+    """
+
+    name: str
+    kind: ParamKind
+    dtype: DType | None = None
+    static: Any = None
+    check: Any = None
+    # the static value's types, so that `True`, `1` and `1.0` (equal in Python) select
+    # different specializations: a trace may branch on the type
+    static_types: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "static_types", value_types(self.static))

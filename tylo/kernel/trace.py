@@ -21,39 +21,18 @@ from typing import Any
 from llvmlite import ir
 
 from tylo.backend.ir import ADDRSPACE_GLOBAL, NVVMModule
-from tylo.dtypes import DType
 from tylo.kernel import clusters, facts, intrinsics
+from tylo.kernel import ops as _ops  # noqa: F401 - installs the elementwise funnel
 from tylo.kernel.context import TraceContext, tracing
 from tylo.kernel.diskcache import Dependencies
 from tylo.kernel.errors import TraceError, is_user_file, user_frames
 from tylo.kernel.memory import Tensor
-from tylo.kernel.spec import Int, ParamKind, Ptr, value_types
+from tylo.kernel.spec import Binding, Int, ParamKind, Ptr
 from tylo.kernel.tensormap import TensorMapParam
 from tylo.kernel.tracker import DependencyTracker, may_run_user_code
 from tylo.kernel.values import Value, ir_type, memory_type
 
 __all__ = ["Binding", "TraceResult", "trace_kernel"]
-
-
-@dataclass(frozen=True)
-class Binding:
-    """One parameter of one specialization: its kind and what was chosen for it.
-
-    ``dtype``: pointer element or float dtype; ``static``: the static value;
-    ``check``: the :class:`Int` / :class:`Ptr` facts that launches must satisfy.
-    """
-
-    name: str
-    kind: ParamKind
-    dtype: DType | None = None
-    static: Any = None
-    check: Any = None
-    # the static value's types, so that `True`, `1` and `1.0` (equal in Python) select
-    # different specializations: a trace may branch on the type
-    static_types: Any = field(default=None, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "static_types", value_types(self.static))
 
 
 @dataclass

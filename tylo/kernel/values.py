@@ -28,13 +28,13 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import sympy
 from llvmlite import ir
 
 from tylo import dtypes as dt
 from tylo.dtypes import DType
 from tylo.kernel.context import current
 from tylo.kernel.errors import TraceError, Undefined
+from tylo.layouts._lazy import sympy
 
 __all__ = [
     "Value",

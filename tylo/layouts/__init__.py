@@ -14,6 +14,8 @@ Hypothesis strategies live in :mod:`tylo.layouts.strategies`; the manual is
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from tylo.layouts.algebra import coalesce, complement, filter_
 from tylo.layouts.compose import composition
 from tylo.layouts.divide import flat_divide, logical_divide, tiled_divide, zipped_divide
@@ -70,10 +72,8 @@ from tylo.layouts.proofs import (
     prove_injective,
     require,
 )
-from tylo.layouts.swizzle import ComposedLayout, Swizzle, SwizzleXor, byte_swizzle
+from tylo.layouts.swizzle import ComposedLayout, Swizzle, byte_swizzle
 from tylo.layouts.symbolic import (
-    Dim,
-    IndexSymbol,
     assuming,
     current_assumptions,
     decide,
@@ -85,6 +85,10 @@ from tylo.layouts.symbolic import (
     substitute,
 )
 from tylo.layouts.tv import make_tv_layout, tv_coords, tv_owners
+
+if TYPE_CHECKING:
+    from tylo.layouts._swizzle_xor import SwizzleXor
+    from tylo.layouts._symbols import Dim, IndexSymbol
 
 __all__ = [
     "AssumptionError",
@@ -161,3 +165,16 @@ __all__ = [
     "zipped_divide",
     "zipped_product",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # sympy classes: sympy is imported when one is first named (static layouts need none)
+    if name in ("Dim", "IndexSymbol"):
+        from tylo.layouts import _symbols
+
+        return getattr(_symbols, name)
+    if name == "SwizzleXor":
+        from tylo.layouts._swizzle_xor import SwizzleXor
+
+        return SwizzleXor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,12 +26,13 @@ from fractions import Fraction
 from math import gcd, lcm, prod
 from typing import Any
 
-import sympy
-
 from tylo.layouts import _poly as P
+from tylo.layouts._fact_data import Divisible
+from tylo.layouts._lazy import is_sympy, lazy, sympy
 from tylo.layouts._scope import Fact
-from tylo.layouts._symbols import Dim, Divisible, IndexSymbol
 from tylo.layouts.errors import AssumptionError
+
+_symbols = lazy("tylo.layouts._symbols")  # sympy's symbol classes, imported on first use
 
 NONNEG, INT, REAL = 0, 1, 2
 _LOCK = threading.RLock()
@@ -39,7 +40,7 @@ _ENUM_LIMIT = 1 << 16
 
 
 def _text(x: Any) -> str:
-    return sympy.sstr(x) if isinstance(x, sympy.Basic) else str(x)
+    return sympy.sstr(x) if is_sympy(x) else str(x)
 
 
 class Facts:
@@ -94,7 +95,7 @@ class Facts:
     def _convert(self, x: Any) -> P.Poly:
         if isinstance(x, (bool, sympy.logic.boolalg.BooleanAtom, sympy.core.relational.Relational)):
             raise AssumptionError(f"expected an integer expression, got the condition {x}")
-        if not isinstance(x, sympy.Basic):
+        if not is_sympy(x):
             return P.const(int(x))
         if x.is_Integer:
             return P.const(int(x))
@@ -126,11 +127,11 @@ class Facts:
 
     def _bind_new(self, atom: Any) -> P.Poly:
         name = atom
-        if isinstance(atom, Dim):
+        if isinstance(atom, _symbols.Dim):
             v = self._new(NONNEG, name)
             m = atom.multiple_of
             p: P.Poly = {(): m, ((v, 1),): m}
-        elif isinstance(atom, IndexSymbol):
+        elif isinstance(atom, _symbols.IndexSymbol):
             v = self._new(NONNEG, name)
             p = P.var(v)
             if atom.upper is not None:

@@ -9,8 +9,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import sympy
-
+from tylo.layouts._lazy import is_sympy, sympy
 from tylo.layouts.errors import NotationError
 from tylo.layouts.symbolic import dim, to_value
 
@@ -18,7 +17,7 @@ __all__ = ["MAX_INT_BITS", "MAX_NESTING", "MAX_SYMBOLIC_EXPONENT", "read_layout"
 
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(\*\*|[(),:+\-*/]))")
 _SWIZZLE = re.compile(r"^\s*S<\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*>\s*$")
-_FUNCS = {"floor": sympy.floor, "ceiling": sympy.ceiling, "Mod": sympy.Mod}
+_FUNCS = ("floor", "ceiling", "Mod")  # sympy functions the notation may call
 _ARITY = {"floor": 1, "ceiling": 1, "Mod": 2}
 MAX_NESTING = 64
 """Deepest nesting of parentheses, function calls and unary minus the parser accepts."""
@@ -126,7 +125,7 @@ class _Parser:
             v = make()
         except (ArithmeticError, TypeError, ValueError) as e:
             raise self.error(f"invalid arithmetic ({type(e).__name__}: {e})", col) from None
-        if isinstance(v, sympy.Basic) and v.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo):
+        if is_sympy(v) and v.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo):
             raise self.error("the expression is undefined (division by zero)", col)
         if type(v) is int and v.bit_length() > MAX_INT_BITS:
             raise self.error(f"an integer larger than 2**{MAX_INT_BITS} (MAX_INT_BITS)", col)
@@ -174,7 +173,7 @@ class _Parser:
                     )
                 if val == "Mod" and _is_zero(args[1]):
                     raise self.error("Mod(.., 0): modulus zero", col)
-                return self.checked(lambda: _FUNCS[val](*args), col)
+                return self.checked(lambda: getattr(sympy, val)(*args), col)
             sym = self.symbols.get(val)
             if sym is None:
                 sym = self.symbols[val] = dim(val)
@@ -196,15 +195,15 @@ _BINOPS = ("+", "-", "*", "/", "**")
 
 
 def _is_zero(x: Any) -> bool:
-    return (type(x) is int and x == 0) or (isinstance(x, sympy.Basic) and x.is_zero is True)
+    return (type(x) is int and x == 0) or (is_sympy(x) and x.is_zero is True)
 
 
 def _power(base: Any, exp: Any, error: Any, col: int) -> Any:
     """``base ** exp`` within the parser's size limits (no huge or undefined powers)."""
-    if not (type(exp) is int or (isinstance(exp, sympy.Basic) and exp.is_Integer)):
+    if not (type(exp) is int or (is_sympy(exp) and exp.is_Integer)):
         raise error("the exponent of ** must be an integer", col)
     e = int(exp)
-    if type(base) is int or (isinstance(base, sympy.Basic) and base.is_Integer):
+    if type(base) is int or (is_sympy(base) and base.is_Integer):
         b = int(base)
         if b == 0 and e < 0:
             raise error("0 ** negative exponent (division by zero)", col)

@@ -1,15 +1,15 @@
 """The emptiness check of index ranges (private): an ``index_symbol(name, upper)`` whose range
 is empty for every value of the symbols in ``upper`` is refused. It needs the fact engine
 (_facts.py), which builds on the symbol classes (_symbols.py), so it lives above both and
-installs itself into _symbols when imported (tylo.layouts.symbolic imports it)."""
+installs itself into _fact_data when imported (tylo.layouts.symbolic imports it)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tylo.layouts import _symbols
+from tylo.layouts import _fact_data
+from tylo.layouts._fact_data import _text
 from tylo.layouts._facts import facts_for
-from tylo.layouts._symbols import _text
 from tylo.layouts.errors import AssumptionError
 
 __all__ = ["check_index_range"]
@@ -45,4 +45,4 @@ def check_index_range(name: str, upper: Any) -> None:
         )
 
 
-_symbols._RANGE_CHECKS[:] = [check_index_range]  # IndexSymbol(...) runs it
+_fact_data.RANGE_CHECKS[:] = [check_index_range]  # IndexSymbol(...) runs it

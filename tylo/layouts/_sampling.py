@@ -12,14 +12,15 @@ import random
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-import sympy
-
 from tylo.layouts import _poly as P
 from tylo.layouts._depth import MAX_DEPTH, check_depth
+from tylo.layouts._fact_data import Divisible
 from tylo.layouts._facts import facts_for
+from tylo.layouts._lazy import is_sympy, lazy, sympy
 from tylo.layouts._scope import _STACK, Fact, _normalize_fact, to_value
-from tylo.layouts._symbols import Dim, Divisible, IndexSymbol
 from tylo.layouts.errors import AssumptionError, ShapeError
+
+_symbols = lazy("tylo.layouts._symbols")  # sympy's symbol classes, imported on first use
 
 __all__ = ["assignments", "sample_assignment", "substitute"]
 
@@ -53,7 +54,7 @@ def substitute(obj: Any, values: Mapping[Any, int]) -> Any:
             )
 
     def one(x: Any) -> Any:
-        if type(x) is int or not isinstance(x, sympy.Basic):
+        if type(x) is int or not is_sympy(x):
             return x
         repl = dict(by_sym)
         if by_name:
@@ -70,7 +71,7 @@ def _exact_int(k: Any, v: Any) -> int:
     out: int | None = None
     if isinstance(v, bool):
         pass
-    elif isinstance(v, sympy.Basic):
+    elif is_sympy(v):
         out = int(v) if v.is_Integer else None
     else:
         try:
@@ -95,7 +96,7 @@ def _map(obj: Any, fn: Any, depth: int = 0) -> Any:
         out = [_map(e, fn, depth + 1) for e in obj]
         return tuple(out) if type(obj) is tuple else out
     mapper = getattr(obj, "map_values", None)
-    if mapper is not None and not isinstance(obj, sympy.Basic):
+    if mapper is not None and not is_sympy(obj):
         return mapper(fn)
     return fn(obj)
 
@@ -104,7 +105,7 @@ def _free_symbols(obj: Any) -> set[sympy.Symbol]:
     out: set[sympy.Symbol] = set()
 
     def grab(x: Any) -> Any:
-        if isinstance(x, sympy.Basic):
+        if is_sympy(x):
             out.update(x.free_symbols)
         return x
 
@@ -119,18 +120,18 @@ def _closure(symbols: Iterable[sympy.Symbol], assumptions: tuple[Fact, ...]) -> 
     for a in assumptions:
         if isinstance(a, Divisible):
             syms |= _free_symbols((a.expr, a.divisor))
-        elif isinstance(a, sympy.Basic):
+        elif is_sympy(a):
             syms |= a.free_symbols
     todo = list(syms)
     while todo:
         s = todo.pop()
-        if isinstance(s, IndexSymbol) and isinstance(s.upper, sympy.Basic):
+        if isinstance(s, _symbols.IndexSymbol) and is_sympy(s.upper):
             for t in s.upper.free_symbols:
                 if t not in syms:
                     syms.add(t)
                     todo.append(t)
     # index symbols last so their bounds are known; otherwise by name for determinism
-    return sorted(syms, key=lambda s: (isinstance(s, IndexSymbol), s.name, str(type(s))))
+    return sorted(syms, key=lambda s: (isinstance(s, _symbols.IndexSymbol), s.name, str(type(s))))
 
 
 def _holds(a: Any, env: dict[sympy.Symbol, sympy.Integer]) -> bool:
@@ -138,16 +139,16 @@ def _holds(a: Any, env: dict[sympy.Symbol, sympy.Integer]) -> bool:
         e = to_value(sympy.sympify(a.expr).xreplace(env))
         d = to_value(sympy.sympify(a.divisor).xreplace(env))
         return type(e) is int and type(d) is int and d != 0 and e % d == 0
-    if isinstance(a, sympy.Basic):
+    if is_sympy(a):
         r = a.xreplace(env)
         return bool(r is sympy.true)
     return bool(a)
 
 
 def _intrinsic_ok(s: Any, v: int, env: dict[sympy.Symbol, sympy.Integer]) -> bool:
-    if isinstance(s, Dim):
+    if isinstance(s, _symbols.Dim):
         return v >= 1 and v % s.multiple_of == 0
-    if isinstance(s, IndexSymbol):
+    if isinstance(s, _symbols.IndexSymbol):
         if v < 0:
             return False
         if s.upper is not None:
@@ -216,7 +217,7 @@ def sample_assignment(
             if not isinstance(val, int):
                 ok = False
                 break
-            if isinstance(s, IndexSymbol) and s.upper is not None and rng.random() < 0.7:
+            if isinstance(s, _symbols.IndexSymbol) and s.upper is not None and rng.random() < 0.7:
                 u = to_value(sympy.sympify(s.upper).xreplace(env))
                 if type(u) is int and u >= 1:
                     val = rng.randrange(u)

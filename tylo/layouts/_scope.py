@@ -9,8 +9,7 @@ import reprlib
 import threading
 from typing import Any
 
-import sympy
-
+from tylo.layouts._lazy import is_sympy, sympy
 from tylo.layouts.errors import AssumptionError
 
 __all__ = ["to_value"]
@@ -42,7 +41,7 @@ def to_value(x: Any) -> Value:
     """
     if type(x) is int:
         return x
-    if isinstance(x, sympy.Basic):
+    if is_sympy(x):
         if x.is_Integer:
             return int(x)
         return x

@@ -6,9 +6,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import sympy
 from hypothesis import strategies as st
 
+from tylo.layouts._lazy import sympy
 from tylo.layouts._scope import Fact, Value
 from tylo.layouts.errors import AssumptionError
 from tylo.layouts.inttuple import IntTuple

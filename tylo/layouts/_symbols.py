@@ -1,4 +1,4 @@
-"""Symbol classes carrying facts: :class:`Dim`, :class:`IndexSymbol`, :class:`Divisible`.
+"""Symbol classes carrying facts: :class:`Dim`, :class:`IndexSymbol` (sympy symbols).
 
 Private module: the public names are re-exported by :mod:`tylo.layouts.symbolic`.
 A fact that belongs to one symbol (``N`` is a multiple of 16, ``tid < 128``) lives on the
@@ -10,11 +10,11 @@ symbols (the fact is part of the hashable content).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 import sympy
 
+from tylo.layouts._fact_data import Divisible, _text, check_nonempty  # noqa: F401 - re-exported
 from tylo.layouts.errors import AssumptionError
 
 _LOCK = threading.Lock()
@@ -103,7 +103,7 @@ class IndexSymbol(sympy.Symbol):  # type: ignore[misc]  # as Dim
                     "sympy expression over dims"
                 )
             else:
-                _check_nonempty(name, upper)
+                check_nonempty(name, upper)
         with _LOCK:
             obj = _INDEX_CACHE.get(key)
             if obj is None:
@@ -120,38 +120,3 @@ class IndexSymbol(sympy.Symbol):  # type: ignore[misc]  # as Dim
 
     def __repr__(self) -> str:
         return str(self.name)
-
-
-# The fact engine (_facts.py) builds on these classes, so it sits above this module; it
-# installs its emptiness check of an index range here when imported (tylo.layouts imports it).
-_RANGE_CHECKS: list[Any] = []
-
-
-def _check_nonempty(name: str, upper: Any) -> None:
-    """Refuse an index range that is empty for every value of its symbols (the check
-    :func:`tylo.layouts._facts.check_index_range` installs)."""
-    for check in _RANGE_CHECKS:
-        check(name, upper)
-
-
-@dataclass(frozen=True)
-class Divisible:
-    """The fact ``divisor | expr`` (``expr`` is a multiple of ``divisor``), for ``assuming``.
-
-    Build it with :func:`tylo.layouts.symbolic.divisible`.
-    """
-
-    expr: Any
-    divisor: Any
-
-    def __str__(self) -> str:
-        return f"{_text(self.divisor)} | {_text(self.expr)}"
-
-    def __repr__(self) -> str:
-        return f"divisible({_text(self.expr)}, {_text(self.divisor)})"
-
-
-def _text(x: Any) -> str:
-    if isinstance(x, sympy.Basic):
-        return str(sympy.sstr(x))
-    return str(x)

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, overload
 
-import sympy
-
 from tylo.layouts._depth import check_depth
+from tylo.layouts._lazy import sympy
 from tylo.layouts._scope import Value
 from tylo.layouts.errors import ComplementError, ShapeError
 from tylo.layouts.inttuple import IntTuple, flatten_tuple, fmt, product, vmul

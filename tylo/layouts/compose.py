@@ -41,10 +41,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import sympy
-
 from tylo.layouts._compose_eval import check_negative_reach, search
 from tylo.layouts._depth import check_depth
+from tylo.layouts._lazy import is_sympy
 from tylo.layouts._scope import Value
 from tylo.layouts.algebra import (
     is_one,
@@ -437,7 +436,7 @@ def composition(a: Any, b: Any) -> Any:
 
 def _composition(a: Any, b: Any) -> Any:
     if isinstance(a, Swizzle):
-        if isinstance(b, (Layout, int, sympy.Basic)):
+        if isinstance(b, (Layout, int)) or is_sympy(b):
             b = b if isinstance(b, Layout) else Layout(b)
             return ComposedLayout(a, 0, b)
         if isinstance(b, ComposedLayout):
@@ -456,7 +455,7 @@ def _composition(a: Any, b: Any) -> Any:
                 "evaluate A(B(c)) directly"
             )
         return ComposedLayout(a.outer, a.offset, inner)
-    if type(a) is int or isinstance(a, sympy.Basic):
+    if type(a) is int or is_sympy(a):
         a = Layout(a)
     if not isinstance(a, Layout):
         _as_layout(a, "composition")  # raises ShapeError naming the operand (reprlib: any depth)

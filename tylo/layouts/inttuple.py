@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import sympy
-
 from tylo.layouts._depth import check_depth
+from tylo.layouts._lazy import is_sympy, sympy
 from tylo.layouts._scope import Value
 from tylo.layouts.errors import ShapeError
 from tylo.layouts.symbolic import floor_div, mod, to_value
@@ -315,6 +314,6 @@ def fmt(t: IntTuple) -> str:
             return "(...)"  # too deep to print; the error that prints it says so
     if type(t) is int:
         return str(t)
-    if isinstance(t, sympy.Basic):
+    if is_sympy(t):
         return str(sympy.sstr(t)).replace(" ", "")
     return str(t)

@@ -17,8 +17,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any, overload
 
-import sympy
-
+from tylo.layouts._lazy import sympy
 from tylo.layouts._scope import Value
 from tylo.layouts.algebra import coalesce, is_one, is_zero, sorted_modes
 from tylo.layouts.errors import InverseError, LayoutError, SwizzleError

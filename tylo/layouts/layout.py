@@ -13,9 +13,8 @@ import reprlib
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, overload
 
-import sympy
-
 from tylo.layouts._depth import MAX_DEPTH, check_depth  # re-exported here
+from tylo.layouts._lazy import is_sympy, sympy
 from tylo.layouts._scope import Value
 from tylo.layouts.errors import LayoutError, NotationError, ShapeError, UndecidableError
 from tylo.layouts.inttuple import (
@@ -74,7 +73,7 @@ def _norm(t: Any, what: str, text: Any, depth: int = 0) -> Any:
         return tuple(_norm(e, what, text, depth + 1) for e in t)
     if isinstance(t, bool):
         raise ShapeError(f"Layout: {what} {text} holds the bool {t}; give integers")
-    if isinstance(t, sympy.Basic):
+    if is_sympy(t):
         v = to_value(t)
         if type(v) is not int:
             bad = [s for s in v.free_symbols if not s.is_integer]
@@ -257,7 +256,7 @@ class Layout:
         """The symbols in the shape and stride."""
         out: set[sympy.Symbol] = set()
         for x in self.flat()[0] + self.flat()[1]:
-            if isinstance(x, sympy.Basic):
+            if is_sympy(x):
                 out |= x.free_symbols
         return out
 
@@ -362,7 +361,7 @@ def _as_layout(x: object, op: str) -> Any:
     """Accept a Layout (or ComposedLayout) or an int (meaning ``n:1``)."""
     if isinstance(x, Layout):
         return x
-    if type(x) is int or isinstance(x, sympy.Basic):
+    if type(x) is int or is_sympy(x):
         try:
             return Layout(x)
         except LayoutError as e:

@@ -19,8 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import sympy
-
+from tylo.layouts._lazy import sympy
 from tylo.layouts._notation import (  # noqa: F401 - the limits are public here too
     _SWIZZLE,
     MAX_INT_BITS,

@@ -25,9 +25,9 @@ from __future__ import annotations
 from math import prod
 from typing import Any
 
-import sympy
 from hypothesis import strategies as st
 
+from tylo.layouts._lazy import sympy
 from tylo.layouts._scope import Fact, Value
 from tylo.layouts._strategies_symbols import assignments_for, fact_symbols
 from tylo.layouts.inttuple import IntTuple

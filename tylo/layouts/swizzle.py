@@ -18,54 +18,26 @@ A :class:`ComposedLayout` ``outer o offset o inner`` evaluates
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sympy
-
-from tylo.layouts._budget import INT64_SAFE, check_budget
+from tylo.layouts._budget import INT64_SAFE, SMALL_ENUMERATION, check_budget
+from tylo.layouts._lazy import is_sympy, lazy, sympy
 from tylo.layouts._scope import Value
+from tylo.layouts._swizzle_bits import _apply
 from tylo.layouts.errors import LayoutError, SwizzleError
 from tylo.layouts.inttuple import fmt
 from tylo.layouts.layout import Layout, size
 from tylo.layouts.symbolic import require_static, to_value
 
+_xor = lazy("tylo.layouts._swizzle_xor")  # SwizzleXor, a sympy function: imported on use
+
+if TYPE_CHECKING:
+    from tylo.layouts._swizzle_xor import SwizzleXor
+
 __all__ = ["ComposedLayout", "SWIZZLE_MAX_BITS", "Swizzle", "SwizzleXor", "byte_swizzle"]
 
 SWIZZLE_MAX_BITS = 64
 """Swizzles act on 64-bit offsets: ``bits + base + |shift|`` is at most this."""
-
-
-def _shiftr(x: int, s: int) -> int:
-    return x >> s if s >= 0 else x << -s
-
-
-def _apply(x: int, bits: int, base: int, shift: int) -> int:
-    mask = ((1 << bits) - 1) << (base + max(0, shift))
-    return x ^ _shiftr(x & mask, shift)
-
-
-class SwizzleXor(sympy.Function):  # type: ignore[misc]  # sympy ships no type information
-    """The symbolic value of a swizzle applied to an offset: ``SwizzleXor(x, b, m, s)`` is
-    ``x ^ ((x & (((1 << b) - 1) << (m + max(0, s)))) >> s)``. It evaluates when ``x`` is an
-    integer; code generators lower it to and/shift/xor.
-
-    >>> SwizzleXor(64, 3, 3, 3)
-    72
-    """
-
-    nargs = 4
-    is_integer = True
-
-    @classmethod
-    def eval(cls, x: Any, bits: Any, base: Any, shift: Any) -> Any:
-        if bits == 0:
-            return x
-        if x.is_Integer:
-            return sympy.Integer(_apply(int(x), int(bits), int(base), int(shift)))
-        return None
-
-    def _eval_is_nonnegative(self) -> Any:
-        return self.args[0].is_nonnegative
 
 
 class Swizzle:
@@ -111,7 +83,7 @@ class Swizzle:
         v = to_value(offset)
         if type(v) is int:
             return _apply(v, self.bits, self.base, self.shift)
-        return SwizzleXor(v, self.bits, self.base, self.shift)
+        return _xor.SwizzleXor(v, self.bits, self.base, self.shift)
 
     @property
     def yyy_mask(self) -> int:
@@ -220,7 +192,7 @@ class ComposedLayout:
         out = set(self.inner.free_symbols)
         if isinstance(self.outer, Layout):
             out |= self.outer.free_symbols
-        if isinstance(self.offset, sympy.Basic):
+        if is_sympy(self.offset):
             out |= self.offset.free_symbols
         return out
 
@@ -294,8 +266,17 @@ class ComposedLayout:
 
 
 def _max_offset(c: ComposedLayout) -> int:
-    """The largest offset of a static composed layout, by vectorized exact enumeration
-    (int64 while every intermediate value fits, Python ints beyond)."""
+    """The largest offset of a static composed layout, by exact enumeration: in Python for
+    at most :data:`SMALL_ENUMERATION` elements, else vectorized with numpy."""
+    n = size(c.inner)
+    if n <= SMALL_ENUMERATION:
+        return max(c(i) for i in range(n))
+    return _max_offset_numpy(c)
+
+
+def _max_offset_numpy(c: ComposedLayout) -> int:
+    """:func:`_max_offset` by vectorized exact enumeration (int64 while every
+    intermediate value fits, Python ints beyond)."""
     import numpy as np
 
     fs, fd = c.inner.flat()
@@ -328,3 +309,10 @@ def _max_offset(c: ComposedLayout) -> int:
                 x = x // e
         x = r
     return int(x.max())
+
+
+def __getattr__(name: str) -> Any:
+    # SwizzleXor is a sympy function class: sympy is imported when it is first named
+    if name == "SwizzleXor":
+        return _xor.SwizzleXor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -37,21 +37,25 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
-
-import sympy
+from typing import TYPE_CHECKING, Any
 
 from tylo.layouts import _poly as P
 from tylo.layouts import _ranges  # noqa: F401 - installs the index-range check
+from tylo.layouts._fact_data import Divisible
 from tylo.layouts._facts import Facts, facts_for
+from tylo.layouts._lazy import is_sympy, lazy, sympy
 from tylo.layouts._scope import _STACK, Fact, _normalize_fact, to_value
-from tylo.layouts._symbols import Dim, Divisible, IndexSymbol
 from tylo.layouts.errors import (
     AssumptionError,
     DivisibilityError,
     StaticRequiredError,
     UndecidableError,
 )
+
+_symbols = lazy("tylo.layouts._symbols")  # sympy's symbol classes, imported on first use
+
+if TYPE_CHECKING:
+    from tylo.layouts._symbols import Dim, IndexSymbol
 
 __all__ = [
     "Dim",
@@ -95,7 +99,7 @@ def dim(name: str, *, multiple_of: int = 1) -> Dim:
     >>> N.multiple_of, N == dim("N"), N == dim("N", multiple_of=16)
     (16, False, True)
     """
-    return Dim(name, multiple_of)
+    return _symbols.Dim(name, multiple_of)
 
 
 def index_symbol(name: str, *, upper: Value = None) -> IndexSymbol:
@@ -108,7 +112,7 @@ def index_symbol(name: str, *, upper: Value = None) -> IndexSymbol:
     >>> decide(tid < 128), decide(8 * tid + 7 < 1024), decide(tid >= 64)
     (True, True, None)
     """
-    return IndexSymbol(name, to_value(upper) if upper is not None else None)
+    return _symbols.IndexSymbol(name, to_value(upper) if upper is not None else None)
 
 
 def divisible(expr: Value, divisor: Value) -> Divisible:
@@ -179,7 +183,7 @@ def is_static(x: object) -> bool:
         return True
     if type(x) is tuple:
         return all(is_static(e) for e in x)
-    if isinstance(x, sympy.Basic):
+    if is_sympy(x):
         return bool(x.is_Integer)
     static = getattr(x, "is_static", None)
     if static is not None:
@@ -210,7 +214,7 @@ def require_static(x: Any, what: str = "value") -> int:
 
 
 def _text(x: Any) -> str:
-    if isinstance(x, sympy.Basic):
+    if is_sympy(x):
         return str(sympy.sstr(x)).replace(" ", "")
     return str(x)
 
@@ -335,7 +339,7 @@ def divides(d: Value, e: Value, *, assumptions: Iterable[Fact] = ()) -> bool | N
 
 
 def _hint_divides(d: Value, e: Value) -> str:
-    if isinstance(e, Dim) and type(d) is int:
+    if is_sympy(e) and isinstance(e, _symbols.Dim) and type(d) is int:
         return (
             f"use dim('{e.name}', multiple_of={d}) or assume it: "
             f"with assuming(divisible({e.name}, {d})): ..."
@@ -376,7 +380,7 @@ def undecidable_cmp(
 
 def _quotient(a: Value, b: Value) -> Value:
     q = sympy.Integer(a) / b if type(a) is int else a / b
-    if not isinstance(q, sympy.Basic):
+    if not is_sympy(q):
         return to_value(q)
     if q.is_Integer:
         return int(q)
@@ -522,3 +526,10 @@ from tylo.layouts._sampling import (  # noqa: E402, F401 - after the above, whic
     sample_assignment,
     substitute,
 )
+
+
+def __getattr__(name: str) -> Any:
+    # Dim and IndexSymbol are sympy classes: sympy is imported when one is first named
+    if name in ("Dim", "IndexSymbol"):
+        return getattr(_symbols, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

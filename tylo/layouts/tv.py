@@ -15,8 +15,7 @@ from __future__ import annotations
 import reprlib
 from typing import Any
 
-import sympy
-
+from tylo.layouts._lazy import sympy
 from tylo.layouts.compose import composition
 from tylo.layouts.errors import LayoutError, ShapeError
 from tylo.layouts.inttuple import IntTuple, fmt, idx2crd, product_each, vmul

@@ -32,12 +32,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import sympy
-
 from tylo import dtypes as dt
 from tylo.dtypes import DType
 from tylo.errors import TyloError
 from tylo.layouts import ComposedLayout, Layout, composition
+from tylo.layouts._lazy import sympy
 from tylo.nvgpu.errors import PlanError, TileBoundsError, as_int
 from tylo.tile.ownership import Ownership
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import sympy
 from llvmlite import ir
 
 from tylo.layouts import ComposedLayout
+from tylo.layouts._lazy import sympy
 from tylo.tile.views import (
     _SHARED_LIMIT,
     GlobalTile,

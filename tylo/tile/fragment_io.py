@@ -34,9 +34,8 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import sympy
-
 from tylo import dtypes as dt
+from tylo.layouts._lazy import sympy
 from tylo.tile.access import TileError
 from tylo.tile.ownership import Ownership
 

@@ -27,10 +27,9 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-import sympy
-
 from tylo.errors import TyloError
 from tylo.layouts import Layout, flatten, size
+from tylo.layouts._lazy import sympy
 from tylo.layouts.symbolic import to_value
 
 __all__ = [

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import sympy
 from llvmlite import ir
 
 from tylo import dtypes as dt
 from tylo.errors import TyloError
 from tylo.layouts import ComposedLayout, Layout, Swizzle
-from tylo.layouts.swizzle import SwizzleXor
+from tylo.layouts._lazy import sympy
 
 __all__ = ["GlobalTile", "SharedTile", "TileError", "shared_address", "shared_base"]
 
@@ -285,7 +284,7 @@ def _lower_swizzle(ctx: Any, b: ir.IRBuilder, e: Any) -> ir.Value:
 def _register() -> None:
     from tylo.kernel.lower import register_lowering
 
-    register_lowering(SwizzleXor.__name__, _lower_swizzle)
+    register_lowering("SwizzleXor", _lower_swizzle)  # tylo.layouts.swizzle.SwizzleXor
 
 
 _register()

@@ -24,11 +24,10 @@ import reprlib
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, SupportsIndex
 
-import sympy
-
+from tylo.layouts._fact_data import Divisible
 from tylo.layouts._facts import facts_for
+from tylo.layouts._lazy import is_sympy, lazy, sympy
 from tylo.layouts._scope import Fact, Value
-from tylo.layouts._symbols import Dim, Divisible
 from tylo.layouts.errors import AssumptionError, LayoutError, SizeBudgetError
 from tylo.layouts.proofs.errors import ProofArgumentError, ProofInternalError
 from tylo.layouts.proofs.guards import Guard
@@ -38,6 +37,8 @@ from tylo.layouts.proofs.search import candidates, first_assignment
 from tylo.layouts.proofs.static import Outcome
 from tylo.layouts.proofs.verdict import DISPROVED, PROVED, UNKNOWN, FrozenDict, Verdict
 from tylo.layouts.symbolic import assuming, current_assumptions, substitute
+
+_symbols = lazy("tylo.layouts._symbols")  # sympy's symbol classes, imported on first use
 
 __all__ = [
     "Problem",
@@ -95,7 +96,7 @@ class Problem:
         for f in forms:
             syms |= f.symbols
         for v in self.params.values():
-            if isinstance(v, sympy.Basic):
+            if is_sympy(v):
                 syms |= v.free_symbols
         self.symbols = frozenset(syms)
         self._pcomp = {k: compile_expr(v) for k, v in self.params.items()}
@@ -228,7 +229,7 @@ def _describe(a: Any) -> str:
 def _relied(symbols: Iterable[sympy.Symbol], assumptions: tuple[Fact, ...]) -> str:
     facts = [_describe(a) for a in assumptions if a is not sympy.true]
     for s in sorted(symbols, key=lambda s: s.name):
-        if isinstance(s, Dim) and s.multiple_of > 1:
+        if isinstance(s, _symbols.Dim) and s.multiple_of > 1:
             facts.append(f"{s.multiple_of} | {s.name}")
     return "; relied on: " + ", ".join(facts) if facts else ""
 
@@ -243,7 +244,7 @@ def _check_names(
         if isinstance(a, Divisible):
             for x in (a.expr, a.divisor):
                 every |= getattr(x, "free_symbols", set())
-        elif isinstance(a, sympy.Basic):
+        elif is_sympy(a):
             every |= a.free_symbols
     seen: dict[str, Any] = {}
     for s in sorted(every, key=lambda s: (s.name, str(s.assumptions0))):
@@ -257,7 +258,7 @@ def _check_names(
 
 
 def _symbol_text(s: Any) -> str:
-    if isinstance(s, Dim):
+    if isinstance(s, _symbols.Dim):
         return f"dim({s.name!r}, multiple_of={s.multiple_of})"
     upper = getattr(s, "upper", None)
     if upper is not None:
@@ -426,7 +427,7 @@ def _hint(ob: Obligation, env: Env, extra_atoms: tuple[Atom, ...] = ()) -> str |
 
 
 def _has_symbols(a: Any) -> bool:
-    return any(isinstance(x, sympy.Basic) and x.free_symbols for x in (a.lhs, a.rhs))
+    return any(is_sympy(x) and x.free_symbols for x in (a.lhs, a.rhs))
 
 
 def _counterexample(problem: Problem, env: Env, out: Outcome) -> FrozenDict:

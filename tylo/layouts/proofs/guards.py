@@ -18,13 +18,14 @@ import operator
 from collections.abc import Mapping
 from typing import Any, SupportsIndex
 
-import sympy
-
+from tylo.layouts._fact_data import Divisible
+from tylo.layouts._lazy import is_sympy, lazy, sympy
 from tylo.layouts._scope import Fact
-from tylo.layouts._symbols import Divisible, IndexSymbol
 from tylo.layouts.proofs.errors import GuardError
 from tylo.layouts.proofs.obligation import Atom, Obligation
 from tylo.layouts.proofs.static import Outcome
+
+_symbols = lazy("tylo.layouts._symbols")  # sympy's symbol classes, imported on first use
 
 __all__ = ["Guard"]
 
@@ -157,7 +158,7 @@ def _premises(
     never trusted)."""
     out: list[Atom] = []
     for s in symbols:
-        if isinstance(s, IndexSymbol) and s.upper is not None:
+        if isinstance(s, _symbols.IndexSymbol) and s.upper is not None:
             out.append(Atom("<", s, s.upper))
     for a in assumptions:
         if a is sympy.true:
@@ -171,6 +172,6 @@ def _premises(
         out.append(atom)
     for atom in out:
         for x in (atom.lhs, atom.rhs):
-            if isinstance(x, sympy.Basic) and not x.free_symbols <= symbols:
+            if is_sympy(x) and not x.free_symbols <= symbols:
                 return None
     return tuple(out)

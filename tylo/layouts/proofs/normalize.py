@@ -21,8 +21,7 @@ from collections.abc import Iterable, Mapping
 from functools import cached_property
 from typing import Any
 
-import sympy
-
+from tylo.layouts._lazy import is_sympy, sympy
 from tylo.layouts.algebra import coalesce
 from tylo.layouts.inttuple import flatten_tuple
 from tylo.layouts.layout import Layout
@@ -48,7 +47,7 @@ Source = Layout | ComposedLayout  # what a Form is made from (and replays on)
 def _symbols_of(values: Iterable[Value]) -> frozenset[sympy.Symbol]:
     out: set[sympy.Symbol] = set()
     for x in values:
-        if isinstance(x, sympy.Basic):
+        if is_sympy(x):
             out |= x.free_symbols
     return frozenset(out)
 

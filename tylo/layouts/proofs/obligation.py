@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-import sympy
-
+from tylo.layouts._lazy import is_sympy, sympy
 from tylo.layouts._scope import Fact
 from tylo.layouts.symbolic import decide_cmp, divides, to_value
 
@@ -38,7 +37,7 @@ def text(x: Value) -> str:
     >>> text(4), text(dim("lda") * (dim("K") - 1) + dim("M"))
     ('4', 'M + lda*(K - 1)')
     """
-    if isinstance(x, sympy.Basic):
+    if is_sympy(x):
         return str(sympy.sstr(x))
     return str(x)
 
@@ -61,7 +60,7 @@ def compile_expr(x: Value) -> Callable[[Env], Any]:
     """
     if type(x) is int:
         return lambda env: x
-    if not isinstance(x, sympy.Basic):
+    if not is_sympy(x):
         v = to_value(x)
         return lambda env: v
     if x.is_Integer:

@@ -18,13 +18,12 @@ import random
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import sympy
-
 from tylo.layouts import _poly as P
+from tylo.layouts._fact_data import Divisible
 from tylo.layouts._facts import NONNEG, facts_for
+from tylo.layouts._lazy import sympy
 from tylo.layouts._sampling import _closure, _intrinsic_ok
 from tylo.layouts._scope import Fact
-from tylo.layouts._symbols import Divisible
 from tylo.layouts.errors import AssumptionError
 from tylo.layouts.proofs.obligation import compile_expr
 from tylo.layouts.symbolic import sample_assignment

@@ -11,11 +11,10 @@ forms), numpy enumeration only when no rule decides.
 from __future__ import annotations
 
 from math import gcd
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-import numpy as np
-
-from tylo.layouts._budget import ENUMERATION_LIMIT, INT64_SAFE, check_budget
+from tylo.layouts._budget import ENUMERATION_LIMIT, INT64_SAFE, SMALL_ENUMERATION, check_budget
+from tylo.layouts._lazy import lazy
 from tylo.layouts.proofs.normalize import (
     Concrete,
     Pairs,
@@ -23,6 +22,11 @@ from tylo.layouts.proofs.normalize import (
     swizzle_bits,
     swizzle_block_bits,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy("numpy")  # imported when a check enumerates (the rules above need none)
 
 __all__ = [
     "ENUM_LIMIT",
@@ -524,10 +528,16 @@ def check_equal(ca: Concrete, cb: Concrete) -> Outcome:
         return Outcome(True, "equal normal forms")
     if na > ENUM_LIMIT:
         return _too_large(ca, na)
-    diff = np.nonzero(_all_offsets(ca) != _all_offsets(cb))[0]
-    if diff.size == 0:
-        return Outcome(True, "enumeration")
-    i = int(diff[0])
+    if na <= SMALL_ENUMERATION:  # in Python: faster than importing numpy
+        first = next((i for i in range(na) if ca.offset_of(i) != cb.offset_of(i)), None)
+        if first is None:
+            return Outcome(True, "enumeration")
+        i = first
+    else:
+        diff = np.nonzero(_all_offsets(ca) != _all_offsets(cb))[0]
+        if diff.size == 0:
+            return Outcome(True, "enumeration")
+        i = int(diff[0])
     oa, ob = ca.offset_of(i), cb.offset_of(i)
     why = f"index {i} maps to {oa} in the first layout and {ob} in the second"
     return Outcome(False, "enumeration", {"indices": (i,), "offsets": (oa, ob), "why": why})

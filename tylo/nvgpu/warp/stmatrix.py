@@ -31,9 +31,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-import sympy
-
 from tylo import dtypes as dt
+from tylo.layouts._lazy import sympy
 from tylo.nvgpu.errors import PlanError, as_int, memoized
 from tylo.nvgpu.warp.ldmatrix import (
     ROW_ELEMENTS,

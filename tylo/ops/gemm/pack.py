@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import sympy
-
 import tylo
+from tylo.layouts._lazy import sympy
 
 __all__ = ["BLOCK", "pack_rows", "pack_rows_kernel", "packed_ld"]
 
