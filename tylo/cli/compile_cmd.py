@@ -72,6 +72,12 @@ def add_parser(sub: Any) -> None:
         help="the block shape, required: 256 or 16,8 (at most 1024 threads; z <= 64)",
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write the stage to FILE, not stdout")
+    p.add_argument(
+        "--accesses",
+        action="store_true",
+        help="print each memory access with its bounds state (proved, guarded, unproved), "
+        "its condition or reason and its source line, instead of a stage (docs/accesses.md)",
+    )
     p.set_defaults(run=run)
 
 
@@ -232,6 +238,8 @@ def run(args: argparse.Namespace) -> int:
             + (f"no parameter named {', '.join(extra)}" if extra else "")
         )
     try:
+        if args.accesses:
+            return _print(str(kernel.accesses(block=block, target=target, **specs)), args)
         compiled = kernel.compile(block=block, target=target, **specs)
         if args.emit == "resources":
             text = _resources(compiled)
@@ -243,6 +251,11 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(err), EXIT_FAILED) from None
     except (TraceError, CompileError, LinkError) as err:
         raise CliError(f"{type(err).__name__}: {err}", EXIT_FAILED) from None
+    return _print(text, args)
+
+
+def _print(text: str, args: argparse.Namespace) -> int:
+    """Write ``text`` to ``-o FILE`` or stdout; the exit status."""
     if args.output:
         try:
             Path(args.output).write_text(text)

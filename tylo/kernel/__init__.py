@@ -34,9 +34,16 @@ from typing import Any
 
 from tylo.kernel import ops as _ops  # noqa: F401 - installs the elementwise funnel first
 from tylo.kernel.atomics import atomic_add, atomic_cas, atomic_exch, atomic_max, atomic_min
+from tylo.kernel.check_launch import ArraySpec
 from tylo.kernel.control import all_of, any_of, range  # noqa: F401 - tylo.kernel.range (not in __all__)
 from tylo.kernel.decorator import Kernel, KernelStats, inline, kernel
-from tylo.kernel.errors import KernelArgumentError, TraceError
+from tylo.kernel.errors import (
+    BoundsProofError,
+    KernelArgumentError,
+    OutOfBoundsError,
+    OutOfBoundsLaunchError,
+    TraceError,
+)
 from tylo.kernel.guards import assume, assume_aligned, divisible
 from tylo.kernel.intrinsics import (
     FULL_MASK,
@@ -82,6 +89,8 @@ from tylo.kernel.values import Value
 __all__ = [
     "FULL_MASK",
     "WARP_SIZE",
+    "ArraySpec",
+    "BoundsProofError",
     "CompiledKernel",
     "Dim",
     "Float",
@@ -90,6 +99,8 @@ __all__ = [
     "KernelArgumentError",
     "KernelStats",
     "LocalArray",
+    "OutOfBoundsError",
+    "OutOfBoundsLaunchError",
     "Ptr",
     "Static",
     "Tensor",

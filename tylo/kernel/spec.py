@@ -186,6 +186,7 @@ def is_array_like(x: Any) -> bool:
         hasattr(x, "__cuda_array_interface__")
         or hasattr(x, "__dlpack__")
         or (t.__name__ in ("DeviceBuffer", "DeviceArray") and t.__module__ == "tylo.arrays")
+        or (t.__name__ == "ArraySpec" and t.__module__ == "tylo.kernel.check_launch")
     )
 
 
