@@ -76,17 +76,22 @@ def offset_range(
     relations: Iterable[Any],
     decide: Decide,
     divides: Callable[[int, Any], bool | None] | None = None,
+    facts_key: Any = None,
 ) -> tuple[Expr | None, Expr | None]:
     """``(lo, hi)`` over launch symbols with ``lo <= expr <= hi`` for all index values;
     ``None`` for an end that cannot be bounded. ``relations``: the path condition's
     relations in force; ``decide``: the fact engine's decision of a relation;
     ``divides(d, x)``: whether the facts make ``d`` divide ``x`` (sharpens ``A < B`` to
-    ``A <= B - d`` when ``d`` divides both sides)."""
+    ``A <= B - d`` when ``d`` divides both sides); ``facts_key``: the facts in force, as a
+    hashable value, when the caller has it: the bounds of a relation's sides are then
+    remembered for later accesses under the same facts (only under the same facts: a
+    sign the facts settle in one branch is not settled outside it)."""
     params = frozenset(params)
     e = sympy.sympify(expr)
     iv = _interval(e, params, decide, 0)
     lo, hi = (None, None) if iv is None else iv
-    for rel_lo, rel_hi in _from_relations(e, params, relations, decide, divides):
+    memo = None if facts_key is None else _side_memo(params, facts_key)
+    for rel_lo, rel_hi in _from_relations(e, params, relations, decide, divides, memo):
         if rel_hi is not None:
             hi = rel_hi if hi is None else _tighter(hi, rel_hi, decide, upper=True)
         if rel_lo is not None:
@@ -164,7 +169,8 @@ def _interval(
         if any(p is None for p in parts):
             return None
         f = sympy.Min if isinstance(e, sympy.Min) else sympy.Max
-        return f(*[p[0] for p in parts]), f(*[p[1] for p in parts])  # type: ignore[index]
+        lo_, hi_ = [p[0] for p in parts], [p[1] for p in parts]  # type: ignore[index]
+        return f(*lo_, evaluate=False), f(*hi_, evaluate=False)
     return None
 
 
@@ -225,13 +231,19 @@ def _mod(e: Expr, params: frozenset[Any], decide: Decide, depth: int, ranges: An
 
 
 def _tighter(a: Expr, b: Expr, decide: Decide, *, upper: bool) -> Expr:
-    """The tighter of two valid bounds (both hold, so either is sound; Min/Max where the
-    facts cannot order them)."""
-    if decide(a <= b) is True:
-        return a if upper else b
-    if decide(b <= a) is True:
-        return b if upper else a
-    return sympy.Min(a, b) if upper else sympy.Max(a, b)
+    """The tighter of two valid bounds (both hold, so either is sound; Min/Max where they
+    are not ordered cheaply: by a constant difference, or by the facts for bounds
+    without Min/Max, whose decisions cost too much to ask at every access)."""
+    if not (a.has(sympy.Min, sympy.Max) or b.has(sympy.Min, sympy.Max)):
+        diff = sympy.expand(a - b)
+        if diff.is_Integer:
+            return a if (diff <= 0) == upper else b
+        if decide(diff <= 0) is True:
+            return a if upper else b
+        if decide(diff >= 0) is True:
+            return b if upper else a
+    f = sympy.Min if upper else sympy.Max
+    return f(a, b, evaluate=False)
 
 
 # ---------------------------------------------------------------------------- relations
@@ -243,6 +255,7 @@ def _from_relations(
     relations: Iterable[Any],
     decide: Decide,
     divides: Callable[[int, Any], bool | None] | None = None,
+    memo: dict[Any, Any] | None = None,
 ) -> list[tuple[Expr | None, Expr | None]]:
     """Bounds of ``e`` from relations ``A < B`` (``<=``, ``>``, ``>=``) in force.
 
@@ -251,7 +264,8 @@ def _from_relations(
     ``[lo(A) + 1, hi(B)]``. Where ``e = lam * A + rest`` with ``rest`` free of ``A``'s
     indices (``cols * r + k`` under ``r < rows``: ``lam = cols``), ``e`` is rewritten over
     ``u``; relations are applied one after another (``r * cols + c`` under ``r < rows``
-    and ``c < cols``), and interval arithmetic over the ``u`` s bounds the result."""
+    and ``c < cols``), and interval arithmetic over the ``u`` s bounds the result (the
+    plain interval of ``e`` is the other candidate, :func:`offset_range`)."""
     sides = []
     for rel in relations:
         if not isinstance(rel, sympy.core.relational.Relational):
@@ -263,14 +277,13 @@ def _from_relations(
             small, big, strict = rel.lhs, rel.rhs, op == "<"
         else:
             continue
-        small, big = sympy.expand(small), sympy.expand(big)
-        gap = 1 if strict else 0
-        if strict and divides is not None:  # g | A and g | B: A < B means A <= B - g
-            g = _content(small)
-            if g > 1 and divides(g, big) is True:
-                gap = g
-        r_small = _interval(small, params, decide, 0)
-        r_big = _interval(big, params, decide, 0)
+        key = (rel, strict)
+        known = None if memo is None else memo.get(key)
+        if known is None:
+            known = memo_entry = _sides(small, big, strict, params, decide, divides)
+            if memo is not None:
+                memo[key] = memo_entry
+        small, big, gap, r_small, r_big = known
         if r_small is None or r_big is None:
             continue
         sides.append((small, (r_small[0], r_big[1] - gap)))
@@ -278,20 +291,51 @@ def _from_relations(
     out: list[tuple[Expr | None, Expr | None]] = []
     current, ranges = sympy.expand(e), {}
     for side, span in sides:
+        if not side.free_symbols & current.free_symbols - params:
+            continue  # a relation over other indices says nothing of this offset
         u = sympy.Dummy("u", integer=True)
         rewritten = _rewrite(current, side, u, params, decide)
         if rewritten is None:
             continue
-        single = _interval(_rewrite(sympy.expand(e), side, u, params, decide) or e, params,
-                           decide, 0, {u: span})  # fmt: skip
-        if single is not None:
-            out.append(single)
         current, ranges = rewritten, {**ranges, u: span}
     if ranges:
         combined = _interval(current, params, decide, 0, ranges)
         if combined is not None:
             out.append(combined)
     return out
+
+
+def _sides(
+    small: Expr,
+    big: Expr,
+    strict: bool,
+    params: frozenset[Any],
+    decide: Decide,
+    divides: Callable[[int, Any], bool | None] | None,
+) -> tuple[Expr, Expr, int, Range, Range]:
+    """A relation ``small < big`` (``<=`` unless ``strict``) prepared: both sides expanded,
+    the gap (1, or ``g`` when ``g`` divides both sides) and each side's interval."""
+    small, big = sympy.expand(small), sympy.expand(big)
+    gap = 1 if strict else 0
+    if strict and divides is not None:  # g | A and g | B: A < B means A <= B - g
+        g = _content(small)
+        if g > 1 and divides(g, big) is True:
+            gap = g
+    return small, big, gap, _interval(small, params, decide, 0), _interval(big, params, decide, 0)
+
+
+_MEMOS: dict[Any, dict[Any, Any]] = {}
+
+
+def _side_memo(params: frozenset[Any], facts_key: Any) -> dict[Any, Any]:
+    """The remembered relation sides for ``params`` under the facts ``facts_key``."""
+    key = (params, facts_key)
+    memo = _MEMOS.get(key)
+    if memo is None:
+        if len(_MEMOS) > 4096:
+            _MEMOS.clear()
+        memo = _MEMOS[key] = {}
+    return memo
 
 
 def _rewrite(e: Expr, side: Expr, u: Any, params: frozenset[Any], decide: Decide) -> Any:

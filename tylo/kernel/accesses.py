@@ -25,6 +25,7 @@ access; ``"off"`` records nothing.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,16 +62,45 @@ class Access:
     space: str
     array: str
     param: int | None
-    offset: str
+    offset_expr: Any
     width: int
-    lo: str | None
-    hi: str | None
-    condition: str
+    lo_expr: Any
+    hi_expr: Any
+    relations: tuple[Any, ...]
     state: str
-    guard: str | None
+    guard_parts: tuple[Any, ...]
     reason: str
     file: str
     line: int
+
+    # the texts, made when first read (printing sympy expressions costs more than judging
+    # them, and most reports are only counted)
+    @functools.cached_property
+    def offset(self) -> str:
+        """The element offset, as text."""
+        return str(self.offset_expr)
+
+    @functools.cached_property
+    def lo(self) -> str | None:
+        """The least offset over all indices, as text (None where unbounded)."""
+        return None if self.lo_expr is None else str(self.lo_expr)
+
+    @functools.cached_property
+    def hi(self) -> str | None:
+        """The greatest offset over all indices, as text (None where unbounded)."""
+        return None if self.hi_expr is None else str(self.hi_expr)
+
+    @functools.cached_property
+    def condition(self) -> str:
+        """The relations of the path condition in force, as text (``true``: none)."""
+        return " and ".join(str(r) for r in self.relations) or "true"
+
+    @functools.cached_property
+    def guard(self) -> str | None:
+        """The launch condition of a guarded access, as text (None otherwise)."""
+        if self.state != GUARDED:
+            return None
+        return " and ".join(str(p) for p in self.guard_parts)
 
     def describe(self) -> str:
         """One line: ``file:line  state  array[offset] (width)  guard or reason``."""
@@ -152,17 +182,17 @@ def record(
 
     file, line = user_line()
     params = tuple(ctx.param_index)
-    relations = [
-        r for r in facts.current_facts() if isinstance(r, sympy.core.relational.Relational)
-    ]
+    in_force = facts.current_facts()
+    relations = [r for r in in_force if isinstance(r, sympy.core.relational.Relational)]
     expr = sympy.sympify(offset)
-    lo, hi = access_bounds.offset_range(expr, params, relations, facts.decide, facts.divides)
+    lo, hi = access_bounds.offset_range(
+        expr, params, relations, facts.decide, facts.divides, facts_key=in_force
+    )
     # the extremes are attained by indices every launch has: an out-of-bounds end is an
     # error now (exact_minimum(e) holds exactly when exact_minimum(-e) does)
     exact = access_bounds.exact_minimum(expr) and ctx.dynamic_depth == 0
     parts: list[Any] = []  # launch conditions still to check
     reasons: list[str] = []
-    where = f"{name}[{expr}]"
 
     # the low end: 0 <= offset
     if lo is None:
@@ -172,7 +202,7 @@ def record(
         if low is False:
             if exact:
                 raise OutOfBoundsError(
-                    f"{where}: the offset reaches {lo}, before the start of {name}, for a "
+                    f"{name}[{expr}]: the offset reaches {lo}, before the start of {name}, for a "
                     "thread and iteration every launch has"
                 )
             reasons.append(f"the offset may be negative (its least value is {lo})")
@@ -188,7 +218,7 @@ def record(
         if high is False:
             if exact:
                 raise OutOfBoundsError(
-                    f"{where}: the offset reaches {hi}, past the {extent} elements of "
+                    f"{name}[{expr}]: the offset reaches {hi}, past the {extent} elements of "
                     f"{name}, for a thread and iteration every launch has"
                 )
             reasons.append(f"the offset may reach {hi}, past the {extent} elements of {name}")
@@ -201,7 +231,6 @@ def record(
     else:
         reasons.append(f"the extent of {name} is not known (not a kernel parameter's array)")
 
-    condition = " and ".join(str(r) for r in relations) or "true"
     if parts and ctx.opaque_branches:  # a guard would ignore the branch's condition
         line_of = ctx.opaque_branches[-1]
         reasons.append(
@@ -210,27 +239,22 @@ def record(
             + ", so a launch check could refuse launches that never reach it"
         )
         parts = []
-    if reasons:
-        state, guard = UNPROVED, None
-    elif parts:
-        state, guard = GUARDED, " and ".join(str(p) for p in parts)
-    else:
-        state, guard = PROVED, None
+    state = UNPROVED if reasons else GUARDED if parts else PROVED
     if parts:
-        ctx.bounds_guards.append((param, name, parts, f"{file}:{line}", f"{name}[{expr}]"))
+        ctx.bounds_guards.append((param, name, parts, f"{file}:{line}", expr))
     ctx.accesses.append(
         Access(
             kind=kind,
             space=space,
             array=name,
             param=param,
-            offset=str(expr),
+            offset_expr=expr,
             width=width,
-            lo=None if lo is None else str(lo),
-            hi=None if hi is None else str(hi),
-            condition=condition,
+            lo_expr=lo,
+            hi_expr=hi,
+            relations=tuple(relations),
             state=state,
-            guard=guard,
+            guard_parts=tuple(parts),
             reason="; ".join(reasons) if reasons else ("proved" if state == PROVED else ""),
             file=file,
             line=line,

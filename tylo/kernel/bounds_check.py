@@ -81,7 +81,8 @@ def build_guards(ctx: Any, param_names: Sequence[str]) -> tuple[BoundsGuard, ...
 
     n = len(param_names)
     out = []
-    for index, array, parts, where, access in ctx.bounds_guards:
+    for index, array, parts, where, offset in ctx.bounds_guards:
+        access = f"{array}[{offset}]"
         mapping: dict[Any, int] = dict(ctx.param_index)
         names: dict[str, int] = {}
         for p in parts:
