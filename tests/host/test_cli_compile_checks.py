@@ -178,9 +178,10 @@ import tylo
 def staged(out, n: tylo.Int(), words: tylo.Static, offset: tylo.Static):
     s = tylo.dynamic_shared(tylo.f32, words, offset_bytes=offset)
     i = tylo.thread_idx.x
-    s[i] = 1.0
+    if i < words:
+        s[i] = 1.0
     tylo.sync_threads()
-    if i < n:
+    if i < n and i < words:
         out[i] = s[words - 1 - i]
 """
 

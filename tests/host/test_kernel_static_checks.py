@@ -116,9 +116,29 @@ def test_shared_accesses_past_the_allocation_are_refused(k, vector):
 def test_shared_accesses_within_the_allocation_trace():
     shared_access.trace(F32, 60, True, block=64)
     shared_access.trace(F32, 0, False, block=64)
-    # a runtime offset is refused only when its proved range lies entirely outside (the
-    # facts of an enclosing branch may exclude the threads that would overrun)
-    shared_access.trace(F32, 1, False, block=64)
+
+
+def test_a_runtime_offset_past_the_end_for_an_existing_thread_is_refused():
+    # s[t + 1] at the top level: thread 63 of every launch of 64 threads writes s[64]
+    # (docs/accesses.md); the range is not entirely outside, so the static check alone
+    # would have traced it
+    with pytest.raises(tylo.OutOfBoundsError, match="reaches 64, past the 64 elements"):
+        shared_access.trace(F32, 1, False, block=64)
+
+
+@tylo.kernel
+def shared_access_in_branch(out, n: tylo.Int):
+    t = tylo.thread_idx.x
+    s = tylo.shared(F32, 64)
+    if t < n:  # the facts of the branch may exclude the threads that would overrun
+        s[t + 1] = 1.0
+    out[t] = s[t]
+
+
+def test_a_runtime_offset_under_a_branch_is_traced_and_reported():
+    report = shared_access_in_branch.accesses(F32, int, block=64)
+    (store,) = [a for a in report.accesses if a.array == "smem" and a.kind == "store"]
+    assert store.state == "guarded" and "n" in store.guard
 
 
 @tylo.kernel

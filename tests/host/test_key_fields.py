@@ -85,6 +85,7 @@ VARIANTS = {
     "index_bits": lambda c, mp: c["kernel"].update(index_bits=32),
     "debug": lambda c, mp: mp.setenv("TYLO_DEBUG_BOUNDS", "1"),
     "options": lambda c, mp: c["kernel"].update(options=CompileOptions(max_registers=128)),
+    "bounds": lambda c, mp: c["kernel"].update(bounds="off"),
     "block": lambda c, mp: c.update(block=(64, 1, 1)),
     "target": lambda c, mp: c.update(target="sm_80"),
     "bindings.dtype": lambda c, mp: c.update(specs=(tylo.f16, *c["specs"][1:])),

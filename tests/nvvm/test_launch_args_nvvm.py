@@ -19,7 +19,7 @@ def view(ptr=0x1000, shape=(256,), strides=(1,), readonly=False, dtype=F32):
     return DeviceArray(ptr, shape, strides, dtype, 0, readonly)
 
 
-def make_kernel(out_ann=None, x_ann=None):
+def make_kernel(out_ann=None, x_ann=None, bounds="guard"):
     def add_one(out, x, n):
         i = tylo.thread_idx.x
         if i < n:
@@ -29,7 +29,7 @@ def make_kernel(out_ann=None, x_ann=None):
         add_one.__annotations__["out"] = out_ann
     if x_ann is not None:
         add_one.__annotations__["x"] = x_ann
-    return tylo.kernel(add_one)
+    return tylo.kernel(add_one, bounds=bounds)
 
 
 REFUSED = [
@@ -73,12 +73,23 @@ def test_the_opt_ins_launch_strided_and_read_only_arrays(recorder):  # noqa: F81
 
 
 def test_an_empty_array_may_have_a_null_address(recorder):  # noqa: F811
-    k = make_kernel()
+    # bounds="off": the reader's rule alone (with the default guards, the four stores
+    # into an empty out are refused: the test below)
+    k = make_kernel(bounds="off")
     launcher = k[1, 32]
     for n in (1, 2, 3):
         launcher(view(), view(0x2000), n)
     launcher(view(0, shape=(0,)), view(0x2000), 4)  # declined inline, accepted by the reader
     assert recorder[-1] == ("direct", (1, 1, 1), (32, 1, 1), 0, (0, 0x2000, 4))
+
+
+def test_stores_into_an_empty_array_are_refused_before_the_driver(recorder):  # noqa: F811
+    launcher = make_kernel()[1, 32]
+    launcher(view(), view(0x2000), 3)
+    before = len(recorder)
+    with pytest.raises(tylo.OutOfBoundsLaunchError, match=r"argument 'out'.*len\(out\) = 0"):
+        launcher(view(0, shape=(0,)), view(0x2000), 4)
+    assert len(recorder) == before  # nothing reached the driver
 
 
 @pytest.mark.parametrize(

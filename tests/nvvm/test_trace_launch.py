@@ -105,7 +105,7 @@ def make_kernel():
 
 def test_ten_launches_compile_once(recorder):
     k = make_kernel()
-    out, x = array(0x1000), array(0x2000)
+    out, x = array(0x1000, n=1024), array(0x2000, n=1024)  # the 4 x 256 threads' elements
     for i in range(10):
         k[4, 256](out, x, 1000 + i)
     assert k.stats.compiles == 1 and k.stats.traces <= 1

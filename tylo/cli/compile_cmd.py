@@ -79,6 +79,12 @@ def add_parser(sub: Any) -> None:
         "another process launches from with tylo.kernel.export.load(DIR) or "
         "TYLO_CACHE_DIR=DIR (no tracing, no libNVVM)",
     )
+    p.add_argument(
+        "--accesses",
+        action="store_true",
+        help="print each memory access with its bounds state (proved, guarded, unproved), "
+        "its condition or reason and its source line, instead of a stage (docs/accesses.md)",
+    )
     p.set_defaults(run=run)
 
 
@@ -241,6 +247,8 @@ def run(args: argparse.Namespace) -> int:
             + (f"no parameter named {', '.join(extra)}" if extra else "")
         )
     try:
+        if args.accesses:
+            return _print(str(kernel.accesses(block=block, target=target, **specs)), args)
         compiled = kernel.compile(block=block, target=target, **specs)
         if args.emit == "resources":
             text = _resources(compiled)
@@ -260,6 +268,11 @@ def run(args: argparse.Namespace) -> int:
         except ExportError as err:
             raise CliError(str(err), EXIT_FAILED) from None
         print(f"exported {compiled.entry} to {args.export} (key {key[:16]})", file=sys.stderr)
+    return _print(text, args)
+
+
+def _print(text: str, args: argparse.Namespace) -> int:
+    """Write ``text`` to ``-o FILE`` or stdout; the exit status."""
     if args.output:
         try:
             Path(args.output).write_text(text)

@@ -198,14 +198,16 @@ class InterpretedLaunch:
         cache = k.__dict__.setdefault("_interpreted", {})
         from tylo.kernel.debug import key_text
 
-        key = (bindings, self.block, target, key_text())  # the bounds-debug mode changes the IR
+        # the bounds-debug mode changes the IR; the access policy the accesses judged
+        key = (bindings, self.block, target, key_text(), k.bounds)
         hit = cache.get(key)
         if hit is not None:
             return hit
         try:
             result = trace_kernel(k.rewritten(), name=k.name, bindings=bindings,
                                   block=self.block, target=target, index_bits=k.index_bits,
-                                  max_registers=k._max_registers())  # fmt: skip
+                                  max_registers=k._max_registers(),
+                                  bounds=k.bounds)  # fmt: skip
         except TraceError as err:
             raise err.with_traceback(user_frames(err.__traceback__)) from None
         fn = result.module.get_global(result.entry)

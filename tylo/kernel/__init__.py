@@ -41,9 +41,11 @@ _LAZY: dict[str, str] = {
     name: module
     for module, names in {
         "atomics": "atomic_add atomic_cas atomic_exch atomic_max atomic_min",
+        "check_launch": "ArraySpec",
         "control": "all_of any_of range",
         "decorator": "Kernel KernelStats inline kernel",
-        "errors": "KernelArgumentError TraceError",
+        "errors": "BoundsProofError KernelArgumentError OutOfBoundsError "
+        "OutOfBoundsLaunchError TraceError",
         "guards": "assume assume_aligned divisible",
         "intrinsics": "FULL_MASK WARP_SIZE block_dim block_idx grid_dim lane_id "
         "linear_thread_idx ptx shfl_down shfl_idx shfl_up shfl_xor sync_threads sync_warp "
@@ -67,6 +69,8 @@ _LAUNCH_PATH = frozenset({"decorator", "errors", "guards", "launch", "spec"})
 __all__ = [
     "FULL_MASK",
     "WARP_SIZE",
+    "ArraySpec",
+    "BoundsProofError",
     "CompiledKernel",
     "Dim",
     "Float",
@@ -75,6 +79,8 @@ __all__ = [
     "KernelArgumentError",
     "KernelStats",
     "LocalArray",
+    "OutOfBoundsError",
+    "OutOfBoundsLaunchError",
     "Ptr",
     "Static",
     "Tensor",

@@ -331,7 +331,7 @@ def _pair_address(name: str, t: Tensor, coord: Any) -> ir.Value:
     """The address of the 4-byte pair at ``coord`` after checking its bounds (two
     elements) and its alignment (a 4-byte aligned base and a provably even offset)."""
     offset = t.offset(coord)
-    t._check_offset(offset, 2, f"[{coord!r}]")
+    t._check_offset(offset, 2, f"[{coord!r}]", "atomic")
     if t.align < 4:
         hint = (
             "allocate with align=4"

@@ -106,6 +106,15 @@ class TraceContext:
         self.indices: dict[str, Any] = {}  # 'tid.x' -> symbol or 0 (set by intrinsics)
         self.param_index: dict[sympy.Symbol, int] = {}  # runtime int symbol -> parameter
         self.guards: list[Any] = []  # facts launches must check (tylo.kernel.guards)
+        # the access facts (tylo.kernel.accesses): the policy, each access, the launch
+        # conditions of guarded ones, and the extent symbol of each pointer parameter
+        self.bounds_policy = "guard"
+        self.accesses: list[Any] = []
+        self.bounds_guards: list[Any] = []
+        self.extent_params: dict[sympy.Symbol, int] = {}
+        # lines of the enclosing dynamic branches whose condition the facts do not hold
+        # (a runtime value, a disjunction): an access there may not run for every index
+        self.opaque_branches: list[int | None] = []
         self.target = target
         self.kernel_code: Any = None  # the kernel's code object (trace.py; returned values)
         entry = function.append_basic_block("entry")

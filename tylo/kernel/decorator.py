@@ -109,6 +109,7 @@ class Kernel:
         index_bits: int = 64,
         options: Any = None,
         name: str | None = None,
+        bounds: str = "guard",
     ) -> None:
         if not inspect.isfunction(fn):
             raise TraceError(f"@tylo.kernel decorates a Python function, got {fn!r}")
@@ -121,6 +122,13 @@ class Kernel:
                 f"@tylo.kernel(options=...): expected a tylo CompileOptions (or None), got "
                 f"{type(options).__name__}"
             )
+        from tylo.kernel.spec import BOUNDS_POLICIES as POLICIES
+
+        if type(bounds) is not str or bounds not in POLICIES:
+            raise TraceError(
+                f"@tylo.kernel(bounds={bounds!r}): must be one of {', '.join(POLICIES)}"
+            )
+        self.bounds = bounds
         self.fn = fn
         self.name = name or fn.__name__
         self.index_bits = index_bits
@@ -228,6 +236,13 @@ class Kernel:
         cluster: tuple[int, int, int] | None = None,
     ) -> tuple[CompiledKernel, int]:
         """Build (or find) the specialization for launch arguments ``args``."""
+        bindings, ordinal = self.launch_bindings(args)
+        return self._build(bindings, block, device_target(ordinal), cluster), ordinal
+
+    def launch_bindings(self, args: Sequence[Any]) -> tuple[tuple[Binding, ...], int]:
+        """The bindings of launch arguments ``args`` (one per parameter) and the device
+        ordinal their arrays live on (0 without arrays); refuses mismatched dtypes and
+        arrays on different devices (:class:`KernelArgumentError`)."""
         from tylo.arrays import ArrayError, as_device_array, device_clash
 
         bindings = []
@@ -260,7 +275,7 @@ class Kernel:
                 "kernel runs on one device: copy them to one device first (e.g. x.to(y.device))"
             )
         ordinal = next((d for _, d in devices if d is not None), 0)
-        return self._build(tuple(bindings), block, device_target(ordinal), cluster), ordinal
+        return tuple(bindings), ordinal
 
     def _binding(self, name: str, ann: Any, kind: ParamKind, value: Any) -> Binding:
         if kind is ParamKind.STATIC:
@@ -341,9 +356,36 @@ class Kernel:
                 index_bits=self.index_bits,
                 cluster=shape,
                 max_registers=self._max_registers(),
+                bounds=self.bounds,
             )
         except TraceError as err:
             raise err.with_traceback(user_frames(err.__traceback__)) from None
+
+    def accesses(
+        self,
+        *specs: Any,
+        block: Any = 1,
+        target: Any = "sm_90a",
+        cluster: Any = None,
+        **kwspecs: Any,
+    ) -> Any:
+        """The :class:`~tylo.kernel.accesses.AccessReport` of a specialization: every
+        memory access with its state (proved, guarded, unproved), its condition or reason
+        and its source line; arguments as for :meth:`compile` (traces, needs no GPU)."""
+        result = self.trace(*specs, block=block, target=target, cluster=cluster, **kwspecs)
+        return result.accesses
+
+    def check_launch(
+        self, grid: Any, block: Any, *args: Any, shared: int = 0, **kwargs: Any
+    ) -> None:
+        """Run every check a launch ``kern[grid, block](*args, shared=shared)`` makes
+        before calling the driver (argument kinds, integer facts, alignment, guards,
+        dynamic shared memory and the bounds guards), without a GPU: raises exactly what
+        the launch would raise. ``args`` may be arrays or :class:`tylo.ArraySpec`
+        descriptions (:mod:`tylo.kernel.check_launch`)."""
+        from tylo.kernel.check_launch import check_launch
+
+        check_launch(self, grid, _block3(block), args, kwargs, shared)
 
     def _max_registers(self) -> int | None:
         """``CompileOptions.max_registers`` of this kernel (None: no cap), traced into the
@@ -371,7 +413,7 @@ class Kernel:
         cluster: tuple[int, int, int] | None = None,
     ) -> CompiledKernel:
         # the bounds-debug mode (TYLO_DEBUG_BOUNDS) changes the traced code
-        key = (bindings, block, target, debug.key_text(), cluster)
+        key = (bindings, block, target, debug.key_text(), cluster, self.bounds)
         built = self._built.get(key)
         if built is not None:
             return built
@@ -413,6 +455,7 @@ class Kernel:
             track_files=key is not None,
             cluster=cluster,
             max_registers=self._max_registers(),
+            bounds=self.bounds,
         )
         module = compile_ir(
             result.llvm, target, entries=(result.entry,), options=self.options, name=self.name
@@ -433,6 +476,8 @@ class Kernel:
                     "runtime": list(result.runtime),
                     "dynamic_shared_bytes": result.dynamic_shared_bytes,
                     "guards": [g.to_data() for g in result.guards],
+                    "bounds": [g.to_data() for g in result.bounds],
+                    "accesses": list(result.accesses.counts()),
                     "deps": result.deps.to_json() if result.deps is not None else {},
                 },
             )
@@ -448,6 +493,8 @@ class Kernel:
             dynamic_shared_bytes=result.dynamic_shared_bytes,
             timings=timings,
             guards=result.guards,
+            bounds=result.bounds,
+            access_counts=result.accesses.counts(),
             cluster=cluster,
         )
 
@@ -464,6 +511,7 @@ class Kernel:
     ) -> CompiledKernel:
         from tylo.backend.pipeline import CompiledModule
         from tylo.backend.resources import kernel_resources
+        from tylo.kernel.bounds_check import BoundsGuard
         from tylo.kernel.guards import Guard
 
         name = meta["entry"]
@@ -492,8 +540,17 @@ class Kernel:
             dynamic_shared_bytes=int(meta["dynamic_shared_bytes"]),
             timings=timings,
             guards=tuple(Guard.from_data(g) for g in meta.get("guards", [])),
+            bounds=tuple(BoundsGuard.from_data(g) for g in meta.get("bounds", [])),
+            access_counts=_counts(meta.get("accesses")),
             cluster=cluster,
         )
+
+
+def _counts(data: Any) -> tuple[int, int, int] | None:
+    """The ``(proved, guarded, unproved)`` a cache entry recorded (None if malformed)."""
+    if type(data) is list and len(data) == 3 and all(type(x) is int and x >= 0 for x in data):
+        return data[0], data[1], data[2]
+    return None
 
 
 def kernel(
@@ -502,9 +559,15 @@ def kernel(
     index_bits: int = 64,
     options: Any = None,
     name: str | None = None,
+    bounds: str = "guard",
 ) -> Any:
     """Decorate a Python function as a kernel: ``@tylo.kernel`` or
     ``@tylo.kernel(index_bits=32, options=CompileOptions(max_registers=128))``.
+
+    ``bounds`` is the policy for memory accesses (docs/accesses.md): ``"guard"`` (the
+    default) proves what the facts settle and checks the rest at each launch
+    (:class:`~tylo.kernel.errors.OutOfBoundsLaunchError`); ``"prove"`` refuses to compile
+    a kernel with an access it cannot prove; ``"off"`` records nothing.
 
     ``index_bits`` is the width of runtime integers and index arithmetic: 64 (default;
     no overflow for any array size) or 32 (leaner index math; every runtime int must fit,
@@ -512,7 +575,7 @@ def kernel(
     """
 
     def wrap(f: Callable[..., Any]) -> Kernel:
-        return Kernel(f, index_bits=index_bits, options=options, name=name)
+        return Kernel(f, index_bits=index_bits, options=options, name=name, bounds=bounds)
 
     return wrap(fn) if fn is not None else wrap
 

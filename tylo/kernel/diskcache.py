@@ -162,6 +162,7 @@ def specialization_key(
             "index_bits": str(kernel.index_bits),
             "debug": debug.key_text(),  # TYLO_DEBUG_BOUNDS changes the traced code
             "options": kernel.options.canonical() if kernel.options is not None else "default",
+            "bounds": getattr(kernel, "bounds", "guard"),  # the access policy's guards
             "block": repr(block),
             "target": str(target),
             "bindings": ";".join(bindings_text),

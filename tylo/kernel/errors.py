@@ -19,7 +19,16 @@ from typing import Any
 from tylo.backend.errors import LaunchError
 from tylo.errors import TyloError
 
-__all__ = ["KernelArgumentError", "TraceError", "Undefined", "is_user_file", "user_frames"]
+__all__ = [
+    "BoundsProofError",
+    "KernelArgumentError",
+    "OutOfBoundsError",
+    "OutOfBoundsLaunchError",
+    "TraceError",
+    "Undefined",
+    "is_user_file",
+    "user_frames",
+]
 
 _TYLO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _LIB_DIRS = tuple(
@@ -75,6 +84,24 @@ class TraceError(TyloError):
 
 class KernelArgumentError(LaunchError, TypeError):
     """A launch argument does not fit the kernel's parameter (raised before launching)."""
+
+
+class OutOfBoundsError(TraceError):
+    """A memory access of a kernel is out of bounds for every launch the facts allow
+    (``x[i - 1]`` where thread 0 exists), or for its static offset: refused while tracing
+    (:mod:`tylo.kernel.accesses`)."""
+
+
+class BoundsProofError(TraceError):
+    """``@tylo.kernel(bounds="prove")``: an access is guarded or unproved, so the kernel is
+    not compiled; the message lists each one with its condition or reason."""
+
+
+class OutOfBoundsLaunchError(KernelArgumentError):
+    """A launch would access memory outside an array: a bounds guard of the kernel
+    (:mod:`tylo.kernel.bounds_check`) fails for these arguments. Raised before the driver
+    is called; the message names the parameter, the access's source line, the condition
+    and the values."""
 
 
 def is_user_file(filename: str) -> bool:

@@ -19,6 +19,8 @@ from tylo.layouts._lazy import sympy
 
 __all__ = [
     "assuming",
+    "captured",
+    "current_facts",
     "decide",
     "dim",
     "divides",
@@ -34,6 +36,7 @@ __all__ = [
 dim = _sym.dim
 index_symbol = _sym.index_symbol
 assuming = _sym.assuming
+current_facts = _sym.current_assumptions
 
 
 def decide(rel: Any) -> bool | None:
@@ -65,6 +68,20 @@ def implied(cond: Any, holds: bool) -> list[Any]:
         rel = cond if holds else cond.negated
         return [] if rel in (sympy.true, sympy.false) else [rel]
     return []
+
+
+def captured(cond: Any, holds: bool) -> bool:
+    """Whether :func:`implied` of ``cond`` holds all there is to know inside the branch
+    taken when ``cond`` is ``holds``: a relation, a conjunction of them (taken), a
+    disjunction of them (not taken), through ``Not``; False for anything else (``a < b or
+    c < d`` taken, which no single fact states)."""
+    if isinstance(cond, sympy.Not):
+        return captured(cond.args[0], not holds)
+    if isinstance(cond, sympy.core.relational.Relational):
+        return True
+    if isinstance(cond, sympy.And if holds else sympy.Or):
+        return all(captured(a, holds) for a in cond.args)
+    return cond is sympy.true or cond is sympy.false or type(cond) is bool
 
 
 def divides(divisor: int, expr: Any) -> bool | None:

@@ -53,6 +53,7 @@ class Hot:
 
     __slots__ = (
         "attrs",
+        "bounds",
         "entry",
         "fast",
         "handle",
@@ -68,6 +69,9 @@ class Hot:
         self.ordinal = ordinal
         self.fast = entry._fast_check
         self.values_of = entry._runtime_values
+        # the bounds guards' check (tylo.kernel.bounds_check), or None: a specialization
+        # with guards takes the Python inline path, which tests them (the C one does not)
+        self.bounds = entry.check_bounds
         self.attrs = entry.launch_attributes  # (attrs, numAttrs) of the CUlaunchConfig
         self.handle = 0
         self.launch: Any = None  # cuLaunchKernelEx, once a checked launch succeeded
@@ -124,6 +128,7 @@ def make_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) -> An
     generated Python one, which do the same."""
     if (
         ACCELERATED
+        and hot.bounds is None  # the C path reads no extents: the Python one checks them
         and all(
             s.kind not in ("buffer", "owned", "torch", "tensor_map") or type(s.device) is int
             for s in specs
@@ -275,6 +280,9 @@ def _python_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) ->
     names["GUARDS"] = compile_guards(entry.guards)
     call = "GUARDS((" + "".join(f"v{i}, " for i in range(n)) + "))"
     checks = value_checks + [_VALUE_INDEX.sub(r"v\1", t) for t in entry.check_terms(call)]
+    if hot.bounds is not None:  # the bounds guards, on the arrays' extents
+        names["BOUNDS"] = hot.bounds.passes
+        checks.append("BOUNDS(dims, args, (" + "".join(f"v{i}, " for i in range(n)) + "))")
     dyn = entry.dynamic_shared_bytes
     checks.append(
         ("shared == 0 or " if dyn == 0 else "")

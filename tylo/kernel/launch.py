@@ -107,8 +107,11 @@ class CompiledKernel:
         timings: dict[str, Any],
         guards: Sequence[Any] = (),
         cluster: tuple[int, int, int] | None = None,
+        bounds: Sequence[Any] = (),
+        access_counts: tuple[int, int, int] | None = None,
     ) -> None:
         from tylo.backend import launchex
+        from tylo.kernel.bounds_check import make_checker
 
         self.name = name
         self.module = module
@@ -120,6 +123,12 @@ class CompiledKernel:
         self.dynamic_shared_bytes = dynamic_shared_bytes
         self.timings = timings
         self.guards = tuple(guards)
+        # the bounds guards of guarded accesses, and the check of all of them
+        # (check(dims, args, values); None without guards: the launch pays nothing)
+        self.bounds = tuple(bounds)
+        self.check_bounds = make_checker(name, self.bounds, self.bindings)
+        # (proved, guarded, unproved) accesses of the trace (tylo.kernel.accesses), where known
+        self.access_counts = access_counts
         self.cluster = cluster
         # (attrs, numAttrs) of the fast paths' CUlaunchConfig
         self.launch_attributes = (
@@ -470,6 +479,12 @@ def _launch(self, *args, shared=0, stream=None, **kwargs):
     if hot is None:
         hot = self._miss(args, spec, stream)
     v = ({values})
+    if hot.bounds is not None:  # the launch checks first, then the bounds guards
+        if not hot.fast(v, shared, hot.ordinal):
+            hot.entry.check(v, shared, hot.ordinal)
+            hot.bounds(self.dims, args, v)
+            return hot.slow(self.grid, v, shared, stream)
+        hot.bounds(self.dims, args, v)
     record = hot.records.get(get_ident())
     if (record is not None and (stream is None or type(stream) is int)
             and self.dims is not None and tls.ordinal == hot.ordinal

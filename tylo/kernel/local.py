@@ -20,9 +20,9 @@ from llvmlite import ir
 
 from tylo import dtypes as dt
 from tylo.dtypes import DType
-from tylo.kernel import debug
+from tylo.kernel import accesses, debug
 from tylo.kernel.context import current
-from tylo.kernel.errors import TraceError
+from tylo.kernel.errors import OutOfBoundsError, TraceError
 from tylo.kernel.lower import bounds, lower_int
 from tylo.kernel.memory import _as_element
 from tylo.kernel.values import Value, memory_type, to_index
@@ -67,13 +67,13 @@ class LocalArray:
     def __tylo_unflatten__(cls, aux: LocalArray, children: Any) -> LocalArray:
         return aux
 
-    def _pointer(self, index: Any, what: str) -> ir.Value:
+    def _pointer(self, index: Any, what: str, kind: str) -> ir.Value:
         ctx = current()
         e = to_index(index, f"{self.name}[...]")
         if isinstance(e, sympy.Integer) or e.is_Integer:
             k = int(e)
             if not 0 <= k < self.n:
-                raise TraceError(
+                raise OutOfBoundsError(
                     f"{self.name}{what}: index {k} is outside the local array of {self.n} "
                     f"elements (valid: 0..{self.n - 1}; negative indices do not wrap)"
                 )
@@ -81,18 +81,19 @@ class LocalArray:
         else:
             lo, hi = bounds(ctx, e)
             if (hi is not None and hi < 0) or (lo is not None and lo >= self.n):
-                raise TraceError(
+                raise OutOfBoundsError(
                     f"{self.name}{what}: the index {e} lies in [{lo}, {hi}], entirely "
                     f"outside the local array of {self.n} elements"
                 )
             debug.check_index(e, self.n, f"local access {self.name}{what}")
             off = lower_int(ctx, e)
+        accesses.record(ctx, e, 1, kind, name=self.name, space="local", extent=self.n, param=None)
         zero = ir.IntType(32)(0)
         return ctx.builder.gep(self.slot, [zero, off], inbounds=True)
 
     def __getitem__(self, index: Any) -> Value:
         ctx = current()
-        v = ctx.builder.load(self._pointer(index, f"[{index!r}]"), align=self.dtype.nbytes)
+        v = ctx.builder.load(self._pointer(index, f"[{index!r}]", "load"), align=self.dtype.nbytes)
         if self.dtype is dt.bool_:
             v = ctx.builder.icmp_unsigned("!=", v, ir.IntType(8)(0))
         return Value(self.dtype, v)
@@ -102,7 +103,9 @@ class LocalArray:
         v = _as_element(value, self.dtype).use()
         if self.dtype is dt.bool_:
             v = ctx.builder.zext(v, ir.IntType(8))
-        ctx.builder.store(v, self._pointer(index, f"[{index!r}] = ..."), align=self.dtype.nbytes)
+        ctx.builder.store(
+            v, self._pointer(index, f"[{index!r}] = ...", "store"), align=self.dtype.nbytes
+        )
 
 
 def local(dtype: Any, n: int, *, fill: Any = None, name: str = "local") -> LocalArray:

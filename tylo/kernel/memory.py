@@ -31,9 +31,9 @@ from tylo import dtypes as dt
 from tylo.backend.inline_ptx import PTXAsm
 from tylo.backend.ir import ADDRSPACE_GLOBAL, ADDRSPACE_SHARED
 from tylo.dtypes import DType
-from tylo.kernel import debug, facts
+from tylo.kernel import accesses, debug, facts
 from tylo.kernel.context import current
-from tylo.kernel.errors import TraceError
+from tylo.kernel.errors import OutOfBoundsError, TraceError
 from tylo.kernel.lower import bounds, lower_int
 from tylo.kernel.values import Value, as_value, convert, ir_type, memory_type, to_index
 from tylo.layouts._lazy import sympy
@@ -145,9 +145,11 @@ class Tensor:
             return _expr(self.layout(*crd))
         return _expr(self.layout(_coord(coord, self.name)))
 
-    def _check_offset(self, offset: Any, count: int, what: str) -> None:
+    def _check_offset(self, offset: Any, count: int, what: str, kind: str = "access") -> None:
         """Refuse an element offset that cannot address elements ``offset .. offset +
-        count - 1`` of this memory (see the class docstring)."""
+        count - 1`` of this memory (see the class docstring), and record the access
+        (``kind``: load, store, address, atomic) with its bounds obligation
+        (:mod:`tylo.kernel.accesses`)."""
         ctx = current()
         bits = ctx.index_bits
         lo_lim, hi_lim = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
@@ -174,19 +176,29 @@ class Tensor:
                 "beyond any 64-bit address"
             )
         if hi is not None and hi < 0:
-            raise TraceError(
+            raise OutOfBoundsError(
                 f"{where}: the element offset {offset} is negative, before the start of "
                 f"{self.name} (a pointer has no length, so Python's negative indexing does "
                 "not apply; index from the start)"
             )
         if self.extent is not None and lo is not None and lo + count > self.extent:
             span = f"elements {lo}..{lo + count - 1}" if count > 1 else f"element {lo}"
-            raise TraceError(
+            raise OutOfBoundsError(
                 f"{where}: {span} of {self.name}, which holds {self.extent} elements"
                 + (f" (the offset {offset} is at least {lo})" if lo != hi else "")
             )
         if not static and debug.enabled():  # TYLO_DEBUG_BOUNDS=1: check at run time
             debug.check_access(self, offset, count, where)
+        accesses.record(
+            ctx,
+            offset,
+            count,
+            kind,
+            name=self.name,
+            space=self.space,
+            extent=self.extent,
+            param=self.param,
+        )
 
     def _pointer(self, offset: Any, elem: ir.Type | None = None) -> ir.Value:
         ctx = current()
@@ -208,7 +220,7 @@ class Tensor:
         elements starting there (a tuple of Values, one vector instruction).
         ``cache`` is a PTX cache qualifier ('nc', 'cs', 'L1::no_allocate', ...)."""
         offset = self.offset(coord)
-        self._check_offset(offset, vector if type(vector) is int else 1, f"[{coord!r}]")
+        self._check_offset(offset, vector if type(vector) is int else 1, f"[{coord!r}]", "load")
         if vector != 1:
             self._check_vector(offset, vector, "load")
         if cache is not None:
@@ -240,7 +252,7 @@ class Tensor:
         offset = self.offset(coord)
         values = list(value) if isinstance(value, (tuple, list)) else None
         vector = len(values) if values is not None else 1
-        self._check_offset(offset, vector, f"[{coord!r}]")
+        self._check_offset(offset, vector, f"[{coord!r}]", "store")
         if values is not None and vector != 1:
             self._check_vector(offset, vector, "store")
         items = [_as_element(v, self.dtype) for v in (values if values is not None else [value])]
@@ -269,7 +281,7 @@ class Tensor:
         memory (for inline PTX ``[r]`` operands), a u64 global address otherwise."""
         ctx = current()
         offset = self.offset(coord)
-        self._check_offset(offset, 1, f".address({coord!r})")
+        self._check_offset(offset, 1, f".address({coord!r})", "address")
         p = self._pointer(offset)
         if self.addrspace == ADDRSPACE_SHARED:
             return Value(dt.u32, ctx.builder.ptrtoint(p, ir.IntType(32)))

@@ -12,7 +12,6 @@ own region (index expressions over symbols bound inside it) are lowered before i
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import numpy as np
@@ -210,21 +209,30 @@ class Branches:
         ctx.builder.cbranch(c, self.blocks["then"], self.blocks["else"])
         self.ends: list[ir.Block] = []
         self.scope: Any = None
+        self.opaque = False  # the branch entered holds a condition the facts do not
 
     def enter(self, which: str) -> None:
         ctx = self.ctx
         ctx.builder.position_at_end(self.blocks[which])
         self.scope = ctx.push_scope(which, self.line)
+        captured = self.cond_kind == "sym" and facts.captured(self.cond, which == "then")
         if self.cond_kind == "sym":
             for fact in facts.implied(self.cond, which == "then"):
-                with contextlib.suppress(Exception):  # a fact the solver refuses is a hint
+                try:
                     ctx.enter_facts(facts.assuming(fact))
+                except Exception:  # noqa: BLE001 - a fact the solver refuses is a hint
+                    captured = False
+        if not captured:  # accesses here run under a condition the facts do not hold
+            ctx.opaque_branches.append(self.line)
+        self.opaque = not captured
 
     def leave(self, leaves: list[Any] = ()) -> list[Any]:  # type: ignore[assignment]
         """Close the current branch; returns ``leaves`` prepared for merging."""
         prepared = _prepare(self.ctx, list(leaves))
         self.ends.append(self.ctx.builder.block)
         self.ctx.pop_scope(self.scope)
+        if self.opaque:
+            self.ctx.opaque_branches.pop()
         return prepared
 
     def merge(

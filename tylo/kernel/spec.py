@@ -38,6 +38,7 @@ from tylo.dtypes import DType
 from tylo.kernel.errors import KernelArgumentError, TraceError
 
 __all__ = [
+    "BOUNDS_POLICIES",
     "Binding",
     "Dim",
     "Float",
@@ -48,6 +49,10 @@ __all__ = [
     "is_array_like",
     "pointer",
 ]
+
+#: The memory-access policies of ``@tylo.kernel(bounds=...)`` (docs/accesses.md): check
+#: what is not proved at launch, refuse to compile what is not proved, or record nothing.
+BOUNDS_POLICIES = ("guard", "prove", "off")
 
 
 class Static:
@@ -187,6 +192,7 @@ def is_array_like(x: Any) -> bool:
         hasattr(x, "__cuda_array_interface__")
         or hasattr(x, "__dlpack__")
         or (t.__name__ in ("DeviceBuffer", "DeviceArray") and t.__module__ == "tylo.arrays")
+        or (t.__name__ == "ArraySpec" and t.__module__ == "tylo.kernel.check_launch")
     )
 
 

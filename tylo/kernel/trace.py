@@ -48,6 +48,10 @@ class TraceResult:
     timings: dict[str, float] = field(default_factory=dict)
     deps: Any = None
     guards: tuple[Any, ...] = ()
+    # the bounds guards of guarded accesses (tylo.kernel.bounds_check) and every access
+    # with its state (tylo.kernel.accesses.AccessReport)
+    bounds: tuple[Any, ...] = ()
+    accesses: Any = None
     # the llvmlite module whose text is ``llvm`` (read by the CPU interpreter, tylo.interpret)
     module: Any = field(default=None, repr=False, compare=False)
 
@@ -100,9 +104,11 @@ def trace_kernel(
     track_files: bool = False,
     cluster: tuple[int, int, int] | None = None,
     max_registers: int | None = None,
+    bounds: str = "guard",
 ) -> TraceResult:
     """Trace ``fn`` (already rewritten) for one specialization; see the module docstring.
-    ``max_registers`` (``CompileOptions.max_registers``) becomes the entry's ``.maxnreg``."""
+    ``max_registers`` (``CompileOptions.max_registers``) becomes the entry's ``.maxnreg``;
+    ``bounds`` is the access policy (:mod:`tylo.kernel.accesses`)."""
     t0 = time.perf_counter()
     entry = _entry_name(name)
     module = NVVMModule(entry)
@@ -125,6 +131,7 @@ def trace_kernel(
         module, function, kernel_name=name, block=block, index_bits=index_bits, target=target
     )
     ctx.cluster = cluster
+    ctx.bounds_policy = bounds
     intrinsics.setup_indices(ctx)
     args: list[Any] = []
     irargs = iter(function.args)
@@ -188,6 +195,7 @@ def trace_kernel(
                     f"{type(result).__name__} {result!r} (store results to memory)"
                 )
             ctx.finish()
+            report, bounds_guards = _access_results(ctx, name, bindings)
         except BaseException as err:  # noqa: BLE001 - every failure becomes a TraceError
             raise _as_trace_error(err, name) from None
         finally:
@@ -204,8 +212,33 @@ def trace_kernel(
         timings={"trace_s": t1 - t0, "ir_s": t2 - t1},
         deps=deps,
         guards=tuple(ctx.guards),
+        bounds=bounds_guards,
+        accesses=report,
         module=module.module,
     )
+
+
+def _access_results(
+    ctx: TraceContext, name: str, bindings: Sequence[Binding]
+) -> tuple[Any, tuple[Any, ...]]:
+    """The trace's access report and bounds guards; under ``bounds="prove"`` a guarded
+    or unproved access raises :class:`~tylo.kernel.errors.BoundsProofError`."""
+    from tylo.kernel.accesses import PROVED, AccessReport
+    from tylo.kernel.bounds_check import build_guards
+    from tylo.kernel.errors import BoundsProofError
+
+    report = AccessReport(name, tuple(ctx.accesses))
+    if ctx.bounds_policy == "prove":
+        open_ = [a for a in report.accesses if a.state != PROVED]
+        if open_:
+            listed = "\n".join(f"  {a.describe()}" for a in open_[:20])
+            more = f"\n  ... and {len(open_) - 20} more" if len(open_) > 20 else ""
+            raise BoundsProofError(
+                f'bounds="prove": {len(open_)} of {len(report.accesses)} accesses are not '
+                f"proved in bounds:\n{listed}{more}\n(state the missing facts with "
+                'tylo.assume, or use bounds="guard" to check them at launch)'
+            )
+    return report, build_guards(ctx, [b.name for b in bindings])
 
 
 def _as_trace_error(err: BaseException, kernel: str) -> BaseException:
@@ -222,7 +255,7 @@ def _as_trace_error(err: BaseException, kernel: str) -> BaseException:
         if err.located:
             out = err
         else:
-            out = TraceError(
+            out = type(err)(  # the subclass kept (OutOfBoundsError, BoundsProofError...)
                 err.message,
                 kernel=err.kernel or kernel,
                 filename=filename,

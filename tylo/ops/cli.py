@@ -39,6 +39,7 @@ __all__ = [
     "EXIT_USAGE",
     "Example",
     "VerificationError",
+    "access_summary",
     "add_common_arguments",
     "finite_float",
     "has_gpu",
@@ -280,6 +281,7 @@ def main(example: Example, argv: Sequence[str] | None = None) -> int:
                     print(text)
             if args.compile_only:
                 report_resources(kernels)
+                print(access_summary(kernels))
             return 0
         summary = example.run(args)
     except AssertionError as err:  # VerificationError, or a verify() assertion
@@ -294,6 +296,22 @@ def main(example: Example, argv: Sequence[str] | None = None) -> int:
         return _fail(prog, err, EXIT_FAILED, " (out of host memory: use smaller sizes)")
     print(f"{example.name}: OK: {summary} ({time.perf_counter() - start:.2f} s)")
     return 0
+
+
+def access_summary(kernels: dict[str, Any]) -> str:
+    """``accesses: N proved, G guarded, U unproved`` over the compiled ``kernels``
+    (:mod:`tylo.kernel.accesses`); kernels whose counts are not known say so."""
+    from tylo.kernel.access_counts import summary_line  # no sympy: a cache hit prints it
+
+    total, unknown = [0, 0, 0], []
+    for label, k in kernels.items():
+        counts = getattr(k, "access_counts", None)
+        if counts is None:
+            unknown.append(label)
+            continue
+        total = [a + b for a, b in zip(total, counts)]
+    line = summary_line((total[0], total[1], total[2]))
+    return line + (f" (not known for {', '.join(unknown)})" if unknown else "")
 
 
 def has_gpu() -> bool:

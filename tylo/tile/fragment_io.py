@@ -89,12 +89,14 @@ class _Access:
             if mem.rank != rank:
                 raise TileError(f"{what}: a {rank}-D ownership and the {mem.rank}-D tile {mem!r}")
             self.tile = mem
-            self.flat = Tensor(
+            self.flat = Tensor(  # the storage's array: accesses are judged against it
                 mem.dtype,
                 mem.storage.base,
                 addrspace=mem.storage.addrspace,
                 align=mem.storage.align,
                 name=mem.storage.name,
+                param=mem.storage.param,
+                extent=mem.storage.extent,
             )
         elif isinstance(mem, Tensor):
             have = 1 if mem.layout is None else _rank(mem.layout)

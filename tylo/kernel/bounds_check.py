@@ -1,0 +1,181 @@
+"""Bounds guards: the launch conditions of a kernel's guarded accesses, checked before the
+driver is called.
+
+A guarded access (:mod:`tylo.kernel.accesses`) leaves conditions over launch values: the
+runtime integer parameters, the grid's extents and each pointer argument's *extent*, the
+number of elements from its address to the end of the array (:func:`extent_of`). At the
+end of a trace they become :class:`BoundsGuard` s, guard expressions
+(:mod:`tylo.kernel.guardexpr`) over one vector ``w``:
+
+- ``w[i]``, ``i < n``: the launch value of parameter ``i`` (as for the other guards);
+- ``w[n + i]``: the extent of pointer parameter ``i`` (0 for other parameters);
+- ``w[2n + a]``: the grid's extent along axis ``a`` (x, y, z).
+
+:func:`make_checker` compiles all of a specialization's guards into one function that the
+launcher calls with the grid, the arguments and their values; a failure raises
+:class:`~tylo.kernel.errors.OutOfBoundsLaunchError` naming the parameter, the access's
+source line, the condition and the values. Guards are stored as data in the disk cache
+(:meth:`BoundsGuard.to_data`), like the other launch guards, never as code.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tylo.kernel.errors import OutOfBoundsLaunchError, TraceError
+from tylo.kernel.guardexpr import GuardDataError
+from tylo.kernel.guards import Guard, compile_guards
+
+__all__ = ["BoundsGuard", "build_guards", "extent_of", "make_checker"]
+
+_AXES = "xyz"
+
+
+@dataclass(frozen=True)
+class BoundsGuard:
+    """One guarded access's launch condition: the ``guard`` (text and expression over
+    ``w``, see the module docstring), the ``param`` (name) of the array it touches, the
+    access's source ``where`` (``file:line``) and text ``access``, and ``names``: each
+    launch symbol of the condition with its slot in ``w``, for the error message."""
+
+    guard: Guard
+    param: str
+    where: str
+    access: str
+    names: tuple[tuple[str, int], ...]
+
+    def to_data(self) -> list[Any]:
+        """JSON-typed data; :meth:`from_data` reads it back (validated, never evaluated)."""
+        return [
+            self.guard.to_data(),
+            self.param,
+            self.where,
+            self.access,
+            [list(n) for n in self.names],
+        ]
+
+    @classmethod
+    def from_data(cls, data: Any) -> BoundsGuard:
+        """The guard :meth:`to_data` wrote; anything else raises
+        :class:`~tylo.kernel.guardexpr.GuardDataError`."""
+        if type(data) is not list or len(data) != 5:
+            raise GuardDataError(f"BoundsGuard.from_data: expected 5 fields, got {data!r:.80}")
+        guard, param, where, access, names = data
+        if not all(type(x) is str for x in (param, where, access)) or type(names) is not list:
+            raise GuardDataError("BoundsGuard.from_data: malformed fields")
+        pairs = []
+        for n in names:
+            if type(n) is not list or len(n) != 2 or type(n[0]) is not str or type(n[1]) is not int:
+                raise GuardDataError(f"BoundsGuard.from_data: malformed name {n!r:.80}")
+            pairs.append((n[0], n[1]))
+        return cls(Guard.from_data(guard), param, where, access, tuple(pairs))
+
+
+def build_guards(ctx: Any, param_names: Sequence[str]) -> tuple[BoundsGuard, ...]:
+    """The :class:`BoundsGuard` s of a finished trace's guarded accesses
+    (``ctx.bounds_guards``), over the vector ``w`` of the module docstring."""
+    from tylo.kernel.guards import _tree
+
+    n = len(param_names)
+    out = []
+    for index, array, parts, where, offset in ctx.bounds_guards:
+        access = f"{array}[{offset}]"
+        mapping: dict[Any, int] = dict(ctx.param_index)
+        names: dict[str, int] = {}
+        for p in parts:
+            for s in p.free_symbols:
+                text = str(s)
+                if s in ctx.param_index:
+                    slot = ctx.param_index[s]
+                elif s in ctx.extent_params:
+                    slot = n + ctx.extent_params[s]
+                elif text.startswith("grid_dim_") and text[-1] in _AXES:
+                    slot = 2 * n + _AXES.index(text[-1])
+                else:  # accesses.record only guards launch symbols
+                    raise TraceError(f"{where}: {access}: {text} is not a launch value")
+                mapping[s] = slot
+                names[text] = slot
+        stub = types.SimpleNamespace(param_index=mapping)
+        trees = [_tree(stub, p) for p in parts]  # type: ignore[arg-type]
+        tree = trees[0] if len(trees) == 1 else ("and", *trees)
+        cond = " and ".join(str(p) for p in parts)
+        param = param_names[index] if index is not None else array
+        guard = Guard(f"{where}: {access} needs {cond}", tree)
+        out.append(BoundsGuard(guard, param, where, access, tuple(sorted(names.items()))))
+    return tuple(out)
+
+
+def extent_of(arg: Any, nbytes: int) -> int:
+    """The number of ``nbytes``-byte elements from ``arg``'s address to the end of the
+    elements it describes: one past its largest element offset (by shape and strides;
+    0 for an empty array), in bytes over ``nbytes``. ``arg`` is anything a pointer
+    parameter accepts (a torch tensor, a tylo DeviceBuffer, an object with
+    ``__cuda_array_interface__`` or ``__dlpack__``, a ``tylo.ArraySpec``)."""
+    numel = getattr(arg, "numel", None)
+    if numel is not None and callable(numel) and hasattr(arg, "element_size"):  # torch
+        if numel() == 0:
+            return 0
+        shape, strides, itemsize = tuple(arg.shape), tuple(arg.stride()), arg.element_size()
+    else:
+        from tylo.arrays import as_device_array
+
+        a = as_device_array(arg)
+        shape, strides, itemsize = a.shape, a.strides, a.dtype.nbytes
+        if a.size == 0:
+            return 0
+    last = sum((s - 1) * st for s, st in zip(shape, strides) if st > 0)
+    return (last + 1) * itemsize // nbytes
+
+
+def make_checker(
+    kernel: str, bounds: Sequence[BoundsGuard], bindings: Sequence[Any]
+) -> Callable[[Any, Sequence[Any], Sequence[Any]], None] | None:
+    """``check(dims, args, values)``, raising :class:`OutOfBoundsLaunchError` when a
+    launch with launch dimensions ``dims`` (``(gx, gy, gz, bx, by, bz)``, or None where
+    the grid is not valid: the launch refuses it) violates a guard; None without guards.
+    ``check.passes(dims, args, values)`` is the same test as a bool, for the inline
+    launch path."""
+    if not bounds:
+        return None
+    from tylo.kernel.spec import ParamKind
+
+    n = len(bindings)
+    pointers = [(i, b.dtype.nbytes) for i, b in enumerate(bindings) if b.kind is ParamKind.POINTER]
+    ok = compile_guards([b.guard for b in bounds])
+
+    def vector(dims: Any, args: Sequence[Any], values: Sequence[Any]) -> tuple[Any, ...]:
+        extents = [0] * n
+        for i, nbytes in pointers:
+            extents[i] = extent_of(args[i], nbytes)
+        return (*values, *extents, *dims[:3])
+
+    def check(dims: Any, args: Sequence[Any], values: Sequence[Any]) -> None:
+        if dims is None:
+            return
+        w = vector(dims, args, values)
+        if not ok(w):
+            explain(kernel, bounds, w)
+
+    def passes(dims: Any, args: Sequence[Any], values: Sequence[Any]) -> bool:
+        """Whether every guard holds (the inline launch path: False sends the launch to
+        the checked path, which raises)."""
+        return dims is not None and bool(ok(vector(dims, args, values)))
+
+    check.passes = passes  # type: ignore[attr-defined]
+    return check
+
+
+def explain(kernel: str, bounds: Sequence[BoundsGuard], w: Sequence[Any]) -> None:
+    """Raise :class:`OutOfBoundsLaunchError` for the first of ``bounds`` that values ``w``
+    violate (nothing when all hold)."""
+    for b in bounds:
+        if not b.guard.compile()(w):
+            values = ", ".join(f"{name} = {w[slot]}" for name, slot in b.names)
+            raise OutOfBoundsLaunchError(
+                f"{kernel}: argument {b.param!r}: the access {b.access} at {b.where} would "
+                f"leave the array: it needs {b.guard.text.split(' needs ', 1)[1]}, but "
+                f"{values}; pass a larger array or smaller sizes"
+            )
