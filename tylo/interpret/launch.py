@@ -48,10 +48,13 @@ class InterpretArgumentError(InterpretError, KernelArgumentError):
     """An argument the interpreter cannot take (a GPU-only array, a non-contiguous one)."""
 
 
-def _host_bytes(a: Any, name: str) -> np.ndarray:
-    """The bytes of array argument ``a`` as a writable uint8 view of its memory."""
+def _host_bytes(a: Any, name: str) -> tuple[np.ndarray, int]:
+    """(the bytes of array argument ``a`` as a writable uint8 view of its memory, the
+    address's offset in its 4 KiB page: the alignment a kernel sees)."""
     if isinstance(a, HostArray):
         a = a.data
+    if _is_device_array(a):
+        return _emulated_bytes(a, name)
     if type(a).__module__.startswith("torch"):
         if a.device.type != "cpu":
             raise InterpretArgumentError(
@@ -61,11 +64,12 @@ def _host_bytes(a: Any, name: str) -> np.ndarray:
         a = a.detach().numpy()
     if not isinstance(a, np.ndarray):
         raise InterpretArgumentError(
-            f"argument {name!r}: the interpreter takes numpy arrays and torch CPU tensors as "
-            f"arrays, got {type(a).__name__} (copy a device array to the host first)"
+            f"argument {name!r}: the interpreter takes numpy arrays, torch CPU tensors and "
+            f"DeviceBuffers allocated with TYLO_INTERPRET=1 as arrays, got {type(a).__name__}"
         )
+    skew = a.ctypes.data % 4096
     if a.flags.c_contiguous or a.flags.f_contiguous:
-        return a.ravel(order="K").view(np.uint8)
+        return a.ravel(order="K").view(np.uint8), skew
     if any(st < 0 for st in a.strides) or a.size == 0:
         raise InterpretArgumentError(
             f"argument {name!r}: an array with negative strides {a.strides} (or empty and "
@@ -73,7 +77,50 @@ def _host_bytes(a: Any, name: str) -> np.ndarray:
         )
     # a strided view: its bytes from its first element to its last, as on the GPU
     span = sum((n - 1) * st for n, st in zip(a.shape, a.strides)) + a.itemsize
-    return np.asarray(_Span(a, span))
+    return np.asarray(_Span(a, span)), skew
+
+
+def _is_device_array(a: Any) -> bool:
+    """A tylo DeviceBuffer or DeviceArray, or another object with a CUDA array interface
+    (torch tensors excepted: they are read directly)."""
+    from tylo.arrays import DeviceArray, DeviceBuffer
+
+    if isinstance(a, (DeviceBuffer, DeviceArray)):
+        return True
+    return not type(a).__module__.startswith("torch") and hasattr(
+        type(a), "__cuda_array_interface__"
+    )
+
+
+def _emulated_bytes(a: Any, name: str) -> tuple[np.ndarray, int]:
+    """The host bytes behind a device array of emulated memory (:mod:`tylo.backend.hostmem`):
+    from its first element to its last, as for a strided numpy view."""
+    from tylo.arrays import as_device_array
+    from tylo.backend import hostmem
+    from tylo.errors import TyloError
+
+    try:
+        da = as_device_array(a)
+    except TyloError as err:
+        raise InterpretArgumentError(f"argument {name!r}: {err}") from None
+    if da.size == 0:
+        return np.zeros(0, np.uint8), da.ptr % 4096
+    if not hostmem.owns(da.ptr):
+        raise InterpretArgumentError(
+            f"argument {name!r}: a device array at 0x{da.ptr:x} lives in GPU memory; the "
+            "interpreter reads host memory: allocate it with TYLO_INTERPRET=1 set (tylo "
+            "DeviceBuffers then live in host memory), or pass a numpy array"
+        )
+    if any(st < 0 for n, st in zip(da.shape, da.strides) if n > 1):
+        raise InterpretArgumentError(
+            f"argument {name!r}: a device array with negative strides {da.strides}; pass a "
+            "copy with positive strides"
+        )
+    span = (sum((n - 1) * st for n, st in zip(da.shape, da.strides)) + 1) * da.dtype.nbytes
+    try:
+        return hostmem.host_bytes(da.ptr, span), da.ptr % 4096
+    except TyloError as err:
+        raise InterpretArgumentError(f"argument {name!r}: {err}") from None
 
 
 class _Span:
@@ -90,9 +137,20 @@ class _Span:
 
 
 def _is_array(a: Any) -> bool:
-    return isinstance(a, (np.ndarray, HostArray)) or (
-        type(a).__module__.startswith("torch") and hasattr(a, "data_ptr")
+    return (
+        isinstance(a, (np.ndarray, HostArray))
+        or (type(a).__module__.startswith("torch") and hasattr(a, "data_ptr"))
+        or _is_device_array(a)
     )
+
+
+def _dtype(a: Any) -> Any:
+    """The tylo dtype of an array argument (a CUDA-array-interface object's typestr)."""
+    if _is_device_array(a) and not hasattr(a, "dtype"):
+        from tylo.arrays import as_device_array
+
+        return as_device_array(a).dtype
+    return dt.dtype_of(a)
 
 
 def _dims(x: Any, what: str) -> tuple[int, int, int]:
@@ -143,16 +201,16 @@ class InterpretedLaunch:
         bindings, memory_args = [], []
         for name, ann, a in zip(k.param_names, k.annotations, values):
             if _is_array(a) and ann is not dt.DType:
-                data = _host_bytes(a, name)
+                data, skew = _host_bytes(a, name)
                 want = ann.dtype if isinstance(ann, Ptr) else None
-                got = a.dtype if isinstance(a, HostArray) else dt.dtype_of(a)
+                got = a.dtype if isinstance(a, HostArray) else _dtype(a)
                 if want is not None and want.nbytes != got.nbytes:
                     raise InterpretArgumentError(
                         f"argument {name!r}: the kernel takes {want} elements, got a {got} array"
                     )
                 bindings.append(Binding(name, ParamKind.POINTER, want or got,
                                         check=ann if isinstance(ann, Ptr) else None))  # fmt: skip
-                memory_args.append((name, data))
+                memory_args.append((name, data, skew))
             else:
                 kind = classify(ann, a, name)
                 if kind in (ParamKind.POINTER, ParamKind.TENSOR_MAP):
@@ -164,14 +222,14 @@ class InterpretedLaunch:
                 bindings.append(k._binding(name, ann, kind, a))
         program, result = self._program(tuple(bindings))
         runtime = list(result.runtime)
-        addresses = iter(Allocation.address(j, d.ctypes.data % 4096)
-                         for j, (_, d) in enumerate(memory_args))  # fmt: skip
+        addresses = iter(Allocation.address(j, skew)
+                         for j, (_, _, skew) in enumerate(memory_args))  # fmt: skip
         checked = tuple(next(addresses) if b.kind is ParamKind.POINTER else v
                         for b, v in zip(bindings, values))  # fmt: skip
         self._check(bindings, checked, result, shared)
         sizes = [b.dtype.nbytes for b in bindings if b.kind is ParamKind.POINTER]
-        allocs = [Allocation(n, d, d.ctypes.data % 4096, g)
-                  for (n, d), g in zip(memory_args, sizes)]  # fmt: skip
+        allocs = [Allocation(n, d, skew, g)
+                  for (n, d, skew), g in zip(memory_args, sizes)]  # fmt: skip
         memory: dict[int, Allocation] = dict(enumerate(allocs))
         for name, (window, data) in program.constants.items():
             memory[window] = Allocation(name, np.frombuffer(data, np.uint8).copy())
