@@ -546,8 +546,10 @@ def _pointer_device(ptr: int, what: str) -> int | None:
     from tylo.backend import driver, hostmem
     from tylo.backend.errors import CudaError
 
-    if not ptr or hostmem.owns(ptr):  # null, or emulated (TYLO_INTERPRET=1): no driver
+    if not ptr:
         return None
+    if hostmem.owns(ptr):  # emulated in host memory (TYLO_INTERPRET=1): the interpreter's 0
+        return 0
 
     if driver.device_count() == 0:
         return None

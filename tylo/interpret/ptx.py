@@ -337,11 +337,12 @@ def _cp(env: _Env, op: str, o: list[str], sel: Any, site: str) -> None:
 
 def _atom(env: _Env, op: str, o: list[str], sel: Any, site: str) -> None:
     parts = op.split(".")
-    t = _TYPES[parts[-1]]
-    name = next(p for p in parts[1:] if p in ("add", "min", "max", "exch", "cas", "and",
-                                               "or", "xor", "inc", "dec"))  # fmt: skip
-    if parts[-1] in ("f16x2", "bf16x2") or name in ("inc", "dec") or "noftz" in parts:
+    name = next((p for p in parts[1:] if p in ("add", "min", "max", "exch", "cas", "and",
+                                                "or", "xor", "inc", "dec")), None)  # fmt: skip
+    if (parts[-1] not in _TYPES or parts[-1] in ("f16", "bf16") or name in (None, "inc", "dec")
+            or "noftz" in parts):  # fmt: skip
         raise UnsupportedOperation(op, f"{site}: the interpreter has no atomic {op!r}")
+    t = _TYPES[parts[-1]]
     is_red = parts[0] == "red"
     addr_tok = o[0] if is_red else o[1]
     ins = o[1:] if is_red else o[2:]
