@@ -4,6 +4,8 @@ device (tylo.backend.device.interpreted_properties)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -149,3 +151,46 @@ def test_the_interpreters_device(interpret: None, monkeypatch: pytest.MonkeyPatc
     assert tylo.Target.from_device(0).sm == "sm_90a"
     with pytest.raises(NoDeviceError):
         device_properties(1)
+
+
+class _TorchDType:
+    """Stands in for a torch dtype (torch is not installed here): its module and its name."""
+
+    __module__ = "torch"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"torch.{self.name}"
+
+
+class _TorchTensor:
+    """Stands in for a torch tensor: exactly what the interpreter reads of one (its module,
+    ``device.type``, ``dtype``, ``data_ptr``, ``detach().numpy()``)."""
+
+    __module__ = "torch"
+
+    def __init__(self, a: np.ndarray, device: str = "cpu") -> None:
+        self._a = a
+        self.device = SimpleNamespace(type=device)
+        self.dtype = _TorchDType(str(a.dtype))
+
+    def data_ptr(self) -> int:
+        return self._a.ctypes.data
+
+    def detach(self) -> _TorchTensor:
+        return self
+
+    def numpy(self) -> np.ndarray:
+        return self._a
+
+
+def test_torch_cpu_tensors_are_arguments_and_cuda_ones_are_refused() -> None:
+    a = np.arange(40, dtype=np.float32)
+    c = np.full(40, np.nan, np.float32)
+    add.interpret[1, 64](_TorchTensor(c), _TorchTensor(a), _TorchTensor(2 * a), 40)
+    assert np.array_equal(c, 3 * a)  # written through the tensor's memory
+    with pytest.raises(InterpretArgumentError) as info:
+        add.interpret[1, 64](_TorchTensor(c, "cuda"), _TorchTensor(a), _TorchTensor(a), 40)
+    assert "t.cpu()" in str(info.value)

@@ -145,7 +145,10 @@ def _is_array(a: Any) -> bool:
 
 
 def _dtype(a: Any) -> Any:
-    """The tylo dtype of an array argument (a CUDA-array-interface object's typestr)."""
+    """The tylo dtype of an array argument (a torch tensor's ``dtype``, a
+    CUDA-array-interface object's typestr)."""
+    if type(a).__module__.startswith("torch"):
+        return dt.dtype_of(a.dtype)
     if _is_device_array(a) and not hasattr(a, "dtype"):
         from tylo.arrays import as_device_array
 
