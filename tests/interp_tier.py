@@ -4,7 +4,8 @@
 A runtime test opts in with the ``interpret`` marker (on the test, a ``pytest.param`` or
 the module's ``pytestmark``); ``interpret(when=f)`` runs only the parameter sets for which
 ``f(**params)`` is true (small sizes), and says for the others that they are too large for
-the tier (or ``why=``). On a machine without the GPU it needs, its ``gpu_runtime``
+the tier (or ``why=``); ``interpret(target="sm_90a")`` interprets for that target (where
+the banner allows it). On a machine without the GPU it needs, its ``gpu_runtime``
 fixture then sets ``TYLO_INTERPRET=1`` (and ``TYLO_INTERPRET_TARGET``: ``sm_80`` where
 the banner allows it, else ``sm_90a``) for the test's duration instead of skipping, so its
 launches, DeviceBuffers and subprocesses run in the interpreter. ``interpret(skip="why")``
@@ -60,7 +61,9 @@ def interpret_or_skip(
     if when is not None and not when(**(callspec.params if callspec else {})):
         why = marker.kwargs.get("why", _TOO_LARGE)
         pytest.skip(f"{reason}; not run in the interpreter: {why}")
-    target = _tier_target(spec)
+    target = Target.parse(marker.kwargs["target"]) if "target" in marker.kwargs else None
+    if target is None or not target.satisfies(spec):
+        target = _tier_target(spec)
     monkeypatch.setenv("TYLO_INTERPRET", "1")
     monkeypatch.setenv("TYLO_INTERPRET_TARGET", target.sm)
     request.node.user_properties.append(("tylo_runtime", "interpreted"))

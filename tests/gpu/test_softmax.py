@@ -75,6 +75,7 @@ def test_warp_online_forced(gpu_runtime, threads, cols, mask):
     verify(11, cols, dtype="f32", mask=mask, cfg=cfg)
 
 
+@pytest.mark.interpret(target="sm_90a", when=lambda dtype, cols, threads, mask: cols <= 1000)
 @pytest.mark.parametrize("mask", MASKS)
 @pytest.mark.parametrize(
     "dtype,cols,threads",

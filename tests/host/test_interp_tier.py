@@ -85,3 +85,10 @@ def test_the_session_counts_what_ran(tmp_path: Path) -> None:
     assert count.read_text().strip() == line and f"tylo: {line}" in r.stdout
     skipped = [x for x in r.stdout.splitlines() if x.startswith("SKIPPED")]
     assert skipped and all("not run in the interpreter: " in x for x in skipped)
+
+
+@pytest.mark.parametrize(("spec", "sm"), [("cc>=8.0", "sm_90a"), ("cc<9.0", "sm_80")])
+def test_a_marked_target_is_taken_where_the_banner_allows_it(spec: str, sm: str) -> None:
+    marker = pytest.mark.interpret(target="sm_90a").mark
+    with pytest.MonkeyPatch.context() as mp:
+        assert interp_tier.interpret_or_skip(_request(marker), spec, "none", mp).sm == sm
