@@ -22,6 +22,7 @@ from tylo.interpret.globalrace import GlobalRaces
 from tylo.interpret.irtypes import align_of, size_of
 from tylo.interpret.machine import Program, State, run_blocks
 from tylo.interpret.memory import CONSTANT_BASE, Allocation, Memory
+from tylo.interpret.pool import processes, run_split, splittable
 from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
 from tylo.kernel.spec import Int, ParamKind, Ptr, classify
 from tylo.kernel.trace import Binding, trace_kernel
@@ -389,41 +390,53 @@ def _run(program: Program, params: list[Any], allocs: dict[int, Allocation],
         th = (tt % block[0], tt // block[0] % block[1], tt // (block[0] * block[1]))
         return f"block {b} thread {th}"
 
-    tracker = GlobalRaces(padded, where) if races else None
-    with np.errstate(all="ignore"):
-        for start in range(0, ctas, per):
-            nb = min(per, ctas - start)
-            lanes = nb * padded
-            st = State(program, lanes)
-            lane = np.arange(lanes)
-            t = lane % padded
-            c = start + lane // padded
-            real = t < threads
-            st.where = functools.partial(where, start=start)
-            if tracker is not None:
-                tracker.batch(start, nb)
-            st.memory = Memory(allocs, shared, program.local_bytes, ctas=nb, threads=padded,
-                               where=st.where, strict=strict, races=races,
-                               global_races=tracker)  # fmt: skip
-            i32 = np.int32
-            st.sreg = {
-                "tid.x": (t % block[0]).astype(i32),
-                "tid.y": (t // block[0] % block[1]).astype(i32),
-                "tid.z": (t // (block[0] * block[1])).astype(i32),
-                "ctaid.x": (c % grid[0]).astype(i32),
-                "ctaid.y": (c // grid[0] % grid[1]).astype(i32),
-                "ctaid.z": (c // (grid[0] * grid[1])).astype(i32),
-                "laneid": (t % 32).astype(i32),
-                "warpid": (t // 32).astype(i32),
-                "nwarpid": i32(padded // 32),
-                **{f"ntid.{a}": i32(n) for a, n in zip("xyz", block)},
-                **{f"nctaid.{a}": i32(n) for a, n in zip("xyz", grid)},
-            }
-            for s, v in zip(arg_slots, params):
-                st.regs[s] = v
-            watch = _watch_lane(block, grid, padded, start, nb)
-            st.watch = watch
-            st.live = real.copy()
-            st.pc = np.where(real, 0, program.exit).astype(np.int32)
-            st.mask = real
-            run_blocks(program, st)
+    def run_range(first: int, last: int) -> GlobalRaces | None:
+        """Interpret CTAs ``first .. last - 1``, in batches; returns the race tracker."""
+        tracker = GlobalRaces(padded, where) if races else None
+        with np.errstate(all="ignore"):
+            for start in range(first, last, per):
+                _run_batch(start, min(per, last - start), tracker)
+        return tracker
+
+    def _run_batch(start: int, nb: int, tracker: GlobalRaces | None) -> None:
+        lanes = nb * padded
+        st = State(program, lanes)
+        lane = np.arange(lanes)
+        t = lane % padded
+        c = start + lane // padded
+        real = t < threads
+        st.where = functools.partial(where, start=start)
+        if tracker is not None:
+            tracker.batch(start, nb)
+        st.memory = Memory(allocs, shared, program.local_bytes, ctas=nb, threads=padded,
+                           where=st.where, strict=strict, races=races,
+                           global_races=tracker)  # fmt: skip
+        i32 = np.int32
+        st.sreg = {
+            "tid.x": (t % block[0]).astype(i32),
+            "tid.y": (t // block[0] % block[1]).astype(i32),
+            "tid.z": (t // (block[0] * block[1])).astype(i32),
+            "ctaid.x": (c % grid[0]).astype(i32),
+            "ctaid.y": (c // grid[0] % grid[1]).astype(i32),
+            "ctaid.z": (c // (grid[0] * grid[1])).astype(i32),
+            "laneid": (t % 32).astype(i32),
+            "warpid": (t // 32).astype(i32),
+            "nwarpid": i32(padded // 32),
+            **{f"ntid.{a}": i32(n) for a, n in zip("xyz", block)},
+            **{f"nctaid.{a}": i32(n) for a, n in zip("xyz", grid)},
+        }
+        for s, v in zip(arg_slots, params):
+            st.regs[s] = v
+        watch = _watch_lane(block, grid, padded, start, nb)
+        st.watch = watch
+        st.live = real.copy()
+        st.pc = np.where(real, 0, program.exit).astype(np.int32)
+        st.mask = real
+        run_blocks(program, st)
+
+    n = processes()
+    watched = bool(os.environ.get("TYLO_INTERPRET_THREAD"))
+    if n > 1 and splittable(str(program.fn), ctas, watched):
+        run_split(run_range, ctas, n, allocs)
+    else:
+        run_range(0, ctas)
