@@ -68,7 +68,7 @@ def atomic(st: Any, op: str, addr: Any, space: int, dtype: Any, value: Any, site
 
 def atomic_instruction(program: Any, inst: Any, d: int, srcs: list[int]) -> Any:
     """``atomicrmw`` / ``cmpxchg``."""
-    site = f"{program.kernel}: {str(inst).strip()}"
+    site = program.site(inst)
     ptr = inst.operands[0]
     space = ptr.type.addrspace
     dt = np_dtype(ptr.type.pointee)

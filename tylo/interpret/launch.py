@@ -23,6 +23,7 @@ from tylo.interpret.irtypes import align_of, size_of
 from tylo.interpret.machine import Program, State, run_blocks
 from tylo.interpret.memory import CONSTANT_BASE, Allocation, Memory
 from tylo.interpret.pool import processes, run_split, splittable
+from tylo.interpret.source import record_lines
 from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
 from tylo.kernel.spec import Int, ParamKind, Ptr, classify
 from tylo.kernel.trace import Binding, trace_kernel
@@ -264,10 +265,12 @@ class InterpretedLaunch:
         hit = cache.get(key)
         if hit is not None:
             return hit
+        fn_code = getattr(k.rewritten(), "__code__", None)
         try:
-            result = trace_kernel(k.rewritten(), name=k.name, bindings=bindings,
-                                  block=self.block, target=target, index_bits=k.index_bits,
-                                  max_registers=k._max_registers())  # fmt: skip
+            with record_lines(fn_code) as lines:
+                result = trace_kernel(k.rewritten(), name=k.name, bindings=bindings,
+                                      block=self.block, target=target, index_bits=k.index_bits,
+                                      max_registers=k._max_registers())  # fmt: skip
         except TraceError as err:
             raise err.with_traceback(user_frames(err.__traceback__)) from None
         fn = result.module.get_global(result.entry)
@@ -286,7 +289,7 @@ class InterpretedLaunch:
                 )
             return layout[name][0]
 
-        program = Program(k.name, fn, address, compile_call)
+        program = Program(k.name, fn, address, compile_call, lines)
         program.static_shared = static
         program.dynamic_name = dyn_name
         program.constants = constants
