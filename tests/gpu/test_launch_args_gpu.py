@@ -18,8 +18,8 @@ F32 = tylo.f32
 
 
 INTERPRET_SKIP = (  # the interpreter tier (tests/interp_tier.py)
-    "checks how the GPU launch refuses arrays (torch views, read-only, misaligned and host "
-    "addresses) by its messages; the interpreter takes host arrays and refuses by its own"
+    "torch CUDA views, host addresses a GPU cannot read, a second GPU: the interpreter "
+    "takes host memory (its read-only and alignment refusals run here)"
 )
 
 
@@ -96,6 +96,7 @@ def test_a_strided_kernel_reads_a_transposed_view(gpu_runtime):
         np.testing.assert_array_equal(out.cpu().numpy(), view.cpu().numpy().reshape(-1))
 
 
+@pytest.mark.interpret
 def test_read_only_arrays_need_the_annotation(gpu_runtime):
     src = DeviceBuffer.from_numpy(np.arange(256, dtype=np.float32))
     out = DeviceBuffer.empty(256, F32).fill_bytes(0xFF)
@@ -105,6 +106,7 @@ def test_read_only_arrays_need_the_annotation(gpu_runtime):
     np.testing.assert_array_equal(host(out), 2 * np.arange(256, dtype=np.float32))
 
 
+@pytest.mark.interpret
 def test_misaligned_addresses_are_refused(gpu_runtime):
     base = DeviceBuffer.from_numpy(np.zeros(64, np.float32))
     shifted = DeviceArray(base.ptr + 2, (60,), (1,), F32, base.device, owner=base)

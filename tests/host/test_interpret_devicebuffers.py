@@ -34,7 +34,9 @@ def add(c, a, b, n):
 
 
 @tylo.kernel
-def row_copy(out, x, rows, cols, ld, extra: tylo.Static):
+def row_copy(
+    out: tylo.Ptr(strided=True), x: tylo.Ptr(strided=True), rows, cols, ld, extra: tylo.Static
+):
     """Copy a ``rows x cols`` view with row stride ``ld``; ``extra`` reads past each row."""
     i = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x
     if i < rows * (cols + extra):
@@ -80,6 +82,22 @@ def test_views_of_device_buffers_are_bounded_by_their_span(interpret: None) -> N
     with pytest.raises(OutOfBounds) as info:
         row_copy.interpret[1, 64](ov, xv, rows, cols, ld, 1)
     assert "array 'out'" in str(info.value) or "array 'x'" in str(info.value)
+
+
+def test_device_arrays_get_the_gpu_launchs_checks(interpret: None) -> None:
+    """What a GPU launch refuses of a device array, the interpreter refuses too: a strided
+    view or a read-only array the annotation does not allow, an address off alignment."""
+    buf = DeviceBuffer.from_numpy(np.arange(64, dtype=np.float32))
+    out = DeviceBuffer.empty(64, tylo.f32)
+    strided = DeviceArray(buf.ptr, (8, 4), (8, 1), tylo.f32, 0, owner=buf)
+    with pytest.raises(tylo.KernelArgumentError, match="'a'.*not C-contiguous"):
+        add.interpret[1, 32](out, strided, buf, 32)
+    read_only = DeviceArray(buf.ptr, (64,), (1,), tylo.f32, 0, readonly=True, owner=buf)
+    with pytest.raises(tylo.KernelArgumentError, match="'b'.*read-only"):
+        add.interpret[1, 32](out, buf, read_only, 32)
+    shifted = DeviceArray(buf.ptr + 2, (60,), (1,), tylo.f32, 0, owner=buf)
+    with pytest.raises(tylo.KernelArgumentError, match="not a multiple of 4 bytes"):
+        add.interpret[1, 32](out, shifted, buf, 32)
 
 
 def test_cuda_array_interface_objects_in_emulated_memory(interpret: None) -> None:

@@ -196,7 +196,10 @@ def compute_capability(ordinal: int = 0) -> tuple[int, int]:
 
 def current_context(ordinal: int = 0) -> Any:
     """The primary context of device ``ordinal``, retained once per process and made
-    current on the calling thread (the same context PyTorch and CuPy use)."""
+    current on the calling thread (the same context PyTorch and CuPy use); None with
+    ``TYLO_INTERPRET=1`` (the CPU interpreter is the device)."""
+    if os.environ.get("TYLO_INTERPRET") == "1":  # the interpreter's device has no context
+        return None
     current = getattr(_tls, "ctx", None)
     if current is not None and _tls.ordinal == ordinal:
         return current

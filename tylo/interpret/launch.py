@@ -89,9 +89,21 @@ def _is_device_array(a: Any) -> bool:
 
     if isinstance(a, (DeviceBuffer, DeviceArray)):
         return True
-    return not type(a).__module__.startswith("torch") and hasattr(
-        type(a), "__cuda_array_interface__"
-    )
+    return not type(a).__module__.startswith("torch") and hasattr(a, "__cuda_array_interface__")
+
+
+def _check_device_array(name: str, a: Any, ann: Any, binding: Binding) -> None:
+    """What a GPU launch refuses of a device array (:mod:`tylo.kernel.readers`,
+    :mod:`tylo.kernel.launch`): strided or read-only arrays the annotation does not allow,
+    a null address, an address off its elements' alignment."""
+    from tylo.arrays import as_device_array
+    from tylo.kernel.launch import Alignment
+    from tylo.kernel.readers import check_array, refusals
+
+    da = as_device_array(a)
+    check_array(name, da, refusals(ann))
+    if da.size:
+        Alignment.of(binding).check(name, da.ptr)
 
 
 def _emulated_bytes(a: Any, name: str) -> tuple[np.ndarray, int]:
@@ -215,6 +227,8 @@ class InterpretedLaunch:
                     )
                 bindings.append(Binding(name, ParamKind.POINTER, want or got,
                                         check=ann if isinstance(ann, Ptr) else None))  # fmt: skip
+                if _is_device_array(a):  # the checks a GPU launch makes of a device array
+                    _check_device_array(name, a, ann, bindings[-1])
                 memory_args.append((name, data, skew))
             else:
                 kind = classify(ann, a, name)
