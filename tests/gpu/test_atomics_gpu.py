@@ -198,7 +198,7 @@ def pair_counts(
             tylo.atomic_add(h, 2 * t, (mem[t, 0], mem[t, 1]), result=False)
 
 
-@pytest.mark.interpret(skip="f16x2/bf16x2 atomics are not interpreted (UnsupportedOperation)")
+@pytest.mark.interpret(target="sm_90a")  # bf16 pairs need sm_90
 @pytest.mark.parametrize("dtype", [tylo.f16, tylo.bf16])
 @pytest.mark.parametrize("space", ["global", "shared"])
 @pytest.mark.parametrize("keep", [True, False])
@@ -250,7 +250,9 @@ def pair_extreme(
             tylo.atomic_min(mem, (bins[i], 0), v, order="acq_rel")
 
 
-@pytest.mark.interpret(skip="f16x2/bf16x2 atomics are not interpreted (UnsupportedOperation)")
+@pytest.mark.interpret(
+    skip="f16/bf16 min and max (sm_90 vector atomics, atom.min.noftz.v2) are not interpreted"
+)
 @pytest.mark.parametrize("dtype", [tylo.f16, tylo.bf16])
 @pytest.mark.parametrize("op", ["max", "min"])
 def test_pair_minmax(gpu_runtime, dtype, op):

@@ -158,7 +158,7 @@ def half_counts(bins, n):
         tylo.atomic_add(bins, i % 7, tylo.value(1.0, bins.dtype), result=False)
 
 
-@pytest.mark.interpret(skip="16-bit float atomics are not interpreted (UnsupportedOperation)")
+@pytest.mark.interpret(target="sm_90a")  # bf16 atomics need sm_90
 @pytest.mark.parametrize(("dtype", "per_bin"), [(tylo.f16, 2048), (tylo.bf16, 256)])
 def test_half_precision_atomic_add(gpu_runtime, dtype, per_bin):
     """Counts up to the largest exactly representable run of integers (2048 in f16, 256 in

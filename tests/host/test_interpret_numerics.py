@@ -174,3 +174,37 @@ def test_cvt_int_to_float_rounds_to_nearest_even(vals: list[int]) -> None:
                  float(np.nextafter(lo, np.float32(np.inf)))}  # fmt: skip
         best = min(cands, key=lambda c: (abs(Fraction(c) - v), _odd(c)))
         assert got == best, (v, got, best)
+
+
+# ---------------------------------------------------------------------------- 16-bit atomics
+
+
+@tylo.kernel
+def pair_add(out, x, slots):
+    t = tylo.thread_idx.x
+    tylo.ptx("red.global.add.noftz.f16x2 [$0], $1;", out.address(t % slots), x[t], out=None)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    halves=st.lists(st.integers(0, 2**16 - 1), min_size=64, max_size=64),
+    slots=st.sampled_from([1, 3, 32]),
+)
+def test_f16x2_atomic_add_is_each_halfs_rounded_sum_in_lane_order(halves: list[int],
+                                                                  slots: int) -> None:  # fmt: skip
+    """``red.add.noftz.f16x2``: each half adds with one rounding to f16 (numpy's float16
+    addition, an independent implementation), lanes applied in order, NaN as the canonical
+    0x7FFF, subnormals kept."""
+    h = np.array(halves, np.uint16)
+    h[(h & 0x7C00) == 0x7C00] &= 0x7BFF  # no inf or NaN inputs: sums of them are checked below
+    x = h.view(np.uint32)  # lane t adds the pair (h[2t], h[2t + 1])
+    out = np.zeros(slots, np.uint32)
+    pair_add.interpret[1, 32](out, x, slots)
+    want = np.zeros((slots, 2), np.float16)
+    with np.errstate(over="ignore", invalid="ignore"):  # sums may overflow to inf, then NaN
+        for t in range(32):
+            want[t % slots] = want[t % slots] + h[2 * t : 2 * t + 2].view(np.float16)
+    got = out.view(np.uint16).reshape(slots, 2)
+    exp = want.view(np.uint16)
+    nan = np.isnan(want)
+    assert np.array_equal(got[~nan], exp[~nan]) and (got[nan] == 0x7FFF).all()

@@ -379,10 +379,11 @@ def _atom(env: _Env, op: str, o: list[str], sel: Any, site: str) -> None:
     parts = op.split(".")
     name = next((p for p in parts[1:] if p in ("add", "min", "max", "exch", "cas", "and",
                                                 "or", "xor", "inc", "dec")), None)  # fmt: skip
-    if (parts[-1] not in _TYPES or parts[-1] in ("f16", "bf16") or name in (None, "inc", "dec")
-            or "noftz" in parts):  # fmt: skip
+    half = name == "add" and "noftz" in parts and parts[-1] in ("f16", "bf16", "f16x2", "bf16x2")
+    refused = parts[-1] not in _TYPES or parts[-1] in ("f16", "bf16") or "v2" in parts
+    if not half and (refused or name in (None, "inc", "dec") or "noftz" in parts):
         raise UnsupportedOperation(op, f"{site}: the interpreter has no atomic {op!r}")
-    t = _TYPES[parts[-1]]
+    t = (np.uint32 if parts[-1].endswith("x2") else np.uint16) if half else _TYPES[parts[-1]]
     is_red = parts[0] == "red"
     addr_tok = o[0] if is_red else o[1]
     ins = o[1:] if is_red else o[2:]
@@ -390,6 +391,8 @@ def _atom(env: _Env, op: str, o: list[str], sel: Any, site: str) -> None:
     a = env.get(base, np.int64) + off
     st = env.st
     kind = "f" + name if np.dtype(t).kind == "f" and name in ("min", "max") else name
+    if half:
+        kind = f"add.{parts[-1]}"
     cmp = env.get(ins[0], t) if name == "cas" else None
     val = env.get(ins[-1], t)
 
