@@ -108,3 +108,15 @@ def test_real_pdb_session(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     assert "'out[t] = y'" in r.stdout and "'block (0, 0, 0) thread (7, 0, 0)'" in r.stdout
     assert r.stdout.rstrip().endswith("done")
+
+
+def test_recording_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TYLO_INTERPRET_LINES", "0")
+
+    @tylo.kernel
+    def past(out, n):  # a fresh kernel: traced with the variable set
+        out[tylo.thread_idx.x + n] = 1.0
+
+    with pytest.raises(OutOfBounds) as info:
+        past.interpret[1, 32](np.zeros(32, np.float32), 1)
+    assert "test_interpret_source.py:" not in str(info.value)
