@@ -19,18 +19,43 @@ interpreter) for the summary line ``.ci/run`` prints.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 from tylo.target import Target
 
-__all__ = ["COUNT_ENV", "count_runtime", "interpret_or_skip", "summary"]
+__all__ = ["COUNT_ENV", "count_runtime", "forget_device_state", "interpret_or_skip", "summary"]
 
 COUNT_ENV = "TYLO_RUNTIME_COUNT_FILE"  # where the session writes its count (.ci/run reads it)
 _NOT_PORTED = "not ported to the interpreter tier yet (tests/interp_tier.py)"
 _TOO_LARGE = "too large for the interpreter tier's time budget (its smaller parameters run there)"
 _counts = {"gpu": 0, "interpreted": 0}
+
+
+# what the ops memoize about the device (or allocate on it): forgotten around each
+# interpreted test, so that neither the interpreter's device nor its host-memory buffers leak
+# into the tests after it in the same process (nor theirs into it)
+_MEMOIZED = (
+    ("tylo.ops.softmax.host", "device_cc"),
+    ("tylo.ops.softmax.host", "multiprocessors"),
+    ("tylo.ops.gemm.hopper_host", "_sm_count"),
+    ("tylo.ops.gemm.hopper_host", "_resident_clusters"),
+)
+_SCRATCH = (("tylo.ops.gemm.host", "_SCRATCH"),)
+
+
+def forget_device_state() -> None:
+    """Clear the ops' memos of device facts and their cached scratch buffers."""
+    for module, name in _MEMOIZED:
+        fn = getattr(sys.modules.get(module), name, None)
+        if fn is not None and hasattr(fn, "cache_clear"):
+            fn.cache_clear()
+    for module, name in _SCRATCH:
+        held = getattr(sys.modules.get(module), name, None)
+        if isinstance(held, dict):
+            held.clear()
 
 
 def _tier_target(spec: str) -> Target:
@@ -64,6 +89,8 @@ def interpret_or_skip(
     target = Target.parse(marker.kwargs["target"]) if "target" in marker.kwargs else None
     if target is None or not target.satisfies(spec):
         target = _tier_target(spec)
+    forget_device_state()
+    request.addfinalizer(forget_device_state)  # and again when the test ends
     monkeypatch.setenv("TYLO_INTERPRET", "1")
     monkeypatch.setenv("TYLO_INTERPRET_TARGET", target.sm)
     request.node.user_properties.append(("tylo_runtime", "interpreted"))

@@ -22,10 +22,13 @@ import interp_tier  # noqa: E402
 def _request(marker: Any = None, params: dict | None = None, module: Any = None) -> Any:
     node = SimpleNamespace(
         get_closest_marker=lambda name: marker if name == "interpret" else None,
+        finalizers=[],
         callspec=None if params is None else SimpleNamespace(params=params),
         user_properties=[],
     )
-    return SimpleNamespace(node=node, module=module or SimpleNamespace())
+    return SimpleNamespace(
+        node=node, module=module or SimpleNamespace(), addfinalizer=node.finalizers.append
+    )
 
 
 def _skip_reason(request: Any, spec: str = "cc>=8.0") -> str:
@@ -92,3 +95,20 @@ def test_a_marked_target_is_taken_where_the_banner_allows_it(spec: str, sm: str)
     marker = pytest.mark.interpret(target="sm_90a").mark
     with pytest.MonkeyPatch.context() as mp:
         assert interp_tier.interpret_or_skip(_request(marker), spec, "none", mp).sm == sm
+
+
+def test_device_memos_do_not_leak_across_the_tier() -> None:
+    """softmax's device_cc, memoized under the interpreter (sm_80), is forgotten when the
+    interpreted test ends: the next caller without a GPU sees the no-GPU answer again."""
+    from tylo.ops.softmax import host
+    from tylo.testing import runtime_target
+
+    if runtime_target()[0] is not None:
+        pytest.skip("a GPU is present: device_cc reads it")
+    request = _request(pytest.mark.interpret.mark)
+    with pytest.MonkeyPatch.context() as mp:
+        interp_tier.interpret_or_skip(request, "cc>=8.0", "none", mp)
+        assert host.device_cc() == (8, 0)  # the interpreter's device
+    for fin in request.node.finalizers:
+        fin()
+    assert host.device_cc() == (9, 0)  # no GPU: plan for the H200, as before
