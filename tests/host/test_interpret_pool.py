@@ -5,6 +5,9 @@ split (atomics, vprintf, one CTA) run in this process."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -136,3 +139,21 @@ def test_bad_process_counts_are_refused(monkeypatch: pytest.MonkeyPatch, value: 
         axpy.interpret[2, 32](np.zeros(4, np.float32), np.zeros(4, np.float32),
                               np.zeros(4, np.float32), 4)  # fmt: skip
     assert "TYLO_INTERPRET_PROCESSES" in str(info.value)
+
+
+def test_ops_on_emulated_device_buffers_split(split: list[int],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """tylo.ops.softmax on DeviceBuffers in emulated memory (TYLO_INTERPRET=1), its CTAs in
+    two processes: verify() compares with the float64 reference (output poisoned first)."""
+    from tylo.ops.softmax import host
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from interp_tier import forget_device_state
+
+    monkeypatch.setenv("TYLO_INTERPRET", "1")
+    forget_device_state()  # the ops' memos of the device: the interpreter's here, not after
+    try:
+        r = host.verify(64, 300, style="warp", mask="length", seed=3)
+    finally:
+        forget_device_state()
+    assert split and r["rel_error"] < 1e-5
