@@ -8,6 +8,10 @@
   ``tylo._launch`` is not built, failed instead under ``TYLO_REQUIRE_C_LAUNCH=1`` (CI).
   The test extra's packages are never a skip reason (``tests/extras.py``).
 * Tests that use ``gpu_runtime`` get the ``gpu`` marker (``-m "not gpu"`` leaves them out).
+* The interpreter tier (``tests/interp_tier.py``): where no GPU satisfies the banner, a
+  runtime test marked ``interpret`` runs in the CPU interpreter instead of skipping; the
+  others skip saying why they cannot. The session ends with the line ``runtime tests
+  executed: N (...)``, written to ``$TYLO_RUNTIME_COUNT_FILE`` too (``.ci/run`` prints it).
 * ``TYLO_EVIDENCE=<dir>`` is honoured by :func:`tylo.backend.pipeline.compile_ir` itself.
 * ``--shard I/N`` keeps shard I of N of the collected tests (``tests/sharding.py``): the N
   shards partition the collection; ``tools/gpu_tier.py`` runs every shard of ``tests/gpu``.
@@ -23,6 +27,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,10 +108,28 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return lines
 
 
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    from interp_tier import count_runtime
+
+    count_runtime(report)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if hasattr(terminalreporter.config, "workerinput"):
+        return  # an xdist worker: the controller counts
+    from interp_tier import summary
+
+    terminalreporter.write_line(f"tylo: {summary()}")
+
+
 @pytest.fixture
-def gpu_runtime(request: pytest.FixtureRequest) -> Target:
-    """The runtime device's target, if it satisfies this file's ``TEST_TARGET`` banner."""
-    from tylo.testing import read_banner, require_gpu_runtime
+def gpu_runtime(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Target:
+    """The runtime device's target, if it satisfies this file's ``TEST_TARGET`` banner;
+    otherwise the interpreter's, for a test of the interpreter tier (``tests/interp_tier.py``),
+    or a skip."""
+    from interp_tier import interpret_or_skip
+
+    from tylo.testing import gpu_runtime_required, read_banner, require_gpu_runtime, runtime_target
 
     path = Path(str(request.node.path))
     spec = read_banner(path)
@@ -116,4 +139,9 @@ def gpu_runtime(request: pytest.FixtureRequest) -> Target:
             "'# TEST_TARGET: cc>=8.0' near the top",
             pytrace=False,
         )
-    return require_gpu_runtime(spec)
+    target, found = runtime_target()
+    if (target is not None and target.satisfies(spec)) or gpu_runtime_required():
+        found_target = require_gpu_runtime(spec)
+        request.node.user_properties.append(("tylo_runtime", "gpu"))
+        return found_target
+    return interpret_or_skip(request, spec, found, monkeypatch)

@@ -194,14 +194,15 @@ class DeviceBuffer:
     @classmethod
     def empty(cls, shape: int | Sequence[int], dtype: Any, *, device: int = 0) -> DeviceBuffer:
         """An uninitialized buffer on device ``device``."""
-        from tylo.backend import driver, memory
+        from tylo.backend import driver, hostmem, memory
 
         dims = _normalize_shape(shape, "DeviceBuffer.empty")
         dt = _dtype(dtype, "DeviceBuffer.empty")
         device = _int_arg(device, "DeviceBuffer.empty: device", 0, 1 << 31)
         if math.prod(dims) * dt.nbytes >= _I64:
             raise ArrayError(f"DeviceBuffer.empty: shape {dims} of {dt} is past any 64-bit size")
-        driver.current_context(device)
+        if not hostmem.emulating():  # TYLO_INTERPRET=1: host memory, no driver
+            driver.current_context(device)
         return cls(memory.mem_alloc(math.prod(dims) * dt.nbytes), dims, dt, device)
 
     @classmethod
@@ -542,10 +543,13 @@ def _pointer_device(ptr: int, what: str) -> int | None:
     interface's producer vouches for it). With a GPU, an address the driver does not
     know (host memory, a stale or invented pointer) is an :class:`ArrayError`: no kernel
     can read it."""
+    from tylo.backend import driver, hostmem
+    from tylo.backend.errors import CudaError
+
     if not ptr:
         return None
-    from tylo.backend import driver
-    from tylo.backend.errors import CudaError
+    if hostmem.owns(ptr):  # emulated in host memory (TYLO_INTERPRET=1): the interpreter's 0
+        return 0
 
     if driver.device_count() == 0:
         return None

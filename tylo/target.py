@@ -14,6 +14,7 @@ the arch-specific target for such devices.
 from __future__ import annotations
 
 import operator
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -116,8 +117,20 @@ class Target:
     def from_device(cls, ordinal: int = 0) -> Target:
         """The target of CUDA device ``ordinal``: its compute capability, arch-specific
         (``a``) from 9.0 on. Raises :class:`~tylo.backend.errors.NoDeviceError` when there is
-        no driver, no GPU, or no such ordinal."""
+        no driver, no GPU, or no such ordinal. With ``TYLO_INTERPRET=1``, the interpreter's
+        device 0 (:func:`tylo.backend.device.interpreted_properties`)."""
         from tylo.backend import driver
+
+        if os.environ.get("TYLO_INTERPRET") == "1":
+            from tylo.backend.errors import NoDeviceError
+
+            if ordinal != 0:
+                raise NoDeviceError(
+                    f"no CUDA device {ordinal}: the interpreter (TYLO_INTERPRET=1) emulates "
+                    "device 0 only"
+                )
+            t = cls.parse(os.environ.get("TYLO_INTERPRET_TARGET", "sm_80"))
+            return cls(t.major, t.minor, t.major >= MIN_ARCH_SPECIFIC_MAJOR)
 
         major, minor = driver.compute_capability(ordinal)
         return cls(major, minor, major >= MIN_ARCH_SPECIFIC_MAJOR)

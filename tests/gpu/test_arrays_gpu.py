@@ -15,6 +15,13 @@ from tylo.dtypes import bf16, f16, f32, i64, u8
 from tylo.target import Target
 from tylo.testing import vector_add_ir
 
+# the interpreter tier (tests/interp_tier.py): what it cannot run, and why
+INTERPRET_SKIP = "torch CUDA interop; the interpreter takes torch CPU tensors"
+RAW_LAUNCH = (
+    "launches a compiled module through the driver (cuLaunchKernel with packed arguments); "
+    "the interpreter runs kern[grid, block] launches"
+)
+
 
 def test_device_buffer_needs_no_gpu_to_describe_errors() -> None:
     with pytest.raises(ArrayError, match="non-negative ints"):
@@ -28,6 +35,7 @@ def test_device_buffer_needs_no_gpu_to_describe_errors() -> None:
 # ---------------------------------------------------------------------------- runtime half
 
 
+@pytest.mark.interpret
 @pytest.mark.parametrize(
     ("array", "dtype"),
     [
@@ -47,6 +55,7 @@ def test_round_trip(gpu_runtime: Target, array: np.ndarray, dtype) -> None:
     buf.close()
 
 
+@pytest.mark.interpret
 def test_bf16_bits_and_fill(gpu_runtime: Target) -> None:
     bits = np.array([0x3F80, 0xBF80, 0x0000], dtype=np.uint16)  # 1.0, -1.0, 0.0
     buf = DeviceBuffer.from_numpy(bits, dtype=bf16)
@@ -57,6 +66,7 @@ def test_bf16_bits_and_fill(gpu_runtime: Target) -> None:
     assert not zeros.to_numpy().any()
 
 
+@pytest.mark.interpret
 def test_empty_close_and_context_manager(gpu_runtime: Target) -> None:
     empty = DeviceBuffer.empty((0, 4), f32)
     assert empty.ptr == 0 and empty.to_numpy().shape == (0, 4)
@@ -68,6 +78,7 @@ def test_empty_close_and_context_manager(gpu_runtime: Target) -> None:
         _ = buf.ptr
 
 
+@pytest.mark.interpret
 def test_device_buffer_as_device_array(gpu_runtime: Target) -> None:
     buf = DeviceBuffer.from_numpy(np.ones((4, 6), np.float32))
     a = as_device_array(buf)
@@ -92,6 +103,7 @@ def _vadd(target: Target, a: DeviceArray, b: DeviceArray, c: DeviceArray, stream
     )
 
 
+@pytest.mark.interpret(skip=RAW_LAUNCH)
 def test_kernel_on_device_buffers(gpu_runtime: Target) -> None:
     x = np.arange(500, dtype=np.float32)
     a, b = DeviceBuffer.from_numpy(x), DeviceBuffer.from_numpy(2 * x)
@@ -152,6 +164,7 @@ def test_torch_cpu_tensors_are_refused(torch) -> None:
             as_device_array(obj)
 
 
+@pytest.mark.interpret(skip="torch CUDA tensors and streams; the interpreter takes CPU tensors")
 def test_kernel_on_torch_tensors_and_stream(torch, gpu_runtime: Target) -> None:
     a = torch.randn(1000, device="cuda")
     b = torch.randn(1000, device="cuda")

@@ -24,7 +24,15 @@ if str(ROOT) not in sys.path:
 
 from tylo.ops.attention.host import STEPPED_128, attention, verify  # noqa: E402
 
+# the interpreter tier (tests/interp_tier.py) runs the shapes up to L = 130; the others:
+INTERPRET_SKIP = (
+    "runs a shape with L >= 200 (several with 1000 or 4097): too slow for the interpreter "
+    "tier, which runs this file's tests whose shapes stay within L = 130"
+)
+TORCH_CUDA = "makes torch CUDA tensors; the interpreter takes CPU tensors"
 
+
+@pytest.mark.interpret(when=lambda length, **_: length <= 17)
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("length", [1, 17, 1000, 4097])
 def test_lengths(gpu_runtime, d, length):
@@ -32,6 +40,7 @@ def test_lengths(gpu_runtime, d, length):
     verify(1 if length > 1000 else 2, heads, length, d)
 
 
+@pytest.mark.interpret(when=lambda lq, lk, **_: max(lq, lk) <= 130)
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize(("lq", "lk"), [(17, 1000), (1000, 17), (1, 4097), (4097, 130), (64, 64)])
@@ -46,6 +55,7 @@ def test_dtypes(gpu_runtime, dtype, causal):
     verify(1, 2, 200, 128, dtype=dtype, causal=causal)
 
 
+@pytest.mark.interpret(when=lambda d, causal: d == 64 and causal)
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 def test_key_lengths_outside_the_keys(gpu_runtime, d, causal):
@@ -76,6 +86,7 @@ def test_strided_inputs(gpu_runtime, d, causal):
     verify(2, 3, 100, d, lk=90, layout="blhd", pad=16, causal=causal, kv_lens=[50, 0])
 
 
+@pytest.mark.interpret
 def test_unaligned_rows_copy_element_wise(gpu_runtime):
     res = verify(1, 2, 130, 64, lk=70, layout="bhld", pad=1)  # row stride 65
     assert res["error"] <= 1e-2
@@ -121,8 +132,10 @@ STEPPED = [
     (64, {"block_m": 64, "block_n": 128, "sub_n": 32}),  # steps, each rescaling O
     (128, {"block_m": 64, "block_n": 64, "lazy_rescale": True}),  # one step per block
 ]  # fmt: skip
+STEPPED_INTERPRETED = [STEPPED[0][1], STEPPED[2][1]]  # the interpreter tier's two
 
 
+@pytest.mark.interpret(when=lambda length, d, kw: length <= 17 and kw in STEPPED_INTERPRETED)
 @pytest.mark.parametrize(("d", "kw"), STEPPED)
 @pytest.mark.parametrize("length", [1, 17, 1000, 4097])
 def test_steps_lengths(gpu_runtime, d, kw, length):
@@ -178,6 +191,7 @@ def test_eight_warps_lengths(gpu_runtime, d, bn, length):
     verify(b, 2, length, d, causal=True, **kw)
 
 
+@pytest.mark.interpret(when=lambda lq, lk, d, bn, **_: max(lq, lk) <= 130 and d == bn == 64)
 @pytest.mark.parametrize(("d", "bn"), EIGHT_WARPS)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize(("lq", "lk"), [(17, 1000), (1000, 17), (1, 4097), (4097, 130), (128, 128)])
@@ -214,6 +228,7 @@ def test_large_scores_stay_finite(gpu_runtime):
     verify(1, 2, 300, 64, lk=500, scale=8.0, causal=True, tolerance=2e-2)
 
 
+@pytest.mark.interpret(skip=TORCH_CUDA)
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
 @pytest.mark.parametrize(("d", "kw"), [(64, {}), (128, {}), (128, STEPPED_128)])
 def test_rising_scores(gpu_runtime, dtype, d, kw):
@@ -241,6 +256,7 @@ def test_rising_scores(gpu_runtime, dtype, d, kw):
     assert np.abs(lse.cpu().numpy() - ref_lse).max() <= 1e-3
 
 
+@pytest.mark.interpret(skip=TORCH_CUDA)
 def test_torch_tensors_and_allocated_outputs(gpu_runtime):
     torch = pytest.importorskip("torch", reason="torch is not installed")
     from tylo.ops.attention.reference import attention_reference

@@ -41,6 +41,11 @@ from tylo.ops.attention.reference import AttentionInputError, attention_referenc
 from tylo.tile.fragment import zeros
 from tylo.tile.views import SharedTile
 
+INTERPRET_SKIP = (  # the interpreter tier (tests/interp_tier.py)
+    "sm_90a kernels (wgmma, TMA, mbarrier, setmaxnreg, clusters): the interpreter refuses "
+    "these instructions by name (UnsupportedOperation; docs/interpret.md)"
+)
+
 
 def _heads(length: int) -> tuple[int, int]:
     """(B, H): several heads, but one at L = 4097 (the float64 reference is O(L^2) on a CPU)."""

@@ -31,6 +31,12 @@ SCHEDULES = {"plain": (False, False), "pp": (True, False), "ov": (False, True),
              "pp+ov": (True, True)}  # fmt: skip
 
 
+INTERPRET_SKIP = (  # the interpreter tier (tests/interp_tier.py)
+    "sm_90a kernels (wgmma, TMA, mbarrier, setmaxnreg, clusters): the interpreter refuses "
+    "these instructions by name (UnsupportedOperation; docs/interpret.md)"
+)
+
+
 def _cfg(d, schedule, persistent, causal, tma_store=False, split_release=False,
          dtype=tylo.bf16):  # fmt: skip
     bn, stages = THREE_CONSUMER_TILES[d]

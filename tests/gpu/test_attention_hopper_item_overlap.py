@@ -33,6 +33,12 @@ VARIANTS = {
 }  # fmt: skip
 
 
+INTERPRET_SKIP = (  # the interpreter tier (tests/interp_tier.py)
+    "sm_90a kernels (wgmma, TMA, mbarrier, setmaxnreg, clusters): the interpreter refuses "
+    "these instructions by name (UnsupportedOperation; docs/interpret.md)"
+)
+
+
 def _cfg(d, causal, name, dtype=tylo.bf16, **more):
     kw = {"item_overlap": False, "o_buffer": False, **VARIANTS[name], **more}
     cfg = choose_config(d, dtype, causal, persistent=True, **kw)

@@ -19,6 +19,12 @@ from tylo.ops.attention.hopper_verify import verify
 SCHEDULES = [(False, False), (True, True)]
 
 
+INTERPRET_SKIP = (  # the interpreter tier (tests/interp_tier.py)
+    "sm_90a kernels (wgmma, TMA, mbarrier, setmaxnreg, clusters): the interpreter refuses "
+    "these instructions by name (UnsupportedOperation; docs/interpret.md)"
+)
+
+
 def _odd_heads(sms: int, q_tiles: int, batch: int) -> int:
     """The fewest heads, odd, with ``q_tiles * heads * batch >= 2 sms`` items."""
     h = -(-2 * sms // (q_tiles * batch))

@@ -26,6 +26,11 @@ import helper
 SCALE = {scale}
 
 
+INTERPRET_SKIP = (  # the interpreter tier (tests/interp_tier.py)
+    "tests the disk cache of compiled cubins across processes; the interpreter loads no cubin"
+)
+
+
 @tylo.kernel
 def scaled_add(c, a, b, n):
     i = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x

@@ -20,6 +20,12 @@ from tylo.tile.views import SharedTile
 FIELDS = 8  # per CTA: rank, nctarank, cluster_idx x/y, cluster_cta_idx x/y, block x/y
 
 
+INTERPRET_SKIP = (  # the interpreter tier (tests/interp_tier.py)
+    "thread-block clusters, distributed shared memory and mbarriers: the interpreter refuses "
+    "them by name (UnsupportedOperation; docs/interpret.md)"
+)
+
+
 @tylo.kernel
 def numbering(out):
     if tylo.thread_idx.x == 0:

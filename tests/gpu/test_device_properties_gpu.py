@@ -9,6 +9,11 @@ import pytest
 import tylo
 from tylo.target import Target
 
+INTERPRET_SKIP = (  # the interpreter tier (tests/interp_tier.py)
+    "checks the CUDA driver's figures for a real GPU (the interpreter's own device is "
+    "tested in tests/host/test_interpret_devicebuffers.py)"
+)
+
 
 def test_values_are_plausible(gpu_runtime: Target) -> None:
     props = tylo.device_properties(0)

@@ -32,6 +32,12 @@ from tylo.testing import (
 # ---------------------------------------------------------------------------- host half
 
 
+INTERPRET_SKIP = (  # the interpreter tier (tests/interp_tier.py)
+    "tests the CUDA driver layer itself (contexts, modules, cuLaunchKernel, dynamic shared "
+    "memory attributes), which the interpreter stands in for"
+)
+
+
 def read_params(address: int, sizes: tuple[int, ...]) -> list[bytes]:
     """What the driver reads: kernelParams[i] points at sizes[i] bytes."""
     pointers = (ctypes.c_void_p * len(sizes)).from_address(address)

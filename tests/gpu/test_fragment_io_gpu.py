@@ -21,6 +21,9 @@ Dim = tylo.Int(min=1, max=2**31 - 1)
 TILE = (8, 512)
 
 
+pytestmark = pytest.mark.interpret  # every runtime test here runs in the interpreter tier
+
+
 def striped(vec: int) -> Ownership:
     """8 rows of 512: 32 lanes per row, ``vec``-element vectors strided 32 * vec apart."""
     return Ownership.from_modes(

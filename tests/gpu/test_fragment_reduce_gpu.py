@@ -20,6 +20,9 @@ C = Ownership(MMA_M16N8K16_C_TV, (16, 8))
 PLAN = TiledMMA(MMAAtom((16, 8, 16), tylo.bf16), warps=(2, 2), repeat=(2, 4), k=32)
 
 
+pytestmark = pytest.mark.interpret  # every runtime test here runs in the interpreter tier
+
+
 def _colmajor(t, shape):
     return GlobalTile(t, Layout(shape, (1, shape[0])))
 

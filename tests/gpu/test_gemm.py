@@ -24,6 +24,12 @@ from tylo.ops.gemm.host import choose_config, verify
 from tylo.ops.gemm.kernel import DEFAULT_PLAN, SMALL_PLAN, gemm_config
 
 RUN = [sys.executable, "-m", "tylo.ops.gemm"]
+# the interpreter tier (tests/interp_tier.py) runs a handful of shapes up to 384 x 512 x 512
+INTERPRET_SKIP = (
+    "512^3 or K = 2048 over many configurations: too slow for the interpreter tier, which "
+    "runs this file's smaller shapes"
+)
+TORCH_CUDA = "makes torch CUDA tensors; the interpreter takes CPU tensors"
 
 
 def test_cli_without_running():
@@ -39,6 +45,7 @@ def test_cli_without_running():
     assert "registers" in out.stdout and "spills 0/0" in out.stdout
 
 
+@pytest.mark.interpret(when=lambda shape: max(shape) <= 128)
 @pytest.mark.parametrize(
     "shape", [(65, 97, 73), (1, 1, 1), (128, 128, 128), (1000, 1, 129), (4096, 4096, 4096)]
 )
@@ -46,6 +53,7 @@ def test_issue_shapes(gpu_runtime, shape):
     verify(*shape)
 
 
+@pytest.mark.interpret
 @pytest.mark.parametrize("pad", [(8, 24, 3), (8, 16, 4), (1, 3, 5)])
 def test_padded_leading_dimensions(gpu_runtime, pad):
     res = verify(300, 200, 152, pad=pad)  # unaligned lda, ldb: packed first
@@ -53,12 +61,14 @@ def test_padded_leading_dimensions(gpu_runtime, pad):
     assert res["config"].epilogue == ("staged" if (300 + pad[2]) % 4 == 0 else "direct")
 
 
+@pytest.mark.interpret
 @pytest.mark.parametrize("pad", [(1, 3, 5), (3, 0, 0)])
 def test_unaligned_leading_dimensions_element_wise(gpu_runtime, pad):
     res = verify(300, 200, 152, pad=pad, pack=False)
     assert not res["config"].vector and res["config"].plan == SMALL_PLAN
 
 
+@pytest.mark.interpret(when=lambda shape, pad: max(shape) < 300)
 @pytest.mark.parametrize(
     ("shape", "pad"),
     [((333, 517, 301), (0, 0, 0)), ((1000, 1001, 1003), (5, 2, 1)), ((65, 97, 73), (0, 0, 0))],
@@ -71,6 +81,7 @@ def test_packed_operands(gpu_runtime, shape, pad):
         assert res["config"].vector and res["config"].plan == DEFAULT_PLAN
 
 
+@pytest.mark.interpret(skip=TORCH_CUDA)
 def test_packed_torch_tensors(gpu_runtime):
     pytest.importorskip("torch", reason="torch is not installed")
     res = verify(257, 129, 77, use_torch=True)
@@ -88,6 +99,7 @@ def test_every_edge_combination(gpu_runtime, m, n, k):
         verify(m, n, k, pad=pad, cfg=cfg)
 
 
+@pytest.mark.interpret(when=lambda shape: shape[2] < 4097)
 @pytest.mark.parametrize("shape", [(130, 260, 97), (129, 257, 1), (127, 255, 65), (7, 9, 4097)])
 def test_k_edge_inside_a_vector(gpu_runtime, shape):
     """K not a multiple of 8 with 16-byte aligned rows: the last vector of a row is partly
@@ -123,12 +135,14 @@ def test_small_plan_and_rasterization(gpu_runtime):
         verify(333, 517, 296, cfg=cfg)  # lda = 296: 16-byte copies
 
 
+@pytest.mark.interpret
 @pytest.mark.parametrize(("alpha", "relu"), [(-0.5, False), (2.0, True), (-1.0, True)])
 def test_epilogues(gpu_runtime, alpha, relu):
     verify(200, 300, 96, alpha=alpha, relu=relu)
     verify(256, 512, 128, alpha=alpha, relu=relu)  # full tiles: the staged epilogue
 
 
+@pytest.mark.interpret
 def test_f16(gpu_runtime):
     plan = TiledMMA(MMAAtom((16, 8, 16), tylo.f16), DEFAULT_PLAN.warps, DEFAULT_PLAN.repeat, 64)
     verify(384, 256, 512, dtype="f16", cfg=gemm_config(plan, stages=4, bounded=False))
@@ -136,11 +150,13 @@ def test_f16(gpu_runtime):
     verify(77, 99, 120, dtype="f16", cfg=cfg)
 
 
+@pytest.mark.interpret(skip=TORCH_CUDA)
 def test_torch_tensors(gpu_runtime):
     pytest.importorskip("torch", reason="torch is not installed: the torch half needs it")
     verify(513, 257, 300, use_torch=True)
 
 
+@pytest.mark.interpret
 def test_full_tile_config_rejects_partial_tiles(gpu_runtime):
     from tylo.kernel.errors import KernelArgumentError
 
@@ -149,6 +165,7 @@ def test_full_tile_config_rejects_partial_tiles(gpu_runtime):
         verify(130, 256, 64, cfg=cfg)
 
 
+@pytest.mark.interpret
 def test_staged_epilogue_rejects_unaligned_ldd(gpu_runtime):
     from tylo.kernel.errors import KernelArgumentError
 
@@ -157,6 +174,7 @@ def test_staged_epilogue_rejects_unaligned_ldd(gpu_runtime):
         verify(128, 256, 64, pad=(0, 0, 1), cfg=cfg)
 
 
+@pytest.mark.interpret
 def test_cli_runs_and_verifies(gpu_runtime):
     out = subprocess.run(
         [*RUN, "65", "97", "73", "--relu", "--alpha", "0.5"],

@@ -20,6 +20,14 @@ F32, F64, I32, BF16 = tylo.f32, tylo.f64, tylo.i32, tylo.bf16
 TARGETS = ("sm_80", "sm_90a")
 
 
+# the interpreter tier (tests/interp_tier.py): what it cannot run here, and why
+LAUNCH_CHECKS = (
+    "expects a numpy array to be refused as host memory, which the interpreter takes, and "
+    "the GPU launch's messages for a float int and a block of 2048 threads"
+)
+COMPILES = "counts the GPU compiles (stats.compiles); the interpreter traces and compiles nothing"
+
+
 def dev(a: np.ndarray, dtype=None) -> DeviceBuffer:
     return DeviceBuffer.from_numpy(a, dtype=dtype)
 
@@ -60,6 +68,7 @@ def test_loops_assembly(target):
     assert "bra" in k.ptx and "ld.global.f32" in k.ptx
 
 
+@pytest.mark.interpret
 @pytest.mark.parametrize("rows", [1, 7, 100])
 def test_loops_runtime(gpu_runtime, rows):
     x = np.random.default_rng(rows).standard_normal((rows, 64)).astype(np.float32)
@@ -78,6 +87,7 @@ def strided_loop(out, n, start, step: tylo.Static):
     out[t] = acc
 
 
+@pytest.mark.interpret
 def test_strided_and_negative_step_loops_runtime(gpu_runtime):
     for n, start, step in [(50, 3, 4), (1, 40, -3), (33, 1, 1), (5, 9, 2)]:
         out = poisoned(1, I32)
@@ -132,6 +142,7 @@ def test_branches_assembly(target):
     assert "max.f32" not in branches.compile(F32, F32, int, False, block=128, target=target).ptx
 
 
+@pytest.mark.interpret
 @pytest.mark.parametrize("relu", [False, True])
 def test_branches_runtime(gpu_runtime, relu):
     n = 1000
@@ -175,6 +186,7 @@ def test_shared_memory_assembly(target):
     assert "BAR.SYNC" in d.sass or "BAR" in d.sass
 
 
+@pytest.mark.interpret
 def test_shared_memory_runtime(gpu_runtime):
     x = np.arange(512, dtype=np.float32)
     out = poisoned(512)
@@ -214,6 +226,7 @@ def test_shuffle_assembly(target):
     no_llvm_calls(k.ptx)
 
 
+@pytest.mark.interpret
 def test_shuffle_runtime(gpu_runtime):
     x = np.random.default_rng(3).standard_normal(64).astype(np.float32)
     xi = np.arange(64, dtype=np.int32) * 7
@@ -279,6 +292,7 @@ def test_vector_memory_assembly(target):
     assert "ld.global.nc.v4.f32" in c.ptx and "st.global.cs.v4.f32" in c.ptx
 
 
+@pytest.mark.interpret
 @pytest.mark.parametrize("cache", [None, "nc"])
 def test_vector_memory_runtime(gpu_runtime, cache):
     n = 8 * 1000
@@ -294,6 +308,7 @@ def test_vector_memory_runtime(gpu_runtime, cache):
     np.testing.assert_array_equal(host(hb), bits)
 
 
+@pytest.mark.interpret
 def test_vector_alignment_is_checked_at_launch(gpu_runtime):
     base = dev(np.zeros(64, np.float32))
     shifted = DeviceArray(base.ptr + 4, (60,), (1,), F32, base.device, owner=base)
@@ -334,6 +349,7 @@ def test_inline_ptx_assembly(target):
     no_llvm_calls(k.ptx)
 
 
+@pytest.mark.interpret
 def test_inline_ptx_runtime(gpu_runtime):
     rng = np.random.default_rng(6)
     x = rng.standard_normal(32).astype(np.float32)
@@ -379,6 +395,7 @@ def math_fns(out, x, xh: tylo.Ptr(BF16), d: tylo.Ptr(F64)):
     ).to(F32)
 
 
+@pytest.mark.interpret
 def test_math_runtime(gpu_runtime):
     rng = np.random.default_rng(7)
     x = rng.uniform(-4, 4, 64).astype(np.float32)
@@ -416,6 +433,7 @@ def grid_2d(out, width, height):
         out[y * width + x] = tylo.value(x + 1000 * y + 1000000 * tylo.grid_dim.y).to(F32)
 
 
+@pytest.mark.interpret
 def test_2d_grid_runtime(gpu_runtime):
     w, h = 70, 37
     out = poisoned(w * h)
@@ -436,6 +454,7 @@ def scaled(out: tylo.Ptr(F32), x, n: tylo.Int(min=0), alpha, vec: tylo.Static = 
         out[i] = x[i] * alpha
 
 
+@pytest.mark.interpret(skip=LAUNCH_CHECKS)
 def test_launch_argument_checks(gpu_runtime):
     x = dev(np.ones(16, np.float32))
     out = poisoned(16)
@@ -458,6 +477,7 @@ def test_launch_argument_checks(gpu_runtime):
         scaled[1, 2048](out, x, 16, 2.0)
 
 
+@pytest.mark.interpret(skip=COMPILES)
 def test_ten_launches_compile_once(gpu_runtime):
     @tylo.kernel
     def fresh(out, x, n):
@@ -475,6 +495,7 @@ def test_ten_launches_compile_once(gpu_runtime):
     assert fresh.stats.compiles == 2
 
 
+@pytest.mark.interpret(skip=COMPILES)
 def test_static_value_selects_a_specialization(gpu_runtime):
     x = dev(np.arange(8, dtype=np.float32))
     out = poisoned(8)

@@ -18,6 +18,12 @@ from tylo.backend import driver
 F32 = tylo.f32
 
 
+INTERPRET_SKIP = (  # the interpreter tier (tests/interp_tier.py)
+    "tests the GPU launch paths (checked, reader, C inline), torch streams and the driver's "
+    "errors, which the interpreter replaces"
+)
+
+
 @tylo.kernel
 def affine(out, x, alpha: float, n):
     i = tylo.block_idx.x * tylo.block_dim.x + tylo.thread_idx.x
@@ -90,6 +96,7 @@ def test_torch_tensors_and_streams(gpu_runtime):
         np.testing.assert_allclose(out.cpu().numpy(), expect(x, 0.5, 1000), rtol=1e-6)
 
 
+@pytest.mark.interpret
 def test_threads_launch_side_by_side(gpu_runtime):
     launcher = affine[4, 256]
     errors: list[BaseException] = []

@@ -17,6 +17,9 @@ F32, I32 = tylo.f32, tylo.i32
 BLOCK = 128
 
 
+pytestmark = pytest.mark.interpret  # the runtime tests here run in the interpreter tier too
+
+
 @tylo.kernel
 def strided_sum(out, count, x, n: tylo.Int(min=0), unroll: tylo.Static):
     t = tylo.thread_idx.x

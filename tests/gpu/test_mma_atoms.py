@@ -29,6 +29,9 @@ PLANS = {
 }
 
 
+pytestmark = pytest.mark.interpret  # the runtime tests here run in the interpreter tier too
+
+
 def _smem(rows: int, cols: int, swizzle: bool):
     layout = Layout((rows, cols), (cols, 1))
     if swizzle and cols >= 32:

@@ -22,6 +22,9 @@ chain = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(chain)  # the kernel and plans of the compile-only test
 
 
+pytestmark = pytest.mark.interpret  # the runtime tests here run in the interpreter tier too
+
+
 def _bits(x: np.ndarray, dtype) -> np.ndarray:
     if dtype is tylo.bf16:
         return (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)

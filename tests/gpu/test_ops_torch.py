@@ -31,6 +31,11 @@ from tylo.backend.capture import CaptureError  # noqa: E402
 SLEEP = 200_000_000  # cycles of torch.cuda._sleep: ~0.1 s of a busy stream
 
 
+INTERPRET_SKIP = (  # the interpreter tier (tests/interp_tier.py)
+    "torch CUDA tensors, streams and graphs throughout; the interpreter takes CPU tensors"
+)
+
+
 def _rel(got: np.ndarray, want: np.ndarray) -> float:
     assert np.isfinite(got).all(), "an output element is NaN or inf (unwritten?)"
     return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))

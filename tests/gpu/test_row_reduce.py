@@ -42,6 +42,9 @@ SHAPES = [
 F32 = tylo.f32
 
 
+pytestmark = pytest.mark.interpret  # the runtime tests here run in the interpreter tier too
+
+
 def compiled(op, vec, warps_per_row, target):
     return compile_for(op, vec, warps_per_row, target)
 
@@ -87,6 +90,7 @@ def test_strided_and_misaligned(gpu_runtime, rows, cols, op):
     assert r["vec"] == 1
 
 
+@pytest.mark.interpret(skip="makes torch CUDA tensors; the interpreter takes CPU tensors")
 @pytest.mark.parametrize("op", ["sum", "max"])
 @pytest.mark.parametrize("rows,cols", [(1, 4097), (33, 4097), (64, 1024), (2, 1)])
 def test_torch_tensors(gpu_runtime, rows, cols, op):

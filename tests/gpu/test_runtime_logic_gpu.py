@@ -20,6 +20,9 @@ TARGETS = ("sm_80", "sm_90a")
 BLOCK = 128
 
 
+pytestmark = pytest.mark.interpret  # the runtime tests here run in the interpreter tier too
+
+
 def host(buf: DeviceBuffer) -> np.ndarray:
     from tylo.backend import driver
 

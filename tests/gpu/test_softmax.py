@@ -27,6 +27,9 @@ RUN = [sys.executable, "-m", "tylo.ops.softmax"]
 MASKS = ("none", "length", "bool")
 
 
+pytestmark = pytest.mark.interpret  # the runtime tests here run in the interpreter tier too
+
+
 def _torch():
     return pytest.importorskip("torch")
 
@@ -72,6 +75,7 @@ def test_warp_online_forced(gpu_runtime, threads, cols, mask):
     verify(11, cols, dtype="f32", mask=mask, cfg=cfg)
 
 
+@pytest.mark.interpret(target="sm_90a", when=lambda dtype, cols, threads, mask: cols <= 1000)
 @pytest.mark.parametrize("mask", MASKS)
 @pytest.mark.parametrize(
     "dtype,cols,threads",
@@ -118,6 +122,7 @@ def test_mixed_dtypes(gpu_runtime, style, dtype, out):
     verify(45, cols, style=style, dtype=dtype, out_dtype=out, mask="bool")
 
 
+@pytest.mark.interpret(skip="makes torch CUDA tensors; the interpreter takes CPU tensors")
 @pytest.mark.parametrize("style", [None, "lane", "warp", "mma"])
 @pytest.mark.parametrize("mask", MASKS)
 def test_torch_tensors(gpu_runtime, style, mask):
@@ -194,6 +199,9 @@ def test_typed_errors_before_launch(gpu_runtime):
     assert np.isnan(out.to_numpy()).all()  # nothing ran
 
 
+@pytest.mark.interpret(
+    when=lambda argv: "--torch" not in argv, why="--torch: makes torch CUDA tensors"
+)
 @pytest.mark.parametrize(
     "argv",
     [

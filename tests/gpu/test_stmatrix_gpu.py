@@ -33,6 +33,12 @@ Coord = tylo.Int(min=0, max=2**20)
 Inner = tylo.Int(min=0, max=2**20, multiple_of=8)
 
 
+INTERPRET_SKIP = (  # the interpreter tier (tests/interp_tier.py)
+    "wgmma accumulators and torch CUDA tensors: the interpreter refuses wgmma by name "
+    "(its stmatrix is tested against ldmatrix in tests/host/test_interpret_warp.py)"
+)
+
+
 def value_at(r, c):
     """An exact 16-bit value for coordinate (r, c): a small signed integer."""
     return (r * 7 + c * 3) % 251 - 125

@@ -19,6 +19,7 @@ if str(ROOT) not in sys.path:
 from examples.vector_add.kernel import BLOCK, vector_add, verify
 
 SIZES = [1, 31, 33, 1_000_003]
+TORCH_CUDA = "launches torch CUDA tensors (.cuda()); the interpreter takes CPU tensors"
 RUN = [sys.executable, str(ROOT / "examples" / "vector_add" / "run.py")]
 
 
@@ -33,17 +34,20 @@ def test_assembly(target):
     assert k.resources.registers <= 32 and not k.resources.spill_stores
 
 
+@pytest.mark.interpret
 @pytest.mark.parametrize("n", SIZES)
 def test_device_buffers(gpu_runtime, n):
     verify(n, seed=n)
 
 
+@pytest.mark.interpret(skip=TORCH_CUDA)
 @pytest.mark.parametrize("n", SIZES)
 def test_torch_tensors(gpu_runtime, n):
     pytest.importorskip("torch", reason="torch is not installed: the torch half needs it")
     verify(n, use_torch=True, seed=n)
 
 
+@pytest.mark.interpret(skip="counts the GPU compiles (stats.compiles); the interpreter traces")
 def test_other_dtypes_specialize(gpu_runtime):
     import numpy as np
 
@@ -70,6 +74,7 @@ def test_cli_compile_only_and_emit():
     assert ".target sm_80" in ptx and "ld.global.f32" in ptx
 
 
+@pytest.mark.interpret
 def test_cli_runs_and_verifies(gpu_runtime):
     r = subprocess.run([*RUN, "1000003"], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr

@@ -28,6 +28,11 @@ from tylo.nvgpu.warpgroup.mma import (
 from tylo.tile.fragment import zeros
 from tylo.tile.views import SharedTile
 
+INTERPRET_SKIP = (  # the interpreter tier (tests/interp_tier.py)
+    "sm_90a kernels (wgmma, TMA, mbarrier, setmaxnreg, clusters): the interpreter refuses "
+    "these instructions by name (UnsupportedOperation; docs/interpret.md)"
+)
+
 
 def k_major(rows: int, k: int, swizzle: str):
     """A (rows, k) K-major tile in the canonical form of ``swizzle`` (bf16)."""

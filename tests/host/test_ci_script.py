@@ -245,3 +245,23 @@ def test_the_test_extra_pins_the_checkers_and_pyproject_configures_them() -> Non
     assert {"E", "F", "W", "I"} <= set(ruff["lint"]["select"])
     mypy = conf["tool"]["mypy"]
     assert mypy["strict"] is True and "tylo/layouts" in mypy["files"]
+
+
+def test_the_runtime_test_count_is_printed(tmp_path: Path) -> None:
+    """The test session writes its count of runtime tests to ``$TYLO_RUNTIME_COUNT_FILE``
+    (tests/interp_tier.py); ``.ci/run`` prints it as one line, and removes the file."""
+    if shutil.which("git") is None:
+        pytest.skip("needs git (found: none)")
+    seen = tmp_path / "seen"
+    write = (
+        'echo "$TYLO_RUNTIME_COUNT_FILE" > ' + str(seen) + ' && echo "runtime tests executed: '
+        '7 (5 in the CPU interpreter, 2 on a GPU)" > "$TYLO_RUNTIME_COUNT_FILE"'
+    )
+    repo = _scratch(tmp_path, _readme("true", write + _tools(tmp_path)))
+    r = subprocess.run(
+        [str(repo / ".ci" / "run")], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [x for x in r.stdout.splitlines() if x.startswith(".ci/run: runtime tests")]
+    assert lines == [".ci/run: runtime tests executed: 7 (5 in the CPU interpreter, 2 on a GPU)"]
+    assert not Path(seen.read_text().strip()).exists()

@@ -256,6 +256,25 @@ def test_unsupported_instruction_is_refused_by_name() -> None:
 
 
 @tylo.kernel
+def packed_atomic(out, x, op: tylo.Static):
+    tylo.ptx(f"{op} [$0], $1;", out.address(0), x[tylo.thread_idx.x], out=None)
+
+
+@pytest.mark.parametrize(
+    "op", ["red.global.max.noftz.f16x2", "red.global.min.noftz.v2.bf16", "red.global.max.f16",
+           "red.global.inc.u32", "red.global.add.f16"],
+)  # fmt: skip
+def test_atomics_the_interpreter_lacks_are_refused_by_name(op: str) -> None:
+    """16-bit float atomics other than ``add.noftz`` (their bits are not integers), vector
+    forms and inc/dec: a typed refusal naming the instruction, never a KeyError or an
+    integer operation on float bits."""
+    dtype = np.uint32 if op.endswith(("x2", "u32")) else np.uint16
+    with pytest.raises(UnsupportedOperation) as info:
+        packed_atomic.interpret[1, 32](np.zeros(1, dtype), np.ones(32, dtype), op)
+    assert info.value.operation == op
+
+
+@tylo.kernel
 def alu(out, a, b, c, op: tylo.Static, dt: tylo.Static):
     t = tylo.thread_idx.x
     if op in ("fma.rn.f32", "mad.lo.s32", "mad.lo.u32"):

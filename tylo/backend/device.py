@@ -8,17 +8,23 @@ process, and are cached: a later call costs one dict lookup.
 
 Without a driver, without a GPU, or for an ordinal the driver does not report, the query
 raises :class:`~tylo.backend.errors.NoDeviceError`; nothing here is needed to compile.
+
+With ``TYLO_INTERPRET=1`` device 0 is the CPU interpreter (:mod:`tylo.interpret`): its
+properties are those of a GPU of the interpreter's target ``TYLO_INTERPRET_TARGET``
+(default ``sm_80``; see :func:`interpreted_properties`), so host code plans its launches
+for the device that will run them.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 from tylo.backend.errors import CudaError, NoDeviceError
 
-__all__ = ["DeviceProperties", "device_properties"]
+__all__ = ["DeviceProperties", "device_properties", "interpreted_properties"]
 
 # field -> CUdevice_attribute name (without the CU_DEVICE_ATTRIBUTE_ prefix); every one of
 # these exists on every driver tylo supports (CUDA 12 and 13)
@@ -116,6 +122,8 @@ def device_properties(ordinal: int = 0) -> DeviceProperties:
         raise NoDeviceError(
             f"device_properties: the ordinal must be a non-negative int, got {ordinal!r}"
         )
+    if os.environ.get("TYLO_INTERPRET") == "1":
+        return interpreted_properties(ordinal)
     props = _cache.get(ordinal)
     if props is not None:
         return props
@@ -154,4 +162,47 @@ def _read(ordinal: int) -> DeviceProperties:
         compute_capability=(major, minor),
         total_memory_bytes=int(total),
         **values,
+    )
+
+
+# compute capability -> (name, SMs, L2 bytes, bus width) of the GPU the interpreter stands for
+_INTERPRETED = {
+    (8, 0): ("A100", 108, 40 * 2**20, 5120),
+    (9, 0): ("H100", 132, 50 * 2**20, 5120),
+}
+
+
+def interpreted_properties(ordinal: int = 0) -> DeviceProperties:
+    """The properties of the interpreter's device 0 (``TYLO_INTERPRET=1``): the compute
+    capability of ``TYLO_INTERPRET_TARGET`` (default ``sm_80``), that target's shared memory
+    per block (:attr:`tylo.target.Target.max_shared_bytes`), and the SM count and L2 size
+    of the A100 (8.0) or the H100 (9.0); 108 SMs otherwise. Another ordinal raises
+    :class:`~tylo.backend.errors.NoDeviceError`."""
+    from tylo.target import Target
+
+    if ordinal != 0:
+        raise NoDeviceError(
+            f"no CUDA device {ordinal}: the interpreter (TYLO_INTERPRET=1) emulates device 0 only"
+        )
+    target = Target.parse(os.environ.get("TYLO_INTERPRET_TARGET", "sm_80"))
+    name, sms, l2, bus = _INTERPRETED.get(target.cc, ("GPU", 108, 40 * 2**20, 5120))
+    optin = target.max_shared_bytes
+    return DeviceProperties(
+        ordinal=0,
+        name=f"tylo interpreter ({name}, {target.sm})",
+        compute_capability=target.cc,
+        sm_count=sms,
+        warp_size=32,
+        max_threads_per_block=1024,
+        max_threads_per_sm=2048,
+        max_blocks_per_sm=32,
+        registers_per_block=65536,
+        registers_per_sm=65536,
+        shared_memory_per_block=49152,
+        shared_memory_per_block_optin=optin,
+        shared_memory_per_sm=optin + 1024,
+        reserved_shared_memory_per_block=1024,
+        l2_cache_bytes=l2,
+        total_memory_bytes=16 * 2**30,
+        memory_bus_width_bits=bus,
     )

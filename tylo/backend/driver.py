@@ -14,6 +14,7 @@ signature; a launch writes the values and passes the address of its ``void*[]`` 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -195,7 +196,10 @@ def compute_capability(ordinal: int = 0) -> tuple[int, int]:
 
 def current_context(ordinal: int = 0) -> Any:
     """The primary context of device ``ordinal``, retained once per process and made
-    current on the calling thread (the same context PyTorch and CuPy use)."""
+    current on the calling thread (the same context PyTorch and CuPy use); None with
+    ``TYLO_INTERPRET=1`` (the CPU interpreter is the device)."""
+    if os.environ.get("TYLO_INTERPRET") == "1":  # the interpreter's device has no context
+        return None
     current = getattr(_tls, "ctx", None)
     if current is not None and _tls.ordinal == ordinal:
         return current
@@ -260,7 +264,11 @@ def stream_is_capturing(stream: Any) -> bool:
 
 
 def synchronize(stream: Any = None) -> None:
-    """Wait for ``stream`` (or, with None, for all work in the current context)."""
+    """Wait for ``stream`` (or, with None, for all work in the current context). With
+    ``TYLO_INTERPRET=1`` there is nothing to wait for: interpreted launches finish before
+    they return."""
+    if os.environ.get("TYLO_INTERPRET") == "1":
+        return
     forbid_in_capture("synchronize")
     _ensure_context()
     if stream is None:

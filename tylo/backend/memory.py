@@ -5,6 +5,9 @@ calls without a stream), so none of them may run while a stream is being capture
 CUDA graph: each first asks :func:`tylo.backend.capture.forbid_in_capture`, which raises
 :class:`~tylo.backend.capture.CaptureError` inside a capture scope instead of letting the
 driver invalidate the capture.
+
+With ``TYLO_INTERPRET=1`` allocations come from host memory instead
+(:mod:`tylo.backend.hostmem`); every call on such an address stays on the host.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from tylo.backend import hostmem
 from tylo.backend.capture import forbid_in_capture
 from tylo.backend.driver import _cuda, _ensure_context, check
 from tylo.backend.errors import LaunchError
@@ -25,6 +29,8 @@ def mem_alloc(nbytes: int) -> int:
         raise LaunchError(f"mem_alloc: negative size {nbytes}")
     if nbytes == 0:
         return 0
+    if hostmem.emulating():
+        return hostmem.alloc(nbytes)
     forbid_in_capture("cuMemAlloc")
     _ensure_context()
     return int(check(_cuda().cuMemAlloc(nbytes), "cuMemAlloc"))
@@ -32,7 +38,9 @@ def mem_alloc(nbytes: int) -> int:
 
 def mem_free(ptr: int) -> None:
     """Free memory from :func:`mem_alloc` (0 is a no-op)."""
-    if ptr:
+    if ptr and hostmem.owns(ptr):
+        hostmem.free(ptr)
+    elif ptr:
         forbid_in_capture("cuMemFree")
         _ensure_context()
         check(_cuda().cuMemFree(ptr), "cuMemFree")
@@ -66,7 +74,9 @@ def _host_view(buf: Any, what: str, nbytes: int | None, *, writable: bool) -> tu
 def memcpy_htod(dst: int, src: Any, nbytes: int | None = None) -> None:
     """Copy a contiguous host buffer (numpy array, bytes, ...) to device address ``dst``."""
     holder, addr, size = _host_view(src, "memcpy_htod", nbytes, writable=False)
-    if size:
+    if size and hostmem.owns(dst):
+        ctypes.memmove(hostmem.host_bytes(dst, size).ctypes.data, addr, size)
+    elif size:
         forbid_in_capture("a host-to-device copy (cuMemcpyHtoD)")
         _ensure_context()
         check(_cuda().cuMemcpyHtoD(dst, addr, size), "cuMemcpyHtoD")
@@ -76,7 +86,9 @@ def memcpy_htod(dst: int, src: Any, nbytes: int | None = None) -> None:
 def memcpy_dtoh(dst: Any, src: int, nbytes: int | None = None) -> None:
     """Copy from device address ``src`` into a contiguous, writable host buffer."""
     holder, addr, size = _host_view(dst, "memcpy_dtoh", nbytes, writable=True)
-    if size:
+    if size and hostmem.owns(src):
+        ctypes.memmove(addr, hostmem.host_bytes(src, size).ctypes.data, size)
+    elif size:
         forbid_in_capture("a device-to-host copy (cuMemcpyDtoH)")
         _ensure_context()
         check(_cuda().cuMemcpyDtoH(addr, src, size), "cuMemcpyDtoH")
@@ -87,7 +99,9 @@ def memset_d8(ptr: int, value: int, nbytes: int) -> None:
     """Set ``nbytes`` bytes at device address ``ptr`` to ``value`` (0..255)."""
     if not 0 <= value <= 255:
         raise LaunchError(f"memset_d8: byte value {value} is outside 0..255")
-    if nbytes:
+    if nbytes and hostmem.owns(ptr):
+        hostmem.host_bytes(ptr, nbytes)[:] = value
+    elif nbytes:
         forbid_in_capture("cuMemsetD8")
         _ensure_context()
         check(_cuda().cuMemsetD8(ptr, value, nbytes), "cuMemsetD8")

@@ -11,6 +11,8 @@ Modules: :mod:`~tylo.interpret.errors` (the typed reports), :mod:`~tylo.interpre
 :mod:`~tylo.interpret.cfg` (block order), :mod:`~tylo.interpret.ops` (instruction
 semantics), :mod:`~tylo.interpret.memory` (memory and its checks), :mod:`~tylo.interpret.globalrace`
 (races in global arrays),
+:mod:`~tylo.interpret.pool` (CTAs in a pool of processes), :mod:`~tylo.interpret.source`
+(source lines, pdb at a line),
 :mod:`~tylo.interpret.machine` (compiled program, scheduler), :mod:`~tylo.interpret.calls`
 (intrinsics, atomics), :mod:`~tylo.interpret.warp` (barriers and warp operations),
 :mod:`~tylo.interpret.ptx` (inline PTX), :mod:`~tylo.interpret.launch` (entry points).

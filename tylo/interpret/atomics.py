@@ -21,6 +21,34 @@ _RMW = {
 }  # fmt: skip
 
 
+def _half_add(kind: str) -> Any:
+    """``atom.add.noftz`` of 16-bit floats (``f16``, ``bf16``) or pairs of them in a 32-bit
+    word (``f16x2``, ``bf16x2``): each element added and rounded to nearest even, no
+    subnormal flush (the f32 sum rounds first; for addition that double rounding is exact,
+    f32 having more than twice the bits plus two)."""
+    from tylo.interpret import numerics as nu
+
+    if "bf16" in kind:
+        wide, narrow = nu.bf16_to_f32, nu.f32_to_bf16
+    else:
+        wide, narrow = nu.f16_to_f32, nu.f32_to_f16
+
+    def add16(a: Any, b: Any) -> Any:
+        with np.errstate(all="ignore"):
+            return (narrow(wide(a) + wide(b)).astype(np.int64) & 0xFFFF).astype(np.uint32)
+
+    if not kind.endswith("x2"):
+        return lambda old, x: add16(old, x).astype(np.uint16)
+
+    def pair(old: Any, x: Any) -> Any:
+        o, v = np.asarray(old, np.uint32), np.asarray(x, np.uint32)
+        lo = add16(o & 0xFFFF, v & 0xFFFF)
+        hi = add16(o >> 16, v >> 16)
+        return (hi << np.uint32(16)) | lo
+
+    return pair
+
+
 def atomic(st: Any, op: str, addr: Any, space: int, dtype: Any, value: Any, site: str,
            cmp: Any = None, is_unsigned: bool = False) -> np.ndarray:  # fmt: skip
     """Apply atomic ``op`` of the active lanes one after another in lane order (lanes on
@@ -41,6 +69,8 @@ def atomic(st: Any, op: str, addr: Any, space: int, dtype: Any, value: Any, site
         f = None
     elif op == "fmax" or op == "fmin":
         f = np.fmax if op == "fmax" else np.fmin
+    elif op.startswith("add.") and op[4:] in ("f16", "bf16", "f16x2", "bf16x2"):
+        f = _half_add(op[4:])
     else:
         f = _RMW.get(op)
         if f is None:
@@ -68,7 +98,7 @@ def atomic(st: Any, op: str, addr: Any, space: int, dtype: Any, value: Any, site
 
 def atomic_instruction(program: Any, inst: Any, d: int, srcs: list[int]) -> Any:
     """``atomicrmw`` / ``cmpxchg``."""
-    site = f"{program.kernel}: {str(inst).strip()}"
+    site = program.site(inst)
     ptr = inst.operands[0]
     space = ptr.type.addrspace
     dt = np_dtype(ptr.type.pointee)

@@ -46,7 +46,7 @@ MATH = {
 def compile_call(program: Any, inst: Any) -> Any:
     """The step that runs call ``inst`` (see the module docstring)."""
     callee = inst.callee
-    site = f"{program.kernel}: {str(inst).strip()}"
+    site = program.site(inst)
     if isinstance(callee, ir.InlineAsm):
         from tylo.interpret.ptx import compile_asm
 

@@ -22,6 +22,8 @@ from tylo.interpret.globalrace import GlobalRaces
 from tylo.interpret.irtypes import align_of, size_of
 from tylo.interpret.machine import Program, State, run_blocks
 from tylo.interpret.memory import CONSTANT_BASE, Allocation, Memory
+from tylo.interpret.pool import processes, run_split, splittable
+from tylo.interpret.source import record_lines
 from tylo.kernel.errors import KernelArgumentError, TraceError, user_frames
 from tylo.kernel.spec import Int, ParamKind, Ptr, classify
 from tylo.kernel.trace import Binding, trace_kernel
@@ -48,10 +50,13 @@ class InterpretArgumentError(InterpretError, KernelArgumentError):
     """An argument the interpreter cannot take (a GPU-only array, a non-contiguous one)."""
 
 
-def _host_bytes(a: Any, name: str) -> np.ndarray:
-    """The bytes of array argument ``a`` as a writable uint8 view of its memory."""
+def _host_bytes(a: Any, name: str) -> tuple[np.ndarray, int]:
+    """(the bytes of array argument ``a`` as a writable uint8 view of its memory, the
+    address's offset in its 4 KiB page: the alignment a kernel sees)."""
     if isinstance(a, HostArray):
         a = a.data
+    if _is_device_array(a):
+        return _emulated_bytes(a, name)
     if type(a).__module__.startswith("torch"):
         if a.device.type != "cpu":
             raise InterpretArgumentError(
@@ -61,11 +66,12 @@ def _host_bytes(a: Any, name: str) -> np.ndarray:
         a = a.detach().numpy()
     if not isinstance(a, np.ndarray):
         raise InterpretArgumentError(
-            f"argument {name!r}: the interpreter takes numpy arrays and torch CPU tensors as "
-            f"arrays, got {type(a).__name__} (copy a device array to the host first)"
+            f"argument {name!r}: the interpreter takes numpy arrays, torch CPU tensors and "
+            f"DeviceBuffers allocated with TYLO_INTERPRET=1 as arrays, got {type(a).__name__}"
         )
+    skew = a.ctypes.data % 4096
     if a.flags.c_contiguous or a.flags.f_contiguous:
-        return a.ravel(order="K").view(np.uint8)
+        return a.ravel(order="K").view(np.uint8), skew
     if any(st < 0 for st in a.strides) or a.size == 0:
         raise InterpretArgumentError(
             f"argument {name!r}: an array with negative strides {a.strides} (or empty and "
@@ -73,7 +79,62 @@ def _host_bytes(a: Any, name: str) -> np.ndarray:
         )
     # a strided view: its bytes from its first element to its last, as on the GPU
     span = sum((n - 1) * st for n, st in zip(a.shape, a.strides)) + a.itemsize
-    return np.asarray(_Span(a, span))
+    return np.asarray(_Span(a, span)), skew
+
+
+def _is_device_array(a: Any) -> bool:
+    """A tylo DeviceBuffer or DeviceArray, or another object with a CUDA array interface
+    (torch tensors excepted: they are read directly)."""
+    from tylo.arrays import DeviceArray, DeviceBuffer
+
+    if isinstance(a, (DeviceBuffer, DeviceArray)):
+        return True
+    return not type(a).__module__.startswith("torch") and hasattr(a, "__cuda_array_interface__")
+
+
+def _check_device_array(name: str, a: Any, ann: Any, binding: Binding) -> None:
+    """What a GPU launch refuses of a device array (:mod:`tylo.kernel.readers`,
+    :mod:`tylo.kernel.launch`): strided or read-only arrays the annotation does not allow,
+    a null address, an address off its elements' alignment."""
+    from tylo.arrays import as_device_array
+    from tylo.kernel.launch import Alignment
+    from tylo.kernel.readers import check_array, refusals
+
+    da = as_device_array(a)
+    check_array(name, da, refusals(ann))
+    if da.size:
+        Alignment.of(binding).check(name, da.ptr)
+
+
+def _emulated_bytes(a: Any, name: str) -> tuple[np.ndarray, int]:
+    """The host bytes behind a device array of emulated memory (:mod:`tylo.backend.hostmem`):
+    from its first element to its last, as for a strided numpy view."""
+    from tylo.arrays import as_device_array
+    from tylo.backend import hostmem
+    from tylo.errors import TyloError
+
+    try:
+        da = as_device_array(a)
+    except TyloError as err:
+        raise InterpretArgumentError(f"argument {name!r}: {err}") from None
+    if da.size == 0:
+        return np.zeros(0, np.uint8), da.ptr % 4096
+    if not hostmem.owns(da.ptr):
+        raise InterpretArgumentError(
+            f"argument {name!r}: a device array at 0x{da.ptr:x} lives in GPU memory; the "
+            "interpreter reads host memory: allocate it with TYLO_INTERPRET=1 set (tylo "
+            "DeviceBuffers then live in host memory), or pass a numpy array"
+        )
+    if any(st < 0 for n, st in zip(da.shape, da.strides) if n > 1):
+        raise InterpretArgumentError(
+            f"argument {name!r}: a device array with negative strides {da.strides}; pass a "
+            "copy with positive strides"
+        )
+    span = (sum((n - 1) * st for n, st in zip(da.shape, da.strides)) + 1) * da.dtype.nbytes
+    try:
+        return hostmem.host_bytes(da.ptr, span), da.ptr % 4096
+    except TyloError as err:
+        raise InterpretArgumentError(f"argument {name!r}: {err}") from None
 
 
 class _Span:
@@ -90,9 +151,23 @@ class _Span:
 
 
 def _is_array(a: Any) -> bool:
-    return isinstance(a, (np.ndarray, HostArray)) or (
-        type(a).__module__.startswith("torch") and hasattr(a, "data_ptr")
+    return (
+        isinstance(a, (np.ndarray, HostArray))
+        or (type(a).__module__.startswith("torch") and hasattr(a, "data_ptr"))
+        or _is_device_array(a)
     )
+
+
+def _dtype(a: Any) -> Any:
+    """The tylo dtype of an array argument (a torch tensor's ``dtype``, a
+    CUDA-array-interface object's typestr)."""
+    if type(a).__module__.startswith("torch"):
+        return dt.dtype_of(a.dtype)
+    if _is_device_array(a) and not hasattr(a, "dtype"):
+        from tylo.arrays import as_device_array
+
+        return as_device_array(a).dtype
+    return dt.dtype_of(a)
 
 
 def _dims(x: Any, what: str) -> tuple[int, int, int]:
@@ -143,16 +218,18 @@ class InterpretedLaunch:
         bindings, memory_args = [], []
         for name, ann, a in zip(k.param_names, k.annotations, values):
             if _is_array(a) and ann is not dt.DType:
-                data = _host_bytes(a, name)
+                data, skew = _host_bytes(a, name)
                 want = ann.dtype if isinstance(ann, Ptr) else None
-                got = a.dtype if isinstance(a, HostArray) else dt.dtype_of(a)
+                got = a.dtype if isinstance(a, HostArray) else _dtype(a)
                 if want is not None and want.nbytes != got.nbytes:
                     raise InterpretArgumentError(
                         f"argument {name!r}: the kernel takes {want} elements, got a {got} array"
                     )
                 bindings.append(Binding(name, ParamKind.POINTER, want or got,
                                         check=ann if isinstance(ann, Ptr) else None))  # fmt: skip
-                memory_args.append((name, data))
+                if _is_device_array(a):  # the checks a GPU launch makes of a device array
+                    _check_device_array(name, a, ann, bindings[-1])
+                memory_args.append((name, data, skew))
             else:
                 kind = classify(ann, a, name)
                 if kind in (ParamKind.POINTER, ParamKind.TENSOR_MAP):
@@ -164,14 +241,14 @@ class InterpretedLaunch:
                 bindings.append(k._binding(name, ann, kind, a))
         program, result = self._program(tuple(bindings))
         runtime = list(result.runtime)
-        addresses = iter(Allocation.address(j, d.ctypes.data % 4096)
-                         for j, (_, d) in enumerate(memory_args))  # fmt: skip
+        addresses = iter(Allocation.address(j, skew)
+                         for j, (_, _, skew) in enumerate(memory_args))  # fmt: skip
         checked = tuple(next(addresses) if b.kind is ParamKind.POINTER else v
                         for b, v in zip(bindings, values))  # fmt: skip
         self._check(bindings, checked, result, shared)
         sizes = [b.dtype.nbytes for b in bindings if b.kind is ParamKind.POINTER]
-        allocs = [Allocation(n, d, d.ctypes.data % 4096, g)
-                  for (n, d), g in zip(memory_args, sizes)]  # fmt: skip
+        allocs = [Allocation(n, d, skew, g)
+                  for (n, d, skew), g in zip(memory_args, sizes)]  # fmt: skip
         memory: dict[int, Allocation] = dict(enumerate(allocs))
         for name, (window, data) in program.constants.items():
             memory[window] = Allocation(name, np.frombuffer(data, np.uint8).copy())
@@ -203,11 +280,13 @@ class InterpretedLaunch:
         hit = cache.get(key)
         if hit is not None:
             return hit
+        fn_code = getattr(k.rewritten(), "__code__", None)
         try:
-            result = trace_kernel(k.rewritten(), name=k.name, bindings=bindings,
-                                  block=self.block, target=target, index_bits=k.index_bits,
-                                  max_registers=k._max_registers(),
-                                  bounds=k.bounds)  # fmt: skip
+            with record_lines(fn_code) as lines:
+                result = trace_kernel(k.rewritten(), name=k.name, bindings=bindings,
+                                      block=self.block, target=target, index_bits=k.index_bits,
+                                      max_registers=k._max_registers(),
+                                      bounds=k.bounds)  # fmt: skip
         except TraceError as err:
             raise err.with_traceback(user_frames(err.__traceback__)) from None
         fn = result.module.get_global(result.entry)
@@ -226,7 +305,7 @@ class InterpretedLaunch:
                 )
             return layout[name][0]
 
-        program = Program(k.name, fn, address, compile_call)
+        program = Program(k.name, fn, address, compile_call, lines)
         program.static_shared = static
         program.dynamic_name = dyn_name
         program.constants = constants
@@ -330,41 +409,53 @@ def _run(program: Program, params: list[Any], allocs: dict[int, Allocation],
         th = (tt % block[0], tt // block[0] % block[1], tt // (block[0] * block[1]))
         return f"block {b} thread {th}"
 
-    tracker = GlobalRaces(padded, where) if races else None
-    with np.errstate(all="ignore"):
-        for start in range(0, ctas, per):
-            nb = min(per, ctas - start)
-            lanes = nb * padded
-            st = State(program, lanes)
-            lane = np.arange(lanes)
-            t = lane % padded
-            c = start + lane // padded
-            real = t < threads
-            st.where = functools.partial(where, start=start)
-            if tracker is not None:
-                tracker.batch(start, nb)
-            st.memory = Memory(allocs, shared, program.local_bytes, ctas=nb, threads=padded,
-                               where=st.where, strict=strict, races=races,
-                               global_races=tracker)  # fmt: skip
-            i32 = np.int32
-            st.sreg = {
-                "tid.x": (t % block[0]).astype(i32),
-                "tid.y": (t // block[0] % block[1]).astype(i32),
-                "tid.z": (t // (block[0] * block[1])).astype(i32),
-                "ctaid.x": (c % grid[0]).astype(i32),
-                "ctaid.y": (c // grid[0] % grid[1]).astype(i32),
-                "ctaid.z": (c // (grid[0] * grid[1])).astype(i32),
-                "laneid": (t % 32).astype(i32),
-                "warpid": (t // 32).astype(i32),
-                "nwarpid": i32(padded // 32),
-                **{f"ntid.{a}": i32(n) for a, n in zip("xyz", block)},
-                **{f"nctaid.{a}": i32(n) for a, n in zip("xyz", grid)},
-            }
-            for s, v in zip(arg_slots, params):
-                st.regs[s] = v
-            watch = _watch_lane(block, grid, padded, start, nb)
-            st.watch = watch
-            st.live = real.copy()
-            st.pc = np.where(real, 0, program.exit).astype(np.int32)
-            st.mask = real
-            run_blocks(program, st)
+    def run_range(first: int, last: int) -> GlobalRaces | None:
+        """Interpret CTAs ``first .. last - 1``, in batches; returns the race tracker."""
+        tracker = GlobalRaces(padded, where) if races else None
+        with np.errstate(all="ignore"):
+            for start in range(first, last, per):
+                _run_batch(start, min(per, last - start), tracker)
+        return tracker
+
+    def _run_batch(start: int, nb: int, tracker: GlobalRaces | None) -> None:
+        lanes = nb * padded
+        st = State(program, lanes)
+        lane = np.arange(lanes)
+        t = lane % padded
+        c = start + lane // padded
+        real = t < threads
+        st.where = functools.partial(where, start=start)
+        if tracker is not None:
+            tracker.batch(start, nb)
+        st.memory = Memory(allocs, shared, program.local_bytes, ctas=nb, threads=padded,
+                           where=st.where, strict=strict, races=races,
+                           global_races=tracker)  # fmt: skip
+        i32 = np.int32
+        st.sreg = {
+            "tid.x": (t % block[0]).astype(i32),
+            "tid.y": (t // block[0] % block[1]).astype(i32),
+            "tid.z": (t // (block[0] * block[1])).astype(i32),
+            "ctaid.x": (c % grid[0]).astype(i32),
+            "ctaid.y": (c // grid[0] % grid[1]).astype(i32),
+            "ctaid.z": (c // (grid[0] * grid[1])).astype(i32),
+            "laneid": (t % 32).astype(i32),
+            "warpid": (t // 32).astype(i32),
+            "nwarpid": i32(padded // 32),
+            **{f"ntid.{a}": i32(n) for a, n in zip("xyz", block)},
+            **{f"nctaid.{a}": i32(n) for a, n in zip("xyz", grid)},
+        }
+        for s, v in zip(arg_slots, params):
+            st.regs[s] = v
+        watch = _watch_lane(block, grid, padded, start, nb)
+        st.watch = watch
+        st.live = real.copy()
+        st.pc = np.where(real, 0, program.exit).astype(np.int32)
+        st.mask = real
+        run_blocks(program, st)
+
+    n = processes()
+    watched = bool(os.environ.get("TYLO_INTERPRET_THREAD"))
+    if n > 1 and splittable(str(program.fn), ctas, watched):
+        run_split(run_range, ctas, n, allocs)
+    else:
+        run_range(0, ctas)

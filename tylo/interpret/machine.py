@@ -43,6 +43,7 @@ class State:
         self.pc: np.ndarray = np.zeros(lanes, dtype=np.int32)
         self.where: Callable[[int], str] = str
         self.watch: int | None = None  # a lane whose steps are printed
+        self.last_line: Any = None  # the source line the watched lane ran last
 
     def set(self, slot: int, value: Any, m: Any, vector: bool = False) -> None:
         """Write ``value`` to ``slot`` in the lanes of mask ``m`` (None: every lane)."""
@@ -84,8 +85,10 @@ class Program:
     compiles a call (intrinsics and inline PTX: :mod:`tylo.interpret.calls`)."""
 
     def __init__(self, kernel: str, fn: ir.Function, global_address: Callable[[str], int],
-                 calls: Callable[[Program, Any], Step]) -> None:  # fmt: skip
+                 calls: Callable[[Program, Any], Step],
+                 lines: dict[int, Any] | None = None) -> None:  # fmt: skip
         self.kernel = kernel
+        self.lines = lines or {}  # id(instruction) -> (file, line) (tylo.interpret.source)
         self.fn = fn
         self.global_address = global_address
         self.slots: dict[int, int] = {}
@@ -98,16 +101,27 @@ class Program:
             self.slot(a)
         self.blocks = []
         self.named: dict[str, int] = {}  # '%"name"' -> slot, for TYLO_INTERPRET_THREAD
+        self.step_lines: list[list[Any]] = []  # per block, each step's source location
         for b in self.order:
             steps: list[tuple[Step, str]] = []
+            where: list[Any] = []
             for inst in b.instructions:
                 if isinstance(inst, ir.PhiInstr):
                     self.slot(inst)
                 elif inst is not b.terminator:
                     steps.append((self._compile(inst, calls), str(inst).strip()))
+                    where.append(self.lines.get(id(inst)))
                     if inst.name and id(inst) in self.slots:
                         self.named[f"%{_quoted(inst.name)}"] = self.slots[id(inst)]
             self.blocks.append((b.name, steps, self._terminator(b)))
+            self.step_lines.append(where)
+
+    def site(self, inst: Any) -> str:
+        """How reports name instruction ``inst``: the kernel, the instruction and, when
+        known, the source line that emitted it."""
+        from tylo.interpret.source import describe
+
+        return f"{self.kernel}: {str(inst).strip()}{describe(self.lines.get(id(inst)))}"
 
     # ------------------------------------------------------------------ slots
 
@@ -250,7 +264,7 @@ class Program:
         dt = np_dtype(t)
         bool_ = dt == np.bool_
         mem_dt = np.int8 if bool_ else dt
-        site = f"{self.kernel}: {str(inst).strip()}"
+        site = self.site(inst)
 
         def load(st: State, m: Any) -> None:
             vals = st.memory.load(st.idx, st.lane_values(st.regs[p]), space, mem_dt, n, site)
@@ -269,7 +283,7 @@ class Program:
         vector = isinstance(t, ir.VectorType)
         dt = np_dtype(t)
         mem_dt = np.int8 if dt == np.bool_ else dt
-        site = f"{self.kernel}: {str(inst).strip()}"
+        site = self.site(inst)
 
         def store(st: State, m: Any) -> None:
             vals = np.ascontiguousarray(st.lane_values(st.regs[v], vector), dtype=mem_dt)
@@ -355,7 +369,7 @@ def run_blocks(program: Program, st: State, on_step: Any = None) -> None:
         st.mask = mask
         name, steps, term = blocks[b]
         if st.watch is not None and mask[st.watch]:
-            _watched(program, st, name, steps, m)
+            _watched(program, st, b, steps, m)
         else:
             for step, _text in steps:
                 step(st, m)
@@ -391,14 +405,26 @@ def run_blocks(program: Program, st: State, on_step: Any = None) -> None:
                                                       "`unreachable`")  # fmt: skip
 
 
-def _watched(program: Program, st: State, name: str, steps: list, m: Any) -> None:
-    """Run a block's steps, printing each instruction and the watched thread's result
-    (``TYLO_INTERPRET_THREAD``) to stderr."""
+def _watched(program: Program, st: State, b: int, steps: list, m: Any) -> None:
+    """Run a block's steps, printing each instruction, the source line it came from when
+    that changes, and the watched thread's result (``TYLO_INTERPRET_THREAD``) to stderr;
+    stop in the debugger before the first step of the line ``TYLO_INTERPRET_BREAK`` names
+    (:mod:`tylo.interpret.source`)."""
     import sys
 
+    from tylo.interpret.source import break_spec, breakpoint_at, matches
+
     lane = st.watch
-    sys.stderr.write(f"[{st.where(lane)}] block {name}\n")
-    for step, text in steps:
+    sys.stderr.write(f"[{st.where(lane)}] block {program.blocks[b][0]}\n")
+    spec = break_spec()
+    for (step, text), loc in zip(steps, program.step_lines[b]):
+        if loc is not None and loc != st.last_line:
+            sys.stderr.write(f"  # {loc[0]}:{loc[1]}\n")
+            if spec is not None and matches(spec, loc):
+                breakpoint_at(loc, st.where(lane), _thread_values(program, st, lane),
+                              st.memory.shared[lane // st.memory.threads],
+                              st.memory.local[lane])  # fmt: skip
+            st.last_line = loc
         step(st, m)
         value = ""
         lhs = text.split(" = ", 1)[0] if " = " in text else None
@@ -406,6 +432,15 @@ def _watched(program: Program, st: State, name: str, steps: list, m: Any) -> Non
         if slot is not None:
             value = f" -> {_lane_value(st.regs[slot], lane)}"
         sys.stderr.write(f"  {text}{value}\n")
+
+
+def _thread_values(program: Program, st: State, lane: int) -> dict[str, Any]:
+    """The watched thread's value of every named IR value computed so far."""
+    return {
+        name: _lane_value(st.regs[slot], lane)
+        for name, slot in program.named.items()
+        if st.regs[slot] is not None
+    }
 
 
 def _lane_value(r: Any, lane: int) -> Any:

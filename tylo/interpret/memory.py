@@ -299,7 +299,7 @@ class Memory:
                     rows_ = ln // self.threads if kind == SHARED else ln
                     init[rows_[:, None], off[:, None] + np.arange(item * n)] = True  # type: ignore[index]
             else:
-                self._note_write(kind, ln, off, item * n, site)
+                self._note_write(kind, ln, off, item * n, site, v)
             rows = ln // self.threads if kind == SHARED else ln
             view = (self.shared if kind == SHARED else self.local).view(dtype)
             if n > 1:
@@ -365,7 +365,11 @@ class Memory:
             self.r_thr.ravel()[many] = -2
 
     def _note_write(self, kind: str, ln: np.ndarray, off: np.ndarray, nbytes: int,
-                    site: str) -> None:  # fmt: skip
+                    site: str, value: np.ndarray | None = None) -> None:  # fmt: skip
+        """Record a write of ``nbytes`` per lane (``value``: the lanes' values, one row
+        each), reporting a race with an earlier access of this epoch, or between two lanes
+        of this one instruction: lanes of one warp that write the same bytes to one address
+        do not race (one write takes effect, as the hardware defines), other pairs do."""
         lanes, b = self._bytes(ln, off, nbytes)
         if kind == LOCAL:
             if self.strict:
@@ -393,6 +397,10 @@ class Memory:
         key = rows.astype(np.int64) * self.shared.shape[1] + b
         order = np.argsort(key, kind="stable")
         dup = np.flatnonzero(key[order][1:] == key[order][:-1])
+        if len(dup) and value is not None:  # one warp writing one byte value: no race
+            raw = np.ascontiguousarray(value).view(np.uint8).reshape(-1)
+            i, j = order[dup], order[dup + 1]
+            dup = dup[(thr[i] // 32 != thr[j] // 32) | (raw[i] != raw[j])]
         if len(dup):
             i, j = order[dup[0]], order[dup[0] + 1]
             self._race(int(rows[j]), int(b[j]), int(thr[j]), "write", site, int(thr[i]),

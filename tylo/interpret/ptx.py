@@ -280,8 +280,48 @@ def _cvt(env: _Env, op: str, o: list[str], sel: Any, site: str) -> None:
         env.put(o[0], cast_address(a, 0, 3) if ".to." in op else cast_address(a, 3, 0), sel)
     elif op in ("cvta.to.global.u64", "cvta.global.u64"):
         env.put(o[0], env.get(o[1], np.int64), sel)
+    elif parts[0] == "cvt" and parts[-2] in _NUMERIC and parts[-1] in _NUMERIC:
+        env.put(o[0], _numeric_cvt(op, parts, env.get(o[1], _TYPES[parts[-1]])), sel)
     else:
         raise UnsupportedOperation(op, f"{site}: the interpreter has no conversion {op!r}")
+
+
+_NUMERIC = ("f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64")
+_ROUND = {"rzi": np.trunc, "rni": np.rint, "rmi": np.floor, "rpi": np.ceil}
+
+
+def _numeric_cvt(op: str, parts: list[str], x: np.ndarray) -> np.ndarray:
+    """``cvt[.mode].dst.src`` between integer and f32/f64 types (PTX ISA, "cvt"): integer
+    to float and f64 to f32 round to nearest even (``.rn``, the only mode taken); float to
+    integer rounds by ``.rzi``/``.rni``/``.rmi``/``.rpi`` and saturates, NaN giving 0;
+    between integers, truncation or extension by the source's signedness."""
+    from tylo.interpret.ops import cast
+
+    dst, src = parts[-2], parts[-1]
+    mode = parts[1:-2]
+    dt, st = _TYPES[dst], _TYPES[src]
+    if dst[0] == "u":
+        dt = np.dtype(f"u{np.dtype(dt).itemsize}")
+    if src[0] == "u":
+        x = x.view(np.dtype(f"u{np.dtype(st).itemsize}"))
+    if dst[0] == "f" and src[0] == "f":
+        narrowing = np.dtype(dt).itemsize < np.dtype(st).itemsize
+        if mode not in ([], ["rn"]) or (narrowing and mode != ["rn"]):
+            raise UnsupportedOperation(op, f"the interpreter has no conversion {op!r}")
+        return x.astype(dt)
+    if dst[0] == "f":  # from an integer
+        if mode not in ([], ["rn"]):
+            raise UnsupportedOperation(op, f"the interpreter has no conversion {op!r}")
+        return x.astype(dt)
+    if src[0] == "f":  # to an integer: a rounding mode is required
+        if len(mode) != 1 or mode[0] not in _ROUND:
+            raise UnsupportedOperation(op, f"the interpreter has no conversion {op!r}")
+        signed = np.dtype(f"i{np.dtype(dt).itemsize}")
+        op_ = "fptoui" if dst[0] == "u" else "fptosi"
+        return np.asarray(cast(op_, _ROUND[mode[0]](x), np.float64, signed)).view(_TYPES[dst])
+    if mode:  # .sat between integers
+        raise UnsupportedOperation(op, f"the interpreter has no conversion {op!r}")
+    return x.astype(dt).view(_TYPES[dst])
 
 
 def _ld(env: _Env, op: str, o: list[str], sel: Any, site: str) -> None:
@@ -337,11 +377,13 @@ def _cp(env: _Env, op: str, o: list[str], sel: Any, site: str) -> None:
 
 def _atom(env: _Env, op: str, o: list[str], sel: Any, site: str) -> None:
     parts = op.split(".")
-    t = _TYPES[parts[-1]]
-    name = next(p for p in parts[1:] if p in ("add", "min", "max", "exch", "cas", "and",
-                                               "or", "xor", "inc", "dec"))  # fmt: skip
-    if parts[-1] in ("f16x2", "bf16x2") or name in ("inc", "dec") or "noftz" in parts:
+    name = next((p for p in parts[1:] if p in ("add", "min", "max", "exch", "cas", "and",
+                                                "or", "xor", "inc", "dec")), None)  # fmt: skip
+    half = name == "add" and "noftz" in parts and parts[-1] in ("f16", "bf16", "f16x2", "bf16x2")
+    refused = parts[-1] not in _TYPES or parts[-1] in ("f16", "bf16") or "v2" in parts
+    if not half and (refused or name in (None, "inc", "dec") or "noftz" in parts):
         raise UnsupportedOperation(op, f"{site}: the interpreter has no atomic {op!r}")
+    t = (np.uint32 if parts[-1].endswith("x2") else np.uint16) if half else _TYPES[parts[-1]]
     is_red = parts[0] == "red"
     addr_tok = o[0] if is_red else o[1]
     ins = o[1:] if is_red else o[2:]
@@ -349,6 +391,8 @@ def _atom(env: _Env, op: str, o: list[str], sel: Any, site: str) -> None:
     a = env.get(base, np.int64) + off
     st = env.st
     kind = "f" + name if np.dtype(t).kind == "f" and name in ("min", "max") else name
+    if half:
+        kind = f"add.{parts[-1]}"
     cmp = env.get(ins[0], t) if name == "cas" else None
     val = env.get(ins[-1], t)
 

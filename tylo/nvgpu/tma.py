@@ -22,6 +22,7 @@ so edge tiles need no predication.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -259,6 +260,14 @@ class TensorMapPlan:
                     "positive multiple of 16 below 2**40"
                 )
             gstrides.append(b)
+        if os.environ.get("TYLO_INTERPRET") == "1":  # the CPU interpreter has no TMA
+            from tylo.interpret.errors import UnsupportedOperation
+
+            raise UnsupportedOperation(
+                "cp.async.bulk.tensor",
+                "encode: TMA tensor maps (cp.async.bulk.tensor) are not interpreted "
+                "(TYLO_INTERPRET=1): run this path on a Hopper GPU",
+            )
         driver._init()  # NoDeviceError without a driver, as every host call that needs one
         cu = driver._cuda()
         enum = cu.CUtensorMapDataType
