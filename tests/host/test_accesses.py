@@ -269,3 +269,20 @@ def test_a_report_refuses_an_unknown_state(state):
     report = vadd.accesses(*_vadd_specs(), block=256)
     with pytest.raises(tylo.TyloError, match="proved, guarded or unproved"):
         report.count(state)
+
+
+@tylo.kernel
+def with_assumption(out, n: tylo.Int(min=0), m: tylo.Int(min=0)):
+    tylo.assume(n <= m)
+    i = tylo.thread_idx.x
+    if i < n:
+        out[i] = 1.0
+
+
+def test_the_report_lists_what_the_kernel_assumes():
+    report = with_assumption.accesses(tylo.f32, int, int, block=64)
+    assert report.assumed == ("n <= m",)
+    assert "assumed (checked at every launch): n <= m" in str(report)
+    with pytest.raises(tylo.KernelArgumentError, match="n <= m"):  # and the launch checks it
+        with_assumption.check_launch(1, 64, S(64, tylo.f32), 5, 4)
+    with_assumption.check_launch(1, 64, S(64, tylo.f32), 4, 5)

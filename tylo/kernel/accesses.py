@@ -116,10 +116,13 @@ class Access:
 @dataclass(frozen=True)
 class AccessReport:
     """The accesses of one specialization, in trace order; ``str()`` is the table
-    ``tylo compile --accesses`` prints and :meth:`summary` its last line."""
+    ``tylo compile --accesses`` prints and :meth:`summary` its last line. ``assumed``:
+    the facts the kernel states with ``tylo.assume`` / ``tylo.assume_aligned``, which the
+    judgements may rely on and every launch checks."""
 
     kernel: str
     accesses: tuple[Access, ...] = field(default_factory=tuple)
+    assumed: tuple[str, ...] = ()
 
     def count(self, state: str) -> int:
         """How many accesses are in ``state`` (``"proved"``, ``"guarded"``, ``"unproved"``)."""
@@ -139,6 +142,7 @@ class AccessReport:
 
     def __str__(self) -> str:
         lines = [f"kernel {self.kernel}:"]
+        lines += [f"  assumed (checked at every launch): {text}" for text in self.assumed]
         lines += [f"  {a.describe()}" for a in self.accesses]
         lines.append(self.summary())
         return "\n".join(lines)

@@ -227,7 +227,7 @@ def _access_results(
     from tylo.kernel.bounds_check import build_guards
     from tylo.kernel.errors import BoundsProofError
 
-    report = AccessReport(name, tuple(ctx.accesses))
+    report = AccessReport(name, tuple(ctx.accesses), tuple(g.text for g in ctx.guards))
     if ctx.bounds_policy == "prove":
         open_ = [a for a in report.accesses if a.state != PROVED]
         if open_:
