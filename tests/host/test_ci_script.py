@@ -233,7 +233,7 @@ def test_a_failing_check_fails_the_run(tmp_path: Path, failing: str) -> None:
 def test_the_test_extra_pins_the_checkers_and_pyproject_configures_them() -> None:
     """The test extra installs exact ruff and mypy versions (a new release's rules never
     break CI unasked), and pyproject.toml holds their configuration: ruff's line length and
-    rule set, mypy strict on tylo/layouts."""
+    rule set, mypy strict on tylo/layouts and tylo/nvgpu."""
     tomllib = pytest.importorskip("tomllib", reason="needs tomllib (Python >= 3.11)")
     conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
     extra = conf["project"]["optional-dependencies"]["test"]
@@ -244,7 +244,8 @@ def test_the_test_extra_pins_the_checkers_and_pyproject_configures_them() -> Non
     assert ruff["line-length"] == 100
     assert {"E", "F", "W", "I"} <= set(ruff["lint"]["select"])
     mypy = conf["tool"]["mypy"]
-    assert mypy["strict"] is True and "tylo/layouts" in mypy["files"]
+    assert mypy["strict"] is True
+    assert {"tylo/layouts", "tylo/nvgpu"} <= set(mypy["files"])
 
 
 def test_the_runtime_test_count_is_printed(tmp_path: Path) -> None:

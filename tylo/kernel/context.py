@@ -85,6 +85,8 @@ class TraceContext:
     entry's name, ``cluster`` the static cluster shape (3 ints) of a cluster kernel or None.
     """
 
+    _wgmma_groups: dict[str, Any]  # set on first use by tylo.nvgpu.warpgroup.mma (type only)
+
     def __init__(
         self,
         module: NVVMModule,

@@ -19,7 +19,10 @@ import importlib
 import sys
 import threading
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+if TYPE_CHECKING:
+    from sympy import Basic  # untyped: Any to mypy
 
 __all__ = ["LazyModule", "is_sympy", "lazy", "sympy"]
 
@@ -68,7 +71,7 @@ def lazy(name: str) -> Any:
 _BASIC: list[type] = []  # sympy.Basic, once sympy is imported
 
 
-def is_sympy(x: Any) -> bool:
+def is_sympy(x: object) -> TypeGuard[Basic]:
     """``isinstance(x, sympy.Basic)``, without importing sympy."""
     if _BASIC:
         return isinstance(x, _BASIC[0])

@@ -270,7 +270,8 @@ def _max_offset(c: ComposedLayout) -> int:
     at most :data:`SMALL_ENUMERATION` elements, else vectorized with numpy."""
     n = size(c.inner)
     if n <= SMALL_ENUMERATION:
-        return max(c(i) for i in range(n))
+        largest: int = max(c(i) for i in range(n))
+        return largest
     return _max_offset_numpy(c)
 
 

@@ -99,7 +99,8 @@ def dim(name: str, *, multiple_of: int = 1) -> Dim:
     >>> N.multiple_of, N == dim("N"), N == dim("N", multiple_of=16)
     (16, False, True)
     """
-    return _symbols.Dim(name, multiple_of)
+    symbol: Dim = _symbols.Dim(name, multiple_of)
+    return symbol
 
 
 def index_symbol(name: str, *, upper: Value = None) -> IndexSymbol:
@@ -112,7 +113,8 @@ def index_symbol(name: str, *, upper: Value = None) -> IndexSymbol:
     >>> decide(tid < 128), decide(8 * tid + 7 < 1024), decide(tid >= 64)
     (True, True, None)
     """
-    return _symbols.IndexSymbol(name, to_value(upper) if upper is not None else None)
+    symbol: IndexSymbol = _symbols.IndexSymbol(name, to_value(upper) if upper is not None else None)
+    return symbol
 
 
 def divisible(expr: Value, divisor: Value) -> Divisible:

@@ -113,7 +113,12 @@ def _int(x: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=512)
-def _offset_range(layout: Any, modes: tuple, origin: tuple, region: tuple) -> tuple[int, int]:
+def _offset_range(
+    layout: Any,
+    modes: tuple[int, ...],
+    origin: tuple[int, ...],
+    region: tuple[tuple[int, int], ...],
+) -> tuple[int, int]:
     """(min, max) of the layout's offsets over the region of the view (static origin)."""
     rank = len(layout_extents(layout))
     lo = hi = None

@@ -60,13 +60,14 @@ class CopyPlan:
     threads: int
     smem: Any
     vector_bytes: int = 16
-    proofs: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+    proofs: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
-        shape = (
+        given = (
             tuple(as_int(s) for s in self.shape) if isinstance(self.shape, (tuple, list)) else ()
         )
-        if len(shape) != 2 or not all(s is not None and 1 <= s < 1 << 31 for s in shape):
+        shape = tuple(s for s in given if s is not None and 1 <= s < 1 << 31)
+        if len(given) != 2 or len(shape) != 2:
             raise PlanError(f"CopyPlan: shape must be two positive ints, got {self.shape!r}")
         object.__setattr__(self, "shape", shape)
         try:
@@ -75,7 +76,7 @@ class CopyPlan:
             raise PlanError(f"CopyPlan: {err}") from None
         object.__setattr__(self, "dtype", d)
         vb = as_int(self.vector_bytes)
-        if vb not in (4, 8, 16) or vb % d.nbytes:
+        if vb is None or vb not in (4, 8, 16) or vb % d.nbytes:
             raise PlanError(
                 f"CopyPlan: vector_bytes must be 4, 8 or 16 (a multiple of the {d} size), got "
                 f"{self.vector_bytes!r}"
@@ -138,15 +139,15 @@ class CopyPlan:
                 f"CopyPlan: {self.threads} threads as {tr} rows of {tk} do not tile the "
                 f"{rows} rows of {per_row} vectors"
             )
-        values = [(v, 1, 1)]
+        values: list[tuple[int, int | None, int]] = [(v, 1, 1)]
         if per_row > tk:
             values.append((per_row // tk, 1, v * tk))
         if rows > tr:
             values.append((rows // tr, 0, tr))
-        threads = [(tk, 1, v), (tr, 0, 1)]
+        threads: list[tuple[int, int | None, int]] = [(tk, 1, v), (tr, 0, 1)]
         return Ownership.from_modes(self.shape, threads, values, f"copy {self.shape}")
 
-    def vector_coord(self, thread: Any, j: int) -> tuple:
+    def vector_coord(self, thread: Any, j: int) -> tuple[Any, ...]:
         """The tile coordinate of the first element of vector ``j`` of ``thread``."""
         v = as_int(j)
         if v is None or not 0 <= v < self.vectors_per_thread:
@@ -266,7 +267,7 @@ def wait_copies(n: int = 0) -> None:
 def _split(ctx: Any, expr: Any) -> tuple[Any, Any]:
     """(part over kernel parameters and thread indices only, the rest)."""
     from tylo.kernel.expand import expand
-    from tylo.kernel.lower import free_symbols
+    from tylo.kernel.freesyms import free_symbols
 
     expr = expand(expr)
     terms = expr.args if expr.is_Add else (expr,)
@@ -275,7 +276,7 @@ def _split(ctx: Any, expr: Any) -> tuple[Any, Any]:
     return sympy.Add(*inv), sympy.Add(*var)
 
 
-def _global_pointer(ctx: Any, tile: Any, coord: tuple) -> Any:
+def _global_pointer(ctx: Any, tile: Any, coord: tuple[Any, ...]) -> Any:
     from tylo.kernel.lower import lower_int
 
     inv, var = _split(ctx, tile.offset(coord))
@@ -289,7 +290,9 @@ def _global_pointer(ctx: Any, tile: Any, coord: tuple) -> Any:
 
 
 @functools.lru_cache(maxsize=256)
-def _dst_tables(plan: CopyPlan, layout_key: Any, modes: tuple, origin: tuple) -> tuple:
+def _dst_tables(
+    plan: CopyPlan, layout_key: Any, modes: tuple[int, ...], origin: tuple[Any, ...]
+) -> tuple[tuple[tuple[int, ...], ...], ...]:
     table = plan.ownership.table()
     v = plan.vector
     return tuple(
@@ -298,7 +301,7 @@ def _dst_tables(plan: CopyPlan, layout_key: Any, modes: tuple, origin: tuple) ->
     )
 
 
-def _source_aligned(plan: CopyPlan, src: Any, origin: tuple | None) -> bool:
+def _source_aligned(plan: CopyPlan, src: Any, origin: tuple[Any, ...] | None) -> bool:
     """Whether every source vector is provably 16-byte aligned under the facts in force."""
     if src.storage.align < plan.vector_bytes:
         return False
@@ -325,7 +328,7 @@ def copy_async(
     dst: Any,
     tid: Any,
     *,
-    origin: tuple | None = None,
+    origin: tuple[Any, ...] | None = None,
     prefetch: int | None = None,
     clamp_rows: bool = False,
 ) -> None:
@@ -377,8 +380,8 @@ def _copy_vector(
     plan: CopyPlan,
     src: Any,
     addr: Any,
-    c: tuple,
-    origin: tuple | None,
+    c: tuple[Any, ...],
+    origin: tuple[Any, ...] | None,
     prefetch: int | None,
     clamp_rows: bool = False,
 ) -> None:
@@ -427,9 +430,9 @@ def _copy_vector(
 def _copy_scalar(
     plan: CopyPlan,
     src: Any,
-    dst_addr: list,
-    coords: list,
-    origin: tuple | None,
+    dst_addr: list[Any],
+    coords: list[tuple[Any, ...]],
+    origin: tuple[Any, ...] | None,
     clamp_rows: bool = False,
 ) -> None:
     """One element at a time: no vector is ever formed from an unaligned source."""

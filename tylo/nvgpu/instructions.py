@@ -173,7 +173,9 @@ def cp_async_wait_group(b: ir.IRBuilder, n: int) -> None:
     )
 
 
-def ldmatrix(b: ir.IRBuilder, addr: ir.Value, *, num: int = 4, trans: bool = False) -> list:
+def ldmatrix(
+    b: ir.IRBuilder, addr: ir.Value, *, num: int = 4, trans: bool = False
+) -> list[ir.Value]:
     """``ldmatrix.sync.aligned.m8n8.x{num}{.trans}.shared.b16`` (sm_75; PTX ISA
     9.7.14.5.15): each of the 8*num first lanes gives the 32-bit shared address of one
     16-byte row; each lane receives ``num`` 32-bit registers, register ``j`` holding row
@@ -214,7 +216,7 @@ def mma_m16n8k16(
     bb: Sequence[ir.Value],
     c: Sequence[ir.Value],
     dtype: Any,
-) -> list:
+) -> list[ir.Value]:
     """``mma.sync.aligned.m16n8k16.row.col.f32.{bf16|f16}.{..}.f32`` (sm_80; PTX ISA
     9.7.14.5.14): D = A*B + C for one warp, A as 4 packed registers, B as 2, C and D as 4
     f32 (the fragments of PTX ISA 9.7.14.5.8). D is tied to C (accumulates in place)."""
@@ -282,7 +284,8 @@ def _bits(t: ir.Type) -> int:
     if isinstance(t, ir.DoubleType):
         return 64
     if isinstance(t, ir.IntType) and t.width in (16, 32, 64):
-        return t.width
+        width: int = t.width
+        return width
     raise PTXOpError(f"shared/global access: unsupported IR type {t}")
 
 
@@ -314,7 +317,7 @@ def ld_shared(b: ir.IRBuilder, addr: ir.Value, ty: ir.Type) -> ir.Value:
     return asm.emit(b, memory=True)[0]
 
 
-def ld_shared_vector(b: ir.IRBuilder, addr: ir.Value, ty: ir.Type, n: int) -> list:
+def ld_shared_vector(b: ir.IRBuilder, addr: ir.Value, ty: ir.Type, n: int) -> list[ir.Value]:
     """``ld.shared.v{n}.b32`` (PTX ISA 9.7.9.8 ld; n = 2 or 4) of 32-bit values from a
     16-byte (v4) or 8-byte (v2) aligned 32-bit shared address; returns the values."""
     if n not in (2, 4) or _bits(ty) != 32:
@@ -385,7 +388,7 @@ def wgmma_commit_group(b: ir.IRBuilder) -> None:
     asm.emit(b, memory=True)
 
 
-def wgmma_wait_group(b: ir.IRBuilder, n: int, registers: Sequence[ir.Value]) -> list:
+def wgmma_wait_group(b: ir.IRBuilder, n: int, registers: Sequence[ir.Value]) -> list[ir.Value]:
     """``wgmma.wait_group.sync.aligned n`` (PTX ISA 9.7.15.6.3), with ``registers`` (the
     pending accumulators) threaded through as in-out operands: their later reads depend on
     the wait, so the compiler cannot hoist them above it."""
@@ -407,7 +410,7 @@ def wgmma_mma_async(
     *,
     trans_a: int | None,
     trans_b: int,
-) -> list:
+) -> list[ir.Value]:
     """``wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T`` (PTX ISA 9.7.15.5.2): ``acc`` the
     N/2 f32 accumulators (in-out), ``a`` an i64 descriptor or 4 packed i32 registers (then
     ``trans_a`` is None), ``b_desc`` an i64 descriptor, ``scale_d`` an i1 (0: D = A*B)."""

@@ -24,14 +24,18 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tylo import dtypes as dt
 from tylo.dtypes import DType
 from tylo.layouts import ComposedLayout, Layout, Swizzle
 from tylo.layouts.proofs import prove_equal
+from tylo.layouts.symbolic import Value as Scalar  # an int or a sympy expression
 from tylo.layouts.symbolic import divides, to_value
 from tylo.nvgpu.errors import PlanError, as_int
+
+if TYPE_CHECKING:
+    from llvmlite import ir
 
 __all__ = [
     "MAX_CLUSTER_CTAS",
@@ -69,7 +73,7 @@ class TMAError(PlanError):
     """A tensor map that the hardware cannot use, or whose shared layout is not the kernel's."""
 
 
-def _flat_modes(layout: Any, what: str) -> tuple[tuple, tuple]:
+def _flat_modes(layout: Any, what: str) -> tuple[tuple[Scalar, ...], tuple[Scalar, ...]]:
     if not isinstance(layout, Layout):
         raise TMAError(f"{what}: the global layout must be a Layout, got {layout!r}")
     shape, stride = layout.shape, layout.stride
@@ -119,8 +123,10 @@ class TensorMapPlan:
         rank = len(shape)
         if not 1 <= rank <= MAX_RANK:
             raise TMAError(f"{what}: TMA tensors have 1 to {MAX_RANK} dimensions, got {rank}")
-        box = tuple(self.box) if isinstance(self.box, (tuple, list)) else (self.box,)
-        box = tuple(b if as_int(b) is None else as_int(b) for b in box)
+        given: tuple[Any, ...] = (
+            tuple(self.box) if isinstance(self.box, (tuple, list)) else (self.box,)
+        )
+        box = tuple(b if (i := as_int(b)) is None else i for b in given)
         if len(box) != rank or any(type(b) is not int or not 1 <= b <= MAX_BOX for b in box):
             raise TMAError(
                 f"{what}: box must give one int in [1, {MAX_BOX}] per dimension ({rank}), "
@@ -155,7 +161,7 @@ class TensorMapPlan:
         self._prove_smem(what)
 
     @staticmethod
-    def _stride_conditions(stride: tuple, d: DType, what: str) -> tuple:
+    def _stride_conditions(stride: tuple[Scalar, ...], d: DType, what: str) -> tuple[Scalar, ...]:
         out = []
         for s in stride:
             if to_value(s) == 1:
@@ -214,12 +220,12 @@ class TensorMapPlan:
         The encoding depends on nothing else, so the last 256 are remembered (a launch loop
         that passes the same arrays encodes once)."""
         rank = len(self.box)
-        seqs = []
+        seqs: list[tuple[int, ...]] = []
         for name, xs in (("extents", extents), ("strides", strides)):
             vals = tuple(as_int(v) for v in xs) if isinstance(xs, (tuple, list)) else ()
             if len(vals) != rank or any(v is None for v in vals):
                 raise TMAError(f"encode: {name} must be {rank} ints, got {xs!r}")
-            seqs.append(vals)
+            seqs.append(tuple(v for v in vals if v is not None))  # all of them, checked above
         addr = as_int(address)
         if addr is None:
             raise TMAError(f"encode: the global address must be an int, got {address!r}")
@@ -297,7 +303,9 @@ class TensorMapPlan:
 
 
 @functools.lru_cache(maxsize=256)
-def _encode_memo(plan: TensorMapPlan, address: int, extents: tuple, strides: tuple) -> bytes:
+def _encode_memo(
+    plan: TensorMapPlan, address: int, extents: tuple[int, ...], strides: tuple[int, ...]
+) -> bytes:
     return plan._encode(address, extents, strides)
 
 
@@ -375,7 +383,7 @@ def _check_tile(op: str, tmap: Any, tile: Any) -> None:
         )
 
 
-def _coords(b: Any, tmap: Any, coords: Any) -> list:
+def _coords(b: Any, tmap: Any, coords: Any) -> list[ir.Value]:
     from tylo.kernel import facts
     from tylo.kernel.context import current
     from tylo.kernel.lower import lower_int

@@ -55,7 +55,9 @@ class LdmatrixLoad(MatrixAccess):
     """One ``ldmatrix.x{num}{.trans}``: fills operand registers ``registers`` (in order)."""
 
 
-def matrix_rows(own: Ownership, warp: int, reg: int, axis: int, trans: bool) -> list[tuple] | None:
+def matrix_rows(
+    own: Ownership, warp: int, reg: int, axis: int, trans: bool
+) -> list[tuple[int, ...]] | None:
     """The start coordinate of each of the 8 rows of the 8x8 matrix in packed register
     ``reg`` of warp ``warp`` (the register layout ldmatrix fills and stmatrix stores: lane
     ``4i + c//2`` holds row ``i``, columns ``c``, slot ``2*reg + c%2``; ``trans``: the matrix
@@ -76,7 +78,9 @@ def matrix_rows(own: Ownership, warp: int, reg: int, axis: int, trans: bool) -> 
     return rows_in_table(own.table(), w, r, axis, trans)
 
 
-def rows_in_table(table: Any, warp: int, reg: int, axis: int, trans: bool) -> list[tuple] | None:
+def rows_in_table(
+    table: Any, warp: int, reg: int, axis: int, trans: bool
+) -> list[tuple[int, ...]] | None:
     """:func:`matrix_rows` on ``table`` (``Ownership.table()``: [thread, slot, axis])."""
     base = WARP * warp
     starts = []
@@ -113,15 +117,16 @@ class OperandLoads:
         base = atom.a if self.operand == "a" else atom.b
         rows = am if self.operand == "a" else an
         rep = self.plan.repeat[0 if self.operand == "a" else 1]
-        return base.tiled((rows * rep, ak), values=[(rep, 0, rows)])
+        own: Ownership = base.tiled((rows * rep, ak), values=[(rep, 0, rows)])
+        return own
 
     @functools.cached_property
-    def _rows(self) -> tuple[bool, list[list[tuple]]]:
+    def _rows(self) -> tuple[bool, list[list[tuple[int, ...]]]]:
         """(trans, per register the start coordinates of its 8 stored rows)."""
 
         own = self.warp_ownership
         table = own.table()
-        rows: list[tuple[bool, list[tuple]]] = []
+        rows: list[tuple[bool, list[tuple[int, ...]]]] = []
         for r in range(own.values // 2):
             found = next(
                 ((t, st) for t in (False, True)
@@ -154,7 +159,7 @@ class OperandLoads:
     def trans(self) -> bool:
         return self.loads[0].trans
 
-    def _lane_table(self, load: LdmatrixLoad) -> list[tuple]:
+    def _lane_table(self, load: LdmatrixLoad) -> list[tuple[int, ...]]:
         starts = self._rows[1]
         n = 8 * load.num
         return [starts[load.registers[(lane % n) // 8]][(lane % n) % 8] for lane in range(32)]
@@ -299,7 +304,9 @@ def _contiguous_axis(tile: Any) -> int:
 
 
 @functools.lru_cache(maxsize=256)
-def _tables(loads: OperandLoads, k_step: int, threads: int) -> tuple:
+def _tables(
+    loads: OperandLoads, k_step: int, threads: int
+) -> tuple[tuple[tuple[int, ...], ...], ...]:
     own = loads.source
     table = own.table()
     return tuple(

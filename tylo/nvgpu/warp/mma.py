@@ -76,7 +76,7 @@ class MMAAtom:
     def __post_init__(self) -> None:
         shape = tuple(self.shape) if isinstance(self.shape, (tuple, list)) else None
         if shape is not None:
-            shape = tuple(v if as_int(v) is None else as_int(v) for v in shape)
+            shape = tuple(v if (i := as_int(v)) is None else i for v in shape)
         if shape is None or not all(type(v) is int for v in shape) or shape not in _ATOMS:
             raise PlanError(
                 f"MMAAtom: shape {self.shape} is not supported; tylo has the warp MMA "
@@ -146,7 +146,7 @@ class TiledMMA:
     warps: tuple[int, int] = (1, 1)
     repeat: tuple[int, int] = (1, 1)
     k: int | None = None
-    proofs: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+    proofs: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.atom, MMAAtom):
@@ -305,7 +305,7 @@ def size(x: Any) -> Any:
 
 def threads(plan: Any) -> int:
     """The number of threads a plan needs."""
-    t = getattr(plan, "threads", None)
+    t: int | None = getattr(plan, "threads", None)
     if t is None:
         raise PlanError(f"threads: {plan!r} is not a plan")
     return t

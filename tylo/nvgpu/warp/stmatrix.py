@@ -43,6 +43,8 @@ from tylo.nvgpu.warp.ldmatrix import (
 )
 from tylo.tile.ownership import Ownership, OwnershipError, fit_modes
 
+Mode = tuple[int, int | None, int]  # (extent, axis, step) of an index, as fit_modes gives
+
 __all__ = [
     "ROW_ELEMENTS",
     "StmatrixError",
@@ -87,7 +89,10 @@ class StmatrixPlan:
     ownership: Ownership
     axis: int = 1
     trans: bool = field(init=False)
-    rows: tuple = field(init=False, repr=False, compare=False)
+    # per warp, per packed register: the start coordinates of the matrix's 8 stored rows
+    rows: tuple[tuple[tuple[tuple[int, ...], ...], ...], ...] = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         own = self.ownership
@@ -171,7 +176,7 @@ class StmatrixPlan:
             )
         return tuple(out)
 
-    def row_coords(self, store: int, thread: int) -> list[tuple]:
+    def row_coords(self, store: int, thread: int) -> list[tuple[int, ...]]:
         """The 8 coordinates of the row that ``thread`` addresses in ``store``."""
         s, t = as_int(store), as_int(thread)
         if s is None or not 0 <= s < len(self.stores) or t is None:
@@ -187,7 +192,7 @@ class StmatrixPlan:
         return [tuple(s + c * u for s, u in zip(start, unit)) for c in range(ROW_ELEMENTS)]
 
     @functools.cached_property
-    def address_modes(self) -> tuple[tuple[list, list], ...]:
+    def address_modes(self) -> tuple[tuple[list[Mode], list[Mode]], ...]:
         """Per store, the thread index's lane and warp modes ``(extent, axis, step)`` giving
         ``tables[store][t] - tables[store][0]`` (so the address is an expression of the
         thread index); :class:`StmatrixError` when the addresses are not linear in the
@@ -216,7 +221,7 @@ class StmatrixPlan:
             out.append((lane_modes, warp_modes))
         return tuple(out)
 
-    def address_coord(self, store: int, tid: Any) -> tuple:
+    def address_coord(self, store: int, tid: Any) -> tuple[Any, ...]:
         """The coordinate thread ``tid`` (an int or index expression) addresses in
         ``store``: ``tables[store][tid]`` as an expression."""
         from tylo.layouts.symbolic import floor_div, mod
@@ -264,7 +269,7 @@ def _contiguous_axis(tile: Any) -> int:
     raise StmatrixError(f"stmatrix: the shared tile {tile!r} is contiguous along neither axis")
 
 
-_CHECKED: set = set()
+_CHECKED: set[tuple[object, ...]] = set()
 
 
 def _check_rows(plan: StmatrixPlan, tile: Any) -> None:

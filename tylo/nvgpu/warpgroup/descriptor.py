@@ -56,6 +56,9 @@ SWIZZLES: dict[str, tuple[int, int]] = {
 }
 _SWIZZLE_BITS = {"32B": 1, "64B": 2, "128B": 3}
 K_STEP = 16  # wgmma's K for 16-bit inputs (m64nNk16)
+
+# a tile's (row, k) coordinate to its layout's own coordinate (the identity for a whole tile)
+CoordinateMap = Callable[[tuple[int, int]], tuple[Any, ...]]
 _FIELD_LIMIT = 1 << 18  # 14-bit fields of bytes >> 4
 
 
@@ -198,10 +201,15 @@ def _same_swizzle(a: Swizzle | None, b: Swizzle | None) -> bool:
     return (a.bits, a.base, a.shift) == (b.bits, b.base, b.shift)
 
 
-def _fields(major: str, swizzle: str, pre: Callable[[int, int], int], t: int, rows: int) -> tuple:
+def _fields(
+    major: str, swizzle: str, pre: Callable[[int, int], int], t: int, rows: int
+) -> tuple[int, int]:
     """(lbo, sbo) in elements, read off the tile (coordinates relative to the k-step)."""
     x = SWIZZLES[swizzle][0] // 16
-    at = lambda r, k: pre(r, k) - pre(0, 0)  # noqa: E731 - a local offset reader
+
+    def at(r: int, k: int) -> int:  # a local offset reader
+        return pre(r, k) - pre(0, 0)
+
     if major == "K":
         sbo = at(8, 0) if rows > 8 else 8 * x * t
         lbo = at(0, t) if swizzle == "none" else t  # unused when swizzled: 16 bytes
@@ -220,9 +228,9 @@ def derive_descriptor(
     rows: int,
     *,
     k_offset: int = 0,
-    coordinate: Callable[[tuple], tuple] | None = None,
+    coordinate: CoordinateMap | None = None,
     what: str = "wgmma operand",
-    extents: tuple[int, int] | None = None,
+    extents: tuple[int, ...] | None = None,
 ) -> MatrixDescriptor:
     """The descriptor that reads the (rows, 16) k-step at column ``k_offset`` of an operand
     tile with this static ``layout`` (coordinates ``(row, k)``; ``coordinate`` maps them to
@@ -264,15 +272,16 @@ def derive_descriptor(
         raise PlanError(f"{what}: coordinate must be callable, got {coordinate!r}")
     if extents is not None:
         ext = tuple(as_int(e) for e in extents) if isinstance(extents, (tuple, list)) else ()
-        if len(ext) != 2 or any(e is None or e < 0 for e in ext):
+        checked = tuple(e for e in ext if e is not None and e >= 0)
+        if len(ext) != 2 or len(checked) != 2:
             raise PlanError(f"{what}: extents must be two non-negative ints, got {extents!r}")
-        extents = ext
+        extents = checked
     from tylo.nvgpu.bounds import layout_extents
 
     if not isinstance(layout, (Layout, ComposedLayout)) or not layout.is_static:
         raise PlanError(f"{what}: the shared layout must be a static Layout, got {layout!r}")
     swz, off, inner = _split(layout)
-    coord = coordinate or (lambda c: c)
+    coord: CoordinateMap = coordinate or (lambda c: c)
     if coordinate is None and extents is None:
         extents = layout_extents(layout)
     _check_bounds(layout, rows, k_offset, coord, what, extents)
@@ -280,7 +289,7 @@ def derive_descriptor(
 
 
 def _check_bounds(
-    layout: Any, rows: int, k_offset: int, coord: Callable, what: str, extents: Any
+    layout: Any, rows: int, k_offset: int, coord: CoordinateMap, what: str, extents: Any
 ) -> None:
     """The k-step lies inside ``extents`` (the tile's) and maps inside the layout's domain."""
     from tylo.nvgpu.bounds import layout_extents, region_text
@@ -309,7 +318,17 @@ def _check_bounds(
                 )
 
 
-def _derive(swz, off, inner, d, rows, k_offset, coord, what, text) -> MatrixDescriptor:
+def _derive(
+    swz: Swizzle | None,
+    off: int,
+    inner: Any,
+    d: dt.DType,
+    rows: int,
+    k_offset: int,
+    coord: CoordinateMap,
+    what: str,
+    text: str,
+) -> MatrixDescriptor:
     t = 16 // d.nbytes
 
     @functools.cache
@@ -318,7 +337,7 @@ def _derive(swz, off, inner, d, rows, k_offset, coord, what, text) -> MatrixDesc
         return int(off + (inner(*c) if len(c) > 1 else inner(c[0])))
 
     start = pre(0, 0)
-    reasons = []
+    reasons: list[str] = []
     for major in ("K", "MN"):
         for swizzle in SWIZZLES:
             want = _elem_swizzle(swizzle, d.nbytes)
@@ -354,7 +373,9 @@ def _derive(swz, off, inner, d, rows, k_offset, coord, what, text) -> MatrixDesc
     )
 
 
-def _first_mismatch(pre: Callable, lin: Layout, rows: int, start: int) -> tuple | None:
+def _first_mismatch(
+    pre: Callable[[int, int], int], lin: Layout, rows: int, start: int
+) -> tuple[int, int, int, Any] | None:
     for k in range(K_STEP):
         for r in range(rows):
             got = pre(r, k) - start

@@ -72,7 +72,7 @@ class WarpgroupMMAAtom:
     def __post_init__(self) -> None:
         shape = tuple(self.shape) if isinstance(self.shape, (tuple, list)) else self.shape
         if type(shape) is tuple:
-            shape = tuple(v if as_int(v) is None else as_int(v) for v in shape)
+            shape = tuple(v if (i := as_int(v)) is None else i for v in shape)
         ok = (
             type(shape) is tuple
             and len(shape) == 3
@@ -273,14 +273,14 @@ def fence_shared_to_async() -> None:
     _emit(fence_proxy_async_shared)
 
 
-def _groups() -> dict:
+def _groups() -> dict[str, Any]:
     """This trace's wgmma group bookkeeping: the accumulators issued since the last commit,
     how many groups were committed (in program order, as traced), and the region each
     commit was traced in (``scopes``, one per group)."""
     from tylo.kernel.context import current
 
     ctx = current()
-    state = getattr(ctx, "_wgmma_groups", None)
+    state: dict[str, Any] | None = getattr(ctx, "_wgmma_groups", None)
     if state is None:
         state = {"open": [], "committed": 0, "scopes": []}
         ctx._wgmma_groups = state
