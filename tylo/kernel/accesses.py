@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tylo.errors import TyloError
-from tylo.kernel import access_bounds, facts
+from tylo.kernel import access_bounds, facts, races
 from tylo.kernel.access_counts import summary_line
 from tylo.kernel.errors import OutOfBoundsError
 from tylo.kernel.spec import BOUNDS_POLICIES
@@ -123,6 +123,7 @@ class AccessReport:
     kernel: str
     accesses: tuple[Access, ...] = field(default_factory=tuple)
     assumed: tuple[str, ...] = ()
+    races: tuple[Any, ...] = ()
 
     def count(self, state: str) -> int:
         """How many accesses are in ``state`` (``"proved"``, ``"guarded"``, ``"unproved"``)."""
@@ -136,6 +137,14 @@ class AccessReport:
         """``(proved, guarded, unproved)``."""
         return self.count(PROVED), self.count(GUARDED), self.count(UNPROVED)
 
+    def race_summary(self) -> str:
+        """``races: N race-free, R races, U not proved`` over the shared-access pairs."""
+        states = [r.state for r in self.races]
+        return (
+            f"races: {states.count('race-free')} race-free, {states.count('race')} races, "
+            f"{states.count('not proved')} not proved"
+        )
+
     def summary(self) -> str:
         """``accesses: N proved, G guarded, U unproved``."""
         return summary_line(self.counts())
@@ -144,7 +153,10 @@ class AccessReport:
         lines = [f"kernel {self.kernel}:"]
         lines += [f"  assumed (checked at every launch): {text}" for text in self.assumed]
         lines += [f"  {a.describe()}" for a in self.accesses]
+        lines += [f"  {r.describe()}" for r in self.races]
         lines.append(self.summary())
+        if self.races:
+            lines.append(self.race_summary())
         return "\n".join(lines)
 
 
@@ -170,6 +182,8 @@ def record(
     space: str,
     extent: int | None,
     param: int | None,
+    base: Any = None,
+    nbytes: int = 0,
 ) -> None:
     """Record the access of ``width`` elements at element ``offset`` of the array ``name``
     in ``space`` (``extent`` elements where known statically; ``param``: the kernel
@@ -239,6 +253,8 @@ def record(
         )
         parts = []
     state = UNPROVED if reasons else GUARDED if parts else PROVED
+    if space == "shared" and nbytes:
+        races.note(ctx, base, expr, width, nbytes, kind, tuple(relations), f"{file}:{line}")
     if parts:
         ctx.bounds_guards.append((param, name, parts, f"{file}:{line}", expr))
     ctx.accesses.append(

@@ -117,6 +117,14 @@ class TraceContext:
         # lines of the enclosing dynamic branches whose condition the facts do not hold
         # (a runtime value, a disjunction): an access there may not run for every index
         self.opaque_branches: list[int | None] = []
+        # the race check (tylo.kernel.races): block barriers so far, the shared accesses,
+        # each tylo.shared allocation's base pointer (by id, kept alive here) -> its name,
+        # and whether the kernel synchronizes by other means (tylo.ptx barriers, mbarriers)
+        self.barrier_epoch = 0
+        self.shared_accesses: list[Any] = []
+        self.shared_allocs: dict[int, str] = {}
+        self.shared_bases: list[Any] = []
+        self.other_sync = False
         self.target = target
         self.kernel_code: Any = None  # the kernel's code object (trace.py; returned values)
         entry = function.append_basic_block("entry")

@@ -173,11 +173,13 @@ def sync_threads() -> None:
     ctx = current()
     fn = ctx.module.intrinsic("llvm.nvvm.barrier0", ir.VoidType(), [])
     ctx.builder.call(fn, [])
+    ctx.barrier_epoch += 1  # the race check's epochs (tylo.kernel.races)
 
 
 def sync_warp(mask: int = FULL_MASK) -> None:
     """Barrier for the lanes of ``mask`` in the warp (``bar.warp.sync``, ``__syncwarp``)."""
     ctx = current()
+    ctx.other_sync = True  # orders a warp's lanes: the race check claims no race then
     fn = ctx.module.intrinsic("llvm.nvvm.bar.warp.sync", ir.VoidType(), [ir.IntType(32)])
     ctx.builder.call(fn, [_i32(mask, "sync_warp mask")])
 
@@ -367,6 +369,8 @@ def ptx(
     if not isinstance(instruction, str):
         raise TraceError(f"tylo.ptx: the instruction must be a str, got {instruction!r}")
     template = any(ch in instruction for ch in " ${};")
+    if any(w in instruction for w in ("bar", "fence", "membar")):
+        ctx.other_sync = True  # synchronization the race check does not model
     if not template and not _NAME_RE.match(instruction):
         raise TraceError(f"tylo.ptx: {instruction!r} is not a PTX instruction name")
     if template:

@@ -198,6 +198,8 @@ class Tensor:
             space=self.space,
             extent=self.extent,
             param=self.param,
+            base=self.base,
+            nbytes=self.dtype.nbytes,
         )
 
     def _pointer(self, offset: Any, elem: ir.Type | None = None) -> ir.Value:
@@ -497,6 +499,8 @@ def shared(dtype: Any, layout_or_size: Any, *, align: int = 16, name: str = "sme
     gv = ctx.module.shared_array(name, memory_type(d), n, align=max(align, d.nbytes))
     zero = ir.IntType(32)(0)
     base = gv.gep([zero, zero])
+    ctx.shared_allocs[id(base)] = gv.name  # one allocation, for the race check
+    ctx.shared_bases.append(base)
     pad = -ctx.static_shared_bytes % max(align, d.nbytes)
     ctx.static_shared_bytes += pad + n * d.nbytes
     return Tensor(

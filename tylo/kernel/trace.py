@@ -226,8 +226,11 @@ def _access_results(
     from tylo.kernel.accesses import PROVED, AccessReport
     from tylo.kernel.bounds_check import build_guards
     from tylo.kernel.errors import BoundsProofError
+    from tylo.kernel.races import check as check_races
 
-    report = AccessReport(name, tuple(ctx.accesses), tuple(g.text for g in ctx.guards))
+    report = AccessReport(
+        name, tuple(ctx.accesses), tuple(g.text for g in ctx.guards), check_races(ctx)
+    )
     if ctx.bounds_policy == "prove":
         open_ = [a for a in report.accesses if a.state != PROVED]
         if open_:
