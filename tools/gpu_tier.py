@@ -10,6 +10,12 @@ finished. Shards run in different calls are merged afterwards::
     TYLO_REQUIRE_GPU_RUNTIME=1 python tools/gpu_tier.py --of 4 --shards 3..4 --out $OUT/b
     python tools/gpu_tier.py --merge a b --out merged
 
+A shard past its ``--timeout`` is stopped with SIGABRT first: each of its Python processes
+(the xdist workers too) writes every thread's traceback into the shard's log
+(``PYTHONFAULTHANDLER``), which shows where it hung; then SIGKILL. Its record keeps how
+many results its progress lines had printed (``results_printed``): a shard whose pytest
+hangs after its last test (the H100 run of 2026-12-08) says so.
+
 Both modes print one line ``N passed, N failed, N skipped`` (failed counts errors too) and
 write ``summary.json``: the commit and whether the work tree was dirty, Python, the GPU,
 the settings, each shard's counts, skip reasons and failures, and whether every shard of
@@ -20,6 +26,7 @@ the N ran every test it collected (``complete``). Exit status: 0 when complete w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -142,6 +149,35 @@ def collected(i: int, n: int, args: argparse.Namespace) -> int | None:
     return sum(1 for line in proc.stdout.splitlines() if "::" in line)
 
 
+def stop_group(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
+    """End a shard at its timeout: SIGABRT to its process group first (each Python process
+    dumps its threads' tracebacks, :mod:`faulthandler`), then SIGKILL after ``grace``
+    seconds to whatever is left."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGABRT)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+_PROGRESS = re.compile(r"^([.sFExX]+)\s*(\[\s*\d+%\])?\s*$")
+
+
+def results_printed(log: Path) -> int:
+    """How many test results pytest's ``-q`` progress lines in ``log`` show (``.``, ``s``,
+    ``F``, ``E``, ``x``, ``X``): what a shard stopped at its timeout had finished."""
+    count = 0
+    for line in log.read_text(errors="replace").splitlines():
+        m = _PROGRESS.match(line)
+        if m is not None:
+            count += len(m.group(1))
+    return count
+
+
 def run_shard(i: int, n: int, out: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Run shard ``i`` of ``n`` as its own pytest process; its record for the summary."""
     stem = f"shard-{i}-of-{n}"
@@ -167,15 +203,17 @@ def run_shard(i: int, n: int, out: Path, args: argparse.Namespace) -> dict[str, 
     with log.open("w") as f:
         f.write("$ " + " ".join(cmd) + "\n")
         f.flush()
+        # PYTHONFAULTHANDLER: on SIGABRT at the timeout every Python process of the shard
+        # (xdist workers too) writes each thread's traceback into the log: where it hung
+        env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
         proc = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+            cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, env=env
         )
         try:
             rc: int | None = proc.wait(timeout=args.timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            stop_group(proc)
             rc = None
     record: dict[str, Any] = {
         "shard": f"{i}/{n}",
@@ -186,6 +224,7 @@ def run_shard(i: int, n: int, out: Path, args: argparse.Namespace) -> dict[str, 
         "seconds": round(time.monotonic() - start, 1),
         "log": log.name,
         "junit": junit.name,
+        "results_printed": results_printed(log),
     }
     if junit.exists():
         record.update(read_junit(junit))
@@ -304,7 +343,11 @@ def run_mode(args: argparse.Namespace) -> int:
         record = run_shard(i, args.of, out, args)
         shards.append(record)
         write_summary(out, summarize(meta, shards))
-        end = "timed out" if record["timed_out"] else f"exit {record['exit_status']}"
+        end = (
+            f"timed out after {record['results_printed']} results were printed"
+            if record["timed_out"]
+            else f"exit {record['exit_status']}"
+        )
         print(
             f"shard {record['shard']}: {summary_line(record)} in {record['seconds']} s ({end})",
             flush=True,

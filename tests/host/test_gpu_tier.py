@@ -163,10 +163,33 @@ def test_a_shard_killed_at_its_timeout_is_unfinished(tmp_path) -> None:
     r = driver(
         "--of", "1", "--workers", "0", "--timeout", "4", "--out", str(tmp_path / "o"), str(d)
     )
-    assert r.returncode == 1 and "(timed out)" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 1 and "(timed out after 0 results" in r.stdout, r.stdout + r.stderr
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["unfinished"] == ["1/1"] and summary["complete"] is False
     assert summary["shards"][0]["timed_out"] is True
+    # the stop dumps each thread's traceback into the log: where the shard hung
+    log = (tmp_path / "o" / "shard-1-of-1.log").read_text()
+    assert "in test_sleeps" in log.split("Fatal Python error: Aborted")[-1]
+
+
+def test_a_shard_that_hangs_after_its_tests_says_how_many_results_it_printed(tmp_path) -> None:
+    """The H100 run's shard 2 printed a result for each test, then its pytest never
+    exited: the summary keeps the count the progress lines show."""
+    d = tmp_path / "hang"
+    d.mkdir()
+    hang = (  # after the tests (not in the driver's collection run)
+        "\n\ndef pytest_unconfigure(config):\n    import time\n"
+        "    if not config.option.collectonly:\n        time.sleep(60)\n"
+    )
+    (d / "conftest.py").write_text(CONFTEST + hang)
+    (d / "test_quick.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
+    r = driver(
+        "--of", "1", "--workers", "0", "--timeout", "8", "--out", str(tmp_path / "o"), str(d)
+    )
+    assert "timed out after 2 results were printed" in r.stdout, r.stdout + r.stderr
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["shards"][0]["results_printed"] == 2 and summary["complete"] is False
+    assert "pytest_unconfigure" in (tmp_path / "o" / "shard-1-of-1.log").read_text()
 
 
 @pytest.mark.parametrize(
