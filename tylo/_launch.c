@@ -16,7 +16,9 @@
  *     only for an empty array);
  *   - the stream: None (the legacy default stream) or an int handle;
  *   - the values: int facts (lo <= v <= hi, v % multiple == 0), pointer alignment, the
- *     kernel's guards (a Python callable on the tuple of values, when it has any), and
+ *     kernel's guards (a Python callable on the tuple of values, when it has any; one
+ *     with the attribute tylo_launch_guard is called on (values, args, dims): the
+ *     bounds guards read each array's extent), and
  *     the dynamic shared memory (dyn <= shared <= 48 KB, or the raised limit in smem);
  *   - then writes the CUlaunchConfig and the values into its own buffer and calls
  *     cuLaunchKernelEx(config, function, kernelParams, NULL) with the GIL released; a
@@ -96,7 +98,13 @@ static PyObject *il_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
     self->default_smem = default_smem;
     Py_INCREF(tls); self->tls = tls;
     Py_INCREF(failed); self->failed = failed;
-    if (guard != Py_None) { Py_INCREF(guard); self->guard = guard; }
+    if (guard != Py_None) {
+        Py_INCREF(guard);
+        self->guard = guard;
+        /* a guard that also reads the arguments and the launch dimensions (the bounds
+         * guards read each array's extent): called as guard(values, args, dims) */
+        self->guard_sees_launch = PyObject_HasAttrString(guard, "tylo_launch_guard");
+    }
     Py_INCREF(smem); self->smem = smem;
     self->keep = PyTuple_Pack(4, args, slots, ints, aligns); /* owns what ArgSpec borrows */
     if (!self->keep) goto fail;
@@ -464,7 +472,9 @@ PyObject *il_launch(InlineLaunch *self, PyObject *dims, PyObject *args, PyObject
             }
             PyTuple_SET_ITEM(vals, i, x);
         }
-        PyObject *ok = PyObject_CallOneArg(self->guard, vals);
+        PyObject *ok = self->guard_sees_launch
+                           ? PyObject_CallFunctionObjArgs(self->guard, vals, args, dims, NULL)
+                           : PyObject_CallOneArg(self->guard, vals);
         Py_DECREF(vals);
         if (!ok) MISS(NULL);
         int truth = PyObject_IsTrue(ok);

@@ -55,6 +55,7 @@ typedef struct {
     unsigned long thread;
     long ordinal;
     PyObject *tls, *failed, *guard, *smem, *keep;
+    int guard_sees_launch; /* guard(values, args, dims): it has tylo_launch_guard */
     unsigned long long dyn, default_smem;
     Py_ssize_t nargs, nslots, nints, naligns;
     ArgSpec *args;

@@ -85,6 +85,12 @@ PyMODINIT_FUNC PyInit__launch(void) {
         Py_DECREF(m);
         return NULL;
     }
+    /* guards called on (values, args, dims) when they have tylo_launch_guard (the bounds
+     * guards); an older build leaves such specializations to the Python inline path */
+    if (PyModule_AddIntConstant(m, "LAUNCH_GUARDS", 1) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&LauncherBaseType);
     if (PyModule_AddObject(m, "LauncherBase", (PyObject *)&LauncherBaseType) < 0) {
         Py_DECREF(&LauncherBaseType);

@@ -217,6 +217,30 @@ def test_repeated_launches_take_the_inline_path(recorder):
     assert all(c[1:4] == ((4, 1, 1), (256, 1, 1), 0) for c in recorder[1:])
 
 
+def test_the_inline_path_checks_the_bounds_guards(recorder):
+    """add_one writes out[i] for i < n over 4 x 256 threads: the inline function (the C
+    one with the extension) accepts arrays long enough and declines a short one, which the
+    checked path then refuses before the driver."""
+    k = make_kernel()
+    assert k.accesses(F32, F32, int, block=256).count("guarded") == 2
+    launcher = k[4, 256]
+    out, x = array(0x1000), array(0x2000)  # 256 elements
+    launcher(out, x, 200)
+    launcher(out, x, 201)  # makes the inline function
+    if fastpath.ACCELERATED:
+        assert type(launcher.inline).__name__ == "InlineLaunch"
+    assert launcher.inline(launcher.dims, (out, x, 256), 0, None) is True
+    assert launcher.inline(launcher.dims, (out, x, 257), 0, None) is False  # x[256]: past
+    before = len(recorder)
+    with pytest.raises(tylo.OutOfBoundsLaunchError, match=r"argument 'x'.*n = 257"):
+        launcher(out, x, 257)
+    with pytest.raises(tylo.OutOfBoundsLaunchError, match=r"len\(x\) = 100"):
+        launcher(out, array(0x3000, n=100), 200)
+    assert len(recorder) == before  # no refused launch reached the driver
+    launcher(out, x, 256)
+    assert recorder[-1][0] == "direct"
+
+
 def test_inline_guards_send_other_arguments_elsewhere(recorder):
     k = make_kernel()
     launcher = k[1, 64]

@@ -128,7 +128,7 @@ def make_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) -> An
     generated Python one, which do the same."""
     if (
         ACCELERATED
-        and hot.bounds is None  # the C path reads no extents: the Python one checks them
+        and (hot.bounds is None or getattr(_accel, "LAUNCH_GUARDS", 0))  # see _c_inline
         and all(
             s.kind not in ("buffer", "owned", "torch", "tensor_map") or type(s.device) is int
             for s in specs
@@ -151,6 +151,8 @@ def _c_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) -> Any:
         from tylo.kernel.guards import compile_guards
 
         guard = compile_guards(entry.guards)
+    if hot.bounds is not None:  # and the bounds guards, on the arrays' extents
+        guard = _launch_guard(guard, hot.bounds.passes)
     slots = tuple(
         (i, p.code, off) for i, p, off in zip(entry.runtime, record.signature, record.offsets)
     )
@@ -174,6 +176,18 @@ def _c_inline(hot: Hot, record: Any, tid: int, specs: Sequence[ArgSpec]) -> Any:
         # takes the other launches as it did
         *(hot.attrs if hot.attrs[1] else ()),
     )
+
+
+def _launch_guard(guard: Any, bounds_ok: Any) -> Any:
+    """The C path's guard for a specialization with bounds guards: called on ``(values,
+    args, dims)`` (it has ``tylo_launch_guard``), true when the kernel's guards and the
+    bounds guards hold; false sends the launch to the checked path, which raises."""
+
+    def check(values: Any, args: Any, dims: Any) -> bool:
+        return (guard is None or bool(guard(values))) and bounds_ok(dims, args, values)
+
+    check.tylo_launch_guard = True  # type: ignore[attr-defined]
+    return check
 
 
 _KINDS = {"buffer": 0, "torch": 1, "int": 2, "float": 3, "static": 4, "owned": 5, "tensor_map": 6}
