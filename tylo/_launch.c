@@ -16,9 +16,8 @@
  *     only for an empty array);
  *   - the stream: None (the legacy default stream) or an int handle;
  *   - the values: int facts (lo <= v <= hi, v % multiple == 0), pointer alignment, the
- *     kernel's guards (a Python callable on the tuple of values, when it has any; one
- *     with the attribute tylo_launch_guard is called on (values, args, dims): the
- *     bounds guards read each array's extent), and
+ *     kernel's guards (a Python callable on the tuple of values, or, with the attribute
+ *     tylo_launch_guard, on (values, args, dims): the bounds guards), and
  *     the dynamic shared memory (dyn <= shared <= 48 KB, or the raised limit in smem);
  *   - then writes the CUlaunchConfig and the values into its own buffer and calls
  *     cuLaunchKernelEx(config, function, kernelParams, NULL) with the GIL released; a
@@ -98,11 +97,9 @@ static PyObject *il_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
     self->default_smem = default_smem;
     Py_INCREF(tls); self->tls = tls;
     Py_INCREF(failed); self->failed = failed;
-    if (guard != Py_None) {
+    if (guard != Py_None) { /* tylo_launch_guard: called on (values, args, dims) */
         Py_INCREF(guard);
         self->guard = guard;
-        /* a guard that also reads the arguments and the launch dimensions (the bounds
-         * guards read each array's extent): called as guard(values, args, dims) */
         self->guard_sees_launch = PyObject_HasAttrString(guard, "tylo_launch_guard");
     }
     Py_INCREF(smem); self->smem = smem;
@@ -450,35 +447,8 @@ PyObject *il_launch(InlineLaunch *self, PyObject *dims, PyObject *args, PyObject
         AlignCheck *c = &self->aligns[i];
         if (self->values[c->arg].u % c->align) MISS(Py_False);
     }
-    if (self->guard) { /* the kernel's assumptions, as Python: on the launch values */
-        PyObject *vals = PyTuple_New(self->nargs);
-        if (!vals) MISS(NULL);
-        for (Py_ssize_t i = 0; i < self->nargs; i++) {
-            PyObject *x;
-            switch (self->args[i].kind) {
-            case K_BUFFER:
-            case K_OWNED:
-            case K_TORCH: x = PyLong_FromUnsignedLongLong(self->values[i].u); break;
-            case K_FLOAT: x = PyFloat_FromDouble(self->values[i].d); break;
-            case K_TENSOR_MAP: /* its value is its bytes, as on the reader path */
-                x = PyBytes_FromStringAndSize(self->buffer + self->args[i].raw_offset,
-                                              self->args[i].raw_size);
-                break;
-            default: x = PyTuple_GET_ITEM(args, i); Py_INCREF(x);
-            }
-            if (!x) {
-                Py_DECREF(vals);
-                MISS(NULL);
-            }
-            PyTuple_SET_ITEM(vals, i, x);
-        }
-        PyObject *ok = self->guard_sees_launch
-                           ? PyObject_CallFunctionObjArgs(self->guard, vals, args, dims, NULL)
-                           : PyObject_CallOneArg(self->guard, vals);
-        Py_DECREF(vals);
-        if (!ok) MISS(NULL);
-        int truth = PyObject_IsTrue(ok);
-        Py_DECREF(ok);
+    if (self->guard) { /* the kernel's assumptions, as Python: il_guard (_launch_module.c) */
+        int truth = il_guard(self, args, dims);
         if (truth < 0) MISS(NULL);
         if (!truth) MISS(Py_False);
     }

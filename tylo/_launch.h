@@ -68,6 +68,9 @@ typedef struct {
     Value *values;  /* scratch, one per argument */
 } InlineLaunch;
 
+/* the guard on one launch (_launch_module.c): 1 holds, 0 not, -1 with an exception */
+int il_guard(InlineLaunch *self, PyObject *args, PyObject *dims);
+
 /* the buffer's alignment: the largest a parameter declares (a CUtensorMap's 64 bytes) */
 #define BUFFER_ALIGN 64
 

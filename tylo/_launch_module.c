@@ -61,6 +61,42 @@ static PyTypeObject LauncherBaseType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* The guard of an InlineLaunch on this launch: 1 when it holds, 0 when not, -1 with an
+ * exception. The values as the reader path gives them (pointers and ints as ints, floats,
+ * a tensor map's bytes, statics as they are); a guard with tylo_launch_guard (the bounds
+ * guards, which read each array's extent) also gets the arguments and the dimensions. */
+int il_guard(InlineLaunch *self, PyObject *args, PyObject *dims) {
+    PyObject *vals = PyTuple_New(self->nargs);
+    if (!vals) return -1;
+    for (Py_ssize_t i = 0; i < self->nargs; i++) {
+        PyObject *x;
+        switch (self->args[i].kind) {
+        case K_BUFFER:
+        case K_OWNED:
+        case K_TORCH: x = PyLong_FromUnsignedLongLong(self->values[i].u); break;
+        case K_FLOAT: x = PyFloat_FromDouble(self->values[i].d); break;
+        case K_TENSOR_MAP: /* its value is its bytes, as on the reader path */
+            x = PyBytes_FromStringAndSize(self->buffer + self->args[i].raw_offset,
+                                          self->args[i].raw_size);
+            break;
+        default: x = PyTuple_GET_ITEM(args, i); Py_INCREF(x);
+        }
+        if (!x) {
+            Py_DECREF(vals);
+            return -1;
+        }
+        PyTuple_SET_ITEM(vals, i, x);
+    }
+    PyObject *ok = self->guard_sees_launch
+                       ? PyObject_CallFunctionObjArgs(self->guard, vals, args, dims, NULL)
+                       : PyObject_CallOneArg(self->guard, vals);
+    Py_DECREF(vals);
+    if (!ok) return -1;
+    int truth = PyObject_IsTrue(ok);
+    Py_DECREF(ok);
+    return truth;
+}
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "tylo._launch",
     "The inline launch path in C (see tylo.kernel.fastpath).", -1, NULL, NULL, NULL, NULL, NULL,

@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tylo.arrays import DeviceArray as _DeviceArray
+from tylo.arrays import DeviceBuffer as _DeviceBuffer
 from tylo.kernel.errors import OutOfBoundsLaunchError, TraceError
 from tylo.kernel.guardexpr import GuardDataError
 from tylo.kernel.guards import Guard, compile_guards
@@ -112,22 +114,47 @@ def extent_of(arg: Any, nbytes: int) -> int:
     """The number of ``nbytes``-byte elements from ``arg``'s address to the end of the
     elements it describes: one past its largest element offset (by shape and strides;
     0 for an empty array), in bytes over ``nbytes``. ``arg`` is anything a pointer
-    parameter accepts (a torch tensor, a tylo DeviceBuffer, an object with
+    parameter accepts (a torch tensor, a tylo DeviceBuffer or DeviceArray, an object with
     ``__cuda_array_interface__`` or ``__dlpack__``, a ``tylo.ArraySpec``)."""
+    fast = _FAST.get(type(arg))
+    if fast is not None:
+        return fast(arg, nbytes)
+    if isinstance(arg, _DeviceArray):  # a subclass (tylo.ArraySpec)
+        return _tylo_array(arg, nbytes)
     numel = getattr(arg, "numel", None)
     if numel is not None and callable(numel) and hasattr(arg, "element_size"):  # torch
         if numel() == 0:
             return 0
-        shape, strides, itemsize = tuple(arg.shape), tuple(arg.stride()), arg.element_size()
-    else:
-        from tylo.arrays import as_device_array
+        return _span(arg.shape, arg.stride(), arg.element_size(), nbytes)
+    from tylo.arrays import as_device_array
 
-        a = as_device_array(arg)
-        shape, strides, itemsize = a.shape, a.strides, a.dtype.nbytes
-        if a.size == 0:
+    a = as_device_array(arg)
+    return _span(a.shape, a.strides, a.dtype.nbytes, nbytes)
+
+
+def _span(shape: Any, strides: Any, itemsize: int, nbytes: int) -> int:
+    last = 0
+    for s, st in zip(shape, strides):
+        if s == 0:
             return 0
-    last = sum((s - 1) * st for s, st in zip(shape, strides) if st > 0)
+        if st > 0:
+            last += (s - 1) * st
     return (last + 1) * itemsize // nbytes
+
+
+def _tylo_array(arg: Any, nbytes: int) -> int:
+    """A DeviceArray, DeviceBuffer or ArraySpec: shape and strides in elements."""
+    shape = arg.shape
+    if len(shape) == 1:  # the common case, without the loop
+        n = shape[0]
+        if n == 0:
+            return 0
+        st = arg.strides[0]
+        return ((n - 1) * st + 1 if st > 0 else 1) * arg.dtype.nbytes // nbytes
+    return _span(shape, arg.strides, arg.dtype.nbytes, nbytes)
+
+
+_FAST: dict[type, Any] = {_DeviceArray: _tylo_array, _DeviceBuffer: _tylo_array}
 
 
 def make_checker(
