@@ -171,9 +171,8 @@ def _bytes(a: _Shared, threads: list[tuple[int, int, int]]) -> dict[int, list[in
     syms = sorted(a.offset.free_symbols | {s for r in a.relations for s in r.free_symbols},
                   key=str)  # fmt: skip
     names = [str(s) for s in syms]
-    offset = sympy.lambdify(syms, a.offset, "math") if syms else (lambda: int(a.offset))
-    conds = [sympy.lambdify(syms, r, "math") if syms else (lambda r=r: bool(r))
-             for r in a.relations]  # fmt: skip
+    offset = _function(syms, a.offset) if syms else (lambda: int(a.offset))
+    conds = [_function(syms, r) if syms else (lambda r=r: bool(r)) for r in a.relations]
     out: dict[int, list[int]] = {}
     for k, t in enumerate(threads):
         env = [t[_TID.index(n)] for n in names]
@@ -183,6 +182,17 @@ def _bytes(a: _Shared, threads: list[tuple[int, int, int]]) -> dict[int, list[in
         for byte in range(start, start + a.width * a.nbytes):
             out.setdefault(byte, []).append(k)
     return out
+
+
+def _function(syms: list[Any], expr: Any) -> Any:
+    """``expr`` as a Python function of ``syms``: ``math`` for the arithmetic, and each
+    other function it applies (tylo's ``SwizzleXor``, say) by its own evaluation on ints."""
+    applied = {
+        type(f).__name__: (lambda *xs, F=type(f): F(*xs))
+        for f in expr.atoms(sympy.Function)
+        if not hasattr(__import__("math"), type(f).__name__)
+    }
+    return sympy.lambdify(syms, expr, modules=[applied, "math"])
 
 
 def _first_race(
