@@ -286,3 +286,27 @@ def test_the_report_lists_what_the_kernel_assumes():
     with pytest.raises(tylo.KernelArgumentError, match="n <= m"):  # and the launch checks it
         with_assumption.check_launch(1, 64, S(64, tylo.f32), 5, 4)
     with_assumption.check_launch(1, 64, S(64, tylo.f32), 4, 5)
+
+
+def test_an_offset_tylo_cannot_bound_is_unproved_not_a_failed_trace(monkeypatch):
+    from tylo.kernel import access_bounds
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("planted")
+
+    monkeypatch.setattr(access_bounds, "offset_range", broken)
+    report = vadd.accesses(*_vadd_specs(), block=256)
+    assert report.count("unproved") == 3
+    assert "could not bound the offset (ZeroDivisionError: planted)" in report.accesses[0].reason
+
+
+def test_a_race_check_that_cannot_evaluate_is_not_proved(monkeypatch):
+    from tylo.kernel import races
+
+    def broken(*args):
+        raise NameError("planted")
+
+    monkeypatch.setattr(races, "_first_race", broken)
+    report = staged.accesses(tylo.f32, block=128)
+    assert report.races and all(r.state == "not proved" for r in report.races)
+    assert "could not be evaluated (NameError)" in report.races[0].reason

@@ -198,9 +198,15 @@ def record(
     in_force = facts.current_facts()
     relations = [r for r in in_force if isinstance(r, sympy.core.relational.Relational)]
     expr = sympy.sympify(offset)
-    lo, hi = access_bounds.offset_range(
-        expr, params, relations, facts.decide, facts.divides, facts_key=in_force
-    )
+    try:
+        lo, hi = access_bounds.offset_range(
+            expr, params, relations, facts.decide, facts.divides, facts_key=in_force
+        )
+    except Exception as err:  # noqa: BLE001 - judging an access never breaks a trace
+        lo = hi = None
+        failure = f"tylo could not bound the offset ({type(err).__name__}: {err})"
+    else:
+        failure = ""
     # the extremes are attained by indices every launch has: an out-of-bounds end is an
     # error now (exact_minimum(e) holds exactly when exact_minimum(-e) does)
     exact = access_bounds.exact_minimum(expr) and ctx.dynamic_depth == 0
@@ -209,7 +215,7 @@ def record(
 
     # the low end: 0 <= offset
     if lo is None:
-        reasons.append(access_bounds.unbounded_reason(expr, params))
+        reasons.append(failure or access_bounds.unbounded_reason(expr, params))
     else:
         low = facts.decide(sympy.Ge(lo, 0))
         if low is False:
