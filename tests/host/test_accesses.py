@@ -310,3 +310,19 @@ def test_a_race_check_that_cannot_evaluate_is_not_proved(monkeypatch):
     report = staged.accesses(tylo.f32, block=128)
     assert report.races and all(r.state == "not proved" for r in report.races)
     assert "could not be evaluated (NameError)" in report.races[0].reason
+
+
+@pytest.mark.parametrize("n", [1, 255, 256, 257, 1000, 2**20 + 3])
+def test_the_vector_add_example_refuses_a_short_c_before_any_driver(n, monkeypatch):
+    """examples/vector_add's own launch: with c one element short it is refused by the
+    checks a launch makes before the driver (kernel.check_launch runs them here, with the
+    grid the example computes); with c exactly n long it is accepted."""
+    from examples.vector_add import kernel as example
+
+    grid = (n + example.BLOCK - 1) // example.BLOCK
+    full, short = S(n, tylo.f32), S(n - 1, tylo.f32)
+    example.vector_add.check_launch(grid, example.BLOCK, full, S(n, tylo.f32), S(n, tylo.f32), n)
+    with pytest.raises(tylo.OutOfBoundsLaunchError, match=rf"argument 'c'.*len\(c\) = {n - 1}"):
+        example.vector_add.check_launch(
+            grid, example.BLOCK, short, S(n, tylo.f32), S(n, tylo.f32), n
+        )
