@@ -7,10 +7,13 @@ No GPU: kernels are traced (not compiled), and launches are checked with ArraySp
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tylo
 from tylo.kernel.bounds_check import BoundsGuard, extent_of
 from tylo.kernel.guardexpr import GuardDataError
+from tylo.kernel.guards import Guard
 
 S = tylo.ArraySpec
 
@@ -326,3 +329,28 @@ def test_the_vector_add_example_refuses_a_short_c_before_any_driver(n, monkeypat
         example.vector_add.check_launch(
             grid, example.BLOCK, short, S(n, tylo.f32), S(n, tylo.f32), n
         )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    w=st.lists(st.integers(-(2**40), 2**40), min_size=9, max_size=9),
+    picks=st.lists(st.integers(0, 4), min_size=1, max_size=6),
+)
+def test_the_grouped_bounds_check_agrees_with_the_guards_one_by_one(w, picks):
+    """all_within (left sides shared, compared with each extent) against compile_guards
+    (each guard on its own), on guard trees of the shapes bounds guards take, random
+    launch vectors included (negative, huge, zero divisors)."""
+    from tylo.kernel.bounds_check import all_within
+    from tylo.kernel.guards import compile_guards
+
+    lhs = ("+", ("min", ("*", 256, ("v", 6)), ("-", ("v", 2), 1)), 1)
+    trees = [
+        ("<=", lhs, ("v", 3)),
+        ("<=", lhs, ("v", 4)),
+        ("<=", ("+", ("//", ("v", 2), ("v", 1)), 4), ("v", 5)),  # a divisor that may be 0
+        ("and", (">=", ("-", ("v", 2), 3), 0), ("<=", ("v", 2), ("v", 3))),
+        ("<=", 7, ("v", 8)),  # a constant left side, a slot past the extents
+    ]
+    chosen = [trees[i] for i in picks]
+    guards = [Guard("t", t) for t in chosen]
+    assert all_within(chosen, 3)(w) == compile_guards(guards)(w)
