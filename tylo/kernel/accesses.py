@@ -41,7 +41,6 @@ __all__ = [
     "Access",
     "AccessReport",
     "extent_symbol",
-    "grid_slot",
     "record",
     "summary_line",
 ]
@@ -164,12 +163,6 @@ def extent_symbol(param_name: str) -> sympy.Symbol:
     """The symbol that stands for a pointer argument's extent (elements from its address
     to the end of the array) in guard conditions."""
     return sympy.Symbol(f"len({param_name})", integer=True, nonnegative=True)
-
-
-def grid_slot(nvalues: int, nparams: int, axis: int) -> int:
-    """Where the grid extent of ``axis`` (0..2) sits in a bounds guard's value vector:
-    the launch values (``nvalues``), then one extent per parameter, then the grid."""
-    return nvalues + nparams + axis
 
 
 def record(

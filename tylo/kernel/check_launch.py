@@ -63,7 +63,6 @@ def check_launch(
     from tylo.backend.driver import _dim3
     from tylo.backend.errors import LaunchError
     from tylo.kernel.launch import CompiledKernel
-    from tylo.kernel.trace import trace_kernel
     from tylo.target import Target
 
     block3 = block  # normalized by Kernel.check_launch
@@ -77,29 +76,8 @@ def check_launch(
         values.append(value)
     bindings, _ = kernel.launch_bindings(args)
     target = Target.parse(target)
-    result = trace_kernel(
-        kernel.rewritten(),
-        name=kernel.name,
-        bindings=bindings,
-        block=block3,
-        target=target,
-        index_bits=kernel.index_bits,
-        max_registers=kernel._max_registers(),
-        bounds=kernel.bounds,
-    )
-    entry = CompiledKernel(
-        name=kernel.name,
-        module=None,
-        entry=result.entry,
-        bindings=bindings,
-        runtime=result.runtime,
-        block=block3,
-        index_bits=kernel.index_bits,
-        dynamic_shared_bytes=result.dynamic_shared_bytes,
-        timings={},
-        guards=result.guards,
-        bounds=result.bounds,
-    )
+    result = kernel.trace_bindings(bindings, block3, target)
+    entry = CompiledKernel.from_trace(result, kernel, bindings, block3, module=None, timings={})
     limit = target.max_shared_bytes - result.static_shared_bytes
     if shared > limit or shared < 0:
         raise LaunchError(

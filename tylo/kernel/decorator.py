@@ -339,7 +339,6 @@ class Kernel:
     ) -> TraceResult:
         """Trace a specialization to NVVM IR (``.llvm``) without compiling it (needs
         neither libNVVM nor a GPU); arguments as for :meth:`compile`."""
-        from tylo.kernel.trace import trace_kernel
         from tylo.target import Target
 
         bindings = self._spec_bindings(specs, kwspecs)
@@ -347,19 +346,36 @@ class Kernel:
         target = Target.parse(target)
         check_target(shape, target, self.name)
         try:
-            return trace_kernel(
-                self.rewritten(),
-                name=self.name,
-                bindings=bindings,
-                block=_block3(block),
-                target=target,
-                index_bits=self.index_bits,
-                cluster=shape,
-                max_registers=self._max_registers(),
-                bounds=self.bounds,
-            )
+            return self.trace_bindings(bindings, _block3(block), target, shape)
         except TraceError as err:
             raise err.with_traceback(user_frames(err.__traceback__)) from None
+
+    def trace_bindings(
+        self,
+        bindings: Sequence[Binding],
+        block: tuple[int, int, int],
+        target: Any,
+        cluster: tuple[int, int, int] | None = None,
+        *,
+        track_files: bool = False,
+    ) -> TraceResult:
+        """Trace this kernel for ``bindings`` with its own options (index width, register
+        cap, access policy): the one trace of :meth:`trace`, compiling and
+        :meth:`check_launch`."""
+        from tylo.kernel.trace import trace_kernel
+
+        return trace_kernel(
+            self.rewritten(),
+            name=self.name,
+            bindings=bindings,
+            block=block,
+            target=target,
+            index_bits=self.index_bits,
+            track_files=track_files,
+            cluster=cluster,
+            max_registers=self._max_registers(),
+            bounds=self.bounds,
+        )
 
     def accesses(
         self,
@@ -442,21 +458,8 @@ class Kernel:
                 self.stats.compiles += 1
                 self.stats.disk_hits += 1
                 return self._from_disk(bindings, block, target, key, *hit, start, cluster)
-        from tylo.kernel.trace import trace_kernel
-
         self.stats.traces += 1
-        result = trace_kernel(
-            self.rewritten(),
-            name=self.name,
-            bindings=bindings,
-            block=block,
-            target=target,
-            index_bits=self.index_bits,
-            track_files=key is not None,
-            cluster=cluster,
-            max_registers=self._max_registers(),
-            bounds=self.bounds,
-        )
+        result = self.trace_bindings(bindings, block, target, cluster, track_files=key is not None)
         module = compile_ir(
             result.llvm, target, entries=(result.entry,), options=self.options, name=self.name
         )
@@ -482,20 +485,8 @@ class Kernel:
                 },
             )
         timings["total_s"] = time.perf_counter() - start
-        return CompiledKernel(
-            name=self.name,
-            module=module,
-            entry=result.entry,
-            bindings=bindings,
-            runtime=result.runtime,
-            block=block,
-            index_bits=self.index_bits,
-            dynamic_shared_bytes=result.dynamic_shared_bytes,
-            timings=timings,
-            guards=result.guards,
-            bounds=result.bounds,
-            access_counts=result.accesses.counts(),
-            cluster=cluster,
+        return CompiledKernel.from_trace(
+            result, self, bindings, block, module=module, timings=timings, cluster=cluster
         )
 
     def _from_disk(

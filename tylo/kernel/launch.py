@@ -153,6 +153,36 @@ class CompiledKernel:
         getter = operator.itemgetter(*self.runtime) if self.runtime else (lambda v: ())
         self._runtime_values = (lambda v: (getter(v),)) if len(self.runtime) == 1 else getter
 
+    @classmethod
+    def from_trace(
+        cls,
+        result: Any,
+        kernel: Any,
+        bindings: Sequence[Binding],
+        block: tuple[int, int, int],
+        *,
+        module: Any,
+        timings: dict[str, Any],
+        cluster: tuple[int, int, int] | None = None,
+    ) -> CompiledKernel:
+        """The specialization a trace ``result`` of ``kernel`` describes, with ``module``
+        (its compiled code; None where only its launch checks are wanted)."""
+        return cls(
+            name=kernel.name,
+            module=module,
+            entry=result.entry,
+            bindings=bindings,
+            runtime=result.runtime,
+            block=block,
+            index_bits=kernel.index_bits,
+            dynamic_shared_bytes=result.dynamic_shared_bytes,
+            timings=timings,
+            guards=result.guards,
+            bounds=result.bounds,
+            access_counts=result.accesses.counts(),
+            cluster=cluster,
+        )
+
     def check_terms(self, guard_call: str = "GUARDS(v)") -> list[str]:
         """The launch checks on the values ``v[i]`` as Python expressions (int facts,
         alignment) and, when the kernel has guards, ``guard_call``: a call of the guards'

@@ -25,6 +25,7 @@ wait, which the first step does not model.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,7 +198,7 @@ def _function(syms: list[Any], expr: Any) -> Any:
     applied = {
         type(f).__name__: (lambda *xs, F=type(f): F(*xs))
         for f in expr.atoms(sympy.Function)
-        if not hasattr(__import__("math"), type(f).__name__)
+        if not hasattr(math, type(f).__name__)
     }
     return sympy.lambdify(syms, expr, modules=[applied, "math"])
 
